@@ -1,0 +1,31 @@
+"""Reproduce "What Does BERT Look At?" (Clark et al., 2019) on any BERT-family model and UD treebank.
+
+Shapes, everywhere: one example's attention is ``[layer, head, query, key]`` with rows summing to 1
+over ``key``; per-head statistics are ``[layer, head]``; head labels in text are 1-based ``"L-H"``.
+
+>>> import helpers
+>>> lm = helpers.load_model()                              # offline default: all-MiniLM-L6-v2
+>>> sents = helpers.load_treebank("gum:test", max_sentences=50)
+>>> batch = helpers.encode_words(lm.tokenizer, [s.words for s in sents])
+>>> store = helpers.extract(lm, batch, level="word")       # cached on disk, streamed back
+>>> for example, attn in store:                            # attn: [layer, head, word, word]
+...     pass
+"""
+from .cache import AttentionStore, extract
+from .config import cache_dir, data_dir, small_run
+from .conllu_io import ConllError, Sentence, read_conllu
+from .corpora import Document, load_gum, load_treebank
+from .encoding import Encoded, EncodedBatch, encode_ids, encode_texts, encode_words
+from .extract import iter_attention
+from .labels import head_label, parse_head_label
+from .models import DEFAULT_MODEL, LoadedModel, ModelNotAvailableError, load_model
+from .segments import Segment, encode_segments, paper_segments
+from .wordlevel import word_level
+
+__all__ = [
+    "AttentionStore", "ConllError", "DEFAULT_MODEL", "Document", "Encoded", "EncodedBatch",
+    "LoadedModel", "ModelNotAvailableError", "Segment", "Sentence", "cache_dir", "data_dir",
+    "encode_ids", "encode_segments", "encode_texts", "encode_words", "extract", "head_label",
+    "iter_attention", "load_gum", "load_model", "load_treebank", "paper_segments",
+    "parse_head_label", "read_conllu", "small_run", "word_level",
+]

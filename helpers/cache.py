@@ -1,0 +1,282 @@
+"""A disk cache of extracted attention maps: sharded, float16, keyed, atomic, resumable.
+
+:func:`extract` is the entry point chapters use. It encodes nothing itself: give it an
+:class:`~helpers.encoding.EncodedBatch` and it returns an :class:`AttentionStore` that streams
+``(example, attn [layer, head, n, n])`` from disk.
+
+The cache key is a SHA-256 of the model fingerprint (every weight), the encoded data (every token
+id and word alignment, so a change to a corpus file or tokenizer changes it), the source files'
+digest when given, and the settings (level, word mode, length limit, token types, shard size).
+Each shard is an ``.npz`` written to a temporary file and renamed into place, so an interrupted run
+keeps every finished shard and resumes from the next. A shard that fails to load (truncated, bad
+CRC) or whose recorded key or indices disagree is recomputed.
+
+>>> from helpers import load_model, encode_words, extract
+>>> lm = load_model()
+>>> batch = encode_words(lm.tokenizer, [["A", "cat", "sat", "."]])
+>>> store = extract(lm, batch, level="word")
+>>> for example, attn in store:
+...     pass
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from .config import cache_dir
+from .encoding import Encoded, EncodedBatch
+from .extract import Level, bucket, iter_attention
+from .models import LoadedModel
+from .wordlevel import WordMode
+
+FORMAT_VERSION = 1
+
+
+class StaleCacheError(RuntimeError):
+    """A cache entry does not match what was asked for and no model is at hand to recompute it."""
+
+
+def cache_key(
+    lm: LoadedModel,
+    batch: EncodedBatch,
+    *,
+    level: Level,
+    word_mode: WordMode,
+    shard_size: int,
+    source_digest: str | None = None,
+) -> str:
+    """Hex key naming one extraction: model weights, encoded data, source files and settings."""
+    settings = {
+        "format": FORMAT_VERSION,
+        "model": lm.fingerprint(),
+        "data": batch.digest(),
+        "sources": source_digest,
+        "level": level,
+        "word_mode": word_mode if level == "word" else None,
+        "max_length": batch.max_length,
+        "token_types": lm.token_types,
+        "shard_size": shard_size,
+    }
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    _atomic_write(path, lambda h: h.write(json.dumps(payload, indent=1, sort_keys=True).encode()))
+
+
+@dataclass
+class AttentionStore:
+    """Extracted maps of one corpus and settings, streamed from disk shard by shard.
+
+    Iterate for ``(example, attn)`` pairs (float32 ``[layer, head, n, n]``, length-bucket order), or
+    index by the caller's example index: ``store[i]``. ``skipped`` lists inputs over the length
+    limit; ``summary()`` gives counts for reports.
+    """
+
+    batch: EncodedBatch
+    directory: Path | None
+    shards: list[list[Encoded]]
+    n_layers: int
+    n_heads: int
+    level: str
+    word_mode: str
+    stats: dict = field(default_factory=dict)
+    _lm: LoadedModel | None = field(default=None, repr=False)
+    _loaded: tuple[int, dict] | None = field(default=None, repr=False)
+
+    @property
+    def examples(self) -> list[Encoded]:
+        return self.batch.examples
+
+    @property
+    def skipped(self) -> list[int]:
+        return self.batch.skipped
+
+    def __len__(self) -> int:
+        return len(self.batch.examples)
+
+    def summary(self) -> dict:
+        return {**self.batch.summary(), **self.stats, "level": self.level,
+                "word_mode": self.word_mode if self.level == "word" else None,
+                "cache": str(self.directory) if self.directory else None}
+
+    def _shard_maps(self, number: int) -> dict[int, np.ndarray]:
+        if self._loaded is not None and self._loaded[0] == number:
+            return self._loaded[1]
+        if self.directory is None:
+            maps = {ex.index: a for ex, a in iter_attention(self._lm, self.shards[number], level=self.level,
+                                                            word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
+        else:
+            maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads)
+        self._loaded = (number, maps)
+        return maps
+
+    def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
+        for number, shard in enumerate(self.shards):
+            maps = self._shard_maps(number)
+            for ex in shard:
+                yield ex, maps[ex.index].astype(np.float32)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        for number, shard in enumerate(self.shards):
+            if any(ex.index == index for ex in shard):
+                return self._shard_maps(number)[index].astype(np.float32)
+        if index in self.batch.skipped:
+            raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
+        raise KeyError(f"no example with index {index}")
+
+
+def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
+                indices: list[int] | None = None) -> dict[int, np.ndarray]:
+    """Load one shard (every member, so zip CRCs are checked); raise ValueError if it is unusable."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in ("key", "indices", "sizes", "offsets", "data")}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as err:
+        raise ValueError(f"{path}: unreadable cache shard ({err})") from err
+    if key is not None and str(arrays["key"]) != key:
+        raise ValueError(f"{path}: shard belongs to another extraction (stale key)")
+    if indices is not None and arrays["indices"].tolist() != list(indices):
+        raise ValueError(f"{path}: shard holds other examples than expected (stale)")
+    maps = {}
+    for i, (index, n) in enumerate(zip(arrays["indices"].tolist(), arrays["sizes"].tolist())):
+        start, stop = arrays["offsets"][i], arrays["offsets"][i + 1]
+        if stop - start != n_layers * n_heads * n * n:
+            raise ValueError(f"{path}: example {index} has a wrong size (corrupted)")
+        maps[index] = arrays["data"][start:stop].reshape(n_layers, n_heads, n, n)
+    return maps
+
+
+def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]]) -> None:
+    sizes = np.array([a.shape[-1] for _, a in pairs], dtype=np.int64)
+    flat = [a.astype(np.float16).ravel() for _, a in pairs]
+    offsets = np.concatenate([[0], np.cumsum([f.size for f in flat])]).astype(np.int64)
+    payload = {
+        "key": np.array(key),
+        "indices": np.array([ex.index for ex, _ in pairs], dtype=np.int64),
+        "sizes": sizes,
+        "offsets": offsets,
+        "data": np.concatenate(flat) if flat else np.zeros(0, np.float16),
+    }
+    _atomic_write(path, lambda h: np.savez(h, **payload))
+
+
+def extract(
+    lm: LoadedModel,
+    batch: EncodedBatch,
+    *,
+    level: Level = "word",
+    word_mode: WordMode = "mean",
+    cache: bool = True,
+    cache_root: str | os.PathLike | None = None,
+    source_digest: str | None = None,
+    batch_size: int = 32,
+    shard_size: int = 256,
+    progress: bool = True,
+) -> AttentionStore:
+    """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
+
+    With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
+    """
+    from tqdm.auto import tqdm
+
+    if not batch.examples:
+        raise ValueError(
+            f"nothing to extract: all {len(batch.skipped)} inputs exceed --max-length {batch.max_length}"
+            if batch.skipped else "nothing to extract: the corpus is empty"
+        )
+    shards = [
+        sorted(group, key=lambda e: e.index)
+        for group in bucket(batch.examples, batch_size=shard_size)
+    ]
+    store = AttentionStore(batch, None, shards, lm.n_layers, lm.n_heads, level, word_mode,
+                           stats={"batch_size": batch_size}, _lm=lm)
+    if not cache:
+        return store
+    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest)
+    directory = cache_dir(cache_root) / key
+    store.directory = directory
+    meta_path = directory / "meta.json"
+    meta = {
+        "format": FORMAT_VERSION, "key": key, "model": lm.label, "model_fingerprint": lm.fingerprint(),
+        "level": level, "word_mode": word_mode if level == "word" else None, "n_layers": lm.n_layers,
+        "n_heads": lm.n_heads, "examples": len(batch.examples), "skipped": batch.skipped,
+        "max_length": batch.max_length, "shards": len(shards), "dtype": "float16", "complete": False,
+    }
+    if meta_path.is_file():
+        try:
+            previous = json.loads(meta_path.read_text())
+            if previous.get("complete") and previous.get("key") == key:
+                meta = previous
+        except (OSError, ValueError):
+            pass  # corrupted metadata: rewritten below
+    todo, recomputed = [], 0
+    for number, shard in enumerate(shards):
+        path = directory / f"shard-{number:05d}.npz"
+        if path.is_file():
+            try:
+                _read_shard(path, lm.n_layers, lm.n_heads, key, [ex.index for ex in shard])
+                continue
+            except ValueError:
+                recomputed += 1
+        todo.append(number)
+    start = time.perf_counter()
+    if todo:
+        meta["complete"] = False
+        _write_json(meta_path, meta)
+        n_todo = sum(len(shards[k]) for k in todo)
+        bar = tqdm(total=n_todo, desc=f"{level}-level attention", unit="ex", disable=not progress)
+        try:
+            for number in todo:
+                pairs = list(iter_attention(lm, shards[number], level=level, word_mode=word_mode,
+                                            batch_size=batch_size, progress=False))
+                pairs.sort(key=lambda p: p[0].index)
+                _write_shard(directory / f"shard-{number:05d}.npz", key, pairs)
+                bar.update(len(pairs))
+        finally:
+            bar.close()
+        meta["complete"] = True
+        _write_json(meta_path, meta)
+    store.stats.update({
+        "shards": len(shards), "shards_computed": len(todo), "shards_reused": len(shards) - len(todo),
+        "shards_recomputed": recomputed, "seconds": round(time.perf_counter() - start, 3),
+    })
+    store._lm = None
+    return store
+
+
+def cache_entries(cache_root: str | os.PathLike | None = None) -> list[dict]:
+    """Metadata of every extraction in the cache, with its size on disk in bytes."""
+    root = cache_dir(cache_root)
+    entries = []
+    if not root.is_dir():
+        return entries
+    for meta_path in sorted(root.glob("*/meta.json")):
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            meta = {"key": meta_path.parent.name, "corrupted": True}
+        meta["bytes"] = sum(p.stat().st_size for p in meta_path.parent.iterdir() if p.is_file())
+        entries.append(meta)
+    return entries

@@ -1,0 +1,90 @@
+"""Where things live: the data directory, the cache directory and the small-run switch.
+
+Every location can be set three ways, strongest first: an explicit argument (the CLI's
+``--data-dir`` / ``--cache-dir``), an environment variable, then a default.
+
+>>> from helpers.config import data_dir
+>>> data_dir()                                  # doctest: +SKIP
+PosixPath('/work/shared/data')
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DATA_ENV = "BERT_ATTENTION_DATA"
+CACHE_ENV = "BERT_ATTENTION_CACHE"
+SMALL_ENV = "BERT_ATTENTION_SMALL"
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class DataNotFoundError(FileNotFoundError):
+    """The corpora directory could not be located."""
+
+
+def _default_data_candidates() -> list[Path]:
+    """``../shared/data`` beside the project root, then beside the working directory or a parent."""
+    candidates = [PROJECT_ROOT.parent / "shared" / "data"]
+    here = Path.cwd().resolve()
+    for parent in [here, *here.parents]:
+        candidates.append(parent.parent / "shared" / "data")
+    return candidates
+
+
+def data_dir(override: str | os.PathLike | None = None, *, must_exist: bool = True) -> Path:
+    """The corpora directory: ``override``, else ``$BERT_ATTENTION_DATA``, else ``../shared/data``.
+
+    Raises :class:`DataNotFoundError` (saying how to fix it) when ``must_exist`` and nothing is found.
+    """
+    if override is not None:
+        path = Path(override).expanduser().resolve()
+        if must_exist and not path.is_dir():
+            raise DataNotFoundError(
+                f"--data-dir {override!s}: no such directory. Point it at the folder that holds "
+                "gum/ and ud-english-ewt/, or create it with `python -m helpers download --data-dir DIR`."
+            )
+        return path
+    env = os.environ.get(DATA_ENV)
+    if env:
+        path = Path(env).expanduser().resolve()
+        if must_exist and not path.is_dir():
+            raise DataNotFoundError(
+                f"${DATA_ENV}={env}: no such directory. Fix the variable, or run "
+                f"`python -m helpers download --data-dir {env}` to fetch the corpora there."
+            )
+        return path
+    for candidate in _default_data_candidates():
+        if candidate.is_dir():
+            return candidate.resolve()
+    if not must_exist:
+        return _default_data_candidates()[0]
+    raise DataNotFoundError(
+        "No corpora found: pass --data-dir DIR, set $" + DATA_ENV + ", or place them in "
+        f"{_default_data_candidates()[0]}. With internet, `python -m helpers download --data-dir DIR` "
+        "fetches GUM and UD English EWT at pinned versions and checks their checksums."
+    )
+
+
+def cache_dir(override: str | os.PathLike | None = None) -> Path:
+    """The extraction cache: ``override``, else ``$BERT_ATTENTION_CACHE``, else ``~/.cache/bert-attention``."""
+    if override is not None:
+        return Path(override).expanduser().resolve()
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
+    return Path(base).expanduser().resolve() / "bert-attention"
+
+
+def small_run() -> bool:
+    """True when ``$BERT_ATTENTION_SMALL`` is set to a non-empty, non-zero value.
+
+    Chapters shrink their corpus sizes under this switch so notebook tests finish quickly.
+    """
+    return os.environ.get(SMALL_ENV, "").strip() not in ("", "0", "false", "False")
+
+
+def sized(full: int, small: int) -> int:
+    """``small`` under :func:`small_run`, else ``full`` (for corpus sizes in chapters)."""
+    return small if small_run() else full

