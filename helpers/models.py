@@ -189,11 +189,15 @@ def load_model(
         from transformers.utils import logging as hf_logging
 
         verbosity = hf_logging.get_verbosity()
+        bars = hf_logging.is_progress_bar_enabled()
         hf_logging.set_verbosity_error()  # silence "unused weights" notes for pooler-less checkpoints
+        hf_logging.disable_progress_bar()  # no per-load weight bar in notebooks and logs
         try:
             model = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
         finally:
             hf_logging.set_verbosity(verbosity)
+            if bars:
+                hf_logging.enable_progress_bar()
     model.eval()
     if device is not None:
         model.to(device)

@@ -1,0 +1,60 @@
+"""Shared fixtures: a tiny random BERT saved to disk (no download), a toy treebank, an isolated cache."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TOY_VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'", "s", "the", "a", "cat", "dog", "sat",
+    "on", "mat", "un", "##aff", "##able", "sit", "is", "big", "##gest",
+]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _offline_and_isolated(tmp_path_factory):
+    """No test touches the network or the user's cache."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["BERT_ATTENTION_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A 2-layer, 4-head random BERT with a toy WordPiece vocabulary, saved with save_pretrained."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    directory = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(TOY_VOCAB)}, do_lower_case=True)
+    config = BertConfig(vocab_size=len(TOY_VOCAB), hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=32, max_position_embeddings=64)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tiny_model_dir):
+    from helpers import load_model
+
+    return load_model(str(tiny_model_dir))
+
+
+@pytest.fixture
+def toy_conllu() -> Path:
+    return FIXTURES / "toy.conllu"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The real corpora, or skip when this machine has none."""
+    from helpers.config import DataNotFoundError, data_dir
+
+    try:
+        return data_dir()
+    except DataNotFoundError as err:
+        pytest.skip(str(err))

@@ -1,0 +1,86 @@
+"""The disk cache: reuse, float16 fidelity, corruption, staleness and resuming an interrupted run."""
+import numpy as np
+import pytest
+
+import helpers.cache as cache_mod
+from helpers.cache import extract
+from helpers.encoding import encode_words
+from helpers.extract import iter_attention
+
+SENTS = [["the", "cat", "sat"] * k for k in range(1, 9)]
+
+
+@pytest.fixture
+def batch(tiny_lm):
+    return encode_words(tiny_lm.tokenizer, SENTS)
+
+
+def test_cached_maps_equal_live_maps_within_float16(tiny_lm, batch, tmp_path):
+    store = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
+    assert store.stats["shards_computed"] == 3
+    live = {ex.index: a for ex, a in iter_attention(tiny_lm, batch, level="word")}
+    got = {ex.index: a for ex, a in store}
+    assert sorted(got) == sorted(live)
+    for i in live:
+        np.testing.assert_allclose(got[i], live[i], atol=1e-3)
+    np.testing.assert_allclose(store[4], live[4], atol=1e-3)
+    again = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
+    assert again.stats["shards_reused"] == 3 and again.stats["shards_computed"] == 0
+
+
+def test_settings_change_the_key(tiny_lm, batch, tmp_path):
+    a = extract(tiny_lm, batch, level="word", cache_root=tmp_path, progress=False)
+    b = extract(tiny_lm, batch, level="word", word_mode="first", cache_root=tmp_path, progress=False)
+    c = extract(tiny_lm, encode_words(tiny_lm.tokenizer, SENTS[:-1]), level="word", cache_root=tmp_path, progress=False)
+    assert len({a.directory, b.directory, c.directory}) == 3
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "stale"])
+def test_damaged_shard_is_recomputed(tiny_lm, batch, tmp_path, damage):
+    store = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
+    before = {ex.index: a for ex, a in store}
+    shard = store.directory / "shard-00001.npz"
+    if damage == "truncate":
+        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    elif damage == "garbage":
+        shard.write_bytes(b"not a zip file")
+    else:  # a shard from another extraction copied over this one
+        other = extract(tiny_lm, batch, level="word", word_mode="first", cache_root=tmp_path, shard_size=3,
+                        progress=False)
+        shard.write_bytes((other.directory / "shard-00001.npz").read_bytes())
+    again = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
+    assert again.stats["shards_recomputed"] == 1 and again.stats["shards_computed"] == 1
+    after = {ex.index: a for ex, a in again}
+    for i in before:
+        np.testing.assert_array_equal(after[i], before[i])
+
+
+def test_interrupted_run_resumes(tiny_lm, batch, tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real = cache_mod.iter_attention
+
+    def failing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cache_mod, "iter_attention", failing)
+    with pytest.raises(KeyboardInterrupt):
+        extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
+    monkeypatch.setattr(cache_mod, "iter_attention", real)
+    resumed = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
+    assert resumed.stats["shards_reused"] == 1 and resumed.stats["shards_computed"] == 2
+    assert not list(resumed.directory.glob("*.tmp"))
+
+
+def test_uncached_store_streams_without_writing(tiny_lm, batch, tmp_path):
+    store = extract(tiny_lm, batch, level="token", cache=False, cache_root=tmp_path, progress=False)
+    assert store.directory is None and sum(1 for _ in store) == len(SENTS)
+    assert not any(tmp_path.iterdir())
+
+
+def test_everything_too_long_is_a_clear_error(tiny_lm):
+    batch = encode_words(tiny_lm.tokenizer, [["the"] * 40], max_length=10)
+    with pytest.raises(ValueError, match="all 1 inputs exceed --max-length 10"):
+        extract(tiny_lm, batch, progress=False)

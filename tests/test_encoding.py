@@ -1,0 +1,59 @@
+"""Token-word alignment, over-long inputs, and paper-style segments."""
+import random
+
+import numpy as np
+import pytest
+
+from helpers.encoding import encode_ids, encode_words
+from helpers.segments import Segment, encode_segments, pair_template, truncate_pair
+
+
+def test_alignment_with_split_words(tiny_lm):
+    batch = encode_words(tiny_lm.tokenizer, [["The", "unaffable", "cat", "sat", "."]])
+    ex = batch.examples[0]
+    tokens = tiny_lm.tokenizer.convert_ids_to_tokens(ex.input_ids.tolist())
+    assert tokens == ["[CLS]", "the", "un", "##aff", "##able", "cat", "sat", ".", "[SEP]"]
+    assert ex.word_of_token.tolist() == [0, 1, 2, 2, 2, 3, 4, 5, 6]
+    assert ex.n_positions == 7
+
+
+def test_over_long_inputs_are_skipped_and_counted(tiny_lm):
+    short, long_ = ["a", "cat"], ["the", "cat"] * 10  # 22 tokens with specials
+    batch = encode_words(tiny_lm.tokenizer, [short, long_, short], max_length=12)
+    assert [e.index for e in batch.examples] == [0, 2]
+    assert batch.skipped == [1]
+    assert batch.summary()["skipped_over_length"] == 1
+    assert encode_ids([[1] * 5, [1] * 3], max_length=4).skipped == [0]
+
+
+def test_max_length_beyond_model_limit_is_an_error(tiny_lm):
+    with pytest.raises(ValueError, match="--max-length 100 exceeds"):
+        encode_words(tiny_lm.tokenizer, [["a"]], max_length=100, model_max=tiny_lm.max_positions)
+
+
+def test_word_without_tokens_keeps_its_row(tiny_lm):
+    batch = encode_words(tiny_lm.tokenizer, [["the", "\u200b", "cat"]])
+    ex = batch.examples[0]
+    assert batch.unknown_words == 1
+    assert sorted(set(ex.word_of_token.tolist())) == [0, 1, 2, 3, 4]
+
+
+def test_truncate_pair_respects_budget_and_seed():
+    a, b = list(range(50)), list(range(100, 120))
+    out1 = truncate_pair(a, b, 30, random.Random(0))
+    out2 = truncate_pair(a, b, 30, random.Random(0))
+    assert out1 == out2
+    assert len(out1[0]) + len(out1[1]) == 30
+    # the longer side always loses the token, so both end within one token of each other
+    assert abs(len(out1[0]) - len(out1[1])) <= 1
+    for kept in out1:  # what remains of each side is a contiguous run of the original
+        assert kept == list(range(kept[0], kept[0] + len(kept)))
+    assert truncate_pair(a[:5], b[:5], 30, random.Random(0)) == (a[:5], b[:5])
+
+
+def test_segment_layout_is_cls_a_sep_b_sep(tiny_lm):
+    tok = tiny_lm.tokenizer
+    assert pair_template(tok) == ([tok.cls_token_id], [tok.sep_token_id], [tok.sep_token_id])
+    seg = Segment("d", 0, (9, 11), (10, 12, 13))
+    ids = encode_segments(tok, [seg]).examples[0].input_ids
+    assert tok.convert_ids_to_tokens(ids.tolist()) == ["[CLS]", "the", "cat", "[SEP]", "a", "dog", "sat", "[SEP]"]
