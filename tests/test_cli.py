@@ -1,0 +1,35 @@
+"""The command line: JSON output, skipped counts, and one-line errors naming the culprit."""
+import json
+
+from helpers.cli import main
+
+
+def test_extract_writes_json(tiny_model_dir, toy_conllu, tmp_path, capsys):
+    out = tmp_path / "x.json"
+    rc = main(["extract", "--conllu", str(toy_conllu), "--model", str(tiny_model_dir), "--max-length", "8",
+               "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert result["examples"] == 3 and result["used"] == 1 and result["skipped_over_length"] == 2
+    assert result["skipped_indices"] == [0, 2] and result["level"] == "word"
+    assert "2 input(s) longer than 8 tokens were skipped" in capsys.readouterr().err
+
+
+def test_malformed_file_is_one_line_error(tiny_model_dir, tmp_path, capsys):
+    bad = tmp_path / "bad.conllu"
+    bad.write_text("1\tA\ta\tDET\tDT\t_\t0\troot\t_\t_\n2\tdog\n")
+    rc = main(["extract", "--conllu", str(bad), "--model", str(tiny_model_dir), "--quiet"])
+    assert rc == 2
+    assert f"{bad}:2:" in capsys.readouterr().err
+
+
+def test_unknown_model_offline(capsys, toy_conllu):
+    rc = main(["extract", "--conllu", str(toy_conllu), "--model", "nobody/nothing", "--quiet"])
+    assert rc == 2 and "all-MiniLM-L6-v2" in capsys.readouterr().err
+
+
+def test_info_without_model(tmp_path, capsys):
+    rc = main(["info", "--no-model", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(capsys.readouterr().out)
+    assert "model" not in result and "error" in result["data"]

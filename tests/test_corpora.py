@@ -1,0 +1,101 @@
+"""Corpus discovery, GUM splits and paragraphs, data-dir configuration, downloads with checksums."""
+import hashlib
+import json
+import shutil
+
+import pytest
+
+import helpers.corpora as corpora
+from helpers.config import DATA_ENV, DataNotFoundError, data_dir
+from helpers.corpora import EmptyCorpusError, gum_split_documents, load_gum, load_treebank, parse_splits
+
+SPLITS = "# Splits\n\n## dev\n\n  * GUM_b\n\n## test\n\n  * GUM_c\n  * GUM_reddit_x\n\n## test2\n\n  * GENTLE_d\n"
+
+
+@pytest.fixture
+def fake_data(tmp_path, toy_conllu):
+    """A data dir shaped like ../shared/data with four one-file GUM documents."""
+    dep = tmp_path / "gum" / "dep"
+    dep.mkdir(parents=True)
+    for name in ("GUM_a", "GUM_b", "GUM_c", "GENTLE_d"):
+        shutil.copy(toy_conllu, dep / f"{name}.conllu")
+    (tmp_path / "gum" / "splits.md").write_text(SPLITS)
+    return tmp_path
+
+
+def test_splits_and_paragraphs(fake_data):
+    assert parse_splits(fake_data / "gum" / "splits.md")["test"] == ["GUM_c", "GUM_reddit_x"]
+    assert gum_split_documents("train", root=fake_data) == ["GUM_a"]
+    assert gum_split_documents("test", root=fake_data) == ["GUM_c"]  # absent reddit doc left out
+    assert gum_split_documents("test2", root=fake_data) == ["GENTLE_d"]
+    (doc,) = load_gum("dev", root=fake_data)
+    assert doc.doc_id == "GUM_b" and [len(p) for p in doc.paragraphs] == [2, 1]
+    with pytest.raises(ValueError, match="GUM split 'valid'"):
+        gum_split_documents("valid", root=fake_data)
+
+
+def test_treebank_specs(fake_data, toy_conllu):
+    assert len(load_treebank("gum:train", root=fake_data)) == 3
+    assert len(load_treebank(str(toy_conllu), max_sentences=2)) == 2
+    with pytest.raises(ValueError, match="corpus 'wsj'"):
+        load_treebank("wsj", root=fake_data)
+    with pytest.raises(FileNotFoundError, match="EWT"):
+        load_treebank("ewt:dev", root=fake_data)
+
+
+def test_empty_corpus_is_an_error(tmp_path):
+    empty = tmp_path / "empty.conllu"
+    empty.write_text("\n\n")
+    with pytest.raises(EmptyCorpusError, match="no sentences"):
+        load_treebank(str(empty))
+
+
+def test_data_dir_precedence(fake_data, tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_ENV, str(fake_data))
+    assert data_dir() == fake_data.resolve()
+    assert data_dir(tmp_path) == tmp_path.resolve()
+    with pytest.raises(DataNotFoundError, match="--data-dir"):
+        data_dir(tmp_path / "missing")
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "missing"))
+    with pytest.raises(DataNotFoundError, match=DATA_ENV):
+        data_dir()
+
+
+def test_download_verifies_checksums_and_resumes(tmp_path, monkeypatch):
+    source = tmp_path / "upstream"
+    source.mkdir()
+    (source / "a.conllu").write_text("one")
+    (source / "b.conllu").write_text("two")
+    entries = [
+        {"path": f"gum/dep/{n}", "url": (source / n).as_uri(), "optional": False,
+         "sha256": hashlib.sha256((source / n).read_bytes()).hexdigest()}
+        for n in ("a.conllu", "b.conllu")
+    ]
+    fake = {"corpora": {"gum": {"commit": "abc"}, "ewt": {"commit": "def"}}, "files": entries}
+    monkeypatch.setattr(corpora, "manifest", lambda: json.loads(json.dumps(fake)))
+    target = tmp_path / "data"
+    assert corpora.download(target, only="gum", progress=False)["fetched"] == 2
+    assert (target / "gum" / "COMMIT").read_text().strip() == "abc"
+    assert corpora.download(target, only="gum", progress=False) == {"fetched": 0, "kept": 2, "optional_missing": 0}
+    (source / "b.conllu").write_text("tampered")
+    (target / "gum" / "dep" / "b.conllu").unlink()
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        corpora.download(target, only="gum", progress=False)
+    assert not (target / "gum" / "dep" / "b.conllu").exists()
+    assert corpora.verify(target)["missing"] == ["gum/dep/b.conllu"]
+
+
+def test_manifest_pins_every_shipped_file():
+    info = corpora.manifest()
+    paths = [e["path"] for e in info["files"]]
+    assert "ud-english-ewt/en_ewt-ud-dev.conllu" in paths and "gum/splits.md" in paths
+    assert all(info["corpora"]["gum"]["commit"] in e["url"] for e in info["files"] if e["path"].startswith("gum/"))
+
+
+@pytest.mark.slow
+def test_real_corpora_sizes(shared_data):
+    assert len(gum_split_documents("dev", root=shared_data)) >= 30
+    assert corpora.verify(shared_data)["mismatch"] == []
+    ewt = shared_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
+    n_ids = sum(line.startswith("# sent_id") for line in ewt.read_text(encoding="utf-8").splitlines())
+    assert len(load_treebank("ewt:dev", root=shared_data)) == n_ids

@@ -1,0 +1,43 @@
+"""Model loading: local paths, random-init controls, clear errors offline."""
+import pytest
+import torch
+
+from helpers.models import DEFAULT_MODEL, ModelNotAvailableError, load_model
+
+
+def test_unknown_name_offline_names_the_default_and_local_paths():
+    with pytest.raises(ModelNotAvailableError) as err:
+        load_model("no-such-org/no-such-model")
+    message = str(err.value)
+    assert DEFAULT_MODEL in message and "--model /path/to/model" in message
+
+
+def test_directory_without_config_is_explained(tmp_path):
+    with pytest.raises(ModelNotAvailableError, match="no config.json"):
+        load_model(str(tmp_path))
+
+
+def test_random_init_is_seeded_and_differs_from_pretrained(tiny_model_dir, tiny_lm):
+    a = load_model(str(tiny_model_dir), random_init=True, seed=1)
+    b = load_model(str(tiny_model_dir), random_init=True, seed=1)
+    c = load_model(str(tiny_model_dir), random_init=True, seed=2)
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+    assert a.fingerprint() != tiny_lm.fingerprint()
+    assert "random init, seed 1" in a.label
+    assert a.model.config._attn_implementation == "eager" and not a.model.training
+
+
+def test_fingerprint_tracks_weights(tiny_model_dir):
+    lm = load_model(str(tiny_model_dir))
+    before = lm.fingerprint()
+    with torch.no_grad():
+        next(lm.model.parameters()).add_(1.0)
+    lm._fingerprint = None
+    assert lm.fingerprint() != before
+
+
+@pytest.mark.slow
+def test_offline_default_model():
+    lm = load_model()
+    assert (lm.n_layers, lm.n_heads) == (6, 12)
+    assert lm.name == DEFAULT_MODEL and lm.tokenizer.is_fast
