@@ -179,3 +179,15 @@ def encode_texts(tokenizer, texts: Sequence[str], *, max_length: int = 128) -> E
     _check_max_length(max_length, tokenizer)
     enc = tokenizer(list(texts), add_special_tokens=True)
     return encode_ids(enc["input_ids"], max_length=max_length)
+
+
+def split_word_fraction(batch: EncodedBatch) -> float:
+    """Fraction of words the tokenizer split into two or more tokens (the paper: ~8% for BERT on WSJ)."""
+    words = split = 0
+    for ex in batch.examples:
+        if ex.word_of_token is None:
+            continue
+        counts = np.bincount(ex.word_of_token, minlength=ex.n_words + 2)[1 : ex.n_words + 1]
+        words += ex.n_words
+        split += int((counts > 1).sum())
+    return split / words if words else 0.0

@@ -1,0 +1,56 @@
+"""Views: compact chart records, bertviz format, example choice, formula check, head labels."""
+import json
+
+import numpy as np
+import pytest
+
+from helpers.conllu_io import read_conllu
+from helpers.examples import first_with_split_word
+from helpers.formula import recompute_attention
+from helpers.labels import head_label, parse_head_label
+from helpers.views import attention_rows, bertviz_attention, heatmap
+
+
+def test_rows_round_trip_every_weight():
+    rng = np.random.default_rng(0)
+    attn = rng.dirichlet(np.ones(4), size=(2, 3, 4))
+    rows = attention_rows(attn)
+    assert len(rows) == 2 * 3 * 4
+    for r in rows:
+        np.testing.assert_allclose(r["w"], attn[r["layer"] - 1, r["head"] - 1, r["query"]], atol=5e-4)
+        assert r["k"] == [0, 1, 2, 3]
+    spec = heatmap(attn, list("abcd")).to_dict()
+    assert any(p["name"] == "layer" for p in spec["params"])
+    assert len(json.dumps(spec)) < 20_000
+
+
+def test_bertviz_format_is_short_decimals():
+    attn = np.full((2, 3, 4, 4), 0.25, dtype=np.float32) + 1e-4
+    layers = bertviz_attention(attn)
+    assert len(layers) == 2 and tuple(layers[0].shape) == (1, 3, 4, 4)
+    assert layers[0].tolist()[0][0][0][0] == 0.25
+
+
+def test_example_rule_picks_first_sentence_with_split_word(tiny_lm, toy_conllu):
+    sents = read_conllu(toy_conllu)
+    assert first_with_split_word(sents, tiny_lm.tokenizer, min_words=3, max_words=8) == 2
+    with pytest.raises(ValueError, match="no sentence"):
+        first_with_split_word(sents[:2], tiny_lm.tokenizer, min_words=3, max_words=8)
+
+
+def test_formula_reproduces_extracted_maps(tiny_lm):
+    from helpers.encoding import encode_words
+    from helpers.extract import forward_attentions
+
+    ex = encode_words(tiny_lm.tokenizer, [["the", "cat", "sat", "on", "the", "mat"]]).examples[0]
+    attn = forward_attentions(tiny_lm, [ex])[0]
+    for layer in range(tiny_lm.n_layers):
+        np.testing.assert_allclose(recompute_attention(tiny_lm, ex.input_ids, layer=layer).numpy(),
+                                   attn[layer].numpy(), atol=1e-6)
+
+
+def test_head_labels_are_one_based():
+    assert head_label(0, 0) == "1-1" and head_label(7, 10) == "8-11"
+    assert parse_head_label("8-11") == (7, 10)
+    with pytest.raises(ValueError, match="1-based"):
+        parse_head_label("0-3")
