@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv in the repository root if missing, and install the pinned requirements and the
+# helpers package into it. Re-running is cheap: nothing is installed while requirements.txt and
+# pyproject.toml are unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+  echo "error: Python 3.10 or newer is needed (found $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.x" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "creating .venv with $("$PYTHON" --version 2>&1)"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.installed-requirements
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "installing pinned requirements into .venv (first time: a few minutes)"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+  echo "$want" > "$stamp"
+fi
