@@ -151,10 +151,9 @@ def _load_tokenizer(source: str, display: str):
             f"Model {display!r} has no fast tokenizer; word-level maps need its word alignment "
             "(`word_ids()`). Convert it with `tokenizers` or pick a model that ships tokenizer.json."
         )
-    try:
-        tokenizer(["a", "b"], is_split_into_words=True)
-    except (ValueError, AssertionError):
-        # Byte-level BPE (RoBERTa, GPT-2) needs add_prefix_space for pre-split words.
+    if getattr(tokenizer, "add_prefix_space", None) is False:
+        # Byte-level BPE (RoBERTa, GPT-2): pre-split words must be encoded as if preceded by a
+        # space ("Ġcat"), the way they appear inside running text.
         tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, display, add_prefix_space=True)
     return tokenizer
 

@@ -58,3 +58,29 @@ def shared_data() -> Path:
         return data_dir()
     except DataNotFoundError as err:
         pytest.skip(str(err))
+
+
+@pytest.fixture(scope="session")
+def tiny_bpe_model_dir(tmp_path_factory) -> Path:
+    """A 2-layer random RoBERTa with a byte-level BPE vocabulary trained here on a few sentences."""
+    import json
+
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizer
+
+    directory = tmp_path_factory.mktemp("tiny-roberta")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["the cat sat on the mat", "a dog sat", "the dog is big"] * 20, vocab_size=290,
+                            min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                            show_progress=False)
+    bpe.save_model(str(directory))
+    vocab = json.loads((directory / "vocab.json").read_text())
+    merges = [tuple(line.split()) for line in (directory / "merges.txt").read_text().splitlines()[1:] if line]
+    tokenizer = RobertaTokenizer(vocab=vocab, merges=merges)
+    config = RobertaConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=32, max_position_embeddings=66, pad_token_id=1)
+    torch.manual_seed(0)
+    RobertaModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

@@ -57,3 +57,21 @@ def test_segment_layout_is_cls_a_sep_b_sep(tiny_lm):
     seg = Segment("d", 0, (9, 11), (10, 12, 13))
     ids = encode_segments(tok, [seg]).examples[0].input_ids
     assert tok.convert_ids_to_tokens(ids.tolist()) == ["[CLS]", "the", "cat", "[SEP]", "a", "dog", "sat", "[SEP]"]
+
+
+def test_byte_level_bpe_alignment_and_pair_template(tiny_bpe_model_dir):
+    from helpers import iter_attention, load_model
+
+    lm = load_model(str(tiny_bpe_model_dir))
+    batch = encode_words(lm.tokenizer, [["the", "unaffable", "cat", "sat"]])
+    ex = batch.examples[0]
+    tokens = lm.tokenizer.convert_ids_to_tokens(ex.input_ids.tolist())
+    assert tokens[0] == "<s>" and tokens[-1] == "</s>" and tokens[1] == "Ġthe"  # words keep their space
+    pieces = [t for t, w in zip(tokens, ex.word_of_token) if w == 2]
+    assert len(pieces) > 1 and "".join(pieces).replace("Ġ", "") == "unaffable"
+    assert ex.word_of_token[0] == 0 and ex.word_of_token[-1] == 5
+    bos, eos = lm.tokenizer.bos_token_id, lm.tokenizer.eos_token_id
+    assert pair_template(lm.tokenizer) == ([bos], [eos, eos], [eos])
+    (_, attn), = list(iter_attention(lm, batch, level="word"))
+    assert attn.shape == (2, 4, 6, 6)
+    np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-5)
