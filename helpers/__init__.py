@@ -16,14 +16,14 @@ from .config import cache_dir, data_dir, small_run
 from .conllu_io import ConllError, Sentence, read_conllu
 from .corpora import Document, load_gum, load_treebank
 from .encoding import Encoded, EncodedBatch, encode_ids, encode_texts, encode_words
-from .extract import iter_attention
+from .extract import attention_for, iter_attention
 from .labels import head_label, parse_head_label
 from .models import DEFAULT_MODEL, LoadedModel, ModelNotAvailableError, load_model
 from .segments import Segment, encode_segments, paper_segments
 from .wordlevel import word_level
 
 __all__ = [
-    "AttentionStore", "ConllError", "DEFAULT_MODEL", "Document", "Encoded", "EncodedBatch",
+    "AttentionStore", "attention_for", "ConllError", "DEFAULT_MODEL", "Document", "Encoded", "EncodedBatch",
     "LoadedModel", "ModelNotAvailableError", "Segment", "Sentence", "cache_dir", "data_dir",
     "encode_ids", "encode_segments", "encode_texts", "encode_words", "extract", "head_label",
     "iter_attention", "load_gum", "load_model", "load_treebank", "paper_segments",

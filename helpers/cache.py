@@ -280,3 +280,31 @@ def cache_entries(cache_root: str | os.PathLike | None = None) -> list[dict]:
         meta["bytes"] = sum(p.stat().st_size for p in meta_path.parent.iterdir() if p.is_file())
         entries.append(meta)
     return entries
+
+
+# ----------------------------------------------------------------------------- small artifacts
+
+
+def artifact_path(kind: str, key: dict, suffix: str, cache_root: str | os.PathLike | None = None) -> Path:
+    """Where a derived artifact (statistics, a fitted head ...) keyed by ``key`` lives in the cache."""
+    digest = hashlib.sha256(json.dumps({"format": FORMAT_VERSION, **key}, sort_keys=True, default=str).encode())
+    return cache_dir(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
+
+
+def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike | None = None,
+                refresh: bool = False) -> dict:
+    """``compute()`` once per ``key`` and keep its JSON result; a corrupted file is recomputed.
+
+    The stored file records its key, so a file that does not match (stale) is recomputed too.
+    """
+    path = artifact_path(kind, key, ".json", cache_root)
+    if path.is_file() and not refresh:
+        try:
+            stored = json.loads(path.read_text())
+            if stored.get("key") == json.loads(json.dumps(key, default=str)):
+                return stored["value"]
+        except (OSError, ValueError, AttributeError):
+            pass
+    value = compute()
+    _write_json(path, {"key": json.loads(json.dumps(key, default=str)), "value": value})
+    return value

@@ -19,8 +19,6 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
 from .corpora import Document
 from .encoding import EncodedBatch, encode_ids
 
@@ -97,13 +95,3 @@ def encode_segments(tokenizer, segments: Sequence[Segment], *, max_length: int =
         [before + list(s.ids_a) + between + list(s.ids_b) + after for s in segments], max_length=max_length
     )
 
-
-def special_positions(tokenizer, input_ids: np.ndarray) -> dict[str, np.ndarray]:
-    """Boolean masks over tokens: ``cls``, ``sep`` and ``punct`` (exactly "." or ",")."""
-    ids = np.asarray(input_ids)
-    punct_ids = [tokenizer.convert_tokens_to_ids(t) for t in (".", ",")]
-    return {
-        "cls": ids == tokenizer.cls_token_id,
-        "sep": ids == tokenizer.sep_token_id,
-        "punct": np.isin(ids, [p for p in punct_ids if p is not None and p != tokenizer.unk_token_id]),
-    }

@@ -25,12 +25,16 @@ def bertviz_attention(attn: np.ndarray, *, decimals: int = 3):
 
 
 def head_view(attn: np.ndarray, tokens: Sequence[str], *, layer: int = 0, heads: Sequence[int] | None = None,
-              sentence_b_start: int | None = None, html_action: str = "view"):
-    """bertviz head view of one example; ``layer`` and ``heads`` are 0-based."""
+              layers: Sequence[int] | None = None, sentence_b_start: int | None = None, html_action: str = "view"):
+    """bertviz head view of one example; ``layer``, ``heads`` and ``layers`` are 0-based.
+
+    ``layers`` limits the layers embedded in the page (all by default); ``heads`` preselects heads.
+    """
     from bertviz import head_view as _head_view
 
     return _head_view(bertviz_attention(attn), list(tokens), sentence_b_start=sentence_b_start, layer=layer,
-                      heads=list(heads) if heads is not None else None, html_action=html_action)
+                      heads=list(heads) if heads is not None else None,
+                      include_layers=list(layers) if layers is not None else None, html_action=html_action)
 
 
 def model_view(attn: np.ndarray, tokens: Sequence[str], *, layers: Sequence[int] | None = None,

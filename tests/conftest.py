@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,17 @@ def tiny_bpe_model_dir(tmp_path_factory) -> Path:
     RobertaModel(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+SPLITS = "# Splits\n\n## dev\n\n  * GUM_b\n\n## test\n\n  * GUM_c\n  * GUM_reddit_x\n\n## test2\n\n  * GENTLE_d\n"
+
+
+@pytest.fixture
+def fake_data(tmp_path, toy_conllu):
+    """A data dir shaped like ../shared/data with four one-file GUM documents."""
+    dep = tmp_path / "gum" / "dep"
+    dep.mkdir(parents=True)
+    for name in ("GUM_a", "GUM_b", "GUM_c", "GENTLE_d"):
+        shutil.copy(toy_conllu, dep / f"{name}.conllu")
+    (tmp_path / "gum" / "splits.md").write_text(SPLITS)
+    return tmp_path

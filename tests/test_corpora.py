@@ -1,27 +1,12 @@
 """Corpus discovery, GUM splits and paragraphs, data-dir configuration, downloads with checksums."""
 import hashlib
 import json
-import shutil
 
 import pytest
 
 import helpers.corpora as corpora
 from helpers.config import DATA_ENV, DataNotFoundError, data_dir
 from helpers.corpora import EmptyCorpusError, gum_split_documents, load_gum, load_treebank, parse_splits
-
-SPLITS = "# Splits\n\n## dev\n\n  * GUM_b\n\n## test\n\n  * GUM_c\n  * GUM_reddit_x\n\n## test2\n\n  * GENTLE_d\n"
-
-
-@pytest.fixture
-def fake_data(tmp_path, toy_conllu):
-    """A data dir shaped like ../shared/data with four one-file GUM documents."""
-    dep = tmp_path / "gum" / "dep"
-    dep.mkdir(parents=True)
-    for name in ("GUM_a", "GUM_b", "GUM_c", "GENTLE_d"):
-        shutil.copy(toy_conllu, dep / f"{name}.conllu")
-    (tmp_path / "gum" / "splits.md").write_text(SPLITS)
-    return tmp_path
-
 
 def test_splits_and_paragraphs(fake_data):
     assert parse_splits(fake_data / "gum" / "splits.md")["test"] == ["GUM_c", "GUM_reddit_x"]

@@ -1,0 +1,100 @@
+"""Interactive Altair charts shared by the chapters, and saving any chart as SVG or PNG.
+
+Heads are labelled 1-based ``"layer-head"`` in tooltips; layers are 1-based on axes.
+
+>>> chart = layer_scatter({"sep": stats.per_head["sep"]}, {"sep": "[SEP]"}, y_title="Avg. attention")  # doctest: +SKIP
+>>> save_chart(chart, "figure2")            # writes figure2.svg and figure2.png           # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .labels import head_label
+
+PALETTE = ["#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#17becf", "#8c564b"]
+
+
+def head_frame(per_head: Mapping[str, np.ndarray], names: Mapping[str, str]) -> pd.DataFrame:
+    """Long table ``layer, head, label, series, value`` from ``{key: [layer, head]}`` arrays."""
+    rows = []
+    for key, display in names.items():
+        values = np.asarray(per_head[key])
+        n_heads = values.shape[1]
+        for layer in range(values.shape[0]):
+            for head in range(n_heads):
+                rows.append({"layer": layer + 1, "head": head + 1, "label": head_label(layer, head),
+                             "series": display, "value": float(values[layer, head]),
+                             "x": layer + 1 + 0.5 * (head - (n_heads - 1) / 2) / n_heads})
+    return pd.DataFrame(rows)
+
+
+def layer_scatter(per_head: Mapping[str, np.ndarray], names: Mapping[str, str], *, title: str = "",
+                  y_title: str = "Avg. attention", mean_lines: bool = True,
+                  reference: tuple[float, str] | None = None, width: int = 420, height: int = 260):
+    """One point per head (x: layer, slightly spread by head) per series, with per-layer mean lines.
+
+    Click a legend entry to highlight a series; hover a point for its head and value.
+    """
+    import altair as alt
+
+    frame = head_frame(per_head, names)
+    order = list(names.values())
+    color = alt.Color("series:N", sort=order, scale=alt.Scale(domain=order, range=PALETTE[: len(order)]), title=None)
+    pick = alt.selection_point(fields=["series"], bind="legend")
+    opacity = alt.condition(pick, alt.value(0.85), alt.value(0.12))
+    n_layers = int(frame["layer"].max())
+    x = alt.X("x:Q", title="Layer", scale=alt.Scale(domain=[0.5, n_layers + 0.5]),
+              axis=alt.Axis(values=list(range(1, n_layers + 1)), format="d"))
+    points = alt.Chart(frame).mark_circle(size=28).encode(
+        x=x, y=alt.Y("value:Q", title=y_title), color=color, opacity=opacity,
+        tooltip=[alt.Tooltip("label:N", title="head"), "series:N", alt.Tooltip("value:Q", format=".3f")],
+    ).add_params(pick)
+    layers = [points]
+    if mean_lines:
+        layers.append(alt.Chart(frame).mark_line(strokeWidth=2).encode(
+            x=alt.X("layer:Q"), y="mean(value):Q", color=color, opacity=opacity))
+    if reference is not None:
+        value, label = reference
+        ref = pd.DataFrame({"y": [value], "label": [label]})
+        layers.append(alt.Chart(ref).mark_rule(strokeDash=[6, 4], color="black").encode(
+            y="y:Q", tooltip=[alt.Tooltip("label:N", title="reference"), alt.Tooltip("y:Q", format=".3f")]))
+    return alt.layer(*layers).properties(title=title, width=width, height=height)
+
+
+def layer_lines(per_layer: Mapping[str, Sequence[float]], *, title: str = "", y_title: str = "",
+                width: int = 420, height: int = 260, log_scale: bool = False):
+    """One line per series over layers (1-based), with point tooltips."""
+    import altair as alt
+
+    rows = [{"layer": i + 1, "series": name, "value": float(v)}
+            for name, values in per_layer.items() for i, v in enumerate(values)]
+    order = list(per_layer)
+    color = alt.Color("series:N", sort=order, scale=alt.Scale(domain=order, range=PALETTE[: len(order)]), title=None)
+    y = alt.Y("value:Q", title=y_title, scale=alt.Scale(type="log") if log_scale else alt.Scale())
+    return alt.Chart(pd.DataFrame(rows)).mark_line(point=True).encode(
+        x=alt.X("layer:O", title="Layer"), y=y, color=color,
+        tooltip=["series:N", "layer:O", alt.Tooltip("value:Q", format=".3g")],
+    ).properties(title=title, width=width, height=height)
+
+
+def save_chart(chart, stem: str | Path, *, formats: Sequence[str] = ("svg", "png"), scale: float = 2.0) -> list[Path]:
+    """Write ``chart`` as ``stem.svg`` / ``stem.png`` (vl-convert, no browser or network needed)."""
+    import vl_convert as vlc
+
+    spec = chart.to_json()
+    written = []
+    for fmt in formats:
+        path = Path(f"{stem}.{fmt}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "svg":
+            path.write_text(vlc.vegalite_to_svg(spec))
+        elif fmt == "png":
+            path.write_bytes(vlc.vegalite_to_png(spec, scale=scale))
+        else:
+            raise ValueError(f"format {fmt!r}: choose svg or png")
+        written.append(path)
+    return written

@@ -1,0 +1,67 @@
+"""BERT-style masking, the fitted masked-LM head, gradient importance, and the `surface` command."""
+import json
+
+import numpy as np
+
+from helpers.cli import main
+from helpers.encoding import encode_words
+from helpers.gradients import gradient_importance
+from helpers.mlm import bert_mask, fit_head, mlm_head
+
+
+def test_bert_mask_rates_and_specials():
+    rng = np.random.default_rng(0)
+    ids = np.arange(1000) + 10
+    special = np.zeros(1000, bool)
+    special[[0, 999]] = True
+    masked, labels = bert_mask(ids, special, rng, mask_id=4, vocab_size=50)
+    chosen = labels != -100
+    assert chosen.sum() == round(0.15 * 998) and not chosen[special].any()
+    assert np.array_equal(labels[chosen], ids[chosen])
+    assert np.array_equal(masked[~chosen], ids[~chosen])
+    frac_mask = (masked[chosen] == 4).mean()
+    assert 0.7 < frac_mask < 0.9  # 80% become the mask token
+
+
+def _batch(lm, k=12):
+    rng = np.random.default_rng(1)
+    words = ["the", "cat", "sat", "on", "mat", "a", "dog", ".", ","]
+    return encode_words(lm.tokenizer, [list(rng.choice(words, size=rng.integers(4, 10))) for _ in range(k)])
+
+
+def test_fitting_lowers_the_head_loss(tiny_lm):
+    batch = _batch(tiny_lm, 30)
+    _, untrained = fit_head(tiny_lm, batch, batch, seed=0, epochs=0)
+    _, trained = fit_head(tiny_lm, batch, batch, seed=0, epochs=30, lr=1e-2)
+    assert trained["train_loss"] < untrained["train_loss"] - 0.3
+    assert trained["source"] == "fitted on the frozen encoder"
+
+
+def test_head_is_cached(tiny_lm, tmp_path):
+    batch = _batch(tiny_lm)
+    _, first = mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)
+    _, second = mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)
+    assert "cached" not in first and second["cached"] is True
+    assert second["heldout_loss"] == first["heldout_loss"]
+
+
+def test_gradient_importance_shapes_and_determinism(tiny_lm):
+    batch = _batch(tiny_lm)
+    head, _ = fit_head(tiny_lm, batch, batch, seed=0, epochs=1)
+    a = gradient_importance(tiny_lm, head, batch, seed=3, batch_size=5)
+    b = gradient_importance(tiny_lm, head, batch, seed=3, batch_size=12)
+    for kind in ("sep", "punct", "cls", "other"):
+        assert len(a[kind]) == tiny_lm.n_layers and np.all(np.isfinite(a[kind]))
+        np.testing.assert_allclose(a[kind], b[kind], rtol=1e-4)  # batching does not change per-segment gradients
+    assert min(a["other"]) > 0
+
+
+def test_surface_command_json(tiny_model_dir, fake_data, tmp_path):
+    out = tmp_path / "surface.json"
+    rc = main(["surface", "--model", str(tiny_model_dir), "--data-dir", str(fake_data), "--segments", "5",
+               "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert np.asarray(result["per_head"]["sep"]).shape == (2, 4)
+    assert set(result["gradients"]) >= {"sep", "punct", "other"} and len(result["gradients"]["sep"]) == 2
+    assert result["n_segments"] == 1 and result["claims"]
