@@ -29,6 +29,7 @@ from .models import LoadedModel
 from .surface import token_masks
 
 KINDS: tuple[str, ...] = ("sep", "punct", "cls", "other")
+VERSION = 2  # part of cache keys: bump when the definition changes
 
 
 def gradient_importance(lm: LoadedModel, head: nn.Module, batch: EncodedBatch, *, seed: int = 0,

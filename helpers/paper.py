@@ -51,3 +51,17 @@ TABLE3 = {
     "Random Init Attn + GloVe": 30, "Attn": 61, "Attn + GloVe": 77,
 }
 TABLE3_SOURCE = "Table 3"
+
+# Closest UD counterpart of each Stanford Dependencies relation of Table 1 (../shared/data/README.md).
+# UD attaches a preposition to its object, so SD prep ~ UD case and SD pobj ~ UD obl / nmod.
+UD_TO_SD = {
+    "case": "prep", "obl": "pobj", "nmod": "pobj", "det": "det", "compound": "nn", "nsubj": "nsubj",
+    "amod": "amod", "obj": "dobj", "advmod": "advmod", "aux": "aux", "nmod:poss": "poss",
+    "aux:pass": "auxpass", "ccomp": "ccomp", "mark": "mark", "compound:prt": "prt", "all": "all",
+}
+
+
+def table1_row(ud_relation: str) -> tuple[str, tuple] | None:
+    """``(Stanford relation, (head, accuracy, baseline, offset))`` of Table 1 for a UD relation, if any."""
+    sd = UD_TO_SD.get(ud_relation)
+    return (sd, TABLE1[sd]) if sd in TABLE1 else None

@@ -43,6 +43,7 @@ STATISTICS: tuple[str, ...] = (
     "self", "prev", "next", "cls", "sep", "punct", "sep_sep", "rest_sep", "entropy", "entropy_cls",
 )
 ENTROPY_SMOOTHING = 1e-4  # A' = (1 - s) A + s / n, as in the original notebook
+VERSION = 1  # part of cache keys: bump when a definition changes
 SPECIALIST_THRESHOLD = 0.5  # §3.1: "put >50% of their attention on the previous / next token"
 
 

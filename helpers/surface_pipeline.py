@@ -22,6 +22,8 @@ from .cli import command, load
 from .corpora import load_gum
 from .encoding import EncodedBatch
 from .extract import iter_attention
+from . import gradients as gradients_mod
+from . import surface as surface_mod
 from .gradients import gradient_importance
 from .mlm import mlm_head
 from .models import LoadedModel
@@ -75,7 +77,7 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
                 cache_root: str | os.PathLike | None = None, progress: bool = False) -> SurfaceReport:
     """Statistics (cached), the masked-LM head and gradient importance (cached) for one model."""
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir)
-    key = {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types}
+    key = {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types, "v": surface_mod.VERSION}
     stats = SurfaceStats.from_json(cached_json(
         "surface-stats", key, lambda: surface_statistics(lm, batch, progress=progress).to_json(), cache_root=cache_root))
     grads = mlm = None
@@ -86,7 +88,8 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
         head, mlm = mlm_head(lm, train, heldout, seed=seed, cache_root=cache_root)
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
-        grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": mlm, "seed": seed},
+        grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": {k: v for k, v in mlm.items() if k != "cached"}, "seed": seed,
+                                                  "grad_v": gradients_mod.VERSION},
                             lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
                             cache_root=cache_root)
     return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch)

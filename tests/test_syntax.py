@@ -1,0 +1,141 @@
+"""Heads as parsers: constructed maps with known answers, a slow reference, offsets, the CLI contract."""
+import json
+
+import numpy as np
+import pytest
+
+from helpers.cli import main
+from helpers.conllu_io import Sentence
+from helpers.syntax import (ALL, DIRECTIONS, OFFSETS, HeadScorer, bootstrap_interval, offset_predictions,
+                            predict_heads)
+
+
+def sentence(words, heads, rels):
+    n = len(words)
+    return Sentence(tuple(words), tuple(heads), tuple(rels), ("X",) * n, ("X",) * n, sent_id="s")
+
+
+TREE = sentence(["the", "cat", "sat", "on", "the", "mat"], [2, 3, 0, 6, 6, 3], ["det", "nsubj", "root", "case", "det", "obl"])
+
+
+def gold_maps(s, n_layers=2, n_heads=3, good=(1, 2)):
+    """Random maps, except head ``good`` = (layer, head) whose dependents attend to their gold head."""
+    rng = np.random.default_rng(0)
+    n = len(s)
+    attn = rng.dirichlet(np.ones(n + 2), size=(n_layers, n_heads, n + 2))
+    attn[good] = 0.0
+    for i, h in enumerate(s.heads):
+        attn[good][i + 1, h if h else n + 1] = 1.0  # root word attends to [SEP]
+    attn[good][0, 0] = attn[good][n + 1, n + 1] = 1.0
+    return attn
+
+
+def test_head_pointing_at_gold_head_scores_100():
+    scorer = HeadScorer()
+    scorer.add(gold_maps(TREE), TREE)
+    scores = scorer.result()
+    table = scores.table()
+    assert table[ALL]["count"] == 5  # the root word is not counted
+    acc = scores.accuracy()
+    for rel in ("det", "nsubj", "case", "obl", ALL):
+        assert table[rel]["accuracy"] == 100.0
+        assert acc[0, 1, 2, scores.relations.index(rel)] == 100.0  # dependent-to-head, head 2-3
+    assert table[ALL]["best_head"] == "2-3" and table[ALL]["direction"] == "dependent-to-head"
+    assert "root" not in table
+
+
+def test_transposed_direction():
+    n = len(TREE)
+    attn = np.zeros((1, 1, n + 2, n + 2))
+    for j in range(1, n + 1):  # each word spreads its attention over its own dependents
+        deps = [i for i, h in enumerate(TREE.heads) if h == j]
+        attn[0, 0, j, [d + 1 for d in deps] or [n + 1]] = 1.0 / max(len(deps), 1)
+    scorer = HeadScorer()
+    scorer.add(attn, TREE)
+    row = scorer.result().table()[ALL]
+    assert row["accuracy"] == 100.0 and row["direction"] == "head-to-dependent"
+
+
+def test_special_tokens_self_and_ties():
+    n = 4
+    attn = np.full((1, 1, n + 2, n + 2), 1e-3)
+    attn[..., 0] = attn[..., -1] = 1.0  # [CLS]/[SEP] dominate but are never candidates
+    preds = predict_heads(attn)
+    assert preds.shape == (2, 1, 1, n)
+    assert preds[0, 0, 0].tolist() == [2, 1, 1, 1]  # ties -> earliest word; never itself
+
+
+def test_offsets_on_right_branching_chain():
+    n = 6
+    chain = sentence(list("abcdef"), [2, 3, 4, 5, 6, 0], ["dep"] * 5 + ["root"])
+    assert offset_predictions(3).tolist()[OFFSETS.index(1)] == [2, 3, 0]
+    scorer = HeadScorer()
+    scorer.add(np.full((1, 1, n + 2, n + 2), 1 / (n + 2)), chain)
+    row = scorer.result().table()["dep"]
+    assert row["baseline_offset"] == 1 and row["baseline_accuracy"] == 100.0
+
+
+def test_vectorised_accuracy_matches_slow_loops():
+    rng = np.random.default_rng(3)
+    scorer, sents, maps = HeadScorer(), [], []
+    for k in range(6):
+        n = int(rng.integers(3, 9))
+        heads = [int(rng.integers(0, n + 1)) for _ in range(n)]
+        heads = [h if h != i + 1 else 0 for i, h in enumerate(heads)]
+        s = sentence([f"w{i}" for i in range(n)], heads, [str(rng.choice(["a", "b", "c"])) for _ in range(n)])
+        m = rng.dirichlet(np.ones(n + 2), size=(2, 2, n + 2))
+        scorer.add(m, s)
+        sents.append(s)
+        maps.append(m)
+    scores = scorer.result()
+    acc = scores.accuracy()
+    for d, direction in enumerate(DIRECTIONS):
+        for l in range(2):
+            for h in range(2):
+                for rel in ("a", "b", "c", ALL):
+                    good = total = 0
+                    for s, m in zip(sents, maps):
+                        a = m[l, h] if direction == "dependent-to-head" else m[l, h].T
+                        for i in range(len(s)):
+                            if s.heads[i] == 0 or (rel != ALL and s.deprels[i] != rel):
+                                continue
+                            cand = [(a[i + 1, j + 1], -j) for j in range(len(s)) if j != i]
+                            pred = -max(cand)[1] + 1
+                            good += pred == s.heads[i]
+                            total += 1
+                    expected = 100.0 * good / total if total else 0.0
+                    assert acc[d, l, h, scores.relations.index(rel)] == pytest.approx(expected)
+
+
+def test_possessive_convention_judges_the_s_token():
+    s = sentence(["the", "cat", "'s", "mat"], [2, 4, 2, 0], ["det", "nmod:poss", "case", "root"])
+    n = len(s)
+    attn = np.zeros((1, 1, n + 2, n + 2))
+    attn[0, 0, 1, 2] = attn[0, 0, 2, 3] = attn[0, 0, 3, 4] = attn[0, 0, 4, 1] = 1.0  # "'s" attends to "mat"
+    plain, paper = HeadScorer(), HeadScorer(possessive="nmod:poss")
+    plain.add(attn, s)
+    paper.add(attn, s)
+    assert plain.result().table()["nmod:poss"]["accuracy"] == 0.0
+    assert paper.result().table()["nmod:poss"]["accuracy"] == 100.0
+
+
+def test_bootstrap_interval():
+    correct, total = np.array([5, 3, 4, 0]), np.array([5, 5, 5, 0])
+    lo, hi = bootstrap_interval(correct, total, n_boot=500)
+    assert lo <= 100 * 12 / 15 <= hi and 0 <= lo < hi <= 100
+    assert bootstrap_interval(total, total) == (100.0, 100.0)
+
+
+def test_heads_command_contract(tiny_model_dir, toy_conllu, tmp_path):
+    out = tmp_path / "heads.json"
+    rc = main(["heads", "--conllu", str(toy_conllu), "--model", str(tiny_model_dir), "--max-sentences", "2",
+               "--max-length", "9", "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert set(result) == {"model", "sentences_used", "sentences_skipped", "relations"}
+    assert (result["sentences_used"], result["sentences_skipped"]) == (2, 0)
+    assert set(result["relations"]) == {"all", "det", "nsubj", "case", "obl", "punct"}
+    row = result["relations"]["all"]
+    assert set(row) == {"count", "best_head", "direction", "accuracy", "baseline_accuracy", "baseline_offset"}
+    assert row["count"] == 6 + 3 and row["direction"] in DIRECTIONS
+    assert 0 <= row["accuracy"] <= 100
