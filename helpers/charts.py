@@ -98,3 +98,25 @@ def save_chart(chart, stem: str | Path, *, formats: Sequence[str] = ("svg", "png
             raise ValueError(f"format {fmt!r}: choose svg or png")
         written.append(path)
     return written
+
+
+def accuracy_heatmap(frame: pd.DataFrame, *, relations: Sequence[str], title: str = "", size: int = 300):
+    """Layer × head heat map of accuracy with pickers for relation and direction.
+
+    ``frame`` has columns ``relation, direction, layer, head, label, accuracy`` (see
+    :func:`helpers.syntax_pipeline.accuracy_frame`).
+    """
+    import altair as alt
+
+    rel_pick = alt.param(name="relation", value=relations[0],
+                         bind=alt.binding_select(options=list(relations), name="relation "))
+    directions = sorted(frame["direction"].unique())
+    dir_pick = alt.param(name="direction", value=directions[0],
+                         bind=alt.binding_radio(options=directions, name="direction "))
+    return alt.Chart(frame, title=title or "Accuracy of each head as a parser").mark_rect().encode(
+        x=alt.X("head:O", title="Head"), y=alt.Y("layer:O", title="Layer"),
+        color=alt.Color("accuracy:Q", scale=alt.Scale(scheme="viridis", domain=[0, 100]), title="accuracy (%)"),
+        tooltip=[alt.Tooltip("label:N", title="head"), "relation:N", "direction:N", alt.Tooltip("accuracy:Q", format=".1f")],
+    ).add_params(rel_pick, dir_pick).transform_filter(
+        (alt.datum.relation == rel_pick) & (alt.datum.direction == dir_pick)
+    ).properties(width=size, height=size * frame["layer"].max() / max(frame["head"].max(), 1))

@@ -28,6 +28,7 @@ previous before next).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -91,26 +92,36 @@ class HeadScores:
     offset_correct: np.ndarray  # [offset, word]
     n_sentences: int
 
+    @cached_property
     def _onehot(self) -> np.ndarray:
-        onehot = np.zeros((len(self.word_relation), len(self.relations)), dtype=np.float64)
+        """``[word, relation]`` membership (every word is also in ``all``)."""
+        onehot = np.zeros((len(self.word_relation), len(self.relations)), dtype=np.float32)
         onehot[np.arange(len(self.word_relation)), self.word_relation] = 1.0
         onehot[:, self.relations.index(ALL)] = 1.0
         return onehot
 
-    @property
+    @cached_property
     def counts(self) -> dict[str, int]:
-        totals = self._onehot().sum(0)
+        totals = self._onehot.sum(0)
         return {r: int(c) for r, c in zip(self.relations, totals)}
+
+    @cached_property
+    def _accuracy(self) -> np.ndarray:
+        totals = np.maximum(self._onehot.sum(0), 1).astype(np.float64)
+        return 100.0 * (self.word_correct.astype(np.float32) @ self._onehot).astype(np.float64) / totals
 
     def accuracy(self) -> np.ndarray:
         """``[direction, layer, head, relation]`` accuracy in percent (one matrix product)."""
-        onehot = self._onehot()
-        return 100.0 * (self.word_correct.astype(np.float64) @ onehot) / np.maximum(onehot.sum(0), 1)
+        return self._accuracy
+
+    @cached_property
+    def _baseline(self) -> np.ndarray:
+        totals = np.maximum(self._onehot.sum(0), 1).astype(np.float64)
+        return 100.0 * (self.offset_correct.astype(np.float32) @ self._onehot).astype(np.float64) / totals
 
     def baseline_accuracy(self) -> np.ndarray:
         """``[offset, relation]`` accuracy in percent."""
-        onehot = self._onehot()
-        return 100.0 * (self.offset_correct.astype(np.float64) @ onehot) / np.maximum(onehot.sum(0), 1)
+        return self._baseline
 
     def best(self, relation: str, accuracy: np.ndarray | None = None) -> dict:
         """Best head and best offset baseline for ``relation`` (ties as in the module docstring)."""
@@ -164,6 +175,7 @@ class HeadScorer:
     _correct: list[np.ndarray] = field(default_factory=list)
     _offset: list[np.ndarray] = field(default_factory=list)
     n_sentences: int = 0
+    _index_of: dict = field(default_factory=lambda: {ALL: 0})
 
     def add(self, attn: np.ndarray, sentence: Sentence, *, index: int | None = None) -> None:
         """Score one sentence; ``index`` (default: order of arrival) identifies it for bootstraps."""
@@ -179,10 +191,12 @@ class HeadScorer:
                 preds[..., word] = preds[..., proxy]
                 offsets[:, word] = offsets[:, proxy]
         counted = gold != 0
+        index_of = self._index_of
         for rel in sentence.deprels:
-            if rel not in self.relations:
+            if rel not in index_of:
+                index_of[rel] = len(self.relations)
                 self.relations.append(rel)
-        rel_index = np.array([self.relations.index(r) for r in sentence.deprels])
+        rel_index = np.array([index_of[r] for r in sentence.deprels])
         self._rel.append(rel_index[counted])
         self._sent.append(np.full(int(counted.sum()), index))
         self._correct.append((preds == gold)[..., counted])

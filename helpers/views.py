@@ -95,3 +95,36 @@ def heatmap(attn: np.ndarray, tokens: Sequence[str], *, title: str = "", layer: 
         .add_params(layer_pick, head_pick)
         .properties(width=size, height=size)
     )
+
+
+def attention_lines(attn: np.ndarray, words: Sequence[str], *, highlight: Sequence[int] = (), color_from: bool = True,
+                    title: str = "", hide_special: bool = False, height_per_word: int = 16):
+    """Figure-5-style view of one head: a line from each attending word (left) to each attended word
+    (right), opacity = weight; lines from (or, with ``color_from=False``, to) ``highlight`` positions are red.
+
+    ``attn`` is one head's word-level map ``[query, key]`` over ``words`` ([CLS] and [SEP] included);
+    ``hide_special`` drops attention to the first and last position and renormalises rows.
+    """
+    import altair as alt
+    import pandas as pd
+
+    a = np.asarray(attn, dtype=np.float64).copy()
+    if hide_special:
+        a[:, [0, -1]] = 0.0
+        a = a / np.maximum(a.sum(-1, keepdims=True), 1e-12)
+    marked = set(highlight)
+    rows = [{"i": i, "j": j, "weight": round(float(a[i, j]), 3), "from": words[i], "to": words[j],
+             "hl": (i if color_from else j) in marked}
+            for i in range(a.shape[0]) for j in range(a.shape[1]) if a[i, j] >= 0.01]
+    lines = alt.Chart(pd.DataFrame(rows)).mark_rule(strokeWidth=2).encode(
+        x=alt.value(60), x2=alt.value(200), y=alt.Y("i:O", axis=None), y2="j:O",
+        opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0, 1]), legend=None),
+        color=alt.condition(alt.datum.hl, alt.value("#d62728"), alt.value("#1f77b4")),
+        tooltip=["from:N", "to:N", alt.Tooltip("weight:Q", format=".3f")],
+    )
+    labels = pd.DataFrame({"i": range(len(words)), "word": list(words), "hl": [k in marked for k in range(len(words))]})
+    left = alt.Chart(labels).mark_text(align="right", dx=-4).encode(
+        x=alt.value(56), y=alt.Y("i:O", axis=None), text="word:N",
+        color=alt.condition(alt.datum.hl, alt.value("#d62728"), alt.value("black")))
+    right = left.encode(x=alt.value(204)).mark_text(align="left", dx=4)
+    return alt.layer(lines, left, right).properties(title=title, width=260, height=height_per_word * len(words))

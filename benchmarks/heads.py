@@ -1,0 +1,108 @@
+"""Benchmark: scoring every head as a parser on GUM test, against the bare forward pass.
+
+    python benchmarks/heads.py [--model NAME] [--corpus gum:test]
+
+Prints the bare forward pass with attentions over the corpus, extraction + word-level maps + scoring
+of every head, direction and relation (no cache), scoring alone (maps in memory), and the speed-up
+of the vectorised scorer over a per-head, per-word Python loop (measured on a subset, scaled).
+Writes benchmarks/results/heads.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from helpers import encode_words, iter_attention, load_model, load_treebank
+from helpers.extract import bucket, forward_attentions
+from helpers.syntax import HeadScorer
+
+
+def naive_score(pairs, sentences):
+    """Per sentence, head, direction and word: a Python loop as in the original notebook."""
+    correct = {}
+    for ex, attn in pairs:
+        s = sentences[ex.index]
+        n = len(s)
+        for d in range(2):
+            for l in range(attn.shape[0]):
+                for h in range(attn.shape[1]):
+                    m = attn[l, h] if d == 0 else attn[l, h].T
+                    for i in range(n):
+                        if s.heads[i] == 0:
+                            continue
+                        best, pred = -1.0, 0
+                        for j in range(n):
+                            if j != i and m[i + 1, j + 1] > best:
+                                best, pred = m[i + 1, j + 1], j + 1
+                        key = (d, l, h, s.deprels[i])
+                        correct[key] = correct.get(key, 0) + (pred == s.heads[i])
+    return correct
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--corpus", default="gum:test")
+    parser.add_argument("--naive-sentences", type=int, default=100)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "heads.json"))
+    args = parser.parse_args()
+
+    lm = load_model(args.model)
+    sentences = load_treebank(args.corpus)
+    batch = encode_words(lm.tokenizer, [s.words for s in sentences])
+    groups = bucket(batch.examples, batch_size=32)
+    forward_attentions(lm, groups[0])  # warm-up
+
+    start = time.perf_counter()
+    for g in groups:
+        forward_attentions(lm, g)
+    t_bare = time.perf_counter() - start
+
+    start = time.perf_counter()
+    scorer = HeadScorer()
+    pairs = []
+    for ex, attn in iter_attention(lm, batch, level="word"):
+        scorer.add(attn, sentences[ex.index], index=ex.index)
+        pairs.append((ex, attn))
+    scores = scorer.result()
+    scores.table()
+    t_full = time.perf_counter() - start
+
+    start = time.perf_counter()
+    scorer = HeadScorer()
+    for ex, attn in pairs:
+        scorer.add(attn, sentences[ex.index], index=ex.index)
+    scorer.result().table()
+    t_score = time.perf_counter() - start
+
+    subset = pairs[: args.naive_sentences]
+    start = time.perf_counter()
+    naive_score(subset, sentences)
+    t_naive_subset = time.perf_counter() - start
+    words_all = sum(len(sentences[ex.index]) for ex, _ in pairs)
+    words_sub = sum(len(sentences[ex.index]) for ex, _ in subset)
+    t_naive = t_naive_subset * words_all / words_sub
+
+    result = {
+        "model": lm.label, "corpus": args.corpus, "sentences": len(pairs), "skipped": len(batch.skipped),
+        "seconds_bare_forward": round(t_bare, 3), "seconds_extract_and_score": round(t_full, 3),
+        "ratio_extract_and_score_over_bare": round(t_full / t_bare, 3),
+        "seconds_scoring_only": round(t_score, 3),
+        "seconds_naive_scoring_estimated": round(t_naive, 1), "speedup_scoring_over_naive": round(t_naive / t_score, 1),
+    }
+    print(f"model {lm.label}, {len(pairs)} sentences of {args.corpus} ({len(batch.skipped)} skipped)")
+    print(f"bare forward with attentions        {t_bare:8.2f} s")
+    print(f"extraction + word maps + scoring    {t_full:8.2f} s   ratio {t_full / t_bare:5.2f}x")
+    print(f"scoring alone (all heads, both directions, all relations, offsets) {t_score:6.2f} s")
+    print(f"naive per-word loop scoring (est. from {len(subset)} sentences) {t_naive:8.1f} s   speed-up {t_naive / t_score:6.1f}x")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
