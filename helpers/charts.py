@@ -120,3 +120,40 @@ def accuracy_heatmap(frame: pd.DataFrame, *, relations: Sequence[str], title: st
     ).add_params(rel_pick, dir_pick).transform_filter(
         (alt.datum.relation == rel_pick) & (alt.datum.direction == dir_pick)
     ).properties(width=size, height=size * frame["layer"].max() / max(frame["head"].max(), 1))
+
+
+def head_map(coords: np.ndarray, table: pd.DataFrame, *, color: str, title: str = "", size: int = 320,
+             sequential: bool = False):
+    """Scatter of heads in a 2-D embedding, coloured by the ``color`` column of ``table``.
+
+    ``table`` has one row per head (flattened order) with a ``label`` column and any statistics to
+    show in the tooltip.
+    """
+    import altair as alt
+
+    frame = table.copy()
+    frame["x"], frame["y"] = coords[:, 0], coords[:, 1]
+    scale = alt.Scale(scheme="redblue", reverse=True) if sequential else alt.Scale(scheme="tableau10")
+    enc = alt.Color(f"{color}:{'O' if sequential else 'N'}", scale=scale, title=color)
+    tooltip = [c for c in frame.columns if c not in ("x", "y")]
+    return alt.Chart(frame, title=title).mark_point(filled=True, size=70).encode(
+        x=alt.X("x:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
+        y=alt.Y("y:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
+        color=enc, shape=alt.Shape(f"{color}:N", legend=None) if not sequential else alt.value("circle"),
+        tooltip=tooltip,
+    ).properties(width=size, height=size).interactive()
+
+
+def distance_heatmap(D: np.ndarray, labels: Sequence[str], order: Sequence[int], *, title: str = "", size: int = 420):
+    """Heat map of a ``[head, head]`` distance matrix with rows and columns in ``order``."""
+    import altair as alt
+
+    order = list(order)
+    ordered = [labels[k] for k in order]
+    rows = [{"a": labels[i], "b": labels[j], "distance": round(float(D[i, j]), 3)} for i in order for j in order]
+    return alt.Chart(pd.DataFrame(rows), title=title).mark_rect().encode(
+        x=alt.X("b:N", sort=ordered, title=None, axis=alt.Axis(labelFontSize=6)),
+        y=alt.Y("a:N", sort=ordered, title=None, axis=alt.Axis(labelFontSize=6)),
+        color=alt.Color("distance:Q", scale=alt.Scale(scheme="viridis", reverse=True), title="JS distance"),
+        tooltip=["a:N", "b:N", alt.Tooltip("distance:Q", format=".1f")],
+    ).properties(width=size, height=size)

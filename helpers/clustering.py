@@ -1,0 +1,152 @@
+"""Distances between heads and their embedding (paper §6, Figure 6).
+
+> We compute the distance between two heads H_i and H_j as
+> sum_{token in data} JS(H_i(token), H_j(token)), where JS is the Jensen-Shannon divergence
+> between attention distributions. — Clark et al. (2019), §6
+
+For one segment of ``n`` tokens, every head's map is smoothed as in the original code,
+``P~ = 0.999 P + 0.001 / n`` (natural log throughout), and for heads ``a`` and ``b``
+
+    sum_i JS_i(a, b) = (S_a + S_b) / 2 - T_ab,    S_k = sum_ij P~_k log P~_k,
+    T_ab = sum_ij M log M,  M = (P~_a + P~_b) / 2,
+
+summed over every query row ``i`` of every segment (no averaging, as the paper's formula and the
+original code; the square root is not taken). ``S`` costs one pass; ``T`` is formed in chunks of
+heads against all later heads with batched tensor operations, never a Python loop over head pairs.
+Heads are flattened as ``layer * n_heads + head``; matrices are ``[head, head]``.
+
+>>> acc = JSAccumulator(n_heads_total=72)
+>>> for example, attn in helpers.iter_attention(lm, batch):       # doctest: +SKIP
+...     acc.add(attn)
+>>> D = acc.result()                                               # [head, head]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+JS_SMOOTHING = 1e-3  # P~ = (1 - s) P + s / n, as in the original head_distances.py
+
+
+def smooth(P: torch.Tensor) -> torch.Tensor:
+    """The original's smoothing over the last axis of length n: ``0.999 P + 0.001 / n``."""
+    n = P.shape[-1]
+    return (1.0 - JS_SMOOTHING) * P + JS_SMOOTHING / n
+
+
+def _xlogx_sum(x: torch.Tensor) -> torch.Tensor:
+    return (x * torch.log(x)).sum(dim=(-1, -2))
+
+
+def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int = 8, dtype=torch.float32) -> torch.Tensor:
+    """``[head, head]`` sum over the segment's query rows of JS between every pair of heads.
+
+    ``attn`` is ``[layer, head, query, key]``; the result is symmetric with a zero diagonal.
+    ``dtype`` float32 (default) is about ten times faster than float64 on CPU and agrees with a
+    float64 reference to about 1e-6 relative; sums over segments are kept in float64.
+    """
+    A = torch.as_tensor(np.asarray(attn) if not isinstance(attn, torch.Tensor) else attn)
+    L, H, n, _ = A.shape
+    P = smooth(A.reshape(L * H, n, n).to(dtype))
+    S = _xlogx_sum(P)  # [K]
+    K = P.shape[0]
+    T = torch.zeros(K, K, dtype=dtype)
+    for start in range(0, K, chunk):
+        stop = min(start + chunk, K)
+        M = 0.5 * (P[start:stop, None] + P[None, start:])  # [c, K - start, n, n]
+        block = _xlogx_sum(M)
+        T[start:stop, start:] = block
+        T[start:, start:stop] = block.T
+    D = 0.5 * (S[:, None] + S[None, :]) - T
+    D.fill_diagonal_(0.0)
+    return D.clamp_(min=0.0)
+
+
+def js_reference(attn: np.ndarray) -> np.ndarray:
+    """Slow float64 loop over head pairs and rows with scipy's Jensen-Shannon (squared), for tests."""
+    from scipy.spatial.distance import jensenshannon
+
+    L, H, n, _ = attn.shape
+    P = (1.0 - JS_SMOOTHING) * attn.reshape(L * H, n, n).astype(np.float64) + JS_SMOOTHING / n
+    K = P.shape[0]
+    D = np.zeros((K, K))
+    for a in range(K):
+        for b in range(K):
+            D[a, b] = sum(jensenshannon(P[a, i], P[b, i]) ** 2 for i in range(n))
+    return D
+
+
+@dataclass
+class JSAccumulator:
+    """Streaming sum of :func:`segment_js` over segments (``add`` then ``result``)."""
+
+    n_heads_total: int
+    chunk: int = 8
+    total: np.ndarray | None = None
+    tokens: int = 0
+    segments: int = 0
+    dtype: torch.dtype = field(default=torch.float32)
+
+    def add(self, attn) -> None:
+        """Add one segment's ``[layer, head, query, key]`` map."""
+        D = segment_js(attn, chunk=self.chunk, dtype=self.dtype).numpy().astype(np.float64)
+        if D.shape != (self.n_heads_total, self.n_heads_total):
+            raise ValueError(f"map has {D.shape[0]} heads, expected {self.n_heads_total}")
+        self.total = D if self.total is None else self.total + D
+        self.tokens += int(np.shape(attn)[-1])
+        self.segments += 1
+
+    def result(self) -> np.ndarray:
+        if self.total is None:
+            raise ValueError("no segments were added")
+        return self.total
+
+
+def embed_mds(D: np.ndarray, *, seed: int = 0) -> np.ndarray:
+    """``[head, 2]`` metric MDS of a precomputed distance matrix, every argument set and seeded.
+
+    scikit-learn changed ``eps`` (1.7) and the ``n_init`` default (1.9); we pass all of them.
+    The layout is defined up to rotation and reflection.
+    """
+    from sklearn.manifold import MDS
+
+    mds = MDS(n_components=2, metric_mds=True, n_init=5, init="random", max_iter=1000, eps=1e-10,
+              n_jobs=1, random_state=seed, metric="precomputed", normalized_stress=False)
+    return mds.fit_transform(np.asarray(D, dtype=np.float64))
+
+
+def layer_similarity(D: np.ndarray, n_heads: int, *, n_perm: int = 1000, seed: int = 0) -> dict:
+    """Mean distance between heads of the same layer against heads of different layers, with a
+    permutation test (layer labels shuffled over heads, ``n_perm`` times; one-sided p-value for
+    "same-layer heads are closer")."""
+    K = D.shape[0]
+    layers = np.arange(K) // n_heads
+    upper = np.triu_indices(K, k=1)
+    d = D[upper]
+
+    def gap(labels: np.ndarray) -> tuple[float, float]:
+        same = labels[upper[0]] == labels[upper[1]]
+        return float(d[same].mean()), float(d[~same].mean())
+
+    within, between = gap(layers)
+    rng = np.random.default_rng(seed)
+    observed = between - within
+    hits = 0
+    for _ in range(n_perm):
+        w, b = gap(rng.permutation(layers))
+        hits += (b - w) >= observed
+    return {"within_layer_mean": within, "between_layer_mean": between, "ratio": within / between,
+            "permutations": n_perm, "p_value": (hits + 1) / (n_perm + 1)}
+
+
+def hierarchical_order(D: np.ndarray, *, method: str = "average") -> tuple[np.ndarray, np.ndarray]:
+    """``(leaf order, linkage matrix)`` of agglomerative clustering (scipy) on ``D``."""
+    from scipy.cluster.hierarchy import leaves_list, linkage
+    from scipy.spatial.distance import squareform
+
+    sym = 0.5 * (D + D.T)
+    np.fill_diagonal(sym, 0.0)
+    Z = linkage(squareform(sym, checks=False), method=method)
+    return leaves_list(Z), Z
