@@ -150,8 +150,8 @@ def distance_heatmap(D: np.ndarray, labels: Sequence[str], order: Sequence[int],
 
     order = list(order)
     ordered = [labels[k] for k in order]
-    rows = [{"a": labels[i], "b": labels[j], "distance": round(float(D[i, j]), 3)} for i in order for j in order]
-    return alt.Chart(pd.DataFrame(rows), title=title).mark_rect().encode(
+    rows = [{"a": labels[i], "b": labels[j], "distance": round(float(D[i, j]), 1)} for i in order for j in order]
+    return alt.Chart(alt.Data(values=rows), title=title).mark_rect().encode(
         x=alt.X("b:N", sort=ordered, title=None, axis=alt.Axis(labelFontSize=6)),
         y=alt.Y("a:N", sort=ordered, title=None, axis=alt.Axis(labelFontSize=6)),
         color=alt.Color("distance:Q", scale=alt.Scale(scheme="viridis", reverse=True), title="JS distance"),

@@ -1,0 +1,90 @@
+"""JS distances against scipy, their invariants, MDS determinism, behaviours, the layer test, the CLI."""
+import json
+
+import numpy as np
+import torch
+from scipy.spatial.distance import jensenshannon
+
+from helpers.cli import main
+from helpers.clustering import (JSAccumulator, embed_mds, hierarchical_order, js_reference, layer_similarity,
+                                segment_js, smooth)
+from helpers.cluster_pipeline import NO_BEHAVIOUR, behaviours
+from helpers.surface import STATISTICS, SurfaceStats
+
+
+def maps(seed, L=2, H=3, n=7, alpha=0.5):
+    return np.random.default_rng(seed).dirichlet(np.ones(n) * alpha, size=(L, H, n))
+
+
+def test_matches_scipy_reference_float64_and_float32():
+    attn = maps(0)
+    ref = js_reference(attn)
+    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64).numpy(), ref, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(segment_js(attn.astype(np.float32)).numpy(), ref, rtol=1e-4, atol=1e-6)
+
+
+def test_properties():
+    attn = maps(1)
+    D = segment_js(attn, dtype=torch.float64).numpy()
+    np.testing.assert_allclose(np.diag(D), 0.0)
+    np.testing.assert_allclose(D, D.T)
+    assert (D >= 0).all()
+    same = np.stack([attn[0], attn[0]])  # two identical layers: JS(x, x) = 0 across them
+    D2 = segment_js(same, dtype=torch.float64).numpy()
+    np.testing.assert_allclose(D2[:3, 3:].diagonal(), 0.0, atol=1e-12)
+    n = attn.shape[-1]
+    upper = n * np.log(2)  # JS of each row is at most log 2
+    assert D.max() <= upper
+
+
+def test_scipy_single_row():
+    p, q = np.array([0.7, 0.2, 0.1]), np.array([0.1, 0.1, 0.8])
+    attn = np.stack([np.tile(p, (3, 1)), np.tile(q, (3, 1))])[None]  # one layer, two heads, 3 identical rows
+    ps, qs = smooth(torch.tensor(p)).numpy(), smooth(torch.tensor(q)).numpy()
+    expected = 3 * jensenshannon(ps, qs) ** 2  # scipy gives the square root of the divergence
+    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64).numpy()[0, 1], expected, rtol=1e-10)
+
+
+def test_accumulator_sums_segments():
+    acc = JSAccumulator(6)
+    acc.add(maps(2, n=5))
+    acc.add(maps(3, n=9))
+    expected = js_reference(maps(2, n=5)) + js_reference(maps(3, n=9))
+    np.testing.assert_allclose(acc.result(), expected, rtol=1e-4)
+    assert acc.tokens == 14 and acc.segments == 2
+
+
+def test_mds_is_seeded_and_layer_test_detects_structure():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(3, 2)) * 10
+    points = np.repeat(centres, 4, axis=0) + rng.normal(size=(12, 2))
+    D = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    a, b = embed_mds(D, seed=1), embed_mds(D, seed=1)
+    np.testing.assert_allclose(a, b)
+    sim = layer_similarity(D, n_heads=4, n_perm=200)
+    assert sim["within_layer_mean"] < sim["between_layer_mean"] and sim["p_value"] < 0.05
+    flat = layer_similarity(np.ones((12, 12)) - np.eye(12), n_heads=4, n_perm=200)  # no structure at all
+    assert flat["p_value"] > 0.05
+    order, _ = hierarchical_order(D)
+    assert sorted(order.tolist()) == list(range(12))
+
+
+def test_behaviour_rules_and_order():
+    per_head = {k: np.zeros((1, 4)) for k in STATISTICS}
+    per_head["next"][0, 0] = 0.9
+    per_head["prev"][0, 1] = 0.9
+    per_head["entropy"][0, 2] = 2.9
+    per_head["cls"][0, 2] = 0.7  # later rule overrides "broadly"
+    stats = SurfaceStats(per_head, uniform_entropy=3.0, n_segments=1)
+    assert behaviours(stats) == ["attends to next", "attends to previous", "attends to [CLS]", NO_BEHAVIOUR]
+
+
+def test_cluster_command_json(tiny_model_dir, fake_data, tmp_path):
+    out = tmp_path / "cluster.json"
+    rc = main(["cluster", "--model", str(tiny_model_dir), "--data-dir", str(fake_data), "--segments", "3",
+               "--permutations", "20", "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    K = 2 * 4
+    assert np.asarray(result["distance"]).shape == (K, K) and np.asarray(result["coordinates"]).shape == (K, 2)
+    assert len(result["behaviours"]) == K and result["labels"][:2] == ["1-1", "1-2"]
