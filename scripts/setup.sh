@@ -21,3 +21,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
   echo "$want" > "$stamp"
 fi
+
+# JavaScript the book serves locally (bertviz, Altair, MathJax), pinned in book/assets/package.json.
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -d .book_assets/node_modules ] || ! cmp -s book/assets/package.json .book_assets/package.json; then
+    echo "installing the book's JavaScript libraries into .book_assets (npm)"
+    rm -rf .book_assets && mkdir -p .book_assets && cp book/assets/package.json .book_assets/
+    (cd .book_assets && npm install --no-audit --no-fund --silent >/dev/null) \
+      || { rm -rf .book_assets; echo "warning: npm install failed: the book will load its JavaScript from CDNs" >&2; }
+  fi
+else
+  echo "note: npm not found: the book will load bertviz, Altair and MathJax JavaScript from CDNs (a network is needed to view it)" >&2
+fi

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Set up .venv (if needed) and run every test: unit and integration tests (tiny random BERT, no
-# network), then each chapter notebook on a small configuration (BERT_ATTENTION_SMALL=1) via nbmake.
+# network), each chapter notebook on a small configuration (BERT_ATTENTION_SMALL=1) via nbmake, and
+# a browser test of a small book build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The browser test opens a small build of the book in headless Chromium with networking disabled.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing chromium for the browser test (Debian package)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "note: chromium is missing and cannot be installed here: the browser test will be skipped" >&2
+  fi
+fi
 export PATH="$PWD/.venv/bin:$PATH"
 export BERT_ATTENTION_SMALL=1 HF_HUB_OFFLINE=1
 python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -q "$@"
