@@ -47,12 +47,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None)
     parser.add_argument("--corpus", default="gum:test")
+    parser.add_argument("--max-sentences", type=int, default=None)
     parser.add_argument("--naive-sentences", type=int, default=100)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "heads.json"))
     args = parser.parse_args()
 
     lm = load_model(args.model)
-    sentences = load_treebank(args.corpus)
+    sentences = load_treebank(args.corpus, max_sentences=args.max_sentences)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences])
     groups = bucket(batch.examples, batch_size=32)
     forward_attentions(lm, groups[0])  # warm-up

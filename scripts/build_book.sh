@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 jupyter-book build . -W -n --keep-going
+python scripts/check_pages.py _build/html --max-mb 5
 echo "book built: $PWD/_build/html/index.html"
