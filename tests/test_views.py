@@ -54,3 +54,14 @@ def test_head_labels_are_one_based():
     assert parse_head_label("8-11") == (7, 10)
     with pytest.raises(ValueError, match="1-based"):
         parse_head_label("0-3")
+
+
+def test_charts_save_as_svg_and_png(tmp_path):
+    from helpers.charts import layer_lines, save_chart
+
+    chart = layer_lines({"a": [1.0, 2.0, 3.0], "b": [3.0, 2.0, 1.0]}, title="t", y_title="y")
+    svg, png = save_chart(chart, tmp_path / "figure")
+    assert svg.read_text().lstrip().startswith("<svg") and "</svg>" in svg.read_text()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="format 'pdf'"):
+        save_chart(chart, tmp_path / "x", formats=("pdf",))
