@@ -1,0 +1,191 @@
+"""Paper §4.3 end to end: OntoGUM documents -> 128-token windows -> cached word-level maps ->
+antecedent selection by every head and by the three baselines -> Table 2.
+
+>>> run = run_coref(lm, "test")                                           # doctest: +SKIP
+>>> run.accuracy()["all"].shape                                           # [layer, head]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from . import paper
+from .cache import extract
+from .cli import command, load
+from .config import data_dir as resolve_data_dir
+from .coref import MENTION_TYPES, CorefDocument, Query, baseline_predictions, build_document, head_predictions, queries_in_window, window_words
+from .corpora import file_digest, load_gum
+from .encoding import encode_words
+from .labels import head_label
+from .models import LoadedModel
+from .syntax import bootstrap_interval
+
+Setting = Literal["truncated", "windows"]
+BASELINES: tuple[str, ...] = ("nearest", "head match", "rule-based")
+
+
+def load_coref(split: str = "test", *, data_dir=None) -> list[CorefDocument]:
+    """GUM documents of a split with their OntoGUM mentions (documents without an OntoGUM file are left out)."""
+    root = resolve_data_dir(data_dir) / "gum" / "ontogum"
+    docs = []
+    for doc in load_gum(split, root=data_dir):
+        path = root / f"{doc.doc_id}.conll"
+        if path.is_file():
+            docs.append(build_document(doc, path))
+    if not docs:
+        raise FileNotFoundError(f"{root}: no OntoGUM files for GUM {split}")
+    return docs
+
+
+def _word_tokens(tokenizer, words: list[str]) -> list[int]:
+    enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
+    counts = np.bincount([w for w in enc.word_ids() if w is not None], minlength=len(words))
+    return np.maximum(counts, 1).tolist()  # a word with no token is encoded as [UNK]
+
+
+def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", max_length: int = 128) -> list[tuple[int, int]]:
+    """Word ranges ``[start, end)`` of the windows read from a document.
+
+    ``truncated``: the document's first words that fit (the paper). ``windows``: windows that
+    overlap by half, covering the whole document.
+    """
+    budget = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    counts = _word_tokens(tokenizer, doc.words)
+    spans = [(0, window_words(counts, 0, budget))]
+    while setting == "windows" and spans[-1][1] < len(doc.words):
+        start, end = spans[-1]
+        nxt = start + max(1, (end - start) // 2)
+        spans.append((nxt, window_words(counts, nxt, budget)))
+    return spans
+
+
+@dataclass
+class CorefRun:
+    """Correctness of every head ``[layer, head, query]`` and baseline ``[baseline, query]``, per query."""
+
+    split: str
+    setting: str
+    head_correct: np.ndarray
+    baseline_correct: np.ndarray
+    kinds: np.ndarray
+    documents: np.ndarray
+    n_documents: int
+    examples: list[tuple[CorefDocument, int, int, Query]]
+
+    def _mask(self, kind: str) -> np.ndarray:
+        return np.ones(len(self.kinds), bool) if kind == "all" else self.kinds == kind
+
+    def counts(self) -> dict[str, int]:
+        return {k: int(self._mask(k).sum()) for k in ("all", *MENTION_TYPES)}
+
+    def accuracy(self) -> dict[str, np.ndarray]:
+        """``{type: [layer, head]}`` accuracy in percent."""
+        return {k: 100.0 * self.head_correct[..., self._mask(k)].mean(-1) if self._mask(k).any()
+                else np.full(self.head_correct.shape[:2], np.nan) for k in ("all", *MENTION_TYPES)}
+
+    def baseline_accuracy(self) -> dict[str, dict[str, float]]:
+        return {name: {k: float(100.0 * self.baseline_correct[b, self._mask(k)].mean()) if self._mask(k).any() else float("nan")
+                       for k in ("all", *MENTION_TYPES)} for b, name in enumerate(BASELINES)}
+
+    def best_head(self) -> tuple[int, int]:
+        acc = self.accuracy()["all"]
+        layer, head = np.unravel_index(int(np.nanargmax(acc)), acc.shape)
+        return int(layer), int(head)
+
+    def head_interval(self, layer: int, head: int, kind: str = "all", *, n_boot: int = 1000, seed: int = 0):
+        """95% bootstrap interval of one head's accuracy, resampling documents."""
+        mask = self._mask(kind)
+        correct = np.bincount(self.documents[mask], weights=self.head_correct[layer, head, mask], minlength=self.n_documents)
+        total = np.bincount(self.documents[mask], minlength=self.n_documents)
+        return bootstrap_interval(correct, total, n_boot=n_boot, seed=seed)
+
+
+def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = 128,
+              max_documents: int | None = None, data_dir=None, cache_root: str | os.PathLike | None = None,
+              progress: bool = False) -> CorefRun:
+    """Score every head and the baselines on one GUM split."""
+    docs = load_coref(split, data_dir=data_dir)[:max_documents]
+    spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
+    batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
+                         model_max=lm.max_positions)
+    onto = resolve_data_dir(data_dir) / "gum" / "ontogum"
+    store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress,
+                    source_digest=file_digest([onto / f"{doc.doc_id}.conll" for doc in docs]))
+    seen: set[tuple[int, int, int, str]] = set()  # a mention is evaluated in the first window holding it
+    pending: dict[int, list[Query]] = {}
+    for w, (d, s, e) in enumerate(spans):
+        kept = []
+        for q in queries_in_window(docs[d], s, e, w):
+            key = (d, q.mention.start, q.mention.end, q.mention.chain)
+            if key not in seen:
+                seen.add(key)
+                kept.append(q)
+        pending[w] = kept
+    heads, base, kinds, doc_ids, examples = [], [], [], [], []
+    for example, attn in store:
+        w = example.index
+        queries = pending.get(w, [])
+        if not queries:
+            continue
+        d, s, _ = spans[w]
+        heads.append(head_predictions(attn, queries))
+        for q in queries:
+            preds = baseline_predictions(q, s)
+            base.append([preds[b] is not None and preds[b] in q.correct for b in BASELINES])
+            kinds.append(q.mention.kind)
+            doc_ids.append(d)
+            examples.append((docs[d], w, s, q))
+    L, H = lm.n_layers, lm.n_heads
+    return CorefRun(split, setting, np.concatenate(heads, axis=-1) if heads else np.zeros((L, H, 0), bool),
+                    np.asarray(base, dtype=bool).T.reshape(len(BASELINES), -1), np.asarray(kinds), np.asarray(doc_ids),
+                    len(docs), examples)
+
+
+def table2(dev: CorefRun, test: CorefRun) -> list[dict]:
+    """Table 2 rows: the head chosen on dev (All accuracy) scored on test, the baselines on test, and the paper."""
+    layer, head = dev.best_head()
+    acc = test.accuracy()
+    rows = [{"system": f"head {head_label(layer, head)} (chosen on dev)",
+             **{k: float(acc[k][layer, head]) for k in ("all", *MENTION_TYPES)},
+             "interval": test.head_interval(layer, head)}]
+    in_l, in_h = test.best_head()
+    rows.append({"system": f"head {head_label(in_l, in_h)} (best on test, in-sample)",
+                 **{k: float(acc[k][in_l, in_h]) for k in ("all", *MENTION_TYPES)},
+                 "interval": test.head_interval(in_l, in_h)})
+    for name, values in test.baseline_accuracy().items():
+        rows.append({"system": name, **values, "interval": None})
+    return rows
+
+
+def _coref_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--split", default="test", choices=("train", "dev", "test", "test2"), help="GUM split scored")
+    parser.add_argument("--select-on", default="dev", choices=("train", "dev", "test", "test2"),
+                        help="split on which the best head is chosen")
+    parser.add_argument("--setting", default="truncated", choices=("truncated", "windows"),
+                        help="truncated: first 128 tokens of each document (paper); windows: whole documents")
+    parser.add_argument("--max-length", type=int, default=128)
+
+
+@command("coref", "paper §4.3: antecedent selection by every head and three baselines (Table 2)", _coref_args)
+def cmd_coref(args: argparse.Namespace) -> dict:
+    lm = load(args)
+    kw = dict(setting=args.setting, max_length=args.max_length, data_dir=args.data_dir, cache_root=args.cache_dir,
+              progress=not args.quiet)
+    test = run_coref(lm, args.split, **kw)
+    dev = run_coref(lm, args.select_on, **kw)
+    layer, head = dev.best_head()
+    acc = test.accuracy()
+    return {
+        "model": lm.label, "split": args.split, "setting": args.setting, "documents": test.n_documents,
+        "mentions": test.counts(),
+        "per_head": {k: np.round(v, 4).tolist() for k, v in acc.items()},
+        "baselines": test.baseline_accuracy(),
+        "best_head": {"label": head_label(layer, head), "chosen_on": args.select_on,
+                      "accuracy": {k: float(v[layer, head]) for k, v in acc.items()},
+                      "interval_all": test.head_interval(layer, head)},
+        "paper": {name: dict(zip(("all", *MENTION_TYPES), values)) for name, values in paper.TABLE2.items()},
+    }

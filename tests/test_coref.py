@@ -1,0 +1,100 @@
+"""Coreference: reading OntoGUM brackets, head words and types, candidates, baselines, head accuracy."""
+import json
+
+import numpy as np
+import pytest
+
+from helpers.cli import main
+from helpers.conllu_io import read_conllu
+from helpers.coref import (CorefAlignmentError, baseline_predictions, build_document, head_predictions,
+                           queries_in_window, read_ontogum, window_words)
+from helpers.corpora import Document
+
+FIX = __import__("pathlib").Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def toy_doc():
+    doc = Document("GUM_toy_coref", tuple(read_conllu(FIX / "coref_toy.conllu")))
+    return build_document(doc, FIX / "coref_toy.conll")
+
+
+def test_brackets_nested_and_errors(tmp_path):
+    f = tmp_path / "x.conll"
+    f.write_text("0\tA\t(3(4)\n1\tB\t_\n2\tC\t3)\n3\tD\t(5)\n")
+    words, spans = read_ontogum(f)
+    assert words == ["A", "B", "C", "D"] and spans == [(0, 0, "4"), (0, 2, "3"), (3, 3, "5")]
+    f.write_text("0\tA\t(3\n1\tB\t_\n")
+    with pytest.raises(ValueError, match="opened but never closed"):
+        read_ontogum(f)
+    f.write_text("0\tA\t3)\n")
+    with pytest.raises(ValueError, match=r"x.conll:1: closing bracket"):
+        read_ontogum(f)
+
+
+def test_head_words_and_types(toy_doc):
+    by_span = {(m.start, m.end): m for m in toy_doc.mentions}
+    assert by_span[(2, 4)].head_word == "dog" and by_span[(2, 4)].kind == "nominal"  # "the big dog"
+    assert by_span[(0, 0)].kind == "proper" and by_span[(6, 6)].kind == "pronoun"
+    assert by_span[(6, 6)].gender == "Masc" and by_span[(6, 6)].person == "3"
+
+
+def test_alignment_is_checked(tmp_path, toy_doc):
+    bad = tmp_path / "bad.conll"
+    bad.write_text((FIX / "coref_toy.conll").read_text().replace("\tMary\t", "\tMarie\t"))
+    doc = Document("GUM_toy_coref", tuple(read_conllu(FIX / "coref_toy.conllu")))
+    with pytest.raises(CorefAlignmentError, match="'Marie'"):
+        build_document(doc, bad)
+
+
+def test_queries_candidates_and_baselines(toy_doc):
+    queries = {q.mention.start: q for q in queries_in_window(toy_doc, 0, len(toy_doc.words), 0)}
+    assert sorted(queries) == [6, 8, 13]  # He, the dog, John (second mentions of each chain)
+    he = queries[6]
+    assert he.candidates == (0, 4) and he.correct == frozenset({0})
+    # no exact or head match; "dog" (singular, third person, gender unknown) agrees with "He" and is nearer
+    assert baseline_predictions(he, 0) == {"nearest": 4, "head match": None, "rule-based": 4}
+    dog = queries[8]
+    assert baseline_predictions(dog, 0) == {"nearest": 6, "head match": 4, "rule-based": 4}
+    john = queries[13]
+    assert baseline_predictions(john, 0)["rule-based"] == 0  # exact string match wins
+    # a window that starts after John: "He" has no antecedent inside it
+    assert 6 not in {q.mention.start for q in queries_in_window(toy_doc, 5, len(toy_doc.words), 1)}
+
+
+def test_head_accuracy_on_constructed_attention(toy_doc):
+    queries = queries_in_window(toy_doc, 0, len(toy_doc.words), 0)
+    n = len(toy_doc.words)
+    attn = np.full((1, 2, n + 2, n + 2), 1.0 / (n + 2))
+    for q in queries:  # head 0 attends from each mention's head word to its antecedent's head word
+        attn[0, 0, q.head + 1, max(q.correct) + 1] = 0.9
+        attn[0, 1, q.head + 1, q.head] = 0.9  # head 1 attends to the previous word
+    correct = head_predictions(attn, queries)
+    assert correct[0, 0].all()
+    assert correct[0, 1].sum() < len(queries)
+
+
+def test_window_words_respects_budget():
+    assert window_words([1, 2, 3, 1], 0, 3) == 2 and window_words([5, 1], 0, 3) == 1
+
+
+def test_coref_command_json(tiny_model_dir, tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    (data / "gum" / "dep").mkdir(parents=True)
+    (data / "gum" / "ontogum").mkdir(parents=True)
+    for name in ("GUM_toy_coref", "GUM_dev_coref"):
+        shutil.copy(FIX / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
+        shutil.copy(FIX / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
+    (data / "gum" / "splits.md").write_text("## dev\n\n  * GUM_dev_coref\n\n## test\n\n  * GUM_toy_coref\n")
+    out = tmp_path / "coref.json"
+    rc = main(["coref", "--model", str(tiny_model_dir), "--data-dir", str(data), "--json", str(out), "--quiet",
+               "--max-length", "60",
+               "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert result["mentions"] == {"all": 3, "pronoun": 1, "proper": 1, "nominal": 1}
+    assert np.asarray(result["per_head"]["all"]).shape == (2, 4)
+    assert result["baselines"]["rule-based"]["all"] == pytest.approx(100 * 2 / 3)
+    assert result["paper"]["Head 5-4"]["all"] == 65
