@@ -84,6 +84,27 @@ class ClusterResult:
         }
 
 
+def linguistic_heads(lm: LoadedModel, *, data_dir=None, cache_root=None, max_sentences: int | None = None,
+                     max_documents: int | None = None) -> dict[str, str]:
+    """``{"L-H": description}`` for heads found in the syntax and coreference chapters, chosen on GUM dev:
+    the best head of each Table-1 relation where it beats the offset baseline by at least
+    :data:`~helpers.syntax_pipeline.SPECIALISED_MARGIN` points, and the best coreference head."""
+    from .coref_pipeline import run_coref
+    from .syntax_pipeline import SPECIALISED_MARGIN, run_heads, table1_relations
+
+    dev = run_heads(lm, "gum:dev", max_sentences=max_sentences, data_dir=data_dir, cache_root=cache_root)
+    table = dev.scores.table()
+    found: dict[str, list[str]] = {}
+    for rel in table1_relations(dev.scores)[1:]:
+        if table[rel]["accuracy"] - table[rel]["baseline_accuracy"] >= SPECIALISED_MARGIN:
+            found.setdefault(table[rel]["best_head"], []).append(rel)
+    labels = {head: "syntax: " + ", ".join(rels) for head, rels in found.items()}
+    layer, head = run_coref(lm, "dev", max_documents=max_documents, data_dir=data_dir, cache_root=cache_root).best_head()
+    key = head_label(layer, head)
+    labels[key] = labels[key] + "; coreference" if key in labels else "coreference"
+    return labels
+
+
 def js_distances(lm: LoadedModel, batch, *, progress: bool = False) -> tuple[np.ndarray, int]:
     """``([head, head] summed JS, tokens)`` over every query token of every segment, streamed."""
     acc = JSAccumulator(lm.n_layers * lm.n_heads)
@@ -116,6 +137,8 @@ def _cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segments", type=int, default=1000, help="segments to draw (default 1000)")
     parser.add_argument("--max-length", type=int, default=128, help="segment length limit in tokens")
     parser.add_argument("--permutations", type=int, default=1000, help="permutations for the layer test")
+    parser.add_argument("--no-linguistic", action="store_true",
+                        help="do not mark the syntax and coreference heads (they need GUM dev trees and OntoGUM)")
 
 
 @command("cluster", "paper §6: Jensen-Shannon distances between heads, MDS, behaviours, layer test", _cluster_args)
@@ -124,4 +147,5 @@ def cmd_cluster(args: argparse.Namespace) -> dict:
     result = run_cluster(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
                          data_dir=args.data_dir, cache_root=args.cache_dir, n_perm=args.permutations,
                          progress=not args.quiet)
-    return result.to_json()
+    linguistic = {} if args.no_linguistic else linguistic_heads(lm, data_dir=args.data_dir, cache_root=args.cache_dir)
+    return result.to_json(linguistic)

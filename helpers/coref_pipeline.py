@@ -75,6 +75,23 @@ class CorefRun:
     documents: np.ndarray
     n_documents: int
     examples: list[tuple[CorefDocument, int, int, Query]]
+    store: object = None  # the windows' word-level maps (an AttentionStore), indexed by window
+
+    def example(self, layer: int, head: int, *, min_gap: int = 3, max_gap: int = 20):
+        """The first evaluated mention (document order) that head ``(layer, head)`` resolves correctly with
+        its nearest antecedent ``min_gap..max_gap`` words earlier, as ``(words, map, document id)``: the
+        passage from that antecedent's head word to the mention's, and the head's attention over it
+        (rows renormalised). ``None`` if there is none."""
+        for doc, w, start, q in self.examples:
+            lo = max(q.correct)
+            if not min_gap <= q.head - lo <= max_gap:
+                continue
+            attn = self.store[w][layer, head]
+            cols = np.asarray(q.candidates) + 1
+            if cols[attn[q.head + 1, cols].argmax()] - 1 in q.correct:
+                sub = attn[lo + 1 : q.head + 2, lo + 1 : q.head + 2]
+                return doc.words[start + lo : start + q.head + 1], sub / sub.sum(-1, keepdims=True), doc.doc_id
+        return None
 
     def _mask(self, kind: str) -> np.ndarray:
         return np.ones(len(self.kinds), bool) if kind == "all" else self.kinds == kind
@@ -142,7 +159,7 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
     L, H = lm.n_layers, lm.n_heads
     return CorefRun(split, setting, np.concatenate(heads, axis=-1) if heads else np.zeros((L, H, 0), bool),
                     np.asarray(base, dtype=bool).T.reshape(len(BASELINES), -1), np.asarray(kinds), np.asarray(doc_ids),
-                    len(docs), examples)
+                    len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store)
 
 
 def table2(dev: CorefRun, test: CorefRun) -> list[dict]:

@@ -25,6 +25,9 @@ from .models import LoadedModel
 from .syntax import ALL, DIRECTIONS, HeadScores, bootstrap_interval, score_heads
 
 
+SPECIALISED_MARGIN = 15  # points above the offset baseline that make a head "relation-specific"
+
+
 @dataclass
 class HeadsRun:
     corpus: str

@@ -82,7 +82,7 @@ def test_behaviour_rules_and_order():
 def test_cluster_command_json(tiny_model_dir, fake_data, tmp_path):
     out = tmp_path / "cluster.json"
     rc = main(["cluster", "--model", str(tiny_model_dir), "--data-dir", str(fake_data), "--segments", "3",
-               "--permutations", "20", "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
+               "--permutations", "20", "--no-linguistic", "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
     assert rc == 0
     result = json.loads(out.read_text())
     K = 2 * 4
