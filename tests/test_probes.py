@@ -1,0 +1,126 @@
+"""Probes: a probe on synthetic maps with a gold-pointing head reaches UAS near 100; MST decoding
+returns valid trees that match networkx; distance features; GloVe reading; the CLI."""
+import json
+import shutil
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from helpers.cli import main
+from helpers.probe_pipeline import load_glove
+from helpers.probes import (ProbeData, chu_liu_edmonds, distance_features, make_batch, mst_heads, predict,
+                            right_branching_uas, train_probe, uas)
+
+
+def random_tree(rng, n):
+    heads = np.zeros(n, dtype=np.int64)
+    order = rng.permutation(n) + 1
+    heads[order[0] - 1] = 0
+    for k, node in enumerate(order[1:], start=1):
+        heads[node - 1] = order[rng.integers(0, k)]
+    return heads
+
+
+def synthetic(rng, count, n_layers=2, n_heads=3, good=(1, 1)):
+    """Random maps except one head, in which each word attends to its gold head ([CLS] for the root)."""
+    maps, heads, punct, vecs = [], [], [], []
+    for _ in range(count):
+        n = int(rng.integers(3, 12))
+        tree = random_tree(rng, n)
+        attn = rng.dirichlet(np.ones(n + 2), size=(n_layers, n_heads, n + 2))
+        attn[good] = 0.0
+        for i, h in enumerate(tree):
+            attn[good][i + 1, h] = 1.0
+        attn[good][0, 0] = attn[good][n + 1, n + 1] = 1.0
+        maps.append(attn.astype(np.float16))
+        heads.append(tree)
+        punct.append(np.zeros(n, bool))
+        vecs.append(rng.normal(size=(n, 4)).astype(np.float32))
+    return ProbeData(maps, heads, punct, vecs)
+
+
+def test_probe_finds_the_gold_head():
+    rng = np.random.default_rng(0)
+    train, dev = synthetic(rng, 200), synthetic(rng, 60)
+    for kind, epochs in (("attn", 3), ("attn+words", 12)):  # the word-weighted probe needs more steps here
+        model, info = train_probe(kind, train, dev, epochs=epochs, seed=0)
+        assert uas(predict(model, dev), dev) > 97, (kind, info)
+    model, _ = train_probe("distances+words", train, dev, epochs=1)
+    assert uas(predict(model, dev), dev) < 80  # no attention, random trees: far from perfect
+
+
+def test_mst_valid_tree_and_matches_networkx():
+    rng = np.random.default_rng(1)
+    for trial in range(30):
+        n = int(rng.integers(2, 12))
+        scores = rng.normal(size=(n, n + 1))
+        scores[np.arange(n), np.arange(n) + 1] = -1e9
+        heads = mst_heads(scores)
+        # a valid tree: every word has one head, following heads always reaches ROOT
+        for start in range(1, n + 1):
+            seen, node = set(), start
+            while node != 0:
+                assert node not in seen
+                seen.add(node)
+                node = heads[node - 1]
+        g = nx.DiGraph()
+        for i in range(n):
+            for c in range(n + 1):
+                if c != i + 1:
+                    g.add_edge(c, i + 1, weight=scores[i, c])
+        ref = nx.maximum_spanning_arborescence(g)
+        best = sum(scores[d - 1, h] for h, d in ref.edges())
+        assert sum(scores[i, heads[i]] for i in range(n)) == pytest.approx(best)
+
+
+def test_chu_liu_edmonds_breaks_a_cycle():
+    s = np.full((4, 4), -np.inf)
+    s[0, 1] = 5
+    s[1, 2], s[2, 1] = 10, 10  # 1 <-> 2 cycle
+    s[2, 3], s[0, 3] = 8, 1
+    s[0, 2] = 2
+    heads = chu_liu_edmonds(s)
+    assert heads.tolist() == [-1, 0, 1, 2]
+
+
+def test_distance_features_and_misalignment():
+    f = distance_features(3).numpy()
+    assert f.shape == (3, 4, 8)
+    assert f[0, 0].tolist() == [0, 0, 0, 0, 0, 0, 0, 1]  # ROOT column
+    assert f[0, 2, 0] == pytest.approx(1 / 3) and f[0, 2, 4] == 1  # word 1 -> candidate 2: next word
+    assert f[1, 1, 1] == pytest.approx(1 / 3) and f[1, 1, 3] == 1  # word 2 -> candidate 1: previous
+    data = synthetic(np.random.default_rng(2), 2)
+    batch = make_batch(data, [0])
+    v, shifted = batch.word_vectors(), batch.word_vectors(misaligned=True)
+    n = len(data.heads[0])
+    assert np.allclose(shifted[0, : n - 1], v[0, 1:n]) and np.allclose(shifted[0, n - 1], 0)
+
+
+def test_right_branching():
+    data = ProbeData([np.zeros((1, 1, 5, 5), np.float16)], [np.array([2, 3, 0])], [np.zeros(3, bool)], [np.zeros((3, 2))])
+    assert right_branching_uas(data) == 100.0
+
+
+def test_glove_reader(tmp_path):
+    f = tmp_path / "g.txt"
+    f.write_text("the 0.1 0.2\nCat 0.3 0.4\n")
+    vectors = load_glove(f)
+    assert set(vectors) == {"the", "cat"} and vectors["cat"].tolist() == pytest.approx([0.3, 0.4])
+    f.write_text("the 0.1 0.2\ncat 0.3\n")
+    with pytest.raises(ValueError, match=r"g.txt:2: 1 numbers, expected 2"):
+        load_glove(f)
+
+
+def test_probe_command(tiny_model_dir, fake_data, toy_conllu, tmp_path):
+    (fake_data / "ud-english-ewt").mkdir()
+    shutil.copy(toy_conllu, fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
+    out = tmp_path / "probe.json"
+    rc = main(["probe", "--model", str(tiny_model_dir), "--data-dir", str(fake_data), "--seeds", "2", "--epochs", "1",
+               "--max-length", "60",
+               "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert {"Right-branching", "Attn", "Attn + words", "Distances + words", "Random-init Attn + words"} <= set(result["rows"])
+    assert len(result["rows"]["Attn"]["test"]["runs"]) == 2 and 0 <= result["rows"]["Attn"]["test"]["mean"] <= 100
+    assert result["paper"]["Attn + GloVe"] == 77
