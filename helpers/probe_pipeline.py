@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from . import paper
-from .cache import extract
+from .cache import cached_json, extract
 from .cli import command, load
 from .corpora import corpus_files, file_digest, load_treebank
 from .encoding import EncodedBatch, encode_words
@@ -86,19 +86,35 @@ def _summary(values: list[float]) -> dict:
             "runs": [round(v, 2) for v in values]}
 
 
+VERSION = 1  # part of the cache key: bump when a probe or its training changes
+
+SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
+
+
 def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path: str | None = None,
                max_sentences: int | None = None, max_length: int = 128, data_dir=None, cache_root=None,
-               progress: bool = False) -> dict:
-    """Every row of Table 3 on GUM test and EWT dev, mean and spread over ``seeds``."""
+               progress: bool = False, refresh: bool = False) -> dict:
+    """Every row of Table 3 on GUM test and EWT dev, mean and spread over ``seeds`` (cached on disk,
+    keyed by the model, the corpus files, the word vectors and the settings)."""
+    key = {"model": lm.fingerprint(), "v": VERSION, "seeds": list(seeds), "epochs": epochs,
+           "max_sentences": max_sentences, "max_length": max_length,
+           "glove": file_digest([Path(glove_path)]) if glove_path else None,
+           "data": {name: file_digest(corpus_files(spec, root=data_dir)) for name, spec in SPECS}}
+    return cached_json("probes", key, lambda: _run_probes(lm, seeds=seeds, epochs=epochs, glove_path=glove_path,
+                                                         max_sentences=max_sentences, max_length=max_length,
+                                                         data_dir=data_dir, cache_root=cache_root, progress=progress),
+                       cache_root=cache_root, refresh=refresh)
+
+
+def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, max_length, data_dir, cache_root,
+                progress) -> dict:
     start = time.perf_counter()
     glove = load_glove(glove_path) if glove_path else None
     kw = dict(max_sentences=max_sentences, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
               progress=progress, glove=glove)
-    sets = {name: probe_data(lm, spec, **kw) for name, spec in
-            (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))}
+    sets = {name: probe_data(lm, spec, **kw) for name, spec in SPECS}
     control = load_model(lm.source if lm.name != lm.source or lm.random_init else lm.name, random_init=True, seed=0)
-    random_sets = {name: probe_data(control, spec, vectors_from=lm, **kw) for name, spec in
-                   (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))}
+    random_sets = {name: probe_data(control, spec, vectors_from=lm, **kw) for name, spec in SPECS}
     t_data = time.perf_counter() - start
     rows: dict[str, dict] = {"Right-branching": {
         "test": _summary([right_branching_uas(sets["test"])]), "ewt": _summary([right_branching_uas(sets["ewt"])])}}
