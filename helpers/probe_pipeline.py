@@ -115,6 +115,9 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     sets = {name: probe_data(lm, spec, **kw) for name, spec in SPECS}
     control = load_model(lm.source if lm.name != lm.source or lm.random_init else lm.name, random_init=True, seed=0)
     random_sets = {name: probe_data(control, spec, vectors_from=lm, **kw) for name, spec in SPECS}
+    for group in (sets, random_sets):  # padded batches built once; per-sentence maps dropped (memory)
+        for name, data in group.items():
+            data.release_maps(32 if name == "train" else 64)
     t_data = time.perf_counter() - start
     rows: dict[str, dict] = {"Right-branching": {
         "test": _summary([right_branching_uas(sets["test"])]), "ewt": _summary([right_branching_uas(sets["ewt"])])}}

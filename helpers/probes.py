@@ -49,13 +49,19 @@ class ProbeData:
     vectors: list[np.ndarray]       # [n, dim]
     skipped: int = 0
     names: list[str] = field(default_factory=list)
+    n_maps: int = 0  # layers * heads, read from the maps
+
+    def __post_init__(self) -> None:
+        if self.maps and not self.n_maps:
+            self.n_maps = int(self.maps[0].shape[0] * self.maps[0].shape[1])
 
     def __len__(self) -> int:
         return len(self.heads)
 
-    @property
-    def n_maps(self) -> int:
-        return self.maps[0].shape[0] * self.maps[0].shape[1]
+    def release_maps(self, batch_size: int) -> None:
+        """Build the padded batches for ``batch_size`` once, then drop the per-sentence maps (memory)."""
+        prepared(self, batch_size)
+        self.maps = []
 
     @property
     def dim(self) -> int:
