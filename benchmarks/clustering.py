@@ -10,13 +10,12 @@ then the time for all segments: JS alone and the forward passes alone. Writes be
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from common import RESULTS, save
 from helpers import iter_attention, load_model
 from helpers.clustering import JSAccumulator, segment_js
 from helpers.surface_pipeline import build_segments
@@ -58,7 +57,7 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     parser.add_argument("--segments", type=int, default=1000)
     parser.add_argument("--loop-segments", type=int, default=3)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "clustering.json"))
+    parser.add_argument("--out", default=str(RESULTS / "clustering.json"))
     args = parser.parse_args()
 
     lm = load_model(args.model)
@@ -92,9 +91,7 @@ def main() -> None:
     print(f"             per-head loop (float64 numpy)      {t_loop * 1e3:8.1f} ms  -> speed-up {t_loop / t32:6.1f}x")
     print(f"             original per-head loop (float16)   {t_orig * 1e3:8.1f} ms  -> speed-up {t_orig / t32:6.1f}x")
     print(f"all {len(maps)} segments: JS {t_all:.1f} s, forward passes {t_forward:.1f} s")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    save(result, args.out)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,15 @@ Writes the figures to benchmarks/results/extraction.json.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import resource
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from common import RESULTS, save
 from helpers import encode_words, load_model, load_treebank
 from helpers.extract import batch_maps, bucket, forward_attentions
 from helpers.wordlevel import batched_matrices, word_level_batch
@@ -55,7 +54,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "extraction.json"))
+    parser.add_argument("--out", default=str(RESULTS / "extraction.json"))
     args = parser.parse_args()
 
     lm = load_model(args.model)
@@ -113,10 +112,7 @@ def main() -> None:
     print(f"conversion, batched matmul       {t_conv:8.3f} s")
     print(f"conversion, naive per-head loop  {t_naive:8.3f} s   speed-up {t_naive / t_conv:6.1f}x (goal >= 20x)")
     print(f"peak resident memory             {peak_mib:8.1f} MiB")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    save(result, args.out)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ Writes benchmarks/results/heads.json.
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
+from common import RESULTS, save
 from helpers import encode_words, iter_attention, load_model, load_treebank
 from helpers.extract import bucket, forward_attentions
 from helpers.syntax import HeadScorer
@@ -49,7 +48,7 @@ def main() -> None:
     parser.add_argument("--corpus", default="gum:test")
     parser.add_argument("--max-sentences", type=int, default=None)
     parser.add_argument("--naive-sentences", type=int, default=100)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "heads.json"))
+    parser.add_argument("--out", default=str(RESULTS / "heads.json"))
     args = parser.parse_args()
 
     lm = load_model(args.model)
@@ -100,9 +99,7 @@ def main() -> None:
     print(f"extraction + word maps + scoring    {t_full:8.2f} s   ratio {t_full / t_bare:5.2f}x")
     print(f"scoring alone (all heads, both directions, all relations, offsets) {t_score:6.2f} s")
     print(f"naive per-word loop scoring (est. from {len(subset)} sentences) {t_naive:8.1f} s   speed-up {t_naive / t_score:6.1f}x")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    save(result, args.out)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ class EncodedBatch:
         }
 
 
-def _check_max_length(max_length: int, tokenizer) -> None:
+def _check_max_length(max_length: int) -> None:
     if max_length < 3:
         raise ValueError(f"--max-length {max_length}: must be at least 3 (two special tokens and one word)")
 
@@ -105,7 +105,7 @@ def encode_words(
     Sentences longer than ``max_length`` tokens are skipped and their indices recorded.
     ``model_max`` (the model's position limit) caps ``max_length`` with a clear error.
     """
-    _check_max_length(max_length, tokenizer)
+    _check_max_length(max_length)
     if model_max is not None and max_length > model_max:
         raise ValueError(f"--max-length {max_length} exceeds the model's limit of {model_max} positions")
     unk = tokenizer.unk_token or "[UNK]"
@@ -176,7 +176,7 @@ def encode_ids(
 
 def encode_texts(tokenizer, texts: Sequence[str], *, max_length: int = 128) -> EncodedBatch:
     """Encode raw texts as ``[CLS] text [SEP]`` for token-level extraction (over-long ones skipped)."""
-    _check_max_length(max_length, tokenizer)
+    _check_max_length(max_length)
     enc = tokenizer(list(texts), add_special_tokens=True)
     return encode_ids(enc["input_ids"], max_length=max_length)
 

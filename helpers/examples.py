@@ -13,7 +13,7 @@ from .conllu_io import Sentence
 def first_with_split_word(sentences: Sequence[Sentence], tokenizer, *, min_words: int = 8, max_words: int = 14,
                           min_pieces: int = 2) -> int:
     """Index of the first sentence with ``min_words..max_words`` words, one of them split into at least
-    ``min_pieces`` tokens, and no word of only punctuation-less unknown tokens."""
+    ``min_pieces`` tokens, and no unknown token."""
     for index, sent in enumerate(sentences):
         if not min_words <= len(sent) <= max_words:
             continue

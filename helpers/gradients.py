@@ -41,6 +41,7 @@ def gradient_importance(lm: LoadedModel, head: nn.Module, batch: EncodedBatch, *
     """
     from tqdm.auto import tqdm
 
+    head = head.to(lm.device)
     masked = masked_examples(lm, batch.examples, seed=seed)
     labels_of = {ex.index: labels for ex, labels in masked}
     original = {ex.index: ex.input_ids for ex in batch.examples}

@@ -78,7 +78,7 @@ class ProbeData:
 
 @dataclass
 class Batch:
-    """Padded tensors of a group of sentences; ``features`` is float16 to halve memory (cast per step).
+    """Padded tensors of a group of sentences (float32: no cast in the training loop).
 
     ``features [batch, n, n + 1, 2K]`` holds the word columns (candidate 0, ROOT, is filled from
     ``root_parts [batch, n, 2K, 2]``: the [CLS] and [SEP] entries mixed by the learned ``r_s, r_e``).
@@ -105,15 +105,15 @@ def make_batch(data: ProbeData, indices: Sequence[int]) -> Batch:
     """Pad sentences ``indices`` into tensors (see :class:`Batch`)."""
     n = max(len(data.heads[i]) for i in indices)
     B, K2, dim = len(indices), 2 * data.n_maps, data.dim
-    feats = torch.zeros(B, n, n + 1, K2, dtype=torch.float16)  # float16 halves memory; cast per step
-    root = torch.zeros(B, n, K2, 2, dtype=torch.float16)
+    feats = torch.zeros(B, n, n + 1, K2)
+    root = torch.zeros(B, n, K2, 2)
     heads = torch.full((B, n), -100, dtype=torch.long)
     punct = torch.zeros(B, n, dtype=torch.bool)
     vectors = torch.zeros(B, n, dim)
     mask = torch.zeros(B, n, dtype=torch.bool)
     cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
     for b, i in enumerate(indices):
-        A = torch.from_numpy(data.maps[i])
+        A = torch.from_numpy(data.maps[i].astype(np.float32))
         m = A.shape[-1] - 2
         A = A.reshape(-1, m + 2, m + 2)  # [K, n+2, n+2]
         both = torch.cat([A, A.transpose(1, 2)]).permute(1, 2, 0)  # [n+2, n+2, 2K]: maps, then transposes
@@ -166,15 +166,14 @@ class AttentionProbe(nn.Module):
             self.cand = nn.Linear(dim, n_features, bias=False)  # W acting on v_c
             for layer in (self.dep, self.cand):
                 nn.init.normal_(layer.weight, std=0.01)
-            nn.init.zeros_(self.dep.bias)
-            self.dep.bias.data.fill_(1.0 / n_features)
+            nn.init.constant_(self.dep.bias, 1.0 / n_features)
         else:
             self.w = nn.Parameter(torch.full((n_features,), 1.0 / n_features))
 
     def forward(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
-        F = batch.features.float()                                    # [b, n, n + 1, 2K]
+        F = batch.features                                            # [b, n, n + 1, 2K]
         b, n, c1, k = F.shape
-        root = batch.root_parts.float() @ self.root                           # [b, n, 2K]: the ROOT column's features
+        root = batch.root_parts @ self.root                           # [b, n, 2K]: the ROOT column's features
         if not self.with_words:
             words = F[:, :, 1:] @ self.w                              # [b, n, n]
             logits = torch.cat([(root @ self.w)[..., None], words], dim=-1)

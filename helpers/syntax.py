@@ -105,10 +105,14 @@ class HeadScores:
         totals = self._onehot.sum(0)
         return {r: int(c) for r, c in zip(self.relations, totals)}
 
+    def _percent(self, correct: np.ndarray) -> np.ndarray:
+        """Percent correct per relation from ``[..., word]`` booleans (one matrix product)."""
+        totals = np.maximum(self._onehot.sum(0), 1).astype(np.float64)
+        return 100.0 * (correct.astype(np.float32) @ self._onehot).astype(np.float64) / totals
+
     @cached_property
     def _accuracy(self) -> np.ndarray:
-        totals = np.maximum(self._onehot.sum(0), 1).astype(np.float64)
-        return 100.0 * (self.word_correct.astype(np.float32) @ self._onehot).astype(np.float64) / totals
+        return self._percent(self.word_correct)
 
     def accuracy(self) -> np.ndarray:
         """``[direction, layer, head, relation]`` accuracy in percent (one matrix product)."""
@@ -116,8 +120,7 @@ class HeadScores:
 
     @cached_property
     def _baseline(self) -> np.ndarray:
-        totals = np.maximum(self._onehot.sum(0), 1).astype(np.float64)
-        return 100.0 * (self.offset_correct.astype(np.float32) @ self._onehot).astype(np.float64) / totals
+        return self._percent(self.offset_correct)
 
     def baseline_accuracy(self) -> np.ndarray:
         """``[offset, relation]`` accuracy in percent."""
