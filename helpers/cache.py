@@ -308,3 +308,17 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
     value = compute()
     _write_json(path, {"key": json.loads(json.dumps(key, default=str)), "value": value})
     return value
+
+
+def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
+                     word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
+                     progress: bool = False):
+    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
+    from .corpora import corpus_files, file_digest, load_treebank
+    from .encoding import encode_words
+
+    sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
+    batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
+    store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
+                    source_digest=file_digest(corpus_files(spec, root=data_dir)))
+    return sentences, store

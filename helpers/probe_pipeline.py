@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from . import paper
-from .cache import cached_json, extract
+from .cache import cached_json, extract_treebank
 from .cli import command, load
-from .corpora import corpus_files, file_digest, load_treebank
-from .encoding import EncodedBatch, encode_words
+from .corpora import corpus_files, file_digest
+from .encoding import EncodedBatch
 from .models import LoadedModel, load_model
 from .probes import ProbeData, predict, right_branching_uas, train_probe, uas
 
@@ -65,11 +65,9 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
                max_sentences: int | None = None, max_length: int = 128, data_dir=None, cache_root=None,
                progress: bool = False) -> ProbeData:
     """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus."""
-    sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
-    batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
-    store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress,
-                    source_digest=file_digest(corpus_files(spec, root=data_dir)))
-    vectors = word_vectors(vectors_from or lm, batch, glove)
+    sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                        data_dir=data_dir, cache_root=cache_root, progress=progress)
+    vectors = word_vectors(vectors_from or lm, store.batch, glove)
     maps, heads, punct, vecs, names = [], [], [], [], []
     for example, attn in store:
         s = sentences[example.index]
@@ -78,7 +76,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
         punct.append(np.array([u == "PUNCT" or r == "punct" for u, r in zip(s.upos, s.deprels)]))
         vecs.append(vectors[example.index])
         names.append(s.sent_id)
-    return ProbeData(maps, heads, punct, vecs, skipped=len(batch.skipped), names=names)
+    return ProbeData(maps, heads, punct, vecs, skipped=len(store.skipped), names=names)
 
 
 def _summary(values: list[float]) -> dict:

@@ -15,11 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cache import AttentionStore, extract
+from .cache import AttentionStore, extract_treebank
 from .cli import command, load
 from .conllu_io import Sentence
-from .corpora import corpus_files, file_digest, load_treebank
-from .encoding import encode_words
 from .labels import head_label
 from .models import LoadedModel
 from .syntax import ALL, DIRECTIONS, HeadScores, bootstrap_interval, score_heads
@@ -48,10 +46,8 @@ def run_heads(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None,
               word_mode: str = "mean", possessive: str | None = None, data_dir=None,
               cache_root: str | os.PathLike | None = None, progress: bool = False) -> HeadsRun:
     """Extract (or reload) word-level maps of ``corpus`` and score every head against its trees."""
-    sentences = load_treebank(corpus, root=data_dir, max_sentences=max_sentences)
-    batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
-    store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root,
-                    source_digest=file_digest(corpus_files(corpus, root=data_dir)), progress=progress)
+    sentences, store = extract_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
+                                        word_mode=word_mode, data_dir=data_dir, cache_root=cache_root, progress=progress)
     return HeadsRun(corpus, sentences, store, score_heads(store, sentences, possessive=possessive))
 
 
