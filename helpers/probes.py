@@ -188,8 +188,51 @@ class AttentionProbe(nn.Module):
         return logits.masked_fill(~batch.cand_mask, -1e9)
 
 
+class PairTanhScores(torch.autograd.Function):
+    """``scores[b, i, c] = w . tanh(dep[b, i] + cand[b, c] + dist[i, c])``: the hidden layer of the
+    Distances + words probe, fused and computed a few sentences at a time.
+
+    Plain autograd of this expression materialises several ``[batch, n, n + 1, hidden]`` temporaries
+    (the sum, its tanh, the gradient through tanh, the outer product of the output layer's gradient);
+    here one tanh tensor per chunk of ``rows`` sentences is kept, and the backward pass turns it into
+    the gradient in place. About twice as fast as plain autograd on CPU (see ``tests/test_probes.py``
+    for the check against it). Shapes: ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist [n, n + 1, H]``,
+    ``w [H]`` -> ``[b, n, n + 1]``. Differentiable once (the saved tensors are reused in place).
+    """
+
+    @staticmethod
+    def forward(ctx, dep, cand, dist, w, rows: int = 4):
+        hidden, scores = [], []
+        for start in range(0, dep.shape[0], rows):
+            t = dep[start : start + rows, :, None, :] + cand[start : start + rows, None, :, :]
+            t.add_(dist).tanh_()
+            scores.append(t @ w)
+            hidden.append(t)
+        ctx.hidden = hidden
+        ctx.save_for_backward(w)
+        return torch.cat(scores)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (w,) = ctx.saved_tensors
+        g_dep, g_cand, g_dist, g_w = [], [], torch.zeros(()), torch.zeros_like(w)
+        start = 0
+        for t in ctx.hidden:
+            g = grad[start : start + t.shape[0]]
+            start += t.shape[0]
+            g_w = g_w + (g.reshape(1, -1) @ t.reshape(-1, t.shape[-1])).reshape(-1)
+            t.mul_(t).neg_().add_(1).mul_(w).mul_(g[..., None])  # d score / d pre-activation
+            g_dep.append(t.sum(2))
+            g_cand.append(t.sum(1))
+            g_dist = g_dist + t.sum(0)
+        ctx.hidden = None
+        return torch.cat(g_dep), torch.cat(g_cand), g_dist, g_w, None
+
+
 class DistanceProbe(nn.Module):
-    """Distances + words: ``w2 . tanh(W1 [v_i; v_c; distances] + b1)`` (first layer factorised)."""
+    """Distances + words: ``w2 . tanh(W1 [v_i; v_c; distances] + b1)`` (first layer factorised, hidden
+    layer fused in :class:`PairTanhScores`)."""
 
     def __init__(self, dim: int, hidden: int = 256):
         super().__init__()
@@ -202,8 +245,8 @@ class DistanceProbe(nn.Module):
         n = batch.heads.shape[1]
         v = batch.word_vectors(misaligned)
         v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)
-        h = self.dep(v)[:, :, None] + self.cand(v_cand)[:, None] + self.dist(distance_features(n))[None]
-        logits = self.out(torch.tanh(h)).squeeze(-1)
+        logits = PairTanhScores.apply(self.dep(v), self.cand(v_cand), self.dist(distance_features(n)),
+                                      self.out.weight[0]) + self.out.bias
         return logits.masked_fill(~batch.cand_mask, -1e9)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from helpers.cli import main
 from helpers.probe_pipeline import load_glove
-from helpers.probes import (ProbeData, chu_liu_edmonds, distance_features, make_batch, mst_heads, predict,
+from helpers.probes import (PairTanhScores, ProbeData, chu_liu_edmonds, distance_features, make_batch, mst_heads, predict,
                             right_branching_uas, train_probe, uas)
 
 
@@ -95,6 +95,32 @@ def test_distance_features_and_misalignment():
     v, shifted = batch.word_vectors(), batch.word_vectors(misaligned=True)
     n = len(data.heads[0])
     assert np.allclose(shifted[0, : n - 1], v[0, 1:n]) and np.allclose(shifted[0, n - 1], 0)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_fused_pair_scores_match_plain_autograd(rows):
+    """The fused hidden layer of Distances + words against the expression written out (float64)."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(0)
+    b, n, hidden = 5, 4, 3
+    leaves = [torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True)
+              for shape in ((b, n, hidden), (b, n + 1, hidden), (n, n + 1, hidden), (hidden,))]
+    upstream = torch.randn(b, n, n + 1, generator=gen, dtype=torch.float64)
+    fused = PairTanhScores.apply(*leaves, rows)
+    (fused * upstream).sum().backward()
+    fused_grads = [x.grad.clone() for x in leaves]
+    for x in leaves:
+        x.grad = None
+    dep, cand, dist, w = leaves
+    plain = torch.zeros(b, n, n + 1, dtype=torch.float64)
+    for k in range(b):  # one (sentence, dependent, candidate) at a time
+        for i in range(n):
+            for c in range(n + 1):
+                plain[k, i, c] = torch.dot(w, torch.tanh(dep[k, i] + cand[k, c] + dist[i, c]))
+    (plain * upstream).sum().backward()
+    assert torch.allclose(fused, plain)
+    for got, x in zip(fused_grads, leaves):
+        assert torch.allclose(got, x.grad)
 
 
 def test_right_branching():
