@@ -133,10 +133,14 @@ class AttentionStore:
         return maps
 
     def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
+        return self.items()
+
+    def items(self, dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
+        """``(example, attn)`` pairs with maps as ``dtype`` (``np.float16``: the stored arrays, no copy)."""
         for number, shard in enumerate(self.shards):
             maps = self._shard_maps(number)
             for ex in shard:
-                yield ex, maps[ex.index].astype(np.float32)
+                yield ex, maps[ex.index].astype(dtype, copy=False)
 
     def __getitem__(self, index: int) -> np.ndarray:
         for number, shard in enumerate(self.shards):

@@ -69,9 +69,9 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
                                         data_dir=data_dir, cache_root=cache_root, progress=progress)
     vectors = word_vectors(vectors_from or lm, store.batch, glove)
     maps, heads, punct, vecs, names = [], [], [], [], []
-    for example, attn in store:
+    for example, attn in store.items(np.float16):
         s = sentences[example.index]
-        maps.append(attn.astype(np.float16))
+        maps.append(attn)
         heads.append(np.asarray(s.heads))
         punct.append(np.array([u == "PUNCT" or r == "punct" for u, r in zip(s.upos, s.deprels)]))
         vecs.append(vectors[example.index])

@@ -104,22 +104,23 @@ class Batch:
 def make_batch(data: ProbeData, indices: Sequence[int]) -> Batch:
     """Pad sentences ``indices`` into tensors (see :class:`Batch`)."""
     n = max(len(data.heads[i]) for i in indices)
-    B, K2, dim = len(indices), 2 * data.n_maps, data.dim
-    feats = torch.zeros(B, n, n + 1, K2)
-    root = torch.zeros(B, n, K2, 2)
+    B, K, dim = len(indices), data.n_maps, data.dim
+    feats = torch.zeros(B, n, n + 1, 2 * K)
+    root = torch.zeros(B, n, 2 * K, 2)
     heads = torch.full((B, n), -100, dtype=torch.long)
     punct = torch.zeros(B, n, dtype=torch.bool)
     vectors = torch.zeros(B, n, dim)
     mask = torch.zeros(B, n, dtype=torch.bool)
     cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
     for b, i in enumerate(indices):
-        A = torch.from_numpy(data.maps[i].astype(np.float32))
+        A = torch.from_numpy(data.maps[i])  # float16; the copies below convert
         m = A.shape[-1] - 2
-        A = A.reshape(-1, m + 2, m + 2)  # [K, n+2, n+2]
-        both = torch.cat([A, A.transpose(1, 2)]).permute(1, 2, 0)  # [n+2, n+2, 2K]: maps, then transposes
-        feats[b, :m, 1 : m + 1] = both[1 : m + 1, 1 : m + 1]
-        root[b, :m, :, 0] = both[1 : m + 1, 0]
-        root[b, :m, :, 1] = both[1 : m + 1, m + 1]
+        A = A.reshape(K, m + 2, m + 2)
+        # features: the K maps [query, key, K], then the K transposes; [CLS] (0) and [SEP] (m + 1) feed ROOT
+        for part, view in ((slice(None, K), A.permute(1, 2, 0)), (slice(K, None), A.permute(2, 1, 0))):
+            feats[b, :m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
+            root[b, :m, part, 0] = view[1 : m + 1, 0]
+            root[b, :m, part, 1] = view[1 : m + 1, m + 1]
         heads[b, :m] = torch.from_numpy(data.heads[i].astype(np.int64))
         punct[b, :m] = torch.from_numpy(data.punct[i])
         vectors[b, :m] = torch.from_numpy(data.vectors[i].astype(np.float32))

@@ -28,6 +28,25 @@ def test_treebank_specs(fake_data, toy_conllu):
         load_treebank("ewt:dev", root=fake_data)
 
 
+def test_parsed_files_are_cached_on_disk(toy_conllu, tmp_path, monkeypatch):
+    """The disk cache of parsed files gives back exactly what the parser gives, follows the file's
+    bytes, and a corrupted cache file is parsed again."""
+    monkeypatch.setenv("BERT_ATTENTION_CACHE", str(tmp_path / "cache"))
+    copy = tmp_path / "toy.conllu"
+    copy.write_bytes(toy_conllu.read_bytes())
+    fresh = corpora.read_conllu(copy)
+    first = corpora._parse_with_disk_cache(copy, None)
+    (stored,) = (tmp_path / "cache" / "parsed").iterdir()
+    again = corpora._parse_with_disk_cache(copy, None)
+    assert first == fresh and again == fresh
+    assert [s.metadata for s in again] == [s.metadata for s in fresh] and again[0].source == str(copy)
+    stored.write_text("{not json")
+    assert corpora._parse_with_disk_cache(copy, None) == fresh
+    copy.write_bytes(toy_conllu.read_bytes().replace(b"\n\n", b"\n\n", 1) + b"\n")  # other bytes, new key
+    corpora._parse_with_disk_cache(copy, None)
+    assert len(list((tmp_path / "cache" / "parsed").iterdir())) == 2
+
+
 def test_empty_corpus_is_an_error(tmp_path):
     empty = tmp_path / "empty.conllu"
     empty.write_text("\n\n")

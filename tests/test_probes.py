@@ -123,6 +123,24 @@ def test_fused_pair_scores_match_plain_autograd(rows):
         assert torch.allclose(got, x.grad)
 
 
+def test_batch_features_follow_the_maps():
+    """Every entry of a padded batch, checked one index at a time against the sentence's maps."""
+    data = synthetic(np.random.default_rng(3), 3)
+    batch = make_batch(data, [0, 1, 2])
+    K = data.n_maps
+    for b in range(3):
+        A = data.maps[b].reshape(K, *data.maps[b].shape[2:]).astype(np.float32)
+        m = A.shape[-1] - 2
+        for i in range(m):
+            for k in range(K):
+                assert batch.root_parts[b, i, k].tolist() == [A[k, i + 1, 0], A[k, i + 1, m + 1]]
+                assert batch.root_parts[b, i, K + k].tolist() == [A[k, 0, i + 1], A[k, m + 1, i + 1]]
+                for j in range(m):
+                    assert batch.features[b, i, j + 1, k] == A[k, i + 1, j + 1]
+                    assert batch.features[b, i, j + 1, K + k] == A[k, j + 1, i + 1]
+        assert not batch.features[b, m:].any() and not batch.features[b, :, m + 1 :].any()  # padding
+
+
 def test_right_branching():
     data = ProbeData([np.zeros((1, 1, 5, 5), np.float16)], [np.array([2, 3, 0])], [np.zeros(3, bool)], [np.zeros((3, 2))])
     assert right_branching_uas(data) == 100.0
