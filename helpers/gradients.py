@@ -52,14 +52,18 @@ def gradient_importance(lm: LoadedModel, head: nn.Module, batch: EncodedBatch, *
         # parameters keep requires_grad, but only the attention gradients are taken
         with torch.enable_grad():
             out = lm.model(**model_inputs(lm, group), output_attentions=True)
-            logits = head(out.last_hidden_state)
-            labels = torch.full(logits.shape[:2], -100, dtype=torch.long)
+            hidden = out.last_hidden_state
+            labels = torch.full(hidden.shape[:2], -100, dtype=torch.long)
             for b, ex in enumerate(group):
                 labels[b, : len(ex)] = torch.from_numpy(labels_of[ex.index])
-            labels = labels.to(logits.device)
+            labels = labels.to(hidden.device)
+            # the head scores only the masked positions (it acts on each position alone): 15% of the
+            # vocabulary-sized products of scoring every position
+            chosen = labels != -100
+            per_token = nn.functional.cross_entropy(head(hidden[chosen]), labels[chosen], reduction="none")
             # one mean loss per segment, summed: each segment's gradients are its own
-            per_token = nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
-            loss = (per_token.sum(1) / (labels != -100).sum(1).clamp(min=1)).sum()
+            segment = chosen.nonzero()[:, 0]
+            loss = (per_token / chosen.sum(1)[segment]).sum()
             grads = torch.autograd.grad(loss, out.attentions)
         g = torch.stack(grads, dim=1).abs().cpu().numpy()  # [batch, layer, head, query, key]
         for b, ex in enumerate(group):

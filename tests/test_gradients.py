@@ -23,10 +23,10 @@ def test_bert_mask_rates_and_specials():
     assert 0.7 < frac_mask < 0.9  # 80% become the mask token
 
 
-def _batch(lm, k=12):
+def _batch(lm, k=12, lengths=(4, 10)):
     rng = np.random.default_rng(1)
     words = ["the", "cat", "sat", "on", "mat", "a", "dog", ".", ","]
-    return encode_words(lm.tokenizer, [list(rng.choice(words, size=rng.integers(4, 10))) for _ in range(k)])
+    return encode_words(lm.tokenizer, [list(rng.choice(words, size=rng.integers(*lengths))) for _ in range(k)])
 
 
 def test_fitting_lowers_the_head_loss(tiny_lm):
@@ -54,6 +54,39 @@ def test_gradient_importance_shapes_and_determinism(tiny_lm):
         assert len(a[kind]) == tiny_lm.n_layers and np.all(np.isfinite(a[kind]))
         np.testing.assert_allclose(a[kind], b[kind], rtol=1e-4)  # batching does not change per-segment gradients
     assert min(a["other"]) > 0
+
+
+def test_gradient_importance_matches_a_one_segment_reference(tiny_lm):
+    """Against the plain formulation: one segment at a time, the head over every position, the
+    library's mean cross-entropy over masked tokens, and per-key means written out as loops."""
+    import torch
+
+    from helpers.mlm import masked_examples
+    from helpers.surface import token_masks
+
+    batch = _batch(tiny_lm, 6, lengths=(12, 30))  # several masked tokens per segment
+    head, _ = fit_head(tiny_lm, batch, batch, seed=0, epochs=1)
+    got = gradient_importance(tiny_lm, head, batch, seed=5, batch_size=4)
+    sums = {k: np.zeros(tiny_lm.n_layers) for k in ("sep", "punct", "cls", "other")}
+    counts = dict.fromkeys(sums, 0)
+    for ex, labels in masked_examples(tiny_lm, batch.examples, seed=5):
+        with torch.enable_grad():
+            out = tiny_lm.model(input_ids=torch.from_numpy(ex.input_ids)[None], output_attentions=True)
+            loss = torch.nn.functional.cross_entropy(head(out.last_hidden_state[0]), torch.from_numpy(labels))
+            grads = torch.autograd.grad(loss, out.attentions)
+        original = next(e for e in batch.examples if e.index == ex.index).input_ids
+        masks = token_masks(tiny_lm.tokenizer, original)
+        masks["other"] = ~(masks["sep"] | masks["punct"] | masks["cls"])
+        for kind, mask in masks.items():
+            if not mask.any():
+                continue
+            counts[kind] += 1
+            for layer, g in enumerate(grads):
+                g = g[0].abs().numpy()  # [head, query, key]
+                keys = [float(g[:, :, j].mean()) for j in range(len(mask)) if mask[j]]
+                sums[kind][layer] += sum(keys) / len(keys)
+    for kind in sums:
+        np.testing.assert_allclose(got[kind], sums[kind] / max(counts[kind], 1), rtol=1e-4, atol=1e-9)
 
 
 def test_surface_command_json(tiny_model_dir, fake_data, tmp_path):
