@@ -125,8 +125,14 @@ def _collect(lm: LoadedModel, masked: list[tuple[Encoded, np.ndarray]], batch_si
     return torch.cat(hidden), torch.cat(targets)
 
 
-def fit_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, seed: int = 0, epochs: int = 8,
-             lr: float = 2e-3, batch: int = 256) -> tuple[FittedMLMHead, dict]:
+# Four passes over the masked tokens of 1,000 segments: with the offline default the held-out loss is
+# 6.73 nats after 4 epochs and 6.73 after 8 (6.99, 6.86, 6.79, 6.73, 6.72, 6.67, 6.71, 6.73), so more
+# epochs cost time without a better head.
+HEAD_EPOCHS = 4
+
+
+def fit_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, seed: int = 0,
+             epochs: int = HEAD_EPOCHS, lr: float = 2e-3, batch: int = 256) -> tuple[FittedMLMHead, dict]:
     """Fit :class:`FittedMLMHead` on masked ``train`` segments; report train and held-out loss (nats)."""
     embeddings = lm.model.get_input_embeddings().weight.detach().float().cpu()
     h_train, y_train = _collect(lm, masked_examples(lm, train.examples, seed=seed))
@@ -166,7 +172,8 @@ def mlm_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, see
     from safetensors import safe_open
     from safetensors.torch import load_file
 
-    key = {"model": lm.fingerprint(), "train": train.digest(), "heldout": heldout.digest(), "seed": seed, "v": 1}
+    key = {"model": lm.fingerprint(), "train": train.digest(), "heldout": heldout.digest(), "seed": seed,
+           "epochs": HEAD_EPOCHS, "v": 1}
     path = artifact_path("mlm-head", key, ".safetensors", cache_root)
     embeddings = lm.model.get_input_embeddings().weight.detach().float().cpu()
     if path.is_file():

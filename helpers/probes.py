@@ -182,9 +182,14 @@ class AttentionProbe(nn.Module):
             v = batch.word_vectors(misaligned)
             a = self.dep(v)                                           # [b, n, 2K] (includes the bias)
             c = self.cand(v)                                          # [b, n, 2K]; ROOT's vector is 0
-            # sum_k a[i,k] F[i,j,k] + sum_k c[j,k] F[i,j,k], as batched matrix products (no [b,n,n,2K] temporary)
-            words = torch.bmm(F[:, :, 1:].reshape(b * n, c1 - 1, k), a.reshape(b * n, k, 1)).reshape(b, n, c1 - 1)
-            words = words + torch.einsum("bijk,bjk->bij", F[:, :, 1:], c)
+            # words[i, j] = sum_k a[i,k] F[i,j,k] + sum_k c[j,k] F[i,j,k]. The second half of the features
+            # is the first half transposed (F[i,j,K+k] = F[j,i,k]), so the second sum is
+            # sum_k c'[j,k] F[j,i,k] with c' = c with its halves swapped: both sums are products of the same
+            # rows F[x, :, :] with one vector each, one batched matrix product and one pass over F.
+            half = k // 2
+            rhs = torch.stack([a, torch.cat([c[..., half:], c[..., :half]], dim=-1)], dim=-1)  # [b, n, 2K, 2]
+            both = torch.bmm(F[:, :, 1:].reshape(b * n, c1 - 1, k), rhs.reshape(b * n, k, 2)).reshape(b, n, c1 - 1, 2)
+            words = both[..., 0] + both[..., 1].transpose(1, 2)
             logits = torch.cat([(root * a).sum(-1, keepdim=True), words], dim=-1)
         return logits.masked_fill(~batch.cand_mask, -1e9)
 

@@ -9,7 +9,7 @@ import pytest
 
 from helpers.cli import main
 from helpers.probe_pipeline import load_glove
-from helpers.probes import (PairTanhScores, ProbeData, chu_liu_edmonds, distance_features, make_batch, mst_heads, predict,
+from helpers.probes import (PairTanhScores, ProbeData, build_probe, chu_liu_edmonds, distance_features, make_batch, mst_heads, predict,
                             right_branching_uas, train_probe, uas)
 
 
@@ -139,6 +139,33 @@ def test_batch_features_follow_the_maps():
                     assert batch.features[b, i, j + 1, k] == A[k, i + 1, j + 1]
                     assert batch.features[b, i, j + 1, K + k] == A[k, j + 1, i + 1]
         assert not batch.features[b, m:].any() and not batch.features[b, :, m + 1 :].any()  # padding
+
+
+@pytest.mark.parametrize("misaligned", [False, True])
+def test_attn_words_logits_follow_the_formula(misaligned):
+    """Attn + words logits against the paper's formula evaluated one (dependent, candidate) at a time."""
+    torch = pytest.importorskip("torch")
+    data = synthetic(np.random.default_rng(4), 3)
+    batch = make_batch(data, [0, 1, 2])
+    torch.manual_seed(0)
+    probe = build_probe("attn+words", data)
+    with torch.no_grad():
+        for param in probe.parameters():
+            param.normal_()
+        logits = probe(batch, misaligned)
+        v = batch.word_vectors(misaligned)
+        r_s, r_e = probe.root
+        for b in range(3):
+            m = len(data.heads[b])
+            for i in range(m):
+                weights_root = probe.dep(v[b, i])  # [v_i; 0]
+                root = r_s * batch.root_parts[b, i, :, 0] + r_e * batch.root_parts[b, i, :, 1]
+                assert torch.allclose(logits[b, i, 0], (weights_root * root).sum(), atol=1e-4)
+                for j in range(m):
+                    if j == i:
+                        continue
+                    weights = probe.dep(v[b, i]) + probe.cand(v[b, j])  # W [v_i; v_j] + b
+                    assert torch.allclose(logits[b, i, j + 1], (weights * batch.features[b, i, j + 1]).sum(), atol=1e-4)
 
 
 def test_right_branching():
