@@ -34,7 +34,7 @@ import numpy as np
 
 from .config import cache_dir
 from .encoding import Encoded, EncodedBatch
-from .extract import Level, bucket, iter_attention
+from .extract import Level, bucket, convert, iter_attention
 from .models import LoadedModel
 from .wordlevel import WordMode
 
@@ -140,12 +140,12 @@ class AttentionStore:
         for number, shard in enumerate(self.shards):
             maps = self._shard_maps(number)
             for ex in shard:
-                yield ex, maps[ex.index].astype(dtype, copy=False)
+                yield ex, convert(maps[ex.index], dtype)
 
     def __getitem__(self, index: int) -> np.ndarray:
         for number, shard in enumerate(self.shards):
             if any(ex.index == index for ex in shard):
-                return self._shard_maps(number)[index].astype(np.float32)
+                return convert(self._shard_maps(number)[index], np.float32)
         if index in self.batch.skipped:
             raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
         raise KeyError(f"no example with index {index}")
@@ -174,7 +174,7 @@ def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
 
 def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]]) -> None:
     sizes = np.array([a.shape[-1] for _, a in pairs], dtype=np.int64)
-    flat = [a.astype(np.float16).ravel() for _, a in pairs]
+    flat = [convert(a, np.float16).ravel() for _, a in pairs]
     offsets = np.concatenate([[0], np.cumsum([f.size for f in flat])]).astype(np.int64)
     payload = {
         "key": np.array(key),
@@ -254,7 +254,7 @@ def extract(
         try:
             for number in todo:
                 pairs = list(iter_attention(lm, shards[number], level=level, word_mode=word_mode,
-                                            batch_size=batch_size, progress=False))
+                                            batch_size=batch_size, progress=False, dtype=np.float16))
                 pairs.sort(key=lambda p: p[0].index)
                 _write_shard(directory / f"shard-{number:05d}.npz", key, pairs)
                 bar.update(len(pairs))
