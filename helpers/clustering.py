@@ -40,18 +40,28 @@ def _xlogx_sum(x: torch.Tensor) -> torch.Tensor:
     return (x * torch.log(x)).sum(dim=(-1, -2))
 
 
-def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int = 8, dtype=torch.float32) -> torch.Tensor:
+# Elements of one chunk's mixture tensor [chunk, K - start, n, n]: about 8 MB in float32 keeps it in
+# the CPU cache. Measured with 72 heads: 128-token segments 114 -> 53 ms with chunks of 1 head
+# instead of 8; short segments keep chunks of up to MAX_CHUNK heads (fewer Python steps).
+CHUNK_ELEMENTS = 2_000_000
+MAX_CHUNK = 8
+
+
+def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int | None = None, dtype=torch.float32) -> torch.Tensor:
     """``[head, head]`` sum over the segment's query rows of JS between every pair of heads.
 
     ``attn`` is ``[layer, head, query, key]``; the result is symmetric with a zero diagonal.
     ``dtype`` float32 (default) is about ten times faster than float64 on CPU and agrees with a
-    float64 reference to about 1e-6 relative; sums over segments are kept in float64.
+    float64 reference to about 1e-6 relative; sums over segments are kept in float64. ``chunk``
+    (heads per step) defaults to what fits :data:`CHUNK_ELEMENTS`.
     """
     A = torch.as_tensor(np.asarray(attn) if not isinstance(attn, torch.Tensor) else attn)
     L, H, n, _ = A.shape
     P = smooth(A.reshape(L * H, n, n).to(dtype))
     S = _xlogx_sum(P)  # [K]
     K = P.shape[0]
+    if chunk is None:
+        chunk = max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // (K * n * n)))
     T = torch.zeros(K, K, dtype=dtype)
     for start in range(0, K, chunk):
         stop = min(start + chunk, K)
@@ -85,7 +95,7 @@ class JSAccumulator:
     """Streaming sum of :func:`segment_js` over segments (``add`` then ``result``)."""
 
     n_heads_total: int
-    chunk: int = 8
+    chunk: int | None = None  # heads per step; None: see segment_js
     total: np.ndarray | None = None
     tokens: int = 0
     segments: int = 0

@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
 
@@ -16,10 +17,11 @@ def maps(seed, L=2, H=3, n=7, alpha=0.5):
     return np.random.default_rng(seed).dirichlet(np.ones(n) * alpha, size=(L, H, n))
 
 
-def test_matches_scipy_reference_float64_and_float32():
-    attn = maps(0)
+@pytest.mark.parametrize("chunk", [None, 1, 4, 100])
+def test_matches_scipy_reference_float64_and_float32(chunk):
+    attn = maps(0)  # 6 heads: chunks of 4 leave a partial last chunk
     ref = js_reference(attn)
-    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64).numpy(), ref, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64, chunk=chunk).numpy(), ref, rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(segment_js(attn.astype(np.float32)).numpy(), ref, rtol=1e-4, atol=1e-6)
 
 
