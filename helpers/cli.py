@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,7 +40,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--data-dir", default=None, metavar="DIR",
                        help=f"corpora folder (default ${config.DATA_ENV}, else ../shared/data)")
     group.add_argument("--cache-dir", default=None, metavar="DIR",
-                       help=f"extraction cache (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
+                       help=f"cache of maps, parsed treebanks and results (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
     group.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default cpu)")
     group.add_argument("--json", default=None, metavar="OUT", help="write the result as JSON to OUT")
     group.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -218,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     from .models import ModelNotAvailableError
 
     handler = _COMMANDS[args.command][2]
+    previous_cache = os.environ.get(config.CACHE_ENV)
+    if getattr(args, "cache_dir", None):  # every cache of this run (parsed treebanks too) goes there
+        os.environ[config.CACHE_ENV] = str(config.cache_dir(args.cache_dir))
     try:
         result = handler(args)
     except KeyboardInterrupt:
@@ -227,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ConllError, ModelNotAvailableError, config.DataNotFoundError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        if previous_cache is None:
+            os.environ.pop(config.CACHE_ENV, None)
+        else:
+            os.environ[config.CACHE_ENV] = previous_cache
     if args.json:
         write_json(args.json, result)
         print(f"wrote {args.json}", file=sys.stderr)

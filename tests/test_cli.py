@@ -1,14 +1,20 @@
 """The command line: JSON output, skipped counts, and one-line errors naming the culprit."""
 import json
+import os
 
 from helpers.cli import main
 
 
 def test_extract_writes_json(tiny_model_dir, toy_conllu, tmp_path, capsys):
     out = tmp_path / "x.json"
-    rc = main(["extract", "--conllu", str(toy_conllu), "--model", str(tiny_model_dir), "--max-length", "8",
+    conllu = tmp_path / "toy.conllu"  # a path not parsed before in this process
+    conllu.write_bytes(toy_conllu.read_bytes())
+    before = os.environ.get("BERT_ATTENTION_CACHE")
+    rc = main(["extract", "--conllu", str(conllu), "--model", str(tiny_model_dir), "--max-length", "8",
                "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
     assert rc == 0
+    assert len(list((tmp_path / "c" / "parsed").glob("*.json"))) == 1  # --cache-dir holds every cache
+    assert os.environ.get("BERT_ATTENTION_CACHE") == before
     result = json.loads(out.read_text())
     assert result["examples"] == 3 and result["used"] == 1 and result["skipped_over_length"] == 2
     assert result["skipped_indices"] == [0, 2] and result["level"] == "word"
