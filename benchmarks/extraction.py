@@ -21,7 +21,7 @@ import torch
 
 from common import RESULTS, save
 from helpers import encode_words, load_model, load_treebank
-from helpers.extract import batch_maps, bucket, forward_attentions
+from helpers.extract import batch_maps, bucket, convert, forward_attentions
 from helpers.wordlevel import batched_matrices, word_level_batch
 
 
@@ -69,7 +69,7 @@ def main() -> None:
     def ours():
         for group in groups:
             for attn in batch_maps(lm, group, level="word"):
-                attn.cpu().numpy().astype(np.float32, copy=False)
+                convert(attn, np.float32)  # what iter_attention hands out
 
     bare()  # warm-up
     t_bare = best_of(args.repeats, bare)
