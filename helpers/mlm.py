@@ -26,7 +26,7 @@ from torch import nn
 from .cache import _atomic_write, artifact_path
 from .encoding import Encoded, EncodedBatch
 from .extract import bucket, model_inputs
-from .models import LoadedModel
+from .models import LoadedModel, quiet_transformers
 
 MASK_RATE = 0.15
 
@@ -84,19 +84,12 @@ def pretrained_head(lm: LoadedModel) -> nn.Module | None:
     if lm.random_init:
         return None
     from transformers import AutoModelForMaskedLM
-    from transformers.utils import logging as hf_logging
 
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     try:
-        full, info = AutoModelForMaskedLM.from_pretrained(lm.source, local_files_only=True, output_loading_info=True)
+        with quiet_transformers():
+            full, info = AutoModelForMaskedLM.from_pretrained(lm.source, local_files_only=True, output_loading_info=True)
     except (OSError, ValueError):
         return None
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
     head_missing = [k for k in info.get("missing_keys", []) if not k.startswith(full.base_model_prefix)]
     if head_missing:
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,6 +159,23 @@ def _load_tokenizer(source: str, display: str):
     return tokenizer
 
 
+@contextmanager
+def quiet_transformers():
+    """Silence transformers while loading weights: no "unused weights" notes (pooler-less or head-less
+    checkpoints) and no per-load progress bar in notebooks and logs; settings restored afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def load_model(
     name: str | None = None,
     *,
@@ -185,18 +203,8 @@ def load_model(
         torch.manual_seed(seed)
         model = AutoModel.from_config(config, attn_implementation="eager")
     else:
-        from transformers.utils import logging as hf_logging
-
-        verbosity = hf_logging.get_verbosity()
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.set_verbosity_error()  # silence "unused weights" notes for pooler-less checkpoints
-        hf_logging.disable_progress_bar()  # no per-load weight bar in notebooks and logs
-        try:
+        with quiet_transformers():
             model = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
-        finally:
-            hf_logging.set_verbosity(verbosity)
-            if bars:
-                hf_logging.enable_progress_bar()
     model.eval()
     if device is not None:
         model.to(device)
