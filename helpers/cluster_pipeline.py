@@ -20,7 +20,7 @@ from .extract import iter_attention
 from .labels import head_label
 from .models import LoadedModel
 from .surface import SurfaceStats
-from .surface_pipeline import build_segments, run_surface
+from .surface_pipeline import build_segments, cached_surface_statistics
 
 VERSION = 1  # part of cache keys: bump when the definition changes
 
@@ -125,8 +125,7 @@ def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
 
     stored = cached_json("js-distances", key, compute, cache_root=cache_root)
     D = np.asarray(stored["distance"])
-    stats = run_surface(lm, n_segments=n_segments, seed=seed, max_length=max_length, gradients=False,
-                        data_dir=data_dir, cache_root=cache_root).stats
+    stats = cached_surface_statistics(lm, batch, cache_root=cache_root)  # the same segments: no second build
     order, _ = hierarchical_order(D)
     return ClusterResult(lm.label, D, embed_mds(D, seed=seed), behaviours(stats), stats, lm.n_layers, lm.n_heads,
                          len(batch.examples), stored["tokens"], layer_similarity(D, lm.n_heads, n_perm=n_perm, seed=seed),

@@ -72,14 +72,25 @@ def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int 
     return acc.result()
 
 
+def _stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
+    return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types, "v": surface_mod.VERSION}
+
+
+def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, cache_root: str | os.PathLike | None = None,
+                              progress: bool = False) -> SurfaceStats:
+    """:func:`surface_statistics`, cached on disk (keyed by the model's weights and the encoded segments)."""
+    return SurfaceStats.from_json(cached_json(
+        "surface-stats", _stats_key(lm, batch), lambda: surface_statistics(lm, batch, progress=progress).to_json(),
+        cache_root=cache_root))
+
+
 def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
                 gradients: bool = True, gradient_segments: int | None = None, data_dir=None,
                 cache_root: str | os.PathLike | None = None, progress: bool = False) -> SurfaceReport:
     """Statistics (cached), the masked-LM head and gradient importance (cached) for one model."""
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir)
-    key = {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types, "v": surface_mod.VERSION}
-    stats = SurfaceStats.from_json(cached_json(
-        "surface-stats", key, lambda: surface_statistics(lm, batch, progress=progress).to_json(), cache_root=cache_root))
+    key = _stats_key(lm, batch)
+    stats = cached_surface_statistics(lm, batch, cache_root=cache_root, progress=progress)
     grads = mlm = None
     if gradients:
         train = build_segments(lm, n_segments=n_segments, seed=seed + 1, max_length=max_length, data_dir=data_dir)

@@ -20,7 +20,7 @@ from .cli import command, load
 from .conllu_io import Sentence
 from .labels import head_label
 from .models import LoadedModel
-from .syntax import ALL, DIRECTIONS, HeadScores, bootstrap_interval, score_heads
+from .syntax import ALL, DIRECTIONS, HeadScores, bootstrap_interval, predict_heads, score_heads
 
 
 SPECIALISED_MARGIN = 15  # points above the offset baseline that make a head "relation-specific"
@@ -122,10 +122,7 @@ def example_sentence(run: HeadsRun, relation: str, index: tuple[int, int, int], 
     for i, sent in enumerate(run.sentences):
         if i not in used or not min_words <= len(sent) <= max_words or relation not in sent.deprels:
             continue
-        attn = run.store[i]
-        from .syntax import predict_heads
-
-        preds = predict_heads(attn)[d, l, h]
+        preds = predict_heads(run.store[i])[d, l, h]
         words = [k for k, rel in enumerate(sent.deprels) if rel == relation and sent.heads[k] != 0]
         if words and all(preds[k] == sent.heads[k] for k in words):
             return i
