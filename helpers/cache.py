@@ -132,6 +132,10 @@ class AttentionStore:
         self._loaded = (number, maps)
         return maps
 
+    def shard_maps(self, number: int) -> dict[int, np.ndarray]:
+        """The maps of shard ``number`` as stored (float16 ``[layer, head, n, n]``), by example index."""
+        return self._shard_maps(number)
+
     def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
         return self.items()
 
@@ -316,7 +320,7 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
 
 def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
                      word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False):
+                     progress: bool = False, shard_size: int = 256):
     """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
     from .corpora import corpus_files, file_digest, load_treebank
     from .encoding import encode_words
@@ -324,5 +328,5 @@ def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = 
     sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
     store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=file_digest(corpus_files(spec, root=data_dir)))
+                    source_digest=file_digest(corpus_files(spec, root=data_dir)), shard_size=shard_size)
     return sentences, store
