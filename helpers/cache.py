@@ -32,7 +32,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import cache_dir
+from .config import cache_dir, refresh_results
 from .encoding import Encoded, EncodedBatch
 from .extract import Level, bucket, convert, iter_attention
 from .models import LoadedModel
@@ -306,7 +306,7 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
     The stored file records its key, so a file that does not match (stale) is recomputed too.
     """
     path = artifact_path(kind, key, ".json", cache_root)
-    if path.is_file() and not refresh:
+    if path.is_file() and not (refresh or refresh_results()):
         try:
             stored = json.loads(path.read_text())
             if stored.get("key") == json.loads(json.dumps(key, default=str)):

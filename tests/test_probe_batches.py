@@ -73,3 +73,28 @@ def test_damaged_spill_is_rebuilt(tiny_lm, tmp_path):
     second = probe_data(tiny_lm, str(train_file), **kw)
     for a, b in zip(reference, second.spilled):
         torch.testing.assert_close(a, b.features, rtol=0, atol=0)
+
+
+def test_probe_on_any_treebanks(tiny_model_dir, tmp_path):
+    """`probe --train --dev --test --test`: CoNLL-U files in place of GUM/EWT; one row per test set."""
+    import json
+
+    from helpers.cli import main
+
+    files = {}
+    for name, seed, count in (("train", 4, 30), ("dev", 5, 10), ("a", 6, 8), ("b", 7, 9)):
+        files[name] = tmp_path / f"{name}.conllu"
+        random_treebank(files[name], count, seed=seed)
+    out = tmp_path / "probe.json"
+    rc = main(["probe", "--model", str(tiny_model_dir), "--train", str(files["train"]), "--dev", str(files["dev"]),
+               "--test", str(files["a"]), "--test", str(files["b"]), "--seeds", "1", "--epochs", "1", "--max-length", "60",
+               "--quiet", "--json", str(out), "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert result["corpora"] == {"train": str(files["train"]), "dev": str(files["dev"]), "test": str(files["a"]),
+                                 "test2": str(files["b"])}
+    assert result["sentences"] == {"train": 30, "dev": 10, "test": 8, "test2": 9}
+    for row in ("Attn", "Attn + words", "Distances + words", "Random-init Attn + words"):
+        assert set(result["rows"][row]) >= {"dev", "test", "test_mst", "test2", "epochs"}
+        assert "ewt" not in result["rows"][row]
+    assert set(result["rows"]["Right-branching"]) == {"test", "test2"}
