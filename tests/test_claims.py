@@ -205,3 +205,43 @@ def test_cluster_rule_both_sides():
     assert cl.verdict_same_layer(p - EPS, 0.8) == REPRODUCED
     assert cl.verdict_same_layer(p + EPS, 0.8) == PARTLY
     assert cl.verdict_same_layer(p + EPS, 1.0) == NOT_REPRODUCED
+
+
+# --------------------------------------------------------------------------------------- CLI
+
+
+def test_claims_command_json(tiny_model_dir, toy_conllu, tmp_path):
+    """``python -m helpers claims`` on the tiny random BERT and toy corpora: every section, one layout."""
+    import shutil
+    from pathlib import Path
+
+    from helpers.cli import main
+
+    fix = Path(__file__).parent / "fixtures"
+    data = tmp_path / "data"
+    (data / "gum" / "dep").mkdir(parents=True)
+    (data / "gum" / "ontogum").mkdir(parents=True)
+    for name in ("GUM_a", "GUM_b", "GUM_c"):  # documents with paragraphs (segments); GUM_a is train (unlisted)
+        shutil.copy(toy_conllu, data / "gum" / "dep" / f"{name}.conllu")
+    for name in ("GUM_dev_coref", "GUM_toy_coref"):
+        shutil.copy(fix / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
+        shutil.copy(fix / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
+    (data / "gum" / "splits.md").write_text("## dev\n\n  * GUM_b\n  * GUM_dev_coref\n\n## test\n\n  * GUM_c\n  * GUM_toy_coref\n")
+    (data / "ud-english-ewt").mkdir()
+    shutil.copy(toy_conllu, data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
+    out = tmp_path / "claims.json"
+    rc = main(["claims", "--model", str(tiny_model_dir), "--data-dir", str(data), "--segments", "3", "--seeds", "2",
+               "--epochs", "1", "--permutations", "20", "--max-length", "60", "--json", str(out), "--quiet",
+               "--cache-dir", str(tmp_path / "c")])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert set(result) == {"model", "claims"} and result["model"]
+    rows = result["claims"]
+    assert all(list(r) == list(FIELDS) for r in rows)
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids))
+    for wanted in ("prev-token-heads", "sep-attention-middle-layers", "det-head", "coref-head",
+                   "probe-attn-words-best", "same-layer-heads-alike"):
+        assert wanted in ids
+    assert {r["verdict"] for r in rows} <= {REPRODUCED, PARTLY, NOT_REPRODUCED}
+    assert all(r["value"] is None or isinstance(r["value"], (int, float)) for r in rows)
