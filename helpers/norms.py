@@ -185,13 +185,22 @@ def kind_shares(maps: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
     return np.stack([(M[..., masks[k]].sum(-1) / safe).mean(-1) for k in KINDS])
 
 
-def _average_ranks(x: torch.Tensor) -> torch.Tensor:
-    """Ranks along the last axis, ties given their mean rank (as scipy's ``rankdata``), 0-based."""
-    ordered, order = x.sort(dim=-1)
-    lo = torch.searchsorted(ordered, ordered, right=False)
-    hi = torch.searchsorted(ordered, ordered, right=True)
-    ranks = torch.empty_like(x, dtype=torch.float64)
-    ranks.scatter_(-1, order, (lo + hi - 1).double() / 2)
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """0-based ranks along the last axis of a 2-D array, ties given their mean rank (as scipy's ``rankdata``).
+
+    One sort of every row at once; equal values are found as runs in the sorted rows.
+    """
+    rows, n = x.shape
+    order = np.argsort(x, axis=-1)
+    ordered = np.take_along_axis(x, order, axis=-1)
+    starts = np.ones((rows, n), dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]  # a new run of equal values (each row starts one)
+    run = np.cumsum(starts.ravel()) - 1  # run id of every sorted position, rows never share a run
+    first = np.flatnonzero(starts.ravel())  # flat position where each run starts
+    length = np.bincount(run)
+    mean_position = first + (length - 1) / 2.0 - (first // n) * n  # within its row
+    ranks = np.empty((rows, n), dtype=np.float64)
+    np.put_along_axis(ranks, order, mean_position[run].reshape(rows, n), axis=-1)
     return ranks
 
 
@@ -200,13 +209,14 @@ def spearman_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     A head whose weights or norms are constant over the segment gets NaN.
     """
-    A = torch.as_tensor(np.asarray(a, dtype=np.float32)).flatten(2).contiguous()
-    B = torch.as_tensor(np.asarray(b, dtype=np.float32)).flatten(2).contiguous()
-    ra, rb = _average_ranks(A), _average_ranks(B)
-    ra, rb = ra - ra.mean(-1, keepdim=True), rb - rb.mean(-1, keepdim=True)
-    denom = torch.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
+    a, b = np.asarray(a), np.asarray(b)
+    shape = a.shape[:2]
+    ra, rb = average_ranks(a.reshape(-1, a.shape[2] * a.shape[3])), average_ranks(b.reshape(-1, b.shape[2] * b.shape[3]))
+    ra -= ra.mean(-1, keepdims=True)
+    rb -= rb.mean(-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return ((ra * rb).sum(-1) / denom).numpy()
+        rho = (ra * rb).sum(-1) / np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
+    return rho.reshape(shape)
 
 
 @dataclass
