@@ -175,3 +175,18 @@ def test_unknown_architecture_is_named():
     lm = tiny("albert", embedding_size=16)
     with pytest.raises(NotImplementedError, match="albert"):
         forward_weights_and_norms(lm, encode_ids([[0, 5, 2]]).examples)
+
+
+def test_special_tokens_found_by_role_for_roberta(tiny_bpe_model_dir):
+    """<s> and </s> play [CLS] and [SEP]: found through the tokenizer's roles, not by spelling."""
+    from helpers import load_model
+
+    lm = load_model(str(tiny_bpe_model_dir))
+    batch = encode_words(lm.tokenizer, [["the", "cat", "sat", "."]])
+    ids = batch.examples[0].input_ids
+    masks = kind_masks(lm.tokenizer, ids)
+    assert ids[masks["cls"]].tolist() == [lm.tokenizer.convert_tokens_to_ids("<s>")]
+    assert ids[masks["sep"]].tolist() == [lm.tokenizer.convert_tokens_to_ids("</s>")]
+    assert masks["punct"].sum() == 1 and sum(m.astype(int) for m in masks.values()).tolist() == [1] * len(ids)
+    ((_, norms),) = iter_norm_maps(lm, batch)
+    assert np.abs(norms - norm_maps_reference(lm, ids)).max() < TOLERANCE
