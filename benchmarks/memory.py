@@ -1,7 +1,7 @@
 """Benchmark: peak resident memory (and time) of every analysis command, on its full default inputs.
 
     python benchmarks/memory.py [--models default,mpnet-base] [--commands surface,heads,coref,probe,cluster]
-                                [--extract] [--cold] [--out benchmarks/results/memory.json]
+                                [--extract] [--cold] [--small] [--out benchmarks/results/memory.json]
 
 Each command runs as ``python -m helpers COMMAND --model M`` in its own process; its peak resident set
 size is read from the kernel when it exits (``os.wait4``). By default the analyses' cached results are
@@ -28,6 +28,10 @@ from common import RESULTS, save
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("surface", "heads", "coref", "probe", "cluster")
+# --small: shrunken inputs (a quick check of the machinery, not the budget)
+SMALL_ARGS = {"surface": ["--segments", "40", "--gradient-segments", "10"], "heads": ["--max-sentences", "100"],
+              "coref": [], "probe": ["--max-sentences", "100", "--seeds", "1", "--epochs", "1"],
+              "cluster": ["--segments", "40", "--permutations", "100"]}
 GIB = 1024 ** 3
 
 
@@ -67,7 +71,7 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="do not recompute cached results (first-run figures "
                         "when --cache-dir is empty)")
     parser.add_argument("--cache-dir", default=None, help="cache to use (default: the user's)")
-    parser.add_argument("--args", default="", help="extra arguments for every command, e.g. '--max-sentences 500'")
+    parser.add_argument("--small", action="store_true", help="shrunken inputs (a quick check, not the budget)")
     parser.add_argument("--out", default=str(RESULTS / "memory.json"))
     args = parser.parse_args()
 
@@ -89,7 +93,7 @@ def main() -> None:
         for name, command in runs:
             with tempfile.TemporaryDirectory() as tmp:
                 argv = [*helpers, *command, "--model", model, "--quiet", "--json", str(Path(tmp) / "out.json"),
-                        *args.args.split()]
+                        *(SMALL_ARGS.get(command[0], []) if args.small else [])]
                 if not args.cold and not name.startswith("extract"):
                     subprocess.run(argv, env=env, check=True, capture_output=True)  # maps (and results) in the cache
                 run_env = env if args.cold else {**env, "BERT_ATTENTION_REFRESH": "1"}
@@ -103,7 +107,7 @@ def main() -> None:
             print(f"  {name:32s} peak {row['peak_rss_gib']:5.2f} GiB ({row['ratio_to_floor']:.1f}x the floor), "
                   f"{row['seconds']:7.1f} s, {'within' if row['within_budget'] else 'OVER'} the budget"
                   + (f", exit {row['exit_status']}: {row.get('error')}" if row["exit_status"] else ""))
-    save({"mode": "cold" if args.cold else "results recomputed from cached maps", "args": args.args,
+    save({"mode": "cold" if args.cold else "results recomputed from cached maps", "small": args.small,
           "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "rows": rows}, args.out)
 
 
