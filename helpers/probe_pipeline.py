@@ -14,6 +14,7 @@ import numpy as np
 
 from . import paper
 from .cache import cached_json, extract_treebank
+from .argtypes import check_corpora, max_length_int, positive_int
 from .cli import command, load
 from .corpora import corpus_files, file_digest
 from .encoding import EncodedBatch
@@ -146,10 +147,11 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
 
 def _probe_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--glove", default=None, metavar="FILE", help="GloVe-format word vectors (default: the model's input embeddings)")
-    parser.add_argument("--seeds", type=int, default=3, help="number of seeds (0, 1, ...)")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--max-sentences", type=int, default=None, help="first N sentences of each corpus (for quick runs)")
-    parser.add_argument("--max-length", type=int, default=128, help="longer sentences are skipped and counted")
+    parser.add_argument("--seeds", type=positive_int, default=3, help="number of seeds (0, 1, ...), at least 1")
+    parser.add_argument("--epochs", type=positive_int, default=3)
+    parser.add_argument("--max-sentences", type=positive_int, default=None, help="first N sentences of each corpus (for quick runs)")
+    parser.add_argument("--max-length", type=max_length_int, default=128, help="longer sentences are skipped and counted")
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, *(spec for _, spec in SPECS)))
 
 
 @command("probe", "paper §5: attention probing classifiers, Table 3 (UAS without punctuation)", _probe_args)
