@@ -347,7 +347,7 @@ def extract(
         raise OSError(f"{directory}: cache shards keep disappearing while being written "
                            f"({len(missing)} missing); is another process clearing the cache?")
     meta["complete"] = True
-    if meta != on_disk:  # written after every computation, and whenever the file is damaged or missing
+    if computed or meta != on_disk:  # after every computation, and whenever the file is damaged or missing
         _write_json(meta_path, meta)
     store.stats.update({
         "shards": len(shards), "shards_computed": computed, "shards_reused": len(shards) - len(todo),

@@ -345,6 +345,14 @@ def test_damaged_meta_is_repaired(tiny_lm, batch, tmp_path, damage):
     assert json.loads(meta_path.read_text()) == good
 
 
+def test_meta_is_complete_after_a_damaged_shard_is_redone(tiny_lm, batch, tmp_path):
+    store = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    (store.directory / "shard-00001.npz").write_bytes(b"garbage")
+    again = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    assert again.stats["shards_computed"] == 1
+    assert json.loads((store.directory / "meta.json").read_text())["complete"] is True
+
+
 def test_cache_deleted_during_a_run_is_completed(tiny_lm, batch, tmp_path, monkeypatch):
     import shutil
 
