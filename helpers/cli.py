@@ -238,6 +238,10 @@ def preflight(args: argparse.Namespace) -> None:
 
     if getattr(args, "json", None):
         check_output_path(args.json)
+    cache = config.cache_dir(getattr(args, "cache_dir", None))
+    if cache.exists() and not cache.is_dir():
+        where = "--cache-dir" if getattr(args, "cache_dir", None) else f"${config.CACHE_ENV}"
+        raise NotADirectoryError(f"{where} {cache}: is a file, not a folder")
     if getattr(args, "model", None):
         resolve_source(args.model)  # a local directory without config.json fails here
     spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)

@@ -441,3 +441,9 @@ def test_glove_and_model_directory_are_checked_first(tmp_path, capsys, no_model,
     empty.mkdir()
     assert main(["extract", "--conllu", str(toy_conllu), "--model", str(empty)]) == 2
     _one_line_error(capsys, "config.json")
+
+
+def test_cache_dir_that_is_a_file(tmp_path, capsys, no_model, toy_conllu):
+    (tmp_path / "c").write_text("")
+    assert main(["extract", "--conllu", str(toy_conllu), "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, "--cache-dir", "is a file")
