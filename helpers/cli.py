@@ -11,7 +11,6 @@ model loads (:func:`preflight`); a result that cannot be written to ``--json`` i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -19,8 +18,8 @@ from pathlib import Path
 from typing import Callable
 
 from . import config
-from .jsontext import nan_to_null, strict_dumps
 from .argtypes import check_output_path, device, max_length_int, positive_int, seed_int
+from .jsontext import nan_to_null, strict_dumps
 
 Handler = Callable[[argparse.Namespace], dict]
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
