@@ -33,7 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import cache_dir
+from .config import cache_dir, refresh_results
 from .encoding import Encoded, EncodedBatch
 from .extract import Level, bucket, convert, iter_attention
 from .jsontext import strict_dumps
@@ -202,6 +202,10 @@ class AttentionStore:
             maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads)
         self._loaded = (number, maps)
         return maps
+
+    def shard_maps(self, number: int) -> dict[int, np.ndarray]:
+        """The maps of shard ``number`` as stored (float16 ``[layer, head, n, n]``), by example index."""
+        return self._shard_maps(number)
 
     def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
         return self.items()
@@ -418,7 +422,7 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
     holding one (written by an older version) counts as corrupted.
     """
     path = artifact_path(kind, key, ".json", cache_root)
-    if path.is_file() and not refresh:
+    if path.is_file() and not (refresh or refresh_results()):
         try:
             stored = json.loads(path.read_text(), parse_constant=_refuse_constant)
             if stored.get("key") == json.loads(json.dumps(key, default=str)):
@@ -433,7 +437,7 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
 
 def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
                      word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False):
+                     progress: bool = False, shard_size: int = 256):
     """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
     from .corpora import corpus_files, file_digest, load_treebank
     from .encoding import encode_words
@@ -441,5 +445,5 @@ def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = 
     sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
     store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=file_digest(corpus_files(spec, root=data_dir)))
+                    source_digest=file_digest(corpus_files(spec, root=data_dir)), shard_size=shard_size)
     return sentences, store

@@ -84,7 +84,7 @@ def cmd_info(args: argparse.Namespace) -> dict:
     if not args.no_model:
         lm = load(args)
         out["model"] = {
-            "name": lm.label, "source": lm.source, "layers": lm.n_layers, "heads": lm.n_heads,
+            "name": lm.label, "source": lm.source, "origin": lm.origin, "layers": lm.n_layers, "heads": lm.n_heads,
             "max_positions": lm.max_positions, "tokenizer": type(lm.tokenizer).__name__,
             "token_types": lm.token_types, "fingerprint": lm.fingerprint()[:16],
         }
@@ -191,6 +191,25 @@ def cmd_download(args: argparse.Namespace) -> dict:
     return {"data_dir": str(target), **counts}
 
 
+# --------------------------------------------------------------------------- install-model
+
+
+def _install_model_args(parser: argparse.ArgumentParser) -> None:
+    from .model_extras import EXTRAS
+
+    parser.add_argument("name", choices=sorted(EXTRAS), help="registered optional model")
+
+
+@command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
+         _install_model_args)
+def cmd_install_model(args: argparse.Namespace) -> dict:
+    from .model_extras import install_extra
+
+    path = install_extra(args.name, cache_root=args.cache_dir, progress=not args.quiet)
+    print(f"installed: use --model {args.name} (or --model {path})", file=sys.stderr)
+    return {"name": args.name, "directory": str(path)}
+
+
 # ------------------------------------------------------------------------------------ main
 
 
@@ -241,8 +260,8 @@ def preflight(args: argparse.Namespace) -> None:
     if cache.exists() and not cache.is_dir():
         where = "--cache-dir" if getattr(args, "cache_dir", None) else f"${config.CACHE_ENV}"
         raise NotADirectoryError(f"{where} {cache}: is a file, not a folder")
-    if getattr(args, "model", None):
-        resolve_source(args.model)  # a local directory without config.json fails here
+    if getattr(args, "model", None) and args.command not in ("download", "install-model"):
+        resolve_source(args.model)  # a local directory without config.json, an extra not installed
     spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
     if spec == "segments":
         load_gum(args.segment_source.removeprefix("gum:"), root=args.data_dir)

@@ -41,19 +41,32 @@ LEARNING_RATES = {"attn": 0.1, "attn+words": 0.02, "distances+words": 5e-3}
 
 @dataclass
 class ProbeData:
-    """Sentences for probing: word-level maps (float16), gold heads, punctuation masks, word vectors."""
+    """Sentences for probing: word-level maps (float16), gold heads, punctuation masks, word vectors.
 
-    maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each
+    Two forms with the same batches: in memory (``maps`` and ``vectors`` per sentence; small data,
+    tests) or *spilled* (``maps`` and ``vectors`` empty, the padded batches read one at a time from a
+    file on disk, see :mod:`helpers.probe_batches`), so memory does not grow with the corpus.
+    ``groups`` (optional) partitions the sentences; a batch never mixes two groups (the spilled form
+    groups by cache shard, so it can be built one shard at a time).
+    """
+
+    maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each (empty when spilled)
     heads: list[np.ndarray]         # [n], 0 = ROOT
     punct: list[np.ndarray]         # [n] bool
-    vectors: list[np.ndarray]       # [n, dim]
+    vectors: list[np.ndarray]       # [n, dim] (empty when spilled)
     skipped: int = 0
     names: list[str] = field(default_factory=list)
     n_maps: int = 0  # layers * heads, read from the maps
+    groups: list[list[int]] | None = None
+    dim_: int = 0    # word-vector size (read from the vectors when in memory)
+    batch_size: int | None = None  # the batches' size when none is asked for (the spilled size)
+    spilled: object | None = field(default=None, repr=False)  # a probe_batches.DiskBatches
 
     def __post_init__(self) -> None:
         if self.maps and not self.n_maps:
             self.n_maps = int(self.maps[0].shape[0] * self.maps[0].shape[1])
+        if self.vectors and not self.dim_:
+            self.dim_ = int(self.vectors[0].shape[1])
 
     def __len__(self) -> int:
         return len(self.heads)
@@ -65,15 +78,18 @@ class ProbeData:
 
     @property
     def dim(self) -> int:
-        return self.vectors[0].shape[1]
+        return self.dim_
 
     def batches(self, size: int, *, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
-        """Sentence indices grouped by length (little padding), optionally in a seeded random order."""
-        order = sorted(range(len(self)), key=lambda i: len(self.heads[i]))
-        groups = [order[i : i + size] for i in range(0, len(order), size)]
+        """Sentence indices grouped by length (little padding) within each of ``groups``, optionally in a
+        seeded random order."""
+        out = []
+        for group in (self.groups if self.groups is not None else [range(len(self))]):
+            order = sorted(group, key=lambda i: (len(self.heads[i]), i))
+            out.extend(order[i : i + size] for i in range(0, len(order), size))
         if shuffle:
-            np.random.default_rng(seed).shuffle(groups)
-        return groups
+            np.random.default_rng(seed).shuffle(out)
+        return out
 
 
 @dataclass
@@ -107,11 +123,7 @@ def make_batch(data: ProbeData, indices: Sequence[int]) -> Batch:
     B, K, dim = len(indices), data.n_maps, data.dim
     feats = torch.zeros(B, n, n + 1, 2 * K)
     root = torch.zeros(B, n, 2 * K, 2)
-    heads = torch.full((B, n), -100, dtype=torch.long)
-    punct = torch.zeros(B, n, dtype=torch.bool)
     vectors = torch.zeros(B, n, dim)
-    mask = torch.zeros(B, n, dtype=torch.bool)
-    cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
     for b, i in enumerate(indices):
         A = torch.from_numpy(data.maps[i])  # float16; the copies below convert
         m = A.shape[-1] - 2
@@ -121,17 +133,38 @@ def make_batch(data: ProbeData, indices: Sequence[int]) -> Batch:
             feats[b, :m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
             root[b, :m, part, 0] = view[1 : m + 1, 0]
             root[b, :m, part, 1] = view[1 : m + 1, m + 1]
+        vectors[b, :m] = torch.from_numpy(data.vectors[i].astype(np.float32))
+    return assemble_batch(data, indices, feats, root, vectors)
+
+
+def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor, root: torch.Tensor,
+                   vectors: torch.Tensor) -> Batch:
+    """A :class:`Batch` from its padded ``feats``, ``root`` and ``vectors`` and the sentences' gold heads and
+    punctuation (the labels and masks are rebuilt from ``data``: small, never stored)."""
+    B, n = len(indices), max(len(data.heads[i]) for i in indices)
+    heads = torch.full((B, n), -100, dtype=torch.long)
+    punct = torch.zeros(B, n, dtype=torch.bool)
+    mask = torch.zeros(B, n, dtype=torch.bool)
+    cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
+    for b, i in enumerate(indices):
+        m = len(data.heads[i])
         heads[b, :m] = torch.from_numpy(data.heads[i].astype(np.int64))
         punct[b, :m] = torch.from_numpy(data.punct[i])
-        vectors[b, :m] = torch.from_numpy(data.vectors[i].astype(np.float32))
         mask[b, :m] = True
         cand[b, :m, : m + 1] = True
         cand[b, torch.arange(m), torch.arange(m) + 1] = False  # never its own head
     return Batch(feats, root, heads, punct, vectors, mask, cand, tuple(indices))
 
 
-def prepared(data: ProbeData, batch_size: int) -> list[Batch]:
-    """Every batch of ``data``, built once and kept (features cached across epochs, seeds and probes)."""
+def prepared(data: ProbeData, batch_size: int | None = None) -> Sequence[Batch]:
+    """Every batch of ``data``: the spilled batches, read from disk one at a time, or else built once and
+    kept in memory (features cached across epochs, seeds and probes)."""
+    if data.spilled is not None:
+        if batch_size is not None and batch_size != data.spilled.batch_size:
+            raise ValueError(f"batches of {batch_size} asked for, but the data was spilled in batches of "
+                             f"{data.spilled.batch_size}")
+        return data.spilled
+    batch_size = batch_size or data.batch_size or 32
     cache = data.__dict__.setdefault("_batches", {})
     if batch_size not in cache:
         cache[batch_size] = [make_batch(data, group) for group in data.batches(batch_size)]
@@ -266,17 +299,28 @@ def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
     raise ValueError(f"probe {kind!r}: choose attn, attn+words or distances+words")
 
 
-def predict(model: nn.Module, data: ProbeData, *, batch_size: int = 64, misaligned: bool = False) -> list[np.ndarray]:
-    """Logits ``[n, n + 1]`` of every sentence (in order)."""
+def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
+            misaligned: bool = False) -> list[np.ndarray]:
+    """Logits ``[n, n + 1]`` of every sentence (in order); batches of ``batch_size`` (default 64, or the
+    spilled data's own size)."""
+    if batch_size is None and data.spilled is None:
+        batch_size = data.batch_size or 64
     out: list[np.ndarray | None] = [None] * len(data)
     model.eval()
     with torch.no_grad():
-        for batch in prepared(data, batch_size):
+        for batch in _for_model(prepared(data, batch_size), model):
             logits = model(batch, misaligned)
             for b, i in enumerate(batch.indices):
                 n = len(data.heads[i])
                 out[i] = logits[b, :n, : n + 1].numpy()
     return out  # type: ignore[return-value]
+
+
+def _for_model(batches: Sequence[Batch], model: nn.Module) -> Sequence[Batch]:
+    """Spilled batches without their attention features when ``model`` reads none (less to read)."""
+    if isinstance(model, DistanceProbe) and hasattr(batches, "without_features"):
+        return batches.without_features()
+    return batches
 
 
 def uas(logits: Sequence[np.ndarray], data: ProbeData, *, decode: Literal["greedy", "mst"] = "greedy") -> float:
@@ -361,16 +405,17 @@ def mst_heads(scores: np.ndarray) -> np.ndarray:
 
 
 def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int = 0, epochs: int = 3,
-                batch_size: int = 32, lr: float | None = None, misaligned: bool = False) -> tuple[nn.Module, dict]:
+                batch_size: int | None = None, lr: float | None = None, misaligned: bool = False) -> tuple[nn.Module, dict]:
     """Train with Adam (``lr`` default :data:`LEARNING_RATES`) on ``train`` (cross-entropy summed over a
     sentence's words, averaged over the batch's sentences); keep the epoch with the best UAS on ``dev``.
+    ``batch_size`` defaults to 32 (or the spilled data's own size).
     Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
     lr = LEARNING_RATES[kind] if lr is None else lr
     torch.manual_seed(seed)
     model = build_probe(kind, train)
     optim = torch.optim.Adam(model.parameters(), lr=lr)
     history, best, best_state = [], -1.0, None
-    batches = prepared(train, batch_size)
+    batches = _for_model(prepared(train, batch_size), model)
     for epoch in range(epochs):
         model.train()
         for k in np.random.default_rng(seed * 1000 + epoch).permutation(len(batches)):
