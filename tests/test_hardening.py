@@ -243,7 +243,13 @@ def _bad_values(kind) -> list[str]:
 
 
 def _required(parser: argparse.ArgumentParser) -> list[str]:
-    return [x for a in parser._actions if a.required and a.option_strings for x in (a.option_strings[0], "x")]
+    """Valid values for a command's required options and positional arguments."""
+    out = []
+    for a in parser._actions:
+        if a.required:
+            value = sorted(a.choices)[0] if a.choices else "x"
+            out += [a.option_strings[0], value] if a.option_strings else [value]
+    return out
 
 
 NUMERIC = _numeric_options()
