@@ -123,9 +123,9 @@ def _pid_alive(pid: int) -> bool:
 def remove_stale_tmp(directory: Path) -> int:
     """Delete temporary files left in ``directory`` by writers that were killed (SIGKILL, power loss).
 
-    A file whose writer process (on this machine) no longer exists is removed; one written on another
-    machine, or with no readable process id, is removed once older than :data:`STALE_TMP_SECONDS`.
-    A live writer's file is kept (two runs may share a cache). Returns how many were removed.
+    A file whose writer process (on this machine) no longer exists is removed; any file older than
+    :data:`STALE_TMP_SECONDS` is removed too (written on another machine, or its process id reused).
+    A live writer's recent file is kept (two runs may share a cache). Returns how many were removed.
     """
     removed = 0
     try:
@@ -136,10 +136,9 @@ def remove_stale_tmp(directory: Path) -> int:
         parts = tmp.name[: -len(_TMP_SUFFIX)].rsplit(".", 2)
         host, _, pid = parts[1].partition("-") if len(parts) == 3 else ("", "", "")
         try:
-            if host == _HOST and pid.isdigit():
+            stale = time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS  # also covers a reused pid
+            if not stale and host == _HOST and pid.isdigit():
                 stale = int(pid) != os.getpid() and not _pid_alive(int(pid))
-            else:
-                stale = time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS
             if stale:
                 tmp.unlink()
                 removed += 1
