@@ -129,7 +129,8 @@ def _summary(values: list[float]) -> dict:
             "runs": [round(v, 2) for v in values]}
 
 
-VERSION = 2  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards)
+VERSION = 3  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards;
+#             3: Distances + words divides relative distances by the sentence's own length, not the padded one)
 
 SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
 TRAIN_BATCH, EVAL_BATCH = 32, 64  # sentences per batch (training; evaluation)
