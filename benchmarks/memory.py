@@ -65,7 +65,8 @@ forward_attentions(lm, encode_words(lm.tokenizer, [["A", "cat", "sat", "."]] * 3
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="default", help="comma-separated --model values")
+    parser.add_argument("--models", default=os.environ.get("BERT_ATTENTION_MODEL") or "default",
+                        help="comma-separated --model values (default: $BERT_ATTENTION_MODEL, else the offline default)")
     parser.add_argument("--commands", default=",".join(COMMANDS))
     parser.add_argument("--extract", action="store_true", help="also extract GUM train without the cache")
     parser.add_argument("--cold", action="store_true", help="do not recompute cached results (first-run figures "
