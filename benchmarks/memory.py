@@ -1,7 +1,7 @@
 """Benchmark: peak resident memory (and time) of every analysis command, on its full default inputs.
 
     python benchmarks/memory.py [--models default,mpnet-base] [--commands surface,heads,coref,probe,cluster]
-                                [--extract] [--cold] [--out benchmarks/results/memory.json]
+                                [--extract] [--cold] [--small] [--out benchmarks/results/memory.json]
 
 Each command runs as ``python -m helpers COMMAND --model M`` in its own process; its peak resident set
 size is read from the kernel when it exits (``os.wait4``). By default the analyses' cached results are
@@ -28,6 +28,11 @@ from common import RESULTS, save
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("surface", "heads", "coref", "probe", "cluster")
+REQUIRED_ARGS = {"heads": ["--conllu", "gum:test"]}  # the default input of the Heads chapter
+# --small: shrunken inputs (a quick check of the machinery, not the budget)
+SMALL_ARGS = {"surface": ["--segments", "40", "--gradient-segments", "10"], "heads": ["--max-sentences", "100"],
+              "coref": [], "probe": ["--max-sentences", "100", "--seeds", "1", "--epochs", "1"],
+              "cluster": ["--segments", "40", "--permutations", "100"]}
 GIB = 1024 ** 3
 
 
@@ -61,13 +66,14 @@ forward_attentions(lm, encode_words(lm.tokenizer, [["A", "cat", "sat", "."]] * 3
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="default", help="comma-separated --model values")
+    parser.add_argument("--models", default=os.environ.get("BERT_ATTENTION_MODEL") or "default",
+                        help="comma-separated --model values (default: $BERT_ATTENTION_MODEL, else the offline default)")
     parser.add_argument("--commands", default=",".join(COMMANDS))
     parser.add_argument("--extract", action="store_true", help="also extract GUM train without the cache")
     parser.add_argument("--cold", action="store_true", help="do not recompute cached results (first-run figures "
                         "when --cache-dir is empty)")
     parser.add_argument("--cache-dir", default=None, help="cache to use (default: the user's)")
-    parser.add_argument("--args", default="", help="extra arguments for every command, e.g. '--max-sentences 500'")
+    parser.add_argument("--small", action="store_true", help="shrunken inputs (a quick check, not the budget)")
     parser.add_argument("--out", default=str(RESULTS / "memory.json"))
     args = parser.parse_args()
 
@@ -83,15 +89,17 @@ def main() -> None:
         budget = budget_bytes(info["layers"])
         print(f"{info['name']} ({info['layers']} x {info['heads']}): load + one forward pass "
               f"{floor['peak_rss_bytes'] / GIB:.2f} GiB; budget {budget / 1e9:.0f} GB")
-        runs = [(c, [c]) for c in args.commands.split(",") if c]
+        runs = [(c, [c, *REQUIRED_ARGS.get(c, [])]) for c in args.commands.split(",") if c]
         if args.extract:
             runs.append(("extract gum:train (no cache)", ["extract", "--corpus", "gum:train", "--no-cache"]))
         for name, command in runs:
             with tempfile.TemporaryDirectory() as tmp:
                 argv = [*helpers, *command, "--model", model, "--quiet", "--json", str(Path(tmp) / "out.json"),
-                        *args.args.split()]
+                        *(SMALL_ARGS.get(command[0], []) if args.small else [])]
                 if not args.cold and not name.startswith("extract"):
-                    subprocess.run(argv, env=env, check=True, capture_output=True)  # maps (and results) in the cache
+                    warm = subprocess.run(argv, env=env, capture_output=True, text=True)  # maps (and results) in the cache
+                    if warm.returncode != 0:
+                        raise SystemExit(f"{' '.join(argv)} failed: {warm.stderr.strip()[-500:]}")
                 run_env = env if args.cold else {**env, "BERT_ATTENTION_REFRESH": "1"}
                 result = measure(argv, run_env)
             row = {"model": info["name"], "layers": info["layers"], "heads": info["heads"], "command": name, **result,
@@ -103,7 +111,7 @@ def main() -> None:
             print(f"  {name:32s} peak {row['peak_rss_gib']:5.2f} GiB ({row['ratio_to_floor']:.1f}x the floor), "
                   f"{row['seconds']:7.1f} s, {'within' if row['within_budget'] else 'OVER'} the budget"
                   + (f", exit {row['exit_status']}: {row.get('error')}" if row["exit_status"] else ""))
-    save({"mode": "cold" if args.cold else "results recomputed from cached maps", "args": args.args,
+    save({"mode": "cold" if args.cold else "results recomputed from cached maps", "small": args.small,
           "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "rows": rows}, args.out)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from . import paper
 from .cache import cached_json, extract_treebank
 from .claims import Claim, Verdict, at_most_partly_if_overlaps, interval_text, verdict
+from .argtypes import check_corpora, max_length_int, positive_int
 from .cli import command, load
 from .corpora import corpus_files, file_digest
 from .encoding import EncodedBatch
@@ -129,7 +130,8 @@ def _summary(values: list[float]) -> dict:
             "runs": [round(v, 2) for v in values]}
 
 
-VERSION = 2  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards)
+VERSION = 3  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards;
+#             3: Distances + words divides relative distances by the sentence's own length, not the padded one)
 
 SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
 TRAIN_BATCH, EVAL_BATCH = 32, 64  # sentences per batch (training; evaluation)
@@ -291,16 +293,17 @@ def claims(result: dict) -> list[Claim]:
 
 def _probe_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--glove", default=None, metavar="FILE", help="GloVe-format word vectors (default: the model's input embeddings)")
-    parser.add_argument("--seeds", type=int, default=3, help="number of seeds (0, 1, ...)")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--max-sentences", type=int, default=None, help="first N sentences of each corpus (for quick runs)")
-    parser.add_argument("--max-length", type=int, default=128, help="longer sentences are skipped and counted")
+    parser.add_argument("--seeds", type=positive_int, default=3, help="number of seeds (0, 1, ...), at least 1")
+    parser.add_argument("--epochs", type=positive_int, default=3)
+    parser.add_argument("--max-sentences", type=positive_int, default=None, help="first N sentences of each corpus (for quick runs)")
+    parser.add_argument("--max-length", type=max_length_int, default=128, help="longer sentences are skipped and counted")
     parser.add_argument("--train", default=None, metavar="CORPUS",
                         help="training treebank: a .conllu file or a corpus name such as gum:train (default gum:train)")
     parser.add_argument("--dev", default=None, metavar="CORPUS",
                         help="development treebank, for choosing the epoch (default gum:dev)")
     parser.add_argument("--test", action="append", default=None, metavar="CORPUS",
                         help="test treebank; repeat for several (default: gum:test and ewt:dev)")
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, *probe_corpora(a.train, a.dev, a.test).values()))
 
 
 @command("probe", "paper §5: attention probing classifiers, Table 3 (UAS without punctuation)", _probe_args)

@@ -188,6 +188,18 @@ def distance_features(n: int) -> torch.Tensor:
     return out
 
 
+def distance_parts(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`distance_features` of a padded length ``n`` split so that each sentence divides by its *own*
+    length: ``(indicators, distances)``, both ``[n, n + 1, 8]``; for a sentence of ``m`` words the
+    features are ``indicators + distances / m`` (the same as ``distance_features(m)`` on its rows)."""
+    full = distance_features(n)
+    distances = torch.zeros_like(full)
+    distances[..., :2] = full[..., :2] * n
+    indicators = full.clone()
+    indicators[..., :2] = 0
+    return indicators, distances
+
+
 class AttentionProbe(nn.Module):
     """Attn (``with_words=False``) or Attn + words probe."""
 
@@ -228,8 +240,9 @@ class AttentionProbe(nn.Module):
 
 
 class PairTanhScores(torch.autograd.Function):
-    """``scores[b, i, c] = w . tanh(dep[b, i] + cand[b, c] + dist[i, c])``: the hidden layer of the
-    Distances + words probe, fused and computed a few sentences at a time.
+    """``scores[b, i, c] = w . tanh(dep[b, i] + cand[b, c] + dist[i, c] + scaled[i, c] * inv[b])``: the hidden
+    layer of the Distances + words probe, fused and computed a few sentences at a time (``scaled`` and
+    ``inv [b]`` are optional: the distance features divided by each sentence's own length).
 
     Plain autograd of this expression materialises several ``[batch, n, n + 1, hidden]`` temporaries
     (the sum, its tanh, the gradient through tanh, the outer product of the output layer's gradient);
@@ -240,33 +253,39 @@ class PairTanhScores(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, dep, cand, dist, w, rows: int = 4):
+    def forward(ctx, dep, cand, dist, w, rows: int = 4, scaled=None, inv=None):
         hidden, scores = [], []
         for start in range(0, dep.shape[0], rows):
             t = dep[start : start + rows, :, None, :] + cand[start : start + rows, None, :, :]
-            t.add_(dist).tanh_()
+            t.add_(dist)
+            if scaled is not None:
+                t.add_(scaled * inv[start : start + rows, None, None, None])
+            t.tanh_()
             scores.append(t @ w)
             hidden.append(t)
-        ctx.hidden = hidden
-        ctx.save_for_backward(w)
+        ctx.hidden, ctx.rows, ctx.scaled = hidden, rows, scaled is not None
+        ctx.save_for_backward(w, inv if scaled is not None else None)
         return torch.cat(scores)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        (w,) = ctx.saved_tensors
-        g_dep, g_cand, g_dist, g_w = [], [], torch.zeros(()), torch.zeros_like(w)
+        w, inv = ctx.saved_tensors
+        g_dep, g_cand, g_dist, g_scaled, g_w = [], [], torch.zeros(()), torch.zeros(()), torch.zeros_like(w)
         start = 0
         for t in ctx.hidden:
             g = grad[start : start + t.shape[0]]
-            start += t.shape[0]
             g_w = g_w + (g.reshape(1, -1) @ t.reshape(-1, t.shape[-1])).reshape(-1)
             t.mul_(t).neg_().add_(1).mul_(w).mul_(g[..., None])  # d score / d pre-activation
             g_dep.append(t.sum(2))
             g_cand.append(t.sum(1))
             g_dist = g_dist + t.sum(0)
+            if ctx.scaled:
+                g_scaled = g_scaled + torch.einsum("bich,b->ich", t, inv[start : start + t.shape[0]])
+            start += t.shape[0]
         ctx.hidden = None
-        return torch.cat(g_dep), torch.cat(g_cand), g_dist, g_w, None
+        return (torch.cat(g_dep), torch.cat(g_cand), g_dist, g_w, None,
+                g_scaled if ctx.scaled else None, None)
 
 
 class DistanceProbe(nn.Module):
@@ -284,8 +303,10 @@ class DistanceProbe(nn.Module):
         n = batch.heads.shape[1]
         v = batch.word_vectors(misaligned)
         v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)
-        logits = PairTanhScores.apply(self.dep(v), self.cand(v_cand), self.dist(distance_features(n)),
-                                      self.out.weight[0]) + self.out.bias
+        indicators, distances = distance_parts(n)  # relative distances divided by each sentence's length
+        inv = 1.0 / batch.mask.sum(1).clamp(min=1).to(v.dtype)
+        logits = PairTanhScores.apply(self.dep(v), self.cand(v_cand), self.dist(indicators), self.out.weight[0], 4,
+                                      self.dist(distances), inv) + self.out.bias
         return logits.masked_fill(~batch.cand_mask, -1e9)
 
 

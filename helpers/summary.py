@@ -126,19 +126,32 @@ def claims_html(claims: list[Claim]) -> str:
 # ------------------------------------------------------------------------------------- CLI
 
 
+def _check_claims_inputs(args: argparse.Namespace) -> None:
+    from .argtypes import check_corpora
+
+    check_corpora(args, "gum:train", "gum:dev", "gum:test", "ewt:dev")
+    for split in ("dev", "test"):
+        coref_pipeline.load_coref(split, data_dir=args.data_dir)
+
+
 def _claims_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segments", type=int, default=None, metavar="N",
+    from .argtypes import max_length_int, positive_int
+
+    parser.add_argument("--segments", type=positive_int, default=None, metavar="N",
                         help=f"segments for §3 and §6 (default {surface_pipeline.SEGMENTS}, as the chapters)")
-    parser.add_argument("--max-sentences", type=int, default=None, metavar="N",
+    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                         help="first N sentences of each treebank for §4.2 and §5 (default: all, as the chapters)")
-    parser.add_argument("--max-documents", type=int, default=None, metavar="N",
+    parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N",
                         help="first N documents of each split for §4.3 (default: all, as the chapter)")
-    parser.add_argument("--seeds", type=int, default=None, metavar="N",
+    parser.add_argument("--seeds", type=positive_int, default=None, metavar="N",
                         help=f"probe seeds 0 .. N-1 for §5 (default {len(probe_pipeline.SEEDS)})")
-    parser.add_argument("--epochs", type=int, default=None, help=f"probe epochs for §5 (default {probe_pipeline.EPOCHS})")
-    parser.add_argument("--permutations", type=int, default=1000, help="permutations of the §6 layer test")
-    parser.add_argument("--max-length", type=int, default=128,
+    parser.add_argument("--epochs", type=positive_int, default=None, metavar="N",
+                        help=f"probe epochs for §5 (default {probe_pipeline.EPOCHS})")
+    parser.add_argument("--permutations", type=positive_int, default=1000, metavar="N",
+                        help="permutations of the §6 layer test (default 1000)")
+    parser.add_argument("--max-length", type=max_length_int, default=128,
                         help="longest input in tokens (default 128, as in the paper); longer ones are skipped and counted")
+    parser.set_defaults(check_inputs=_check_claims_inputs)
 
 
 @command("claims", "every claim of the paper with our verdict, from the cached results (computing what is missing)",

@@ -19,6 +19,7 @@ import numpy as np
 from . import paper
 from .cache import cached_json
 from .claims import NOT_REPRODUCED, Claim, Verdict, verdict
+from .argtypes import check_corpora, max_length_int, positive_int
 from .cli import command, load
 from .corpora import load_gum
 from .encoding import EncodedBatch
@@ -228,11 +229,12 @@ def example_segment(lm: LoadedModel, batch: EncodedBatch, *, min_tokens: int = 3
 
 
 def _surface_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segments", type=int, default=1000, help="segments to draw (default 1000)")
-    parser.add_argument("--max-length", type=int, default=128, help="segment length limit in tokens")
+    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000)")
+    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
     parser.add_argument("--no-gradients", action="store_true", help="skip the masked-LM gradient analysis")
-    parser.add_argument("--gradient-segments", type=int, default=None,
+    parser.add_argument("--gradient-segments", type=positive_int, default=None,
                         help="use only the first N segments for gradients (default: all)")
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train", *([] if a.no_gradients else ["gum:dev"])))
 
 
 @command("surface", "paper §3: relative position, [CLS]/[SEP]/punctuation, entropy, gradients", _surface_args)

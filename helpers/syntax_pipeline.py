@@ -18,6 +18,7 @@ import numpy as np
 from . import paper
 from .cache import AttentionStore, extract_treebank
 from .claims import NOT_REPRODUCED, Claim, Verdict, at_most_partly_if_overlaps, interval_text, verdict
+from .argtypes import max_length_int, positive_int
 from .cli import command, load
 from .conllu_io import Sentence
 from .labels import head_label
@@ -216,9 +217,9 @@ def claims(test: HeadsRun, dev: HeadsRun, *, n_boot: int = 1000, seed: int = 0) 
 def _heads_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conllu", required=True, metavar="FILE",
                         help="a CoNLL-U file (or a corpus name: gum:dev, gum:test, ewt:dev ...)")
-    parser.add_argument("--max-sentences", type=int, default=None, metavar="N",
+    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                         help="use only the first N sentences of the file, in order")
-    parser.add_argument("--max-length", type=int, default=128,
+    parser.add_argument("--max-length", type=max_length_int, default=128,
                         help="sentences longer than this many tokens ([CLS] and [SEP] included) are skipped and counted")
     parser.add_argument("--word-mode", choices=("mean", "first"), default="mean",
                         help="attention from a split word: mean over its tokens (paper) or first token (released code)")

@@ -39,8 +39,8 @@ def test_book_builds_for_the_model_in_the_environment(small_bert_dir, tmp_path):
     src.mkdir()
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, src / name)
-    for folder in ("book", "notebooks"):
-        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build"))
+    for folder in ("book", "notebooks", "benchmarks"):  # the Performance chapter runs the benchmark scripts
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build", "results"))
     env = {**os.environ, "BERT_ATTENTION_MODEL": str(small_bert_dir), "BERT_ATTENTION_SMALL": "1",
            "BERT_ATTENTION_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
            "BOOK_ASSETS_DIR": str(ROOT / ".book_assets")}
