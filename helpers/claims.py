@@ -28,8 +28,8 @@ MISSING = "—"  # shown where there is nothing to show (never "NaN")
 @dataclass(frozen=True)
 class Claim:
     """One claim: ``id`` (stable, kebab-case), ``section`` of the paper ("§3.1"), the ``claim`` in words,
-    the ``paper``'s number and ``ours`` as text, ``value`` (the number our verdict rests on; ``None``
-    when there is none) and the ``verdict``."""
+    the ``paper``'s number and ``ours`` as text, ``value`` (our headline number: the first number of
+    ``ours``, in its units; ``None`` when there is none) and the ``verdict``."""
 
     id: str
     section: str

@@ -204,7 +204,7 @@ def _claims(stats: SurfaceStats, grads: dict | None) -> list[Claim]:
         ratio = sep_g / other_g if other_g > 0 else float("nan")
         out.append(Claim("sep-gradient-small", "§3.2",
                          "gradients for attention to [SEP] are small where [SEP] attention is high",
-                         "very small from layer 5 on", f"upper layers: [SEP] {sep_g:.2e} vs other {other_g:.2e}",
+                         "very small from layer 5 on", f"ratio {ratio:.2f} (upper layers: [SEP] {sep_g:.2e} vs other {other_g:.2e})",
                          ratio, verdict_sep_gradient(ratio) if np.isfinite(ratio) else NOT_REPRODUCED))
     return out
 
