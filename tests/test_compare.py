@@ -1,0 +1,113 @@
+"""``python -m helpers compare``: the JSON layout, SPECs, and each model's numbers equal to the ``claims`` command's."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import compare as cmp
+from helpers.claims import PARTLY, REPRODUCED, NOT_REPRODUCED, Claim
+from helpers.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_section_key():
+    assert [cmp.section_key(s) for s in ("§3.1", "§3.4", "§4.2", "§4.3", "§5", "§6", "§3")] == \
+        ["3", "3", "4.2", "4.3", "5", "6", "3"]
+    with pytest.raises(ValueError, match="§7"):
+        cmp.section_key("§7")
+
+
+def test_specs(monkeypatch):
+    assert cmp.parse_spec("default") == ("default", False)
+    assert cmp.parse_spec(" random:/some/dir ") == ("/some/dir", True)
+    assert cmp.parse_specs("default, random:default,default,") == ["default", "random:default"]
+    with pytest.raises(ValueError, match="--models"):
+        cmp.parse_specs(" , ")
+    with pytest.raises(ValueError, match="random:"):
+        cmp.parse_specs("default,random:")
+    monkeypatch.setenv(cmp.COMPARE_ENV, "bert-base-uncased,random:bert-base-uncased")
+    assert cmp.default_specs() == ["bert-base-uncased", "random:bert-base-uncased"]
+    monkeypatch.delenv(cmp.COMPARE_ENV)
+    monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: [])
+    assert cmp.default_specs() == ["default", "random:default"]  # an extra that is not installed is dropped
+
+
+def _result(spec, random_init, verdicts):
+    claims = [Claim(cid, "§4.2", "c", "p", "o", 1.0, v) for cid, v in verdicts.items()]
+    return cmp.ModelResult(spec, {"name": spec, "layers": 2, "heads": 2, "random_init": random_init}, claims)
+
+
+def test_findings_group_by_pretrained_verdicts():
+    a = _result("a", False, {"x": REPRODUCED, "y": REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY})
+    b = _result("b", False, {"x": PARTLY, "y": NOT_REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY})
+    r = _result("random:a", True, {"x": NOT_REPRODUCED, "y": NOT_REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY})
+    got = cmp.findings([a, b, r])
+    assert got == {"shared": ["x", "w"], "model_dependent": ["y"], "none": ["z"], "random_too": ["w"]}
+    assert cmp.id_list(["x", "w", "y"]) == "x, w and y" and cmp.id_list([]) == "none"
+
+
+def _data(root: Path, toy_conllu: Path) -> Path:
+    """Toy corpora shaped like ../shared/data (as tests/test_claims.py builds them)."""
+    data = root / "data"
+    (data / "gum" / "dep").mkdir(parents=True)
+    (data / "gum" / "ontogum").mkdir(parents=True)
+    for name in ("GUM_a", "GUM_b", "GUM_c"):
+        shutil.copy(toy_conllu, data / "gum" / "dep" / f"{name}.conllu")
+    for name in ("GUM_dev_coref", "GUM_toy_coref"):
+        shutil.copy(FIXTURES / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
+        shutil.copy(FIXTURES / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
+    (data / "gum" / "splits.md").write_text("## dev\n\n  * GUM_b\n  * GUM_dev_coref\n\n## test\n\n  * GUM_c\n  * GUM_toy_coref\n")
+    (data / "ud-english-ewt").mkdir()
+    shutil.copy(toy_conllu, data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
+    return data
+
+
+def test_compare_command_equals_claims(tiny_model_dir, toy_conllu, tmp_path):
+    """compare on the tiny model and its random-init copy: the contract's layout, and each model's
+    rows equal to ``claims`` run alone on the same inputs (the pre-trained one in a separate cache,
+    so its numbers are computed twice independently)."""
+    data = _data(tmp_path, toy_conllu)
+    sizes = ["--segments", "3", "--seeds", "2", "--epochs", "1", "--permutations", "20", "--max-length", "60"]
+    common = ["--data-dir", str(data), "--quiet"]
+    out = tmp_path / "compare.json"
+    model = str(tiny_model_dir)
+    specs = [model, "random:" + model]
+    assert main(["compare", "--models", ",".join(specs), "--max-sentences", "100", *sizes, *common,
+                 "--cache-dir", str(tmp_path / "c1"), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert list(result) == ["models", "claims"]
+    assert [list(m) for m in result["models"]] == [["spec", "name", "layers", "heads", "random_init"]] * 2
+    assert [m["spec"] for m in result["models"]] == specs
+    assert [m["random_init"] for m in result["models"]] == [False, True]
+    assert all(m["layers"] == 2 and m["heads"] == 4 for m in result["models"])  # the tiny BERT's config
+    for row in result["claims"]:
+        assert list(row) == ["id", "section", "claim", "paper", "results"]
+        assert row["section"] in cmp.SECTIONS and list(row["results"]) == specs
+        for got in row["results"].values():
+            assert list(got) == ["ours", "value", "verdict"]
+            assert got["verdict"] in (REPRODUCED, PARTLY, NOT_REPRODUCED)
+            assert got["value"] is None or isinstance(got["value"], (int, float))
+    assert [r["section"] for r in result["claims"]] == sorted((r["section"] for r in result["claims"]),
+                                                              key=cmp.SECTIONS.index)
+
+    # --max-sentences 100 reads ceil(100 / 25) = 4 coreference documents: say so to claims
+    docs = str(cmp.coref_documents(100))
+    for spec, extra, cache in ((model, [], "c2"), ("random:" + model, ["--random-init"], "c1")):
+        single = tmp_path / f"claims-{cache}.json"
+        assert main(["claims", "--model", model, *extra, "--max-sentences", "100", "--max-documents", docs, *sizes,
+                     *common, "--cache-dir", str(tmp_path / cache), "--json", str(single)]) == 0
+        alone = json.loads(single.read_text())["claims"]
+        assert [c["id"] for c in alone] == [r["id"] for r in result["claims"]]
+        for c, row in zip(alone, result["claims"]):
+            assert cmp.section_key(c["section"]) == row["section"] and c["paper"] == row["paper"]
+            assert row["results"][spec] == \
+                {"ours": c["ours"], "value": c["value"], "verdict": c["verdict"]}, c["id"]
+
+
+def test_compare_refuses_bad_specs(tmp_path, capsys):
+    assert main(["compare", "--models", "default,random:", "--json", str(tmp_path / "o.json")]) == 2
+    assert "--models" in capsys.readouterr().err
+    assert main(["compare", "--models", str(tmp_path / "nothing-here"), "--model", "default"]) == 2
+    assert "--models" in capsys.readouterr().err
