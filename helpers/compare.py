@@ -29,6 +29,7 @@ DEFAULT_SPEC = "default"
 OPTIONAL_SPECS = ("mpnet-base",)  # in the default list when installed (``python -m helpers install-model``)
 SECTIONS = ("3", "4.2", "4.3", "5", "6")  # the JSON's section keys, in the paper's order
 SENTENCES_PER_DOCUMENT = 25  # --max-sentences N reads the first ceil(N / 25) documents of each coreference split
+REDUCED_SIZES = {"n_segments": 200, "max_sentences": 500, "max_documents": 10}  # the chapter's sizes for models other than the default
 DEPTH_STATISTICS = {"cls": "[CLS]", "sep": "[SEP]", "punct": ". or ,"}  # attention targets by relative depth
 
 
@@ -63,13 +64,35 @@ def installed_optional_specs(cache_root=None) -> list[str]:
     return [s for s in OPTIONAL_SPECS if (extra_dir(s, cache_root, must_exist=False) / "config.json").is_file()]
 
 
-def default_specs(cache_root=None) -> list[str]:
+def default_specs(cache_root=None, *, small: bool | None = None) -> list[str]:
     """The chapter's models: ``$BERT_ATTENTION_COMPARE`` when set, else the offline default, its
-    random-init control and each installed optional extra (``mpnet-base``)."""
+    random-init control and each installed optional extra (``mpnet-base``), the extras left out in
+    the small configuration (``small``; default :func:`~helpers.config.small_run`) to keep tests fast."""
+    from .config import small_run
+
     env = os.environ.get(COMPARE_ENV, "").strip()
     if env:
         return parse_specs(env, where=f"${COMPARE_ENV}")
-    return [DEFAULT_SPEC, RANDOM_PREFIX + DEFAULT_SPEC, *installed_optional_specs(cache_root)]
+    extras = [] if (small_run() if small is None else small) else installed_optional_specs(cache_root)
+    return [DEFAULT_SPEC, RANDOM_PREFIX + DEFAULT_SPEC, *extras]
+
+
+def chapter_sizes(spec: str, *, small: bool | None = None) -> dict:
+    """The chapter's size overrides for ``spec``: none for the default model (the chapters' sizes, so
+    its results are the chapters' cached ones) and in the small configuration; else
+    :data:`REDUCED_SIZES`, which keep a model's first run within minutes."""
+    from .config import small_run
+
+    if (small_run() if small is None else small) or spec == DEFAULT_SPEC:
+        return {}
+    return dict(REDUCED_SIZES)
+
+
+def sizes_text(sizes: dict) -> str:
+    """``"200 segments, the first 500 sentences of each treebank and the first 10 documents of each
+    coreference split"`` for :data:`REDUCED_SIZES`-like overrides."""
+    return (f"{sizes['n_segments']} segments, the first {sizes['max_sentences']} sentences of each treebank and the "
+            f"first {sizes['max_documents']} documents of each coreference split")
 
 
 def section_key(section: str) -> str:

@@ -31,7 +31,12 @@ def test_specs(monkeypatch):
     assert cmp.default_specs() == ["bert-base-uncased", "random:bert-base-uncased"]
     monkeypatch.delenv(cmp.COMPARE_ENV)
     monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: [])
-    assert cmp.default_specs() == ["default", "random:default"]  # an extra that is not installed is dropped
+    assert cmp.default_specs(small=False) == ["default", "random:default"]  # an extra that is not installed is dropped
+    monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: ["mpnet-base"])
+    assert cmp.default_specs(small=False) == ["default", "random:default", "mpnet-base"]
+    assert cmp.default_specs(small=True) == ["default", "random:default"]  # the test configuration stays small
+    assert cmp.chapter_sizes("default", small=False) == {} and cmp.chapter_sizes("mpnet-base", small=True) == {}
+    assert cmp.chapter_sizes("mpnet-base", small=False) == cmp.REDUCED_SIZES
 
 
 def _result(spec, random_init, verdicts):
