@@ -30,6 +30,7 @@ OPTIONAL_SPECS = ("mpnet-base",)  # in the default list when installed (``python
 SECTIONS = ("3", "4.2", "4.3", "5", "6")  # the JSON's section keys, in the paper's order
 SENTENCES_PER_DOCUMENT = 25  # --max-sentences N reads the first ceil(N / 25) documents of each coreference split
 REDUCED_SIZES = {"n_segments": 200, "max_sentences": 500, "max_documents": 10}  # the chapter's sizes for models other than the default
+SMALL_REDUCED_SIZES = {"n_segments": 20, "max_sentences": 60, "max_documents": 2, "epochs": 1}  # the same, small configuration
 DEPTH_STATISTICS = {"cls": "[CLS]", "sep": "[SEP]", "punct": ". or ,"}  # attention targets by relative depth
 
 
@@ -79,20 +80,21 @@ def default_specs(cache_root=None, *, small: bool | None = None) -> list[str]:
 
 def chapter_sizes(spec: str, *, small: bool | None = None) -> dict:
     """The chapter's size overrides for ``spec``: none for the default model (the chapters' sizes, so
-    its results are the chapters' cached ones) and in the small configuration; else
-    :data:`REDUCED_SIZES`, which keep a model's first run within minutes."""
+    its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first
+    run within minutes (:data:`SMALL_REDUCED_SIZES` in the small configuration)."""
     from .config import small_run
 
-    if (small_run() if small is None else small) or spec == DEFAULT_SPEC:
+    if spec == DEFAULT_SPEC:
         return {}
-    return dict(REDUCED_SIZES)
+    return dict(SMALL_REDUCED_SIZES if (small_run() if small is None else small) else REDUCED_SIZES)
 
 
 def sizes_text(sizes: dict) -> str:
     """``"200 segments, the first 500 sentences of each treebank and the first 10 documents of each
     coreference split"`` for :data:`REDUCED_SIZES`-like overrides."""
-    return (f"{sizes['n_segments']} segments, the first {sizes['max_sentences']} sentences of each treebank and the "
+    text = (f"{sizes['n_segments']} segments, the first {sizes['max_sentences']} sentences of each treebank and the "
             f"first {sizes['max_documents']} documents of each coreference split")
+    return text + (f", probes trained for {sizes['epochs']} epoch(s)" if "epochs" in sizes else "")
 
 
 def section_key(section: str) -> str:
@@ -146,6 +148,37 @@ def depth_profile(lm, *, n_segments: int | None, small: bool | None, max_length:
     return out
 
 
+def code_digest() -> str:
+    """SHA-256 of the ``helpers`` package's Python sources: part of the key of cached claims, so that a
+    change to any rule, threshold or analysis recomputes them."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def cached_claims(lm, **sizes) -> list[Claim]:
+    """:func:`helpers.summary.all_claims` for ``lm`` and ``sizes``, kept on disk (keyed by the model's
+    weights, the sizes, the data folder and :func:`code_digest`), so that the chapter and the command
+    compute a model's rows once; the analyses under it are cached by the chapters' own keys."""
+    from .cache import cached_json
+    from .config import data_dir, small_run
+    from .summary import all_claims
+
+    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()
+                if k not in ("cache_root", "progress", "data_dir")}
+    if settings.get("small") is None:
+        settings["small"] = small_run()
+    key = {"model": lm.fingerprint(), "random_init": lm.random_init, "seed": lm.seed, "sizes": settings,
+           "data": str(data_dir(sizes.get("data_dir"))), "code": code_digest()}
+    rows = cached_json("compare-claims", key, lambda: [c.to_json() for c in all_claims(lm, **sizes)],
+                       cache_root=sizes.get("cache_root"))
+    return [Claim(**row) for row in rows]
+
+
 def compare_model(spec: str, *, seed: int = 0, device=None, figures: bool = True, **sizes) -> ModelResult:
     """Load the model of ``spec``, compute its claims (:func:`helpers.summary.all_claims` with ``sizes``)
     and, with ``figures``, its depth profile; the model is freed before returning."""
@@ -156,7 +189,7 @@ def compare_model(spec: str, *, seed: int = 0, device=None, figures: bool = True
     lm = load_model(name, random_init=random_init, seed=seed, device=device)
     try:
         card = lm.card()
-        claims = all_claims(lm, **sizes)
+        claims = cached_claims(lm, **sizes)
         depth = depth_profile(lm, n_segments=sizes.get("n_segments"), small=sizes.get("small"),
                               max_length=sizes.get("max_length", 128), data_dir=sizes.get("data_dir"),
                               cache_root=sizes.get("cache_root")) if figures else {}

@@ -35,7 +35,8 @@ def test_specs(monkeypatch):
     monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: ["mpnet-base"])
     assert cmp.default_specs(small=False) == ["default", "random:default", "mpnet-base"]
     assert cmp.default_specs(small=True) == ["default", "random:default"]  # the test configuration stays small
-    assert cmp.chapter_sizes("default", small=False) == {} and cmp.chapter_sizes("mpnet-base", small=True) == {}
+    assert cmp.chapter_sizes("default", small=False) == {} and cmp.chapter_sizes("default", small=True) == {}
+    assert cmp.chapter_sizes("random:default", small=True) == cmp.SMALL_REDUCED_SIZES
     assert cmp.chapter_sizes("mpnet-base", small=False) == cmp.REDUCED_SIZES
 
 
@@ -116,3 +117,22 @@ def test_compare_refuses_bad_specs(tmp_path, capsys):
     assert "--models" in capsys.readouterr().err
     assert main(["compare", "--models", str(tmp_path / "nothing-here"), "--model", "default"]) == 2
     assert "--models" in capsys.readouterr().err
+
+
+def test_compare_ci_sized_on_the_real_corpora(shared_data, tmp_path):
+    """The issue's CI-sized run, ``compare --models default,random:default --segments 40 --max-sentences 100``,
+    on the real corpora and the offline default (shared cache: a second run reads it back); each model's
+    rows equal those of ``claims`` on the same inputs."""
+    out = tmp_path / "compare.json"
+    sizes = ["--segments", "40", "--max-sentences", "100"]
+    assert main(["compare", "--models", "default,random:default", *sizes, "--quiet", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [(m["spec"], m["random_init"]) for m in result["models"]] == [("default", False), ("random:default", True)]
+    for spec, extra in (("default", []), ("random:default", ["--random-init"])):
+        single = tmp_path / f"claims-{spec.replace(':', '-')}.json"
+        assert main(["claims", "--model", "default", *extra, *sizes, "--max-documents", str(cmp.coref_documents(100)),
+                     "--quiet", "--json", str(single)]) == 0
+        alone = json.loads(single.read_text())["claims"]
+        assert [c["id"] for c in alone] == [r["id"] for r in result["claims"]]
+        for c, row in zip(alone, result["claims"]):
+            assert row["results"][spec] == {"ours": c["ours"], "value": c["value"], "verdict": c["verdict"]}, c["id"]
