@@ -136,3 +136,22 @@ def test_compare_ci_sized_on_the_real_corpora(shared_data, tmp_path):
         assert [c["id"] for c in alone] == [r["id"] for r in result["claims"]]
         for c, row in zip(alone, result["claims"]):
             assert row["results"][spec] == {"ours": c["ours"], "value": c["value"], "verdict": c["verdict"]}, c["id"]
+
+
+def test_relative_depth_and_charts():
+    """Layers are placed at (index + 1) / layers, so a 2-layer and a 4-layer model end at 1; the figures
+    and the table build from the same results."""
+    shallow = _result("a", False, {"det-head": REPRODUCED, "probe-attn-over-right-branching": PARTLY})
+    deep = _result("b", True, {"det-head": NOT_REPRODUCED, "probe-attn-over-right-branching": PARTLY})
+    shallow.depth = {"cls": [0.1, 0.2], "sep": [0.3, 0.4], "punct": [0.0, 0.1], "entropy": [2.0, 1.0], "uniform_entropy": 3.0}
+    deep.depth = {k: [0.5] * 4 for k in ("cls", "sep", "punct", "entropy")}
+    deep.card["name"] = "b (random init)"
+    frame = cmp.depth_frame([shallow, deep])
+    got = frame[frame["series"] == "[CLS]"].groupby("model")["relative_depth"].apply(list).to_dict()
+    assert got == {"a": [0.5, 1.0], "b (random init)": [0.25, 0.5, 0.75, 1.0]}
+    assert frame[(frame["model"] == "a") & (frame["series"] == "entropy")]["value"].tolist() == [2.0, 1.0]
+    for chart in (cmp.depth_chart([shallow, deep]), cmp.depth_chart([shallow, deep], entropy=True),
+                  cmp.value_chart([shallow, deep], ["det-head"], y_title="acc")):
+        chart.to_dict()
+    html = cmp.compare_html([shallow, deep])
+    assert html.count("<tr>") == 3 and cmp.VERDICT_COLOURS[NOT_REPRODUCED] in html
