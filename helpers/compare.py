@@ -67,24 +67,33 @@ def installed_optional_specs(cache_root=None) -> list[str]:
 
 def default_specs(cache_root=None, *, small: bool | None = None) -> list[str]:
     """The chapter's models: ``$BERT_ATTENTION_COMPARE`` when set, else the offline default, its
-    random-init control and each installed optional extra (``mpnet-base``), the extras left out in
+    random-init control and each installed optional extra (``mpnet-base``), the book's model
+    (``$BERT_ATTENTION_MODEL``) in place of the default when set, the extras left out in
     the small configuration (``small``; default :func:`~helpers.config.small_run`) to keep tests fast."""
     from .config import small_run
 
     env = os.environ.get(COMPARE_ENV, "").strip()
     if env:
         return parse_specs(env, where=f"${COMPARE_ENV}")
+    book = book_spec()
     extras = [] if (small_run() if small is None else small) else installed_optional_specs(cache_root)
-    return [DEFAULT_SPEC, RANDOM_PREFIX + DEFAULT_SPEC, *extras]
+    return [book, RANDOM_PREFIX + book, *(e for e in extras if e != book)]
+
+
+def book_spec() -> str:
+    """The SPEC of the book's model: ``$BERT_ATTENTION_MODEL`` when set, else ``default``."""
+    from .models import requested_model
+
+    return requested_model() or DEFAULT_SPEC
 
 
 def chapter_sizes(spec: str, *, small: bool | None = None) -> dict:
-    """The chapter's size overrides for ``spec``: none for the default model (the chapters' sizes, so
-    its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first
+    """The chapter's size overrides for ``spec``: none for the book's model (:func:`book_spec`: the
+    chapters' sizes, so its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first
     run within minutes (:data:`SMALL_REDUCED_SIZES` in the small configuration)."""
     from .config import small_run
 
-    if spec == DEFAULT_SPEC:
+    if spec == book_spec():
         return {}
     return dict(SMALL_REDUCED_SIZES if (small_run() if small is None else small) else REDUCED_SIZES)
 

@@ -30,6 +30,7 @@ def test_specs(monkeypatch):
     monkeypatch.setenv(cmp.COMPARE_ENV, "bert-base-uncased,random:bert-base-uncased")
     assert cmp.default_specs() == ["bert-base-uncased", "random:bert-base-uncased"]
     monkeypatch.delenv(cmp.COMPARE_ENV)
+    monkeypatch.delenv("BERT_ATTENTION_MODEL", raising=False)
     monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: [])
     assert cmp.default_specs(small=False) == ["default", "random:default"]  # an extra that is not installed is dropped
     monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: ["mpnet-base"])
@@ -38,6 +39,9 @@ def test_specs(monkeypatch):
     assert cmp.chapter_sizes("default", small=False) == {} and cmp.chapter_sizes("default", small=True) == {}
     assert cmp.chapter_sizes("random:default", small=True) == cmp.SMALL_REDUCED_SIZES
     assert cmp.chapter_sizes("mpnet-base", small=False) == cmp.REDUCED_SIZES
+    monkeypatch.setenv("BERT_ATTENTION_MODEL", "mpnet-base")  # the book's model leads, at the chapters' sizes
+    assert cmp.default_specs(small=False) == ["mpnet-base", "random:mpnet-base"]
+    assert cmp.chapter_sizes("mpnet-base", small=False) == {} and cmp.chapter_sizes("default", small=False) != {}
 
 
 def _result(spec, random_init, verdicts):
