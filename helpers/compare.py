@@ -229,7 +229,7 @@ def compare_json(results: list[ModelResult]) -> dict:
         for r, table in zip(results, tables):
             c = table.get(cid)
             if c is not None:
-                res[r.spec] = {"ours": c.ours, "value": c.value, "verdict": c.verdict}
+                res[r.spec] = {"ours": c.ours, "value": None if c.value is None else float(c.value), "verdict": c.verdict}
         claims.append({"id": cid, "section": section_key(first.section), "claim": first.claim, "paper": first.paper,
                        "results": res})
     return {"models": [r.to_json() for r in results], "claims": claims}
