@@ -86,7 +86,8 @@ def test_chapter_runs_and_draws_offline_in_jupyterlab(tmp_path):
                and urlparse(u).hostname not in ("127.0.0.1", "localhost")]
     outside += [u for u in report["requests"] if urlparse(u).scheme not in ("http", "https", "ws", "wss", "data", "blob")]
     assert outside == [], f"requests left the machine: {outside}"
-    assert elapsed < 120, f"took {elapsed:.0f} s"
+    assert elapsed < 120, f"took {elapsed:.0f} s: {report['timings']}"
+    print(f"JupyterLab test: {elapsed:.0f} s in all; seconds from start: {report['timings']}")
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -187,7 +188,10 @@ DRAWN = """(() => {
 
 
 def drive(root: Path, notebook: str) -> dict:
-    deadline = time.monotonic() + BUDGET_S
+    start = time.monotonic()
+    deadline = start + BUDGET_S
+    timings = {}
+    mark = lambda name: timings.__setitem__(name, round(time.monotonic() - start, 1))  # noqa: E731
     _loopback_up()
     work = Path(tempfile.mkdtemp(prefix="jlab-"))
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(work / "config"), "JUPYTER_RUNTIME_DIR": str(work / "runtime"),
@@ -206,7 +210,7 @@ def drive(root: Path, notebook: str) -> dict:
 
         def server_up():
             try:
-                with urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                with urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
                     return r.status == 200
             except OSError:
                 if server.poll() is not None:
@@ -214,6 +218,7 @@ def drive(root: Path, notebook: str) -> dict:
                 return False
 
         _wait("the JupyterLab server", server_up, deadline)
+        mark("server up")
         profile = work / "chromium"
         browser = subprocess.Popen(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-port=0",
@@ -224,8 +229,11 @@ def drive(root: Path, notebook: str) -> dict:
         cdp_port = int(active.read_text().split()[0])
 
         def page_target():
-            with urlopen(f"http://127.0.0.1:{cdp_port}/json", timeout=2) as r:
-                return next((t for t in json.load(r) if t["type"] == "page"), None)
+            try:
+                with urlopen(f"http://127.0.0.1:{cdp_port}/json", timeout=5) as r:
+                    return next((t for t in json.load(r) if t["type"] == "page"), None)
+            except OSError:  # not listening yet, or slow under load
+                return None
 
         tools = DevTools(_wait("a Chromium page", page_target, deadline)["webSocketDebuggerUrl"])
         tools.call("Network.enable")
@@ -236,7 +244,9 @@ def drive(root: Path, notebook: str) -> dict:
         panel = PANEL % json.dumps(notebook)
         ready = NOTEBOOK_READY.replace("PANEL", panel)
         _wait("the notebook and its kernel", lambda: tools.js(ready), deadline, every=0.5)
+        mark("notebook open, kernel idle")
         ran_all = tools.js("window.jupyterapp.commands.execute('notebook:run-all-cells')", timeout=left())
+        mark("all cells ran")
         errors = tools.js(CELL_ERRORS.replace("PANEL", panel))
         drawn = None
 
@@ -250,6 +260,7 @@ def drive(root: Path, notebook: str) -> dict:
             _wait("the views to draw", everything_drawn, deadline, every=0.5)
         except TimeoutError:
             pass  # report what was drawn; the test says what is missing
+        mark("views drawn")
         tools.pump()
         if os.environ.get("JLAB_SCREENSHOT"):
             import base64
@@ -261,7 +272,8 @@ def drive(root: Path, notebook: str) -> dict:
         exceptions = [e["params"]["exceptionDetails"].get("exception", {}).get("description", "")[:300]
                       or e["params"]["exceptionDetails"].get("text", "")
                       for e in tools.events if e.get("method") == "Runtime.exceptionThrown"]
-        return {"ran_all": ran_all, "errors": errors, **drawn, "exceptions": exceptions, "requests": requests}
+        return {"ran_all": ran_all, "errors": errors, **drawn, "exceptions": exceptions, "requests": requests,
+                "timings": timings}
     finally:
         if browser is not None:
             browser.kill()
