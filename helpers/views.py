@@ -71,7 +71,8 @@ REGISTRY_JS = """var __hv = window.__helpersViews = window.__helpersViews || {li
 # Run inside a view's script: wait for library KEY, then call draw(lib); explain if it never comes.
 VIEW_JS = """(function () {
   %(registry)s
-  var el = document.getElementById(%(id)s), done = false;
+  var script = document.currentScript, done = false;  // the element may not be in the document yet
+  var el = document.getElementById(%(id)s) || script.parentNode.querySelector("#" + %(id)s);
   var timer = setTimeout(function () { if (!done) { var n = document.createElement("div");
     n.className = "helpers-note"; n.style.color = "#a33"; n.textContent = %(missing)s; el.appendChild(n); } }, 5000);
   __hv.get(%(key)s).then(function (lib) { done = true; clearTimeout(timer);
