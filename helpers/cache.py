@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import tempfile
 import time
 import zipfile
@@ -32,13 +33,15 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import cache_dir
+from .config import cache_dir, refresh_results
 from .encoding import Encoded, EncodedBatch
 from .extract import Level, bucket, convert, iter_attention
+from .jsontext import strict_dumps
 from .models import LoadedModel
 from .wordlevel import WordMode
 
 FORMAT_VERSION = 1
+MAPS: tuple[str, ...] = ("weights", "norms")  # attention weights, or norm-based maps (helpers.norms)
 
 
 class StaleCacheError(RuntimeError):
@@ -53,6 +56,7 @@ def cache_key(
     word_mode: WordMode,
     shard_size: int,
     source_digest: str | None = None,
+    maps: str = "weights",
 ) -> str:
     """Hex key naming one extraction: model weights, encoded data, source files and settings."""
     settings = {
@@ -66,13 +70,44 @@ def cache_key(
         "token_types": lm.token_types,
         "shard_size": shard_size,
     }
+    if maps != "weights":  # weight maps keep the keys they always had
+        from .norms import VERSION as norms_version
+
+        settings["maps"] = {"kind": maps, "version": norms_version}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (``/proc/self/status``)."""
     try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
+
+
+_TMP_SUFFIX = ".tmp"
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]  # tells this machine's writers from others'
+STALE_TMP_SECONDS = 3600  # a temporary file of unknown owner this old is from a killed run
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write ``path`` through a temporary file renamed into place, so readers never see half a file.
+
+    The temporary file is named ``<name>.<host>-<pid>.<random>.tmp``, which lets :func:`remove_stale_tmp`
+    tell a killed writer's leftovers from a live one's. The file gets the mode an ordinary
+    ``open()`` would give (``0o666`` less the umask), not ``mkstemp``'s private 0600, so a cache or
+    report can be shared.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{_HOST}-{os.getpid()}.", suffix=_TMP_SUFFIX)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             write(handle)
         os.replace(tmp, path)
@@ -81,8 +116,49 @@ def _atomic_write(path: Path, write) -> None:
         raise
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_tmp(directory: Path) -> int:
+    """Delete temporary files left in ``directory`` by writers that were killed (SIGKILL, power loss).
+
+    A file whose writer process (on this machine) no longer exists is removed; any file older than
+    :data:`STALE_TMP_SECONDS` is removed too (written on another machine, or its process id reused).
+    A live writer's recent file is kept (two runs may share a cache). Returns how many were removed.
+    """
+    removed = 0
+    try:
+        candidates = list(Path(directory).glob(f"*{_TMP_SUFFIX}"))
+    except OSError:
+        return 0
+    for tmp in candidates:
+        parts = tmp.name[: -len(_TMP_SUFFIX)].rsplit(".", 2)
+        host, _, pid = parts[1].partition("-") if len(parts) == 3 else ("", "", "")
+        try:
+            stale = time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS  # also covers a reused pid
+            if not stale and host == _HOST and pid.isdigit():
+                stale = int(pid) != os.getpid() and not _pid_alive(int(pid))
+            if stale:
+                tmp.unlink()
+                removed += 1
+        except OSError:
+            continue  # gone already, or not ours to delete
+    return removed
+
+
 def _write_json(path: Path, payload: dict) -> None:
-    _atomic_write(path, lambda h: h.write(json.dumps(payload, indent=1, sort_keys=True).encode()))
+    try:
+        text = strict_dumps(payload, indent=1, sort_keys=True)
+    except ValueError as err:
+        raise ValueError(f"{path}: not cached: {err}") from None
+    _atomic_write(path, lambda h: h.write(text.encode()))
 
 
 @dataclass
@@ -102,6 +178,7 @@ class AttentionStore:
     level: str
     word_mode: str
     stats: dict = field(default_factory=dict)
+    maps: str = "weights"
     _lm: LoadedModel | None = field(default=None, repr=False)
     _loaded: tuple[int, dict] | None = field(default=None, repr=False)
 
@@ -125,12 +202,16 @@ class AttentionStore:
         if self._loaded is not None and self._loaded[0] == number:
             return self._loaded[1]
         if self.directory is None:
-            maps = {ex.index: a for ex, a in iter_attention(self._lm, self.shards[number], level=self.level,
-                                                            word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
+            maps = {ex.index: a for ex, a in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
+                                                                      word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
         else:
             maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads)
         self._loaded = (number, maps)
         return maps
+
+    def shard_maps(self, number: int) -> dict[int, np.ndarray]:
+        """The maps of shard ``number`` as stored (float16 ``[layer, head, n, n]``), by example index."""
+        return self._shard_maps(number)
 
     def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
         return self.items()
@@ -149,6 +230,17 @@ class AttentionStore:
         if index in self.batch.skipped:
             raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
         raise KeyError(f"no example with index {index}")
+
+
+def _map_iterator(maps: str):
+    """``iter_attention`` for weight maps, :func:`helpers.norms.iter_norm_maps` for norm maps."""
+    if maps not in MAPS:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(MAPS)}")
+    if maps == "norms":
+        from .norms import iter_norm_maps
+
+        return iter_norm_maps
+    return iter_attention
 
 
 def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
@@ -198,9 +290,11 @@ def extract(
     batch_size: int = 32,
     shard_size: int = 256,
     progress: bool = True,
+    maps: str = "weights",
 ) -> AttentionStore:
     """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
 
+    ``maps="norms"`` stores norm-based maps ``||alpha_ij f(x_j)||`` (:mod:`helpers.norms`) instead of weights.
     With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
     """
     from tqdm.auto import tqdm
@@ -214,11 +308,13 @@ def extract(
         sorted(group, key=lambda e: e.index)
         for group in bucket(batch.examples, batch_size=shard_size)
     ]
+    iterate = _map_iterator(maps)
     store = AttentionStore(batch, None, shards, lm.n_layers, lm.n_heads, level, word_mode,
-                           stats={"batch_size": batch_size}, _lm=lm)
+                           stats={"batch_size": batch_size}, maps=maps, _lm=lm)
     if not cache:
         return store
-    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest)
+    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
+                    maps=maps)
     directory = cache_dir(cache_root) / key
     store.directory = directory
     meta_path = directory / "meta.json"
@@ -228,13 +324,17 @@ def extract(
         "n_heads": lm.n_heads, "examples": len(batch.examples), "skipped": batch.skipped,
         "max_length": batch.max_length, "shards": len(shards), "dtype": "float16", "complete": False,
     }
+    if maps != "weights":
+        meta["maps"] = maps
+    remove_stale_tmp(directory)  # leftovers of a writer killed mid-shard
+    on_disk = None
     if meta_path.is_file():
         try:
-            previous = json.loads(meta_path.read_text())
-            if previous.get("complete") and previous.get("key") == key:
-                meta = previous
+            on_disk = json.loads(meta_path.read_text())
         except (OSError, ValueError):
-            pass  # corrupted metadata: rewritten below
+            on_disk = None  # damaged metadata: rewritten below
+    if isinstance(on_disk, dict) and on_disk.get("complete") and on_disk.get("key") == key:
+        meta = dict(on_disk)
     todo, recomputed = [], 0
     for number, shard in enumerate(shards):
         path = directory / f"shard-{number:05d}.npz"
@@ -246,42 +346,79 @@ def extract(
                 recomputed += 1
         todo.append(number)
     start = time.perf_counter()
-    if todo:
+
+    def compute(numbers: list[int]) -> None:
         meta["complete"] = False
         _write_json(meta_path, meta)
-        n_todo = sum(len(shards[k]) for k in todo)
-        bar = tqdm(total=n_todo, desc=f"{level}-level attention", unit="ex", disable=not progress)
+        bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level {'attention' if maps == 'weights' else maps}",
+                   unit="ex", disable=not progress)
         try:
-            for number in todo:
-                pairs = list(iter_attention(lm, shards[number], level=level, word_mode=word_mode,
-                                            batch_size=batch_size, progress=False, dtype=np.float16))
+            for number in numbers:
+                pairs = list(iterate(lm, shards[number], level=level, word_mode=word_mode,
+                                     batch_size=batch_size, progress=False, dtype=np.float16))
                 pairs.sort(key=lambda p: p[0].index)
                 _write_shard(directory / f"shard-{number:05d}.npz", key, pairs)
                 bar.update(len(pairs))
         finally:
             bar.close()
-        meta["complete"] = True
+
+    computed = 0
+    missing = todo
+    for _ in range(3):  # shards deleted while this run wrote others (the cache was cleared) are redone
+        if not missing:
+            break
+        compute(missing)
+        computed += len(missing)
+        missing = [k for k in range(len(shards)) if not (directory / f"shard-{k:05d}.npz").is_file()]
+    if missing:
+        raise OSError(f"{directory}: cache shards keep disappearing while being written "
+                           f"({len(missing)} missing); is another process clearing the cache?")
+    meta["complete"] = True
+    if computed or meta != on_disk:  # after every computation, and whenever the file is damaged or missing
         _write_json(meta_path, meta)
     store.stats.update({
-        "shards": len(shards), "shards_computed": len(todo), "shards_reused": len(shards) - len(todo),
+        "shards": len(shards), "shards_computed": computed, "shards_reused": len(shards) - len(todo),
         "shards_recomputed": recomputed, "seconds": round(time.perf_counter() - start, 3),
     })
     store._lm = None
     return store
 
 
-def cache_entries(cache_root: str | os.PathLike | None = None) -> list[dict]:
-    """Metadata of every extraction in the cache, with its size on disk in bytes."""
+def _finished_bytes(directory: Path) -> int:
+    """Bytes of the finished files in ``directory`` (temporary files of writers are not counted)."""
+    total = 0
+    for path in directory.iterdir():
+        if path.name.endswith(_TMP_SUFFIX):
+            continue
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            continue  # removed meanwhile
+    return total
+
+
+def cache_entries(cache_root: str | os.PathLike | None = None, *, remove_stale: bool = False) -> list[dict]:
+    """Metadata of every extraction in the cache, with its size on disk in bytes (finished files only).
+
+    ``remove_stale=True`` first deletes temporary files left by killed writers (:func:`remove_stale_tmp`).
+    """
     root = cache_dir(cache_root)
     entries = []
     if not root.is_dir():
         return entries
+    if remove_stale:
+        for folder in ("artifacts", "parsed", "results"):
+            remove_stale_tmp(root / folder)
     for meta_path in sorted(root.glob("*/meta.json")):
+        if remove_stale:
+            remove_stale_tmp(meta_path.parent)
         try:
             meta = json.loads(meta_path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError("not an object")
         except (OSError, ValueError):
             meta = {"key": meta_path.parent.name, "corrupted": True}
-        meta["bytes"] = sum(p.stat().st_size for p in meta_path.parent.iterdir() if p.is_file())
+        meta["bytes"] = _finished_bytes(meta_path.parent)
         entries.append(meta)
     return entries
 
@@ -295,34 +432,42 @@ def artifact_path(kind: str, key: dict, suffix: str, cache_root: str | os.PathLi
     return cache_dir(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
 
 
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike | None = None,
                 refresh: bool = False) -> dict:
     """``compute()`` once per ``key`` and keep its JSON result; a corrupted file is recomputed.
 
-    The stored file records its key, so a file that does not match (stale) is recomputed too.
+    The stored file records its key, so a file that does not match (stale) is recomputed too. A
+    value holding NaN or Infinity is refused (``ValueError``, nothing stored), and a stored file
+    holding one (written by an older version) counts as corrupted.
     """
     path = artifact_path(kind, key, ".json", cache_root)
-    if path.is_file() and not refresh:
+    if path.is_file() and not (refresh or refresh_results()):
         try:
-            stored = json.loads(path.read_text())
+            stored = json.loads(path.read_text(), parse_constant=_refuse_constant)
             if stored.get("key") == json.loads(json.dumps(key, default=str)):
                 return stored["value"]
         except (OSError, ValueError, AttributeError):
             pass
     value = compute()
+    remove_stale_tmp(path.parent)
     _write_json(path, {"key": json.loads(json.dumps(key, default=str)), "value": value})
     return value
 
 
 def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
                      word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False):
-    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
+                     progress: bool = False, shard_size: int = 256, maps: str = "weights"):
+    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files);
+    ``maps="norms"`` for norm-based maps."""
     from .corpora import corpus_files, file_digest, load_treebank
     from .encoding import encode_words
 
     sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
     store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=file_digest(corpus_files(spec, root=data_dir)))
+                    source_digest=file_digest(corpus_files(spec, root=data_dir)), shard_size=shard_size, maps=maps)
     return sentences, store
