@@ -146,3 +146,26 @@ def test_default_segments_are_nearly_full_length(shared_data):
     stats = segment_tokens(batch)
     assert stats["count"] == 1000 and stats["mean"] >= 120 and stats["max"] <= 128
     assert len({s.doc_id for s in segs}) > 50
+
+
+@pytest.mark.parametrize("source", ["documents", "paragraphs"])
+def test_surface_and_cluster_report_the_segments_they_use(tiny_model_dir, fake_data, tmp_path, source):
+    common = ["--model", str(tiny_model_dir), "--data-dir", str(fake_data), "--segments", "5", "--max-length", "40",
+              "--segments-from", source, "--quiet", "--cache-dir", str(tmp_path / "c")]
+    out = tmp_path / "out.json"
+    assert main(["segments", *common, "--json", str(out)]) == 0
+    lengths = [len(s["input_ids"]) for s in json.loads(out.read_text())["segments"]]
+    expected = {"count": len(lengths), "mean": pytest.approx(np.mean(lengths)), "median": float(np.median(lengths)),
+                "min": min(lengths), "max": max(lengths)}
+    for command in (["surface", "--no-gradients"], ["cluster", "--no-linguistic", "--permutations", "10"]):
+        assert main([*command, *common, "--json", str(out)]) == 0
+        result = json.loads(out.read_text())
+        assert result["segment_tokens"] == expected and result["segments_from"] == source
+
+
+def test_segment_construction_is_part_of_the_result_keys(tiny_lm):
+    from helpers.encoding import encode_ids
+    from helpers.surface_pipeline import _stats_key
+
+    batch = encode_ids([[2, 9, 3, 11, 3]])
+    assert _stats_key(tiny_lm, batch, "documents") != _stats_key(tiny_lm, batch, "paragraphs")
