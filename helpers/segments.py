@@ -16,7 +16,7 @@ constructions are offered, named by :data:`SEGMENT_SOURCES`:
     way. GUM paragraphs are short, so these segments are short (a third under 32 tokens).
 
 Both are seeded and deterministic. The original stopped after the first 1,000 segments of its file
-and shuffled them; GUM train yields about 1,500, so we visit the documents in a seeded random order
+and shuffled them; GUM train yields about 1,400, so we visit the documents in a seeded random order
 (every genre is represented), stop at ``n`` and shuffle. No token is masked, and every token-type id
 is 0 (:mod:`helpers.extract`).
 
