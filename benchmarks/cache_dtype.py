@@ -47,7 +47,7 @@ def one(lm, corpus, coref_split, dtype) -> dict:
                 "coref_s": round(coref_s, 2), "bytes": sum(f.stat().st_size for f in files), "shards": len(files),
                 "bytes_per_shard": round(float(np.mean([f.stat().st_size for f in files]))),
                 "largest_shard_in_memory": largest,
-                "_table1": scores.accuracy(), "_coref": coref.accuracy()["all"]}
+                "_table1": scores.accuracy(), "_relations": scores.relations, "_coref": coref.accuracy()["all"]}
 
 
 def main() -> None:
@@ -68,6 +68,7 @@ def main() -> None:
                     r[k] = min(r[k], runs[name][k])
             runs[name] = r
     cache_mod.SHARD_DTYPE = np.float32
+    relations = runs["float32"].pop("_relations")
     # the alternative: score every head from the live float32 maps, before any rounding
     from helpers.corpora import load_treebank
     from helpers.encoding import encode_words
@@ -77,9 +78,12 @@ def main() -> None:
     scorer = HeadScorer()
     for ex, attn in iter_attention(lm, batch, level="word"):
         scorer.add(attn, sentences[ex.index], index=ex.index)
-    live = scorer.result().accuracy()
+    live_scores = scorer.result()
+    # relations are numbered in order of arrival (bucket order here): align them with the cached run's
+    live = live_scores.accuracy()[..., [live_scores.relations.index(r) for r in relations]]
     live_s = time.perf_counter() - start
     t16, t32 = runs["float16"].pop("_table1"), runs["float32"].pop("_table1")
+    assert runs["float16"].pop("_relations") == relations
     c16, c32 = runs["float16"].pop("_coref"), runs["float32"].pop("_coref")
     worst = np.unravel_index(int(np.argmax(np.abs(c16 - c32))), c16.shape)
     result = {
