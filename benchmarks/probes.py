@@ -26,7 +26,7 @@ from torch import nn
 
 from common import RESULTS, save
 from helpers.corpora import load_treebank
-from helpers.probes import AttentionProbe, DistanceProbe, ProbeData, build_probe, distance_features, prepared
+from helpers.probes import AttentionProbe, DistanceProbe, ProbeData, build_probe, distance_features, distance_parts, prepared
 
 
 class PlainDistanceProbe(DistanceProbe):
@@ -36,7 +36,10 @@ class PlainDistanceProbe(DistanceProbe):
         n = batch.heads.shape[1]
         v = batch.word_vectors(misaligned)
         v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)
-        h = self.dep(v)[:, :, None] + self.cand(v_cand)[:, None] + self.dist(distance_features(n))[None]
+        lengths = batch.mask.sum(1).float()
+        indicators, distances = distance_parts(n)
+        h = (self.dep(v)[:, :, None] + self.cand(v_cand)[:, None] + self.dist(indicators)[None]
+             + self.dist(distances)[None] / lengths[:, None, None, None])
         return self.out(torch.tanh(h)).squeeze(-1).masked_fill(~batch.cand_mask, -1e9)
 
 

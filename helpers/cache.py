@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import tempfile
 import time
 import zipfile
@@ -32,9 +33,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import cache_dir
+from .config import cache_dir, refresh_results
 from .encoding import Encoded, EncodedBatch
 from .extract import Level, bucket, convert, iter_attention
+from .jsontext import strict_dumps
 from .models import LoadedModel
 from .wordlevel import WordMode
 
@@ -73,10 +75,37 @@ def cache_key(
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (``/proc/self/status``)."""
     try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
+
+
+_TMP_SUFFIX = ".tmp"
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]  # tells this machine's writers from others'
+STALE_TMP_SECONDS = 3600  # a temporary file of unknown owner this old is from a killed run
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write ``path`` through a temporary file renamed into place, so readers never see half a file.
+
+    The temporary file is named ``<name>.<host>-<pid>.<random>.tmp``, which lets :func:`remove_stale_tmp`
+    tell a killed writer's leftovers from a live one's. The file gets the mode an ordinary
+    ``open()`` would give (``0o666`` less the umask), not ``mkstemp``'s private 0600, so a cache or
+    report can be shared.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{_HOST}-{os.getpid()}.", suffix=_TMP_SUFFIX)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             write(handle)
         os.replace(tmp, path)
@@ -85,8 +114,49 @@ def _atomic_write(path: Path, write) -> None:
         raise
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_tmp(directory: Path) -> int:
+    """Delete temporary files left in ``directory`` by writers that were killed (SIGKILL, power loss).
+
+    A file whose writer process (on this machine) no longer exists is removed; any file older than
+    :data:`STALE_TMP_SECONDS` is removed too (written on another machine, or its process id reused).
+    A live writer's recent file is kept (two runs may share a cache). Returns how many were removed.
+    """
+    removed = 0
+    try:
+        candidates = list(Path(directory).glob(f"*{_TMP_SUFFIX}"))
+    except OSError:
+        return 0
+    for tmp in candidates:
+        parts = tmp.name[: -len(_TMP_SUFFIX)].rsplit(".", 2)
+        host, _, pid = parts[1].partition("-") if len(parts) == 3 else ("", "", "")
+        try:
+            stale = time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS  # also covers a reused pid
+            if not stale and host == _HOST and pid.isdigit():
+                stale = int(pid) != os.getpid() and not _pid_alive(int(pid))
+            if stale:
+                tmp.unlink()
+                removed += 1
+        except OSError:
+            continue  # gone already, or not ours to delete
+    return removed
+
+
 def _write_json(path: Path, payload: dict) -> None:
-    _atomic_write(path, lambda h: h.write(json.dumps(payload, indent=1, sort_keys=True).encode()))
+    try:
+        text = strict_dumps(payload, indent=1, sort_keys=True)
+    except ValueError as err:
+        raise ValueError(f"{path}: not cached: {err}") from None
+    _atomic_write(path, lambda h: h.write(text.encode()))
 
 
 @dataclass
@@ -135,6 +205,10 @@ class AttentionStore:
             maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads)
         self._loaded = (number, maps)
         return maps
+
+    def shard_maps(self, number: int) -> dict[int, np.ndarray]:
+        """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index."""
+        return self._shard_maps(number)
 
     def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
         return self.items()
@@ -234,13 +308,15 @@ def extract(
         "n_heads": lm.n_heads, "examples": len(batch.examples), "skipped": batch.skipped,
         "max_length": batch.max_length, "shards": len(shards), "dtype": np.dtype(SHARD_DTYPE).name, "complete": False,
     }
+    remove_stale_tmp(directory)  # leftovers of a writer killed mid-shard
+    on_disk = None
     if meta_path.is_file():
         try:
-            previous = json.loads(meta_path.read_text())
-            if previous.get("complete") and previous.get("key") == key:
-                meta = previous
+            on_disk = json.loads(meta_path.read_text())
         except (OSError, ValueError):
-            pass  # corrupted metadata: rewritten below
+            on_disk = None  # damaged metadata: rewritten below
+    if isinstance(on_disk, dict) and on_disk.get("complete") and on_disk.get("key") == key:
+        meta = dict(on_disk)
     todo, recomputed = [], 0
     for number, shard in enumerate(shards):
         path = directory / f"shard-{number:05d}.npz"
@@ -252,13 +328,14 @@ def extract(
                 recomputed += 1
         todo.append(number)
     start = time.perf_counter()
-    if todo:
+
+    def compute(numbers: list[int]) -> None:
         meta["complete"] = False
         _write_json(meta_path, meta)
-        n_todo = sum(len(shards[k]) for k in todo)
-        bar = tqdm(total=n_todo, desc=f"{level}-level attention", unit="ex", disable=not progress)
+        bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level attention", unit="ex",
+                   disable=not progress)
         try:
-            for number in todo:
+            for number in numbers:
                 pairs = list(iter_attention(lm, shards[number], level=level, word_mode=word_mode,
                                             batch_size=batch_size, progress=False, dtype=SHARD_DTYPE))
                 pairs.sort(key=lambda p: p[0].index)
@@ -266,28 +343,64 @@ def extract(
                 bar.update(len(pairs))
         finally:
             bar.close()
-        meta["complete"] = True
+
+    computed = 0
+    missing = todo
+    for _ in range(3):  # shards deleted while this run wrote others (the cache was cleared) are redone
+        if not missing:
+            break
+        compute(missing)
+        computed += len(missing)
+        missing = [k for k in range(len(shards)) if not (directory / f"shard-{k:05d}.npz").is_file()]
+    if missing:
+        raise OSError(f"{directory}: cache shards keep disappearing while being written "
+                           f"({len(missing)} missing); is another process clearing the cache?")
+    meta["complete"] = True
+    if computed or meta != on_disk:  # after every computation, and whenever the file is damaged or missing
         _write_json(meta_path, meta)
     store.stats.update({
-        "shards": len(shards), "shards_computed": len(todo), "shards_reused": len(shards) - len(todo),
+        "shards": len(shards), "shards_computed": computed, "shards_reused": len(shards) - len(todo),
         "shards_recomputed": recomputed, "seconds": round(time.perf_counter() - start, 3),
     })
     store._lm = None
     return store
 
 
-def cache_entries(cache_root: str | os.PathLike | None = None) -> list[dict]:
-    """Metadata of every extraction in the cache, with its size on disk in bytes."""
+def _finished_bytes(directory: Path) -> int:
+    """Bytes of the finished files in ``directory`` (temporary files of writers are not counted)."""
+    total = 0
+    for path in directory.iterdir():
+        if path.name.endswith(_TMP_SUFFIX):
+            continue
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            continue  # removed meanwhile
+    return total
+
+
+def cache_entries(cache_root: str | os.PathLike | None = None, *, remove_stale: bool = False) -> list[dict]:
+    """Metadata of every extraction in the cache, with its size on disk in bytes (finished files only).
+
+    ``remove_stale=True`` first deletes temporary files left by killed writers (:func:`remove_stale_tmp`).
+    """
     root = cache_dir(cache_root)
     entries = []
     if not root.is_dir():
         return entries
+    if remove_stale:
+        for folder in ("artifacts", "parsed", "results"):
+            remove_stale_tmp(root / folder)
     for meta_path in sorted(root.glob("*/meta.json")):
+        if remove_stale:
+            remove_stale_tmp(meta_path.parent)
         try:
             meta = json.loads(meta_path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError("not an object")
         except (OSError, ValueError):
             meta = {"key": meta_path.parent.name, "corrupted": True}
-        meta["bytes"] = sum(p.stat().st_size for p in meta_path.parent.iterdir() if p.is_file())
+        meta["bytes"] = _finished_bytes(meta_path.parent)
         entries.append(meta)
     return entries
 
@@ -301,28 +414,35 @@ def artifact_path(kind: str, key: dict, suffix: str, cache_root: str | os.PathLi
     return cache_dir(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
 
 
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike | None = None,
                 refresh: bool = False) -> dict:
     """``compute()`` once per ``key`` and keep its JSON result; a corrupted file is recomputed.
 
-    The stored file records its key, so a file that does not match (stale) is recomputed too.
+    The stored file records its key, so a file that does not match (stale) is recomputed too. A
+    value holding NaN or Infinity is refused (``ValueError``, nothing stored), and a stored file
+    holding one (written by an older version) counts as corrupted.
     """
     path = artifact_path(kind, key, ".json", cache_root)
-    if path.is_file() and not refresh:
+    if path.is_file() and not (refresh or refresh_results()):
         try:
-            stored = json.loads(path.read_text())
+            stored = json.loads(path.read_text(), parse_constant=_refuse_constant)
             if stored.get("key") == json.loads(json.dumps(key, default=str)):
                 return stored["value"]
         except (OSError, ValueError, AttributeError):
             pass
     value = compute()
+    remove_stale_tmp(path.parent)
     _write_json(path, {"key": json.loads(json.dumps(key, default=str)), "value": value})
     return value
 
 
 def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
                      word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False):
+                     progress: bool = False, shard_size: int = 256):
     """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
     from .corpora import corpus_files, file_digest, load_treebank
     from .encoding import encode_words
@@ -330,5 +450,5 @@ def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = 
     sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
     store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=file_digest(corpus_files(spec, root=data_dir)))
+                    source_digest=file_digest(corpus_files(spec, root=data_dir)), shard_size=shard_size)
     return sentences, store

@@ -4,12 +4,13 @@ Commands: ``info`` (model, data, cache), ``extract`` (attention maps into the ca
 ``download`` (corpora at pinned versions). Chapters register more with :func:`command`.
 Every command takes ``--model``, ``--random-init``, ``--seed``, ``--data-dir``, ``--cache-dir``
 and ``--device``; errors are printed as one line naming the argument, file or line at fault, with
-exit status 2.
+exit status 2. Options, the output path, the device and the input files are checked before any
+model loads (:func:`preflight`); a result that cannot be written to ``--json`` is kept in the cache
+(``results/``) and the error line says where.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Callable
 
 from . import config
+from .argtypes import check_output_path, device, max_length_int, positive_int, seed_int
+from .jsontext import nan_to_null, strict_dumps
 
 Handler = Callable[[argparse.Namespace], dict]
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
@@ -37,12 +40,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--random-init", nargs="?", const="paper", default=False, choices=("paper", "all"),
                        help="random weights in the model's architecture: the paper's control keeps the pre-trained word "
                             "and position embeddings (default); 'all' randomises every weight")
-    group.add_argument("--seed", type=int, default=0, help="seed for random init and sampling (default 0)")
+    group.add_argument("--seed", type=seed_int, default=0, help="seed for random init and sampling (default 0)")
     group.add_argument("--data-dir", default=None, metavar="DIR",
                        help=f"corpora folder (default ${config.DATA_ENV}, else ../shared/data)")
     group.add_argument("--cache-dir", default=None, metavar="DIR",
                        help=f"cache of maps, parsed treebanks and results (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
-    group.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default cpu)")
+    group.add_argument("--device", type=device, default=None,
+                       help="torch device, e.g. cpu or cuda (default cpu); checked before anything loads")
     group.add_argument("--json", default=None, metavar="OUT", help="write the result as JSON to OUT")
     group.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -55,10 +59,14 @@ def load(args: argparse.Namespace):
 
 
 def write_json(path: str | Path, payload: dict) -> None:
-    """Write JSON atomically (a temporary file renamed into place)."""
+    """Write JSON atomically (a temporary file renamed into place); refuses NaN and Infinity."""
+    _write_text(path, strict_dumps(payload, indent=1) + "\n")
+
+
+def _write_text(path: str | Path, text: str) -> None:
     from .cache import _atomic_write
 
-    _atomic_write(Path(path), lambda h: h.write((json.dumps(payload, indent=1) + "\n").encode()))
+    _atomic_write(Path(path).expanduser(), lambda h: h.write(text.encode()))
 
 
 # ------------------------------------------------------------------------------------ info
@@ -77,7 +85,7 @@ def cmd_info(args: argparse.Namespace) -> dict:
     if not args.no_model:
         lm = load(args)
         out["model"] = {
-            "name": lm.label, "source": lm.source, "layers": lm.n_layers, "heads": lm.n_heads,
+            "name": lm.label, "source": lm.source, "origin": lm.origin, "layers": lm.n_layers, "heads": lm.n_heads,
             "max_positions": lm.max_positions, "tokenizer": type(lm.tokenizer).__name__,
             "token_types": lm.token_types, "fingerprint": lm.fingerprint()[:16],
         }
@@ -93,7 +101,7 @@ def cmd_info(args: argparse.Namespace) -> dict:
         }
     except (FileNotFoundError, config.DataNotFoundError) as err:
         out["data"] = {"error": str(err)}
-    entries = cache_entries(args.cache_dir)
+    entries = cache_entries(args.cache_dir, remove_stale=True)
     out["cache"] = {
         "dir": str(config.cache_dir(args.cache_dir)),
         "entries": [{k: e.get(k) for k in ("key", "model", "level", "word_mode", "examples", "complete", "bytes")}
@@ -110,9 +118,9 @@ def add_corpus_args(parser: argparse.ArgumentParser, *, default: str = "gum:test
     parser.add_argument("--corpus", default=default,
                         help="gum:train|dev|test|test2, ewt:dev, segments, or a .conllu path (default %(default)s)")
     parser.add_argument("--conllu", default=None, metavar="FILE", help="a CoNLL-U file (overrides --corpus)")
-    parser.add_argument("--max-sentences", type=int, default=None, metavar="N",
+    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                         help="use only the first N sentences, in file order")
-    parser.add_argument("--max-length", type=int, default=128,
+    parser.add_argument("--max-length", type=max_length_int, default=128,
                         help="longest input in tokens, special tokens included; longer ones are skipped and counted")
 
 
@@ -121,9 +129,9 @@ def _extract_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", choices=("word", "token"), default="word")
     parser.add_argument("--word-mode", choices=("mean", "first"), default="mean",
                         help="rows of split words: mean over tokens (paper) or first token (released code)")
-    parser.add_argument("--segments", type=int, default=1000, help="segments to draw for --corpus segments")
+    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw for --corpus segments")
     parser.add_argument("--segment-source", default="gum:train", help="GUM split segments are drawn from")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--no-cache", action="store_true", help="compute without reading or writing the cache")
 
 
@@ -184,12 +192,38 @@ def cmd_download(args: argparse.Namespace) -> dict:
     return {"data_dir": str(target), **counts}
 
 
+# --------------------------------------------------------------------------- install-model
+
+
+def _install_model_args(parser: argparse.ArgumentParser) -> None:
+    from .model_extras import EXTRAS
+
+    parser.add_argument("name", choices=sorted(EXTRAS), help="registered optional model")
+
+
+@command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
+         _install_model_args)
+def cmd_install_model(args: argparse.Namespace) -> dict:
+    from .model_extras import install_extra
+
+    path = install_extra(args.name, cache_root=args.cache_dir, progress=not args.quiet)
+    print(f"installed: use --model {args.name} (or --model {path})", file=sys.stderr)
+    return {"name": args.name, "directory": str(path)}
+
+
 # ------------------------------------------------------------------------------------ main
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad command line in one line (``prog: error: argument --epochs: ...``), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     _register_chapter_commands()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m helpers",
         description="Attention analysis of BERT-family models (Clark et al., 2019), headless, with JSON output.",
     )
@@ -213,9 +247,77 @@ def _register_chapter_commands() -> None:
         importlib.import_module(module)
 
 
+def preflight(args: argparse.Namespace) -> None:
+    """Everything that can be checked before a model loads (seconds) rather than after: where the result
+    goes (``--json``), the model directory, and every input file the command reads (``--conllu``,
+    ``--corpus``, ``--glove`` and what the command declares with ``set_defaults(check_inputs=...)``).
+    Options and ``--device`` were checked by their argparse types already."""
+    from .corpora import load_gum, load_treebank
+    from .models import resolve_source
+
+    if getattr(args, "json", None):
+        check_output_path(args.json)
+    cache = config.cache_dir(getattr(args, "cache_dir", None))
+    if cache.exists() and not cache.is_dir():
+        where = "--cache-dir" if getattr(args, "cache_dir", None) else f"${config.CACHE_ENV}"
+        raise NotADirectoryError(f"{where} {cache}: is a file, not a folder")
+    if getattr(args, "model", None) and args.command not in ("download", "install-model"):
+        resolve_source(args.model)  # a local directory without config.json, an extra not installed
+    spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
+    if spec == "segments":
+        load_gum(args.segment_source.removeprefix("gum:"), root=args.data_dir)
+    elif spec:
+        load_treebank(spec, root=args.data_dir, max_sentences=getattr(args, "max_sentences", None))
+    glove = getattr(args, "glove", None)
+    if glove:
+        path = Path(glove).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"--glove {glove}: {'is a directory' if path.is_dir() else 'no such file'}")
+        with open(path, "rb") as handle:
+            handle.read(1)
+    check_inputs = getattr(args, "check_inputs", None)
+    if check_inputs is not None:
+        check_inputs(args)
+
+
+def _save_in_cache(args: argparse.Namespace, text: str) -> Path:
+    """Keep a result that could not be written where asked: ``<cache>/results/<command>-<time>-<pid>.json``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = config.cache_dir(args.cache_dir) / "results" / f"{args.command}-{stamp}-{os.getpid()}.json"
+    _write_text(path, text)
+    return path
+
+
+def _output(args: argparse.Namespace, result: dict) -> int:
+    """Write ``result`` to ``--json`` (or print it); if that fails, keep it in the cache and say where."""
+    text = strict_dumps(nan_to_null(result), indent=1) + "\n"
+    if not args.json:
+        sys.stdout.write(text)
+        return 0
+    try:
+        _write_text(args.json, text)
+    except OSError as err:
+        reason = f"cannot write --json {args.json} ({err.strerror or err})"
+        try:
+            saved = _save_in_cache(args, text)
+        except OSError as cache_err:
+            print(f"error: {reason}; nor in the cache ({cache_err.strerror or cache_err}): "
+                  "the result follows on standard output", file=sys.stderr)
+            sys.stdout.write(text)
+            return 2
+        print(f"error: {reason}; the result was saved to {saved}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit status (0, 2 for bad input or an unwritable output, 130 on Ctrl-C)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # a bad option (one line already printed), or --help
+        return stop.code if isinstance(stop.code, int) else 0
     from .conllu_io import ConllError
     from .models import ModelNotAvailableError
 
@@ -224,22 +326,18 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "cache_dir", None):  # every cache of this run (parsed treebanks too) goes there
         os.environ[config.CACHE_ENV] = str(config.cache_dir(args.cache_dir))
     try:
+        preflight(args)
         result = handler(args)
     except KeyboardInterrupt:
         print("interrupted: finished cache shards are kept; run the same command again to resume",
               file=sys.stderr)
         return 130
-    except (ConllError, ModelNotAvailableError, config.DataNotFoundError, FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ConllError, ModelNotAvailableError, config.DataNotFoundError, OSError, ValueError) as err:
+        print("error: " + str(err).replace("\n", " "), file=sys.stderr)
         return 2
     finally:
         if previous_cache is None:
             os.environ.pop(config.CACHE_ENV, None)
         else:
             os.environ[config.CACHE_ENV] = previous_cache
-    if args.json:
-        write_json(args.json, result)
-        print(f"wrote {args.json}", file=sys.stderr)
-    else:
-        print(json.dumps(result, indent=1))
-    return 0
+    return _output(args, result)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cache import cached_json
+from .argtypes import check_corpora, positive_int
 from .cli import command, load
 from .clustering import JSAccumulator, embed_mds, hierarchical_order, layer_similarity
 from .extract import iter_attention
@@ -141,9 +142,10 @@ def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
 
 def _cluster_args(parser: argparse.ArgumentParser) -> None:
     add_segment_args(parser)
-    parser.add_argument("--permutations", type=int, default=1000, help="permutations for the layer test")
+    parser.add_argument("--permutations", type=positive_int, default=1000, help="permutations for the layer test")
     parser.add_argument("--no-linguistic", action="store_true",
                         help="do not mark the syntax and coreference heads (they need GUM dev trees and OntoGUM)")
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train", *([] if a.no_linguistic else ["gum:dev"])))
 
 
 @command("cluster", "paper §6: Jensen-Shannon distances between heads, MDS, behaviours, layer test", _cluster_args)

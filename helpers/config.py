@@ -15,6 +15,7 @@ from pathlib import Path
 DATA_ENV = "BERT_ATTENTION_DATA"
 CACHE_ENV = "BERT_ATTENTION_CACHE"
 SMALL_ENV = "BERT_ATTENTION_SMALL"
+REFRESH_ENV = "BERT_ATTENTION_REFRESH"  # recompute cached results (not the extracted maps): benchmarks
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,3 +89,10 @@ def small_run() -> bool:
 def sized(full: int, small: int) -> int:
     """``small`` under :func:`small_run`, else ``full`` (for corpus sizes in chapters)."""
     return small if small_run() else full
+
+
+def refresh_results() -> bool:
+    """True when ``$BERT_ATTENTION_REFRESH`` is set: cached results are recomputed from the cached maps
+    (the memory benchmark measures the analyses this way, without re-extracting)."""
+    return os.environ.get(REFRESH_ENV, "").strip() not in ("", "0", "false", "False")
+

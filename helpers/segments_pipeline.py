@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from .argtypes import check_corpora, max_length_int, positive_int
 from .cli import command, load
 from .corpora import load_gum
 from .encoding import EncodedBatch
@@ -52,15 +53,20 @@ def segments_json(lm: LoadedModel, segments: list[Segment], batch: EncodedBatch)
 
 def add_segment_args(parser: argparse.ArgumentParser) -> None:
     """``--segments``, ``--segments-from`` and ``--max-length``, shared by the segments, surface and cluster commands."""
-    parser.add_argument("--segments", type=int, default=1000, help="segments to draw (default 1000)")
+    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000)")
     parser.add_argument("--segments-from", choices=SEGMENT_SOURCES, default=DEFAULT_SOURCE,
                         help="documents: sentences of a GUM train document accumulated to the length limit and split "
                              "at a random sentence boundary (the authors' construction, default); paragraphs: pairs of "
                              "consecutive paragraphs (shorter)")
-    parser.add_argument("--max-length", type=int, default=128, help="segment length limit in tokens")
+    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
 
 
-@command("segments", "the GUM train segments of paper §3 and §6, as model input ids", add_segment_args)
+def _segments_args(parser: argparse.ArgumentParser) -> None:
+    add_segment_args(parser)
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))
+
+
+@command("segments", "the GUM train segments of paper §3 and §6, as model input ids", _segments_args)
 def cmd_segments(args: argparse.Namespace) -> dict:
     lm = load(args)
     segs, batch = draw_segments(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,

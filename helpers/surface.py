@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .encoding import special_token_ids
 from .labels import head_label
 
 STATISTICS: tuple[str, ...] = (
@@ -54,9 +55,10 @@ def token_masks(tokenizer, input_ids: np.ndarray) -> dict[str, np.ndarray]:
     """
     ids = np.asarray(input_ids)
     tokens = tokenizer.convert_ids_to_tokens(ids.tolist())
+    special = special_token_ids(tokenizer)  # by role: [CLS]/[SEP] in BERT, <s>/</s> in RoBERTa and MPNet
     return {
-        "cls": ids == tokenizer.cls_token_id,
-        "sep": ids == tokenizer.sep_token_id,
+        "cls": ids == special["cls"],
+        "sep": ids == special["sep"],
         "punct": np.array([t.lstrip("Ġ▁") in (".", ",") and len(t.lstrip("Ġ▁")) == 1 for t in tokens]),
     }
 

@@ -18,9 +18,11 @@ import numpy as np
 
 from . import paper
 from .cache import cached_json
+from .argtypes import check_corpora, positive_int
 from .cli import command, load
 from .encoding import EncodedBatch
 from .extract import iter_attention
+from .labels import heads_phrase
 from . import gradients as gradients_mod
 from . import surface as surface_mod
 from .gradients import gradient_importance
@@ -123,10 +125,10 @@ def surface_claims(stats: SurfaceStats, grads: dict | None) -> list[dict]:
     rows = [
         {"claim": "heads with >50% attention on the previous token",
          "paper": f"{paper.PREV_TOKEN_HEADS.value} (layers 2, 4, 7, 8)",
-         "ours": f"{len(prev)}: {', '.join(prev) or 'none'}", "verdict": _verdict(len(prev) > 0 and len(nxt) > 0, len(prev) > 0)},
+         "ours": heads_phrase(prev), "verdict": _verdict(len(prev) > 0 and len(nxt) > 0, len(prev) > 0)},
         {"claim": "heads with >50% attention on the next token",
          "paper": f"{paper.NEXT_TOKEN_HEADS.value} (layers 1, 2, 2, 3, 6)",
-         "ours": f"{len(nxt)}: {', '.join(nxt) or 'none'}", "verdict": _verdict(len(nxt) > 0 and len(prev) > 0, len(nxt) > 0)},
+         "ours": heads_phrase(nxt), "verdict": _verdict(len(nxt) > 0 and len(prev) > 0, len(nxt) > 0)},
         {"claim": "some layers give over half their attention to [SEP]",
          "paper": "layers 6-10 of 12", "ours": f"max layer mean {sep_layers.max():.2f} (layer {int(sep_layers.argmax()) + 1})",
          "verdict": _verdict(sep_layers.max() > SEP_MAJORITY, sep_layers.max() > SEP_MAJORITY / 2)},
@@ -172,8 +174,9 @@ def example_segment(lm: LoadedModel, batch: EncodedBatch, *, min_tokens: int = 3
 def _surface_args(parser: argparse.ArgumentParser) -> None:
     add_segment_args(parser)
     parser.add_argument("--no-gradients", action="store_true", help="skip the masked-LM gradient analysis")
-    parser.add_argument("--gradient-segments", type=int, default=None,
+    parser.add_argument("--gradient-segments", type=positive_int, default=None,
                         help="use only the first N segments for gradients (default: all)")
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train", *([] if a.no_gradients else ["gum:dev"])))
 
 
 @command("surface", "paper §3: relative position, [CLS]/[SEP]/punctuation, entropy, gradients", _surface_args)

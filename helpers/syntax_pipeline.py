@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cache import AttentionStore, extract_treebank
+from .argtypes import max_length_int, positive_int
 from .cli import command, load
 from .conllu_io import Sentence
 from .labels import head_label
@@ -135,9 +136,9 @@ def example_sentence(run: HeadsRun, relation: str, index: tuple[int, int, int], 
 def _heads_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conllu", required=True, metavar="FILE",
                         help="a CoNLL-U file (or a corpus name: gum:dev, gum:test, ewt:dev ...)")
-    parser.add_argument("--max-sentences", type=int, default=None, metavar="N",
+    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                         help="use only the first N sentences of the file, in order")
-    parser.add_argument("--max-length", type=int, default=128,
+    parser.add_argument("--max-length", type=max_length_int, default=128,
                         help="sentences longer than this many tokens ([CLS] and [SEP] included) are skipped and counted")
     parser.add_argument("--word-mode", choices=("mean", "first"), default="mean",
                         help="attention from a split word: mean over its tokens (paper) or first token (released code)")

@@ -5,6 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+# jupyter-book's execution cache notices code changes only: a build for another model
+# ($BERT_ATTENTION_MODEL) or size ($BERT_ATTENTION_SMALL) re-executes every chapter. The analyses'
+# own results stay cached on disk, keyed by the model, so switching back is cheap.
+stamp="model=${BERT_ATTENTION_MODEL:-default} small=${BERT_ATTENTION_SMALL:-0}"
+if [ -d _build ] && [ "$(cat _build/.built-for 2>/dev/null)" != "$stamp" ]; then
+  echo "building for $stamp (was: $(cat _build/.built-for 2>/dev/null || echo unknown)): chapters re-execute"
+  rm -rf _build/.jupyter_cache _build/html _build/jupyter_execute
+fi
+mkdir -p _build && echo "$stamp" > _build/.built-for
 jupyter-book build . -W -n --keep-going
 python scripts/check_pages.py _build/html --max-mb 5
 echo "book built: $PWD/_build/html/index.html"

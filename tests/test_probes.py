@@ -9,7 +9,7 @@ import pytest
 
 from helpers.cli import main
 from helpers.probe_pipeline import load_glove
-from helpers.probes import (PairTanhScores, ProbeData, build_probe, chu_liu_edmonds, distance_features, make_batch, mst_heads, predict,
+from helpers.probes import (PairTanhScores, ProbeData, build_probe, chu_liu_edmonds, distance_features, distance_parts, make_batch, mst_heads, predict,
                             right_branching_uas, train_probe, uas)
 
 
@@ -98,29 +98,52 @@ def test_distance_features_and_misalignment():
 
 
 @pytest.mark.parametrize("rows", [1, 2, 5])
-def test_fused_pair_scores_match_plain_autograd(rows):
+@pytest.mark.parametrize("with_scaled", [False, True])
+def test_fused_pair_scores_match_plain_autograd(rows, with_scaled):
     """The fused hidden layer of Distances + words against the expression written out (float64)."""
     torch = pytest.importorskip("torch")
     gen = torch.Generator().manual_seed(0)
     b, n, hidden = 5, 4, 3
-    leaves = [torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True)
-              for shape in ((b, n, hidden), (b, n + 1, hidden), (n, n + 1, hidden), (hidden,))]
+    shapes = [(b, n, hidden), (b, n + 1, hidden), (n, n + 1, hidden), (hidden,)] + ([(n, n + 1, hidden)] if with_scaled else [])
+    leaves = [torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True) for shape in shapes]
+    inv = 1.0 / torch.randint(1, 9, (b,), generator=gen).double()
     upstream = torch.randn(b, n, n + 1, generator=gen, dtype=torch.float64)
-    fused = PairTanhScores.apply(*leaves, rows)
+    fused = PairTanhScores.apply(*leaves[:4], rows, *((leaves[4], inv) if with_scaled else ()))
     (fused * upstream).sum().backward()
     fused_grads = [x.grad.clone() for x in leaves]
     for x in leaves:
         x.grad = None
-    dep, cand, dist, w = leaves
+    dep, cand, dist, w = leaves[:4]
     plain = torch.zeros(b, n, n + 1, dtype=torch.float64)
     for k in range(b):  # one (sentence, dependent, candidate) at a time
         for i in range(n):
             for c in range(n + 1):
-                plain[k, i, c] = torch.dot(w, torch.tanh(dep[k, i] + cand[k, c] + dist[i, c]))
+                pre = dep[k, i] + cand[k, c] + dist[i, c] + (leaves[4][i, c] * inv[k] if with_scaled else 0)
+                plain[k, i, c] = torch.dot(w, torch.tanh(pre))
     (plain * upstream).sum().backward()
     assert torch.allclose(fused, plain)
     for got, x in zip(fused_grads, leaves):
         assert torch.allclose(got, x.grad)
+
+
+def test_distance_probe_does_not_depend_on_the_batch():
+    """A sentence's Distances + words logits are the same alone and padded beside a longer sentence: its
+    relative distances are divided by its own length (paper footnote 5; the original ran one sentence
+    at a time), not by the batch's padded length."""
+    torch = pytest.importorskip("torch")
+    data = synthetic(np.random.default_rng(5), 6)
+    order = sorted(range(len(data)), key=lambda i: len(data.heads[i]))
+    short, long = order[0], order[-1]
+    assert len(data.heads[short]) < len(data.heads[long])
+    torch.manual_seed(0)
+    model = build_probe("distances+words", data).eval()
+    with torch.no_grad():
+        alone = model(make_batch(data, [short]))[0]
+        padded = model(make_batch(data, [short, long]))[0]
+    m = len(data.heads[short])
+    torch.testing.assert_close(padded[:m, : m + 1], alone[:m, : m + 1], rtol=1e-5, atol=1e-5)
+    indicators, distances = distance_parts(len(data.heads[long]))
+    torch.testing.assert_close(indicators[:m, : m + 1] + distances[:m, : m + 1] / m, distance_features(m))
 
 
 def test_batch_features_follow_the_maps():

@@ -1,0 +1,455 @@
+"""Bad input and faults (issue 18): every case gives one line naming the file, line or argument,
+exit status 2, before any model loads, and loses nothing already computed."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import helpers.cache as cache_mod
+import helpers.cli as cli
+import helpers.models as models_mod
+from helpers.argtypes import FloatRange, IntRange
+from helpers.cache import cache_entries, cached_json, extract
+from helpers.cli import build_parser, main
+from helpers.conllu_io import ConllError, read_conllu, tree_problem
+from helpers.encoding import encode_words
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GOOD = """# sent_id = s1
+# text = The cat sat on the mat.
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_
+4\ton\ton\tADP\tIN\t_\t6\tcase\t_\t_
+5\tthe\tthe\tDET\tDT\t_\t6\tdet\t_\t_
+6\tmat\tmat\tNOUN\tNN\t_\t3\tobl\t_\t_
+7\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_
+
+"""
+SECOND = """# sent_id = s2
+1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_
+2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_
+
+"""
+
+
+def _line(text: str, word: int) -> str:
+    return next(l for l in text.splitlines() if l.startswith(f"{word}\t"))
+
+
+def _set_head(text: str, word: int, head: int, deprel: str | None = None) -> str:
+    cols = _line(text, word).split("\t")
+    cols[6] = str(head)
+    if deprel:
+        cols[7] = deprel
+    return text.replace(_line(text, word), "\t".join(cols))
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Fail the test if any model is loaded: input errors must come first."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the input was checked")
+
+    monkeypatch.setattr(models_mod, "load_model", refuse)
+
+
+def _one_line_error(capsys, *fragments: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    return err
+
+
+# ------------------------------------------------------------------------------- 1. trees
+
+NOT_TREES = {
+    # words 3 -> 6 and 6 -> 4 -> 6: a HEAD cycle and no root (word 3 keeps its label "root")
+    "cycle without root": (_set_head(_set_head(GOOD, 3, 6), 6, 4), ["HEAD cycle", "6 -> 4 -> 6", "no word has HEAD 0"]),
+    "own head": (_set_head(GOOD, 5, 5), ["word 5 is its own HEAD"]),
+    "two roots": (_set_head(GOOD, 7, 0, "root"), ["words 3, 7", "one root"]),
+    "cycle beside the root": (_set_head(_set_head(GOOD, 4, 5), 5, 4), ["4 -> 5 -> 4"]),
+    "root label off the root": (_set_head(GOOD, 7, 3, "root"), ["word 7 has DEPREL 'root' but HEAD 3"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_TREES))
+def test_not_a_tree_is_rejected_naming_the_sentence(tmp_path, case):
+    body, fragments = NOT_TREES[case]
+    path = tmp_path / "t.conllu"
+    path.write_text(GOOD.replace("s1", "s0") + body.replace("s1", "bad"), encoding="utf-8")
+    with pytest.raises(ConllError) as err:
+        read_conllu(path)
+    first_line = len(GOOD.splitlines()) + 1  # the bad sentence's first line
+    assert str(err.value).startswith(f"{path}:{first_line}: sentence bad is not a tree: ")
+    for fragment in fragments:
+        assert fragment in str(err.value)
+
+
+def test_tree_problem_against_brute_force():
+    """Every HEAD assignment of up to 4 words: accepted exactly when one root reaches every word."""
+    import itertools
+
+    def is_tree(heads):
+        if sum(h == 0 for h in heads) != 1:
+            return False
+        for w in range(1, len(heads) + 1):
+            seen, x = set(), w
+            while x != 0:
+                if x in seen:
+                    return False
+                seen.add(x)
+                x = heads[x - 1]
+        return True
+
+    for n in range(1, 5):
+        for heads in itertools.product(range(n + 1), repeat=n):
+            assert (tree_problem(list(heads)) is None) == is_tree(heads), heads
+
+
+def test_cli_rejects_a_cycle_before_loading_the_model(tmp_path, capsys, no_model):
+    bad = tmp_path / "cycle.conllu"
+    bad.write_text(NOT_TREES["cycle without root"][0], encoding="utf-8")
+    assert main(["heads", "--conllu", str(bad), "--quiet", "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, f"{bad}:1:", "HEAD cycle")
+
+
+# --------------------------------------------------------------------- 2. encoding, BOM, dirs
+
+
+def test_non_utf8_byte_names_file_line_and_column(tmp_path, capsys, no_model):
+    bad = tmp_path / "latin1.conllu"
+    bad.write_bytes((GOOD + SECOND.replace("dog", "d\u00f6g")).encode("latin-1"))
+    with pytest.raises(ConllError, match=rf"{bad}:13: not UTF-8 \(byte 0xf6 at column 4\)"):
+        read_conllu(bad)
+    assert main(["extract", "--conllu", str(bad), "--quiet", "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, f"{bad}:13:", "0xf6")
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    plain, bom = tmp_path / "plain.conllu", tmp_path / "bom.conllu"
+    plain.write_text(GOOD + SECOND, encoding="utf-8")
+    bom.write_text(GOOD + SECOND, encoding="utf-8-sig")
+    assert bom.read_bytes()[:3] == b"\xef\xbb\xbf"
+    a, b = read_conllu(plain), read_conllu(bom)
+    assert [(s.words, s.heads, s.sent_id, s.line) for s in a] == [(s.words, s.heads, s.sent_id, s.line) for s in b]
+
+
+def test_directory_as_conllu(tmp_path, capsys, no_model):
+    folder = tmp_path / "trees.conllu"
+    folder.mkdir()
+    assert main(["heads", "--conllu", str(folder), "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, str(folder), "is a directory")
+
+
+# ------------------------------------------------------------------------------ 3. devices
+
+
+@pytest.mark.parametrize("spec, fragment", [("tpu9", "is not a torch device"), ("meta", "not supported"),
+                                            ("cuda", "CUDA is not available")])
+def test_bad_device_is_refused_before_anything_loads(tmp_path, capsys, no_model, monkeypatch, spec, fragment):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["extract", "--conllu", str(tmp_path / "missing.conllu"), "--device", spec]) == 2
+    _one_line_error(capsys, "--device", fragment)
+
+
+def test_cuda_index_past_the_devices(capsys, no_model, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert main(["info", "--device", "cuda:3"]) == 2
+    _one_line_error(capsys, "--device", "1 CUDA device")
+
+
+# ------------------------------------------------------------------------------ 4. --json
+
+
+def _read_only_dir(tmp_path) -> Path:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        (folder / "x").write_text("")
+    except OSError:
+        return folder
+    (folder / "x").unlink()  # root ignores modes: use a read-only file system instead
+    for candidate in (Path("/sys"), Path("/proc/self")):
+        try:
+            (candidate / "bert-attention-write-test").write_text("")
+        except OSError:
+            return candidate
+    pytest.skip("no read-only place on this machine")
+
+
+@pytest.mark.parametrize("where", ["directory", "under a file", "read-only"])
+def test_unwritable_json_is_refused_before_the_work(tmp_path, toy_conllu, capsys, no_model, where):
+    (tmp_path / "file").write_text("")
+    target = {"directory": tmp_path, "under a file": tmp_path / "file" / "out.json",
+              "read-only": _read_only_dir(tmp_path) / "out.json"}[where]
+    assert main(["extract", "--conllu", str(toy_conllu), "--json", str(target), "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, f"--json {target}")
+
+
+def test_result_is_kept_in_the_cache_when_json_cannot_be_written(tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "c"
+    assert main(["info", "--no-model", "--data-dir", str(tmp_path), "--cache-dir", str(cache)]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    target = tmp_path / "gone" / "out.json"
+    (tmp_path / "gone").write_text("")  # the folder became a file after the check passed
+    monkeypatch.setattr(cli, "check_output_path", lambda *a, **k: None)
+    assert main(["info", "--no-model", "--data-dir", str(tmp_path), "--cache-dir", str(cache), "--json", str(target)]) == 2
+    err = _one_line_error(capsys, f"cannot write --json {target}", "the result was saved to ")
+    saved = Path(err.rsplit("saved to ", 1)[1])
+    assert saved.parent == cache / "results" and saved.name.startswith("info-")
+    assert json.loads(saved.read_text()) == expected
+
+
+# -------------------------------------------------------------------- 5. numeric options, NaN
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _numeric_options() -> list[tuple[str, argparse.Action]]:
+    return [(name, action) for name, p in _commands().items() for action in p._actions
+            if action.type in (int, float) or isinstance(action.type, (IntRange, FloatRange))]
+
+
+def _bad_values(kind) -> list[str]:
+    values = ["abc", "", str(kind.minimum - 1) if isinstance(kind, IntRange) else str(kind.minimum - 0.5)]
+    if kind.maximum is not None:
+        values.append(str(kind.maximum + 1))
+    values += ["1.5"] if isinstance(kind, IntRange) else ["nan", "inf"]
+    return values
+
+
+def _required(parser: argparse.ArgumentParser) -> list[str]:
+    """Valid values for a command's required options and positional arguments."""
+    out = []
+    for a in parser._actions:
+        if a.required:
+            value = sorted(a.choices)[0] if a.choices else "x"
+            out += [a.option_strings[0], value] if a.option_strings else [value]
+    return out
+
+
+NUMERIC = _numeric_options()
+CASES = [(name, action.option_strings[0], value) for name, action in NUMERIC
+         if isinstance(action.type, (IntRange, FloatRange)) for value in _bad_values(action.type)]
+
+
+def test_every_numeric_option_has_a_range():
+    assert len(NUMERIC) >= 15  # seed in every command, counts and lengths
+    bare = [f"{name} {action.option_strings[0]}" for name, action in NUMERIC if action.type in (int, float)]
+    assert not bare, f"use helpers.argtypes.IntRange/FloatRange for {bare}"
+    for name, action in NUMERIC:  # defaults are in range, and so is the smallest allowed value
+        kind = action.type
+        if action.default is not None:
+            assert kind.minimum <= action.default <= (kind.maximum or math.inf), (name, action.dest)
+        parser = _commands()[name]
+        args = parser.parse_args([action.option_strings[0], str(kind.minimum), *_required(parser)])
+        assert getattr(args, action.dest) == kind.minimum
+
+
+@pytest.mark.parametrize("command, option, value", CASES)
+def test_bad_numeric_value_is_one_line_exit_2(command, option, value, capsys, no_model):
+    required = _required(_commands()[command])
+    assert main([command, f"{option}={value}", *required]) == 2
+    _one_line_error(capsys, f"argument {option}")
+
+
+@pytest.mark.parametrize("argv", [["probe", "--epochs", "0"], ["probe", "--seeds", "0"],
+                                  ["cluster", "--permutations", "-1"]])
+def test_the_reported_cases(argv, capsys, no_model):
+    assert main(argv) == 2
+    _one_line_error(capsys, f"argument {argv[1]}: must be at least 1")
+
+
+def test_writer_refuses_nan(tmp_path):
+    out = tmp_path / "r.json"
+    with pytest.raises(ValueError, match=r"nan at rows\.Attn\.runs\[1\]"):
+        cli.write_json(out, {"rows": {"Attn": {"runs": [1.0, float("nan")]}}})
+    with pytest.raises(ValueError, match="inf at x"):
+        cli.write_json(out, {"x": float("inf")})
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_cache_never_stores_nan(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"mean": float("nan")}
+
+    with pytest.raises(ValueError, match="nan at value.mean"):
+        cached_json("t", {"k": 1}, compute, cache_root=tmp_path)
+    assert not list((tmp_path / "artifacts").glob("*.json"))
+    # a file holding NaN (written by an older version) is recomputed, not returned
+    path = cache_mod.artifact_path("t", {"k": 2}, ".json", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"key": {"k": 2}, "value": {"mean": NaN}}')
+    assert cached_json("t", {"k": 2}, lambda: {"mean": 1.5}, cache_root=tmp_path) == {"mean": 1.5}
+    assert json.loads(path.read_text())["value"] == {"mean": 1.5}
+
+
+def test_undefined_numbers_in_a_result_are_null(tmp_path, monkeypatch, capsys):
+    def nan_command(args):
+        return {"accuracy": {"all": 50.0, "proper": float("nan")}, "per_head": [[1.0, float("nan")]]}
+
+    monkeypatch.setitem(cli._COMMANDS, "info", ("", cli._info_args, nan_command))
+    out = tmp_path / "r.json"
+    assert main(["info", "--json", str(out)]) == 0
+    text = out.read_text()
+    assert "NaN" not in text
+    assert json.loads(text) == {"accuracy": {"all": 50.0, "proper": None}, "per_head": [[1.0, None]]}
+
+
+# ------------------------------------------------------------------------------------ 6. cache
+
+SENTS = [["the", "cat", "sat"] * k for k in range(1, 7)]
+
+
+@pytest.fixture
+def batch(tiny_lm):
+    return encode_words(tiny_lm.tokenizer, SENTS)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "not an object", "truncated", "deleted"])
+def test_damaged_meta_is_repaired(tiny_lm, batch, tmp_path, damage):
+    store = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    meta_path = store.directory / "meta.json"
+    good = json.loads(meta_path.read_text())
+    if damage == "garbage":
+        meta_path.write_bytes(b"\x00\xff{")
+    elif damage == "not an object":
+        meta_path.write_text("[1, 2]")
+    elif damage == "truncated":
+        meta_path.write_text(meta_path.read_text()[:40])
+    else:
+        meta_path.unlink()
+    again = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    assert again.stats["shards_computed"] == 0  # the shards were fine
+    assert json.loads(meta_path.read_text()) == good
+
+
+def test_meta_is_complete_after_a_damaged_shard_is_redone(tiny_lm, batch, tmp_path):
+    store = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    (store.directory / "shard-00001.npz").write_bytes(b"garbage")
+    again = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    assert again.stats["shards_computed"] == 1
+    assert json.loads((store.directory / "meta.json").read_text())["complete"] is True
+
+
+def test_cache_deleted_during_a_run_is_completed(tiny_lm, batch, tmp_path, monkeypatch):
+    import shutil
+
+    reference = {ex.index: a for ex, a in extract(tiny_lm, batch, cache_root=tmp_path / "ref", shard_size=2,
+                                                  progress=False)}
+    real, calls = cache_mod.iter_attention, {"n": 0}
+
+    def clearing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # someone clears the cache while shard 1 is being computed
+            shutil.rmtree(tmp_path / "c")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cache_mod, "iter_attention", clearing)
+    store = extract(tiny_lm, batch, cache_root=tmp_path / "c", shard_size=2, progress=False)
+    meta = json.loads((store.directory / "meta.json").read_text())
+    assert meta["complete"] and all((store.directory / f"shard-{k:05d}.npz").is_file() for k in range(meta["shards"]))
+    got = {ex.index: a for ex, a in store}
+    assert sorted(got) == sorted(reference)
+    for i in reference:
+        np.testing.assert_array_equal(got[i], reference[i])
+
+
+def test_tmp_left_by_a_killed_writer_is_removed_and_not_counted(tiny_lm, batch, tmp_path):
+    store = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    bytes_before = cache_entries(tmp_path)[0]["bytes"]
+    # a writer killed with SIGKILL in the middle of writing a shard into this directory
+    code = ("import sys, time; from pathlib import Path; from helpers.cache import _atomic_write\n"
+            "def slow(h):\n h.write(b'x' * 1000); h.flush(); print('writing', flush=True); time.sleep(60)\n"
+            "_atomic_write(Path(sys.argv[1]), slow)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    writer = subprocess.Popen([sys.executable, "-c", code, str(store.directory / "shard-00001.npz")],
+                              stdout=subprocess.PIPE, env=env, text=True)
+    assert writer.stdout.readline().strip() == "writing"
+    live = list(store.directory.glob("*.tmp"))
+    assert len(live) == 1
+    assert cache_mod.remove_stale_tmp(store.directory) == 0 and live[0].exists()  # a live writer's file stays
+    writer.kill()
+    writer.wait()
+    assert live[0].exists()
+    assert cache_entries(tmp_path)[0]["bytes"] == bytes_before  # not counted
+    again = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    assert again.stats["shards_computed"] == 0 and not list(store.directory.glob("*.tmp"))
+    # info removes them too, in every cache folder
+    old = store.directory / "shard-00000.npz.deadbeef-1.abc.tmp"  # another machine's, an hour old
+    old.write_bytes(b"x")
+    os.utime(old, (time.time() - 7200,) * 2)
+    cache_entries(tmp_path, remove_stale=True)
+    assert not old.exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_files_follow_the_umask(tiny_lm, batch, tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        store = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+        cli.write_json(tmp_path / "out.json", {"a": 1})
+        cached_json("t", {"k": 1}, lambda: {"a": 1}, cache_root=tmp_path)
+    finally:
+        os.umask(previous)
+    files = [tmp_path / "out.json", store.directory / "meta.json", *store.directory.glob("*.npz"),
+             *(tmp_path / "artifacts").glob("*.json")]
+    assert len(files) >= 5
+    for path in files:
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path
+
+
+# ------------------------------------------------------------------------ 7. inputs come first
+
+
+def test_probe_input_errors_come_before_the_model(fake_data, tmp_path, capsys, no_model):
+    assert main(["probe", "--data-dir", str(tmp_path / "nowhere"), "--quiet"]) == 2
+    _one_line_error(capsys, "--data-dir")
+    bad = fake_data / "gum" / "dep" / "GUM_b.conllu"
+    bad.write_text(NOT_TREES["own head"][0], encoding="utf-8")
+    (fake_data / "ud-english-ewt").mkdir()
+    (fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu").write_text(GOOD, encoding="utf-8")
+    assert main(["probe", "--data-dir", str(fake_data), "--quiet", "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, f"{bad}:1:", "its own HEAD")
+
+
+def test_glove_and_model_directory_are_checked_first(tmp_path, capsys, no_model, toy_conllu):
+    assert main(["probe", "--glove", str(tmp_path / "none.txt")]) == 2
+    _one_line_error(capsys, "--glove")
+    empty = tmp_path / "model"
+    empty.mkdir()
+    assert main(["extract", "--conllu", str(toy_conllu), "--model", str(empty)]) == 2
+    _one_line_error(capsys, "config.json")
+
+
+def test_cache_dir_that_is_a_file(tmp_path, capsys, no_model, toy_conllu):
+    (tmp_path / "c").write_text("")
+    assert main(["extract", "--conllu", str(toy_conllu), "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, "--cache-dir", "is a file")
