@@ -98,6 +98,9 @@ def test_coref_command_json(tiny_model_dir, tmp_path):
     assert np.asarray(result["per_head"]["all"]).shape == (2, 4)
     assert result["baselines"]["rule-based"]["all"] == pytest.approx(100 * 2 / 3)
     assert result["paper"]["Head 5-4"]["all"] == 65
+    words = result["every_word_candidates"]
+    assert words["candidates"] == "every word of the window" and np.asarray(words["per_head"]["all"]).shape == (2, 4)
+    assert words["best_head"]["chosen_on"] == "dev"
 
 
 def _mention(chain, head, kind, word, number=None, gender=None, person=None):
