@@ -45,6 +45,7 @@ FORMAT_VERSION = 2  # 2: shards hold float32 maps (1: float16)
 # Shards keep the model's float32 weights: rounding to float16 merges near-equal weights into ties that
 # move argmax-based scores (Table 1, Table 2, Figure 5); see the book's deviations page for the measured cost.
 SHARD_DTYPE = np.float32
+MAPS: tuple[str, ...] = ("weights", "norms")  # attention weights, or norm-based maps (helpers.norms)
 
 
 class StaleCacheError(RuntimeError):
@@ -59,6 +60,7 @@ def cache_key(
     word_mode: WordMode,
     shard_size: int,
     source_digest: str | None = None,
+    maps: str = "weights",
 ) -> str:
     """Hex key naming one extraction: model weights, encoded data, source files and settings."""
     settings = {
@@ -72,6 +74,10 @@ def cache_key(
         "token_types": lm.token_types,
         "shard_size": shard_size,
     }
+    if maps != "weights":  # weight maps keep the keys they always had
+        from .norms import VERSION as norms_version
+
+        settings["maps"] = {"kind": maps, "version": norms_version}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -176,6 +182,7 @@ class AttentionStore:
     level: str
     word_mode: str
     stats: dict = field(default_factory=dict)
+    maps: str = "weights"
     _lm: LoadedModel | None = field(default=None, repr=False)
     _loaded: tuple[int, dict] | None = field(default=None, repr=False)
 
@@ -199,8 +206,8 @@ class AttentionStore:
         if self._loaded is not None and self._loaded[0] == number:
             return self._loaded[1]
         if self.directory is None:
-            maps = {ex.index: a for ex, a in iter_attention(self._lm, self.shards[number], level=self.level,
-                                                            word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
+            maps = {ex.index: a for ex, a in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
+                                                                      word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
         else:
             maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads)
         self._loaded = (number, maps)
@@ -228,6 +235,17 @@ class AttentionStore:
         if index in self.batch.skipped:
             raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
         raise KeyError(f"no example with index {index}")
+
+
+def _map_iterator(maps: str):
+    """``iter_attention`` for weight maps, :func:`helpers.norms.iter_norm_maps` for norm maps."""
+    if maps not in MAPS:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(MAPS)}")
+    if maps == "norms":
+        from .norms import iter_norm_maps
+
+        return iter_norm_maps
+    return iter_attention
 
 
 def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
@@ -278,9 +296,11 @@ def extract(
     batch_size: int = 32,
     shard_size: int = 256,
     progress: bool = True,
+    maps: str = "weights",
 ) -> AttentionStore:
     """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
 
+    ``maps="norms"`` stores norm-based maps ``||alpha_ij f(x_j)||`` (:mod:`helpers.norms`) instead of weights.
     With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
     """
     from tqdm.auto import tqdm
@@ -294,11 +314,13 @@ def extract(
         sorted(group, key=lambda e: e.index)
         for group in bucket(batch.examples, batch_size=shard_size)
     ]
+    iterate = _map_iterator(maps)
     store = AttentionStore(batch, None, shards, lm.n_layers, lm.n_heads, level, word_mode,
-                           stats={"batch_size": batch_size}, _lm=lm)
+                           stats={"batch_size": batch_size}, maps=maps, _lm=lm)
     if not cache:
         return store
-    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest)
+    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
+                    maps=maps)
     directory = cache_dir(cache_root) / key
     store.directory = directory
     meta_path = directory / "meta.json"
@@ -308,6 +330,8 @@ def extract(
         "n_heads": lm.n_heads, "examples": len(batch.examples), "skipped": batch.skipped,
         "max_length": batch.max_length, "shards": len(shards), "dtype": np.dtype(SHARD_DTYPE).name, "complete": False,
     }
+    if maps != "weights":
+        meta["maps"] = maps
     remove_stale_tmp(directory)  # leftovers of a writer killed mid-shard
     on_disk = None
     if meta_path.is_file():
@@ -332,12 +356,12 @@ def extract(
     def compute(numbers: list[int]) -> None:
         meta["complete"] = False
         _write_json(meta_path, meta)
-        bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level attention", unit="ex",
-                   disable=not progress)
+        bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level {'attention' if maps == 'weights' else maps}",
+                   unit="ex", disable=not progress)
         try:
             for number in numbers:
-                pairs = list(iter_attention(lm, shards[number], level=level, word_mode=word_mode,
-                                            batch_size=batch_size, progress=False, dtype=SHARD_DTYPE))
+                pairs = list(iterate(lm, shards[number], level=level, word_mode=word_mode,
+                                     batch_size=batch_size, progress=False, dtype=SHARD_DTYPE))
                 pairs.sort(key=lambda p: p[0].index)
                 _write_shard(directory / f"shard-{number:05d}.npz", key, pairs)
                 bar.update(len(pairs))
@@ -442,13 +466,14 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
 
 def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
                      word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False, shard_size: int = 256):
-    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
+                     progress: bool = False, shard_size: int = 256, maps: str = "weights"):
+    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files);
+    ``maps="norms"`` for norm-based maps."""
     from .corpora import corpus_files, file_digest, load_treebank
     from .encoding import encode_words
 
     sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
     store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=file_digest(corpus_files(spec, root=data_dir)), shard_size=shard_size)
+                    source_digest=file_digest(corpus_files(spec, root=data_dir)), shard_size=shard_size, maps=maps)
     return sentences, store
