@@ -1,4 +1,4 @@
-"""A disk cache of extracted attention maps: sharded, float16, keyed, atomic, resumable.
+"""A disk cache of extracted attention maps: sharded, float32, keyed, atomic, resumable.
 
 :func:`extract` is the entry point chapters use. It encodes nothing itself: give it an
 :class:`~helpers.encoding.EncodedBatch` and it returns an :class:`AttentionStore` that streams
@@ -40,7 +40,11 @@ from .jsontext import strict_dumps
 from .models import LoadedModel
 from .wordlevel import WordMode
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: shards hold float32 maps (1: float16)
+
+# Shards keep the model's float32 weights: rounding to float16 merges near-equal weights into ties that
+# move argmax-based scores (Table 1, Table 2, Figure 5); see the book's deviations page for the measured cost.
+SHARD_DTYPE = np.float32
 MAPS: tuple[str, ...] = ("weights", "norms")  # attention weights, or norm-based maps (helpers.norms)
 
 
@@ -210,14 +214,15 @@ class AttentionStore:
         return maps
 
     def shard_maps(self, number: int) -> dict[int, np.ndarray]:
-        """The maps of shard ``number`` as stored (float16 ``[layer, head, n, n]``), by example index."""
+        """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index."""
         return self._shard_maps(number)
 
     def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
         return self.items()
 
     def items(self, dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
-        """``(example, attn)`` pairs with maps as ``dtype`` (``np.float16``: the stored arrays, no copy)."""
+        """``(example, attn)`` pairs with maps as ``dtype`` (the stored dtype, float32: no copy; ``np.float16``
+        halves the memory of maps kept by the caller)."""
         for number, shard in enumerate(self.shards):
             maps = self._shard_maps(number)
             for ex in shard:
@@ -264,16 +269,17 @@ def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
     return maps
 
 
-def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]]) -> None:
+def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]], dtype=None) -> None:
+    dtype = np.dtype(SHARD_DTYPE if dtype is None else dtype)
     sizes = np.array([a.shape[-1] for _, a in pairs], dtype=np.int64)
-    flat = [convert(a, np.float16).ravel() for _, a in pairs]
+    flat = [convert(a, dtype).ravel() for _, a in pairs]
     offsets = np.concatenate([[0], np.cumsum([f.size for f in flat])]).astype(np.int64)
     payload = {
         "key": np.array(key),
         "indices": np.array([ex.index for ex, _ in pairs], dtype=np.int64),
         "sizes": sizes,
         "offsets": offsets,
-        "data": np.concatenate(flat) if flat else np.zeros(0, np.float16),
+        "data": np.concatenate(flat) if flat else np.zeros(0, dtype),
     }
     _atomic_write(path, lambda h: np.savez(h, **payload))
 
@@ -322,7 +328,7 @@ def extract(
         "format": FORMAT_VERSION, "key": key, "model": lm.label, "model_fingerprint": lm.fingerprint(),
         "level": level, "word_mode": word_mode if level == "word" else None, "n_layers": lm.n_layers,
         "n_heads": lm.n_heads, "examples": len(batch.examples), "skipped": batch.skipped,
-        "max_length": batch.max_length, "shards": len(shards), "dtype": "float16", "complete": False,
+        "max_length": batch.max_length, "shards": len(shards), "dtype": np.dtype(SHARD_DTYPE).name, "complete": False,
     }
     if maps != "weights":
         meta["maps"] = maps
@@ -355,7 +361,7 @@ def extract(
         try:
             for number in numbers:
                 pairs = list(iterate(lm, shards[number], level=level, word_mode=word_mode,
-                                     batch_size=batch_size, progress=False, dtype=np.float16))
+                                     batch_size=batch_size, progress=False, dtype=SHARD_DTYPE))
                 pairs.sort(key=lambda p: p[0].index)
                 _write_shard(directory / f"shard-{number:05d}.npz", key, pairs)
                 bar.update(len(pairs))

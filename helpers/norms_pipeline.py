@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import norms as norms_mod
+from .argtypes import check_corpora, max_length_int, positive_int
 from .cache import cached_json, extract_treebank
 from .cli import command, load
 from .encoding import EncodedBatch
@@ -160,8 +161,9 @@ def norms_claims(stats: NormStats, grads: dict | None = None, table1: list[dict]
 
 
 def _norms_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segments", type=int, default=1000, help="segments to draw (default 1000, as the surface command)")
-    parser.add_argument("--max-length", type=int, default=128, help="segment length limit in tokens")
+    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000, as the surface command)")
+    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))  # segments come from GUM train
 
 
 @command("norms", "beyond the paper: attention weights against attention norms ||alpha f(x)|| per head", _norms_args)

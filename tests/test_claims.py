@@ -80,7 +80,8 @@ def test_surface_claims_ids_from_constructed_stats():
     assert got["broad-attention-lower-layers"].verdict == PARTLY and got["broad-attention-lower-layers"].value == 2
     assert got["sep-gradient-small"].value == pytest.approx(0.1) and got["sep-gradient-small"].verdict == REPRODUCED
     # the surface command's JSON keeps its claim/paper/ours/verdict rows
-    rows = report.to_json()["claims"]
+    # the surface command's JSON "claims" keeps its claim/paper/ours/verdict keys (and adds id, section, value)
+    rows = [c.to_json() for c in su.claims(report)]
     assert {"claim", "paper", "ours", "verdict"} <= set(rows[0]) and rows[0]["id"] == "prev-token-heads"
 
 
