@@ -260,7 +260,33 @@ def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]]) 
     _atomic_write(path, lambda h: np.savez(h, **payload))
 
 
-def extract(
+@dataclass
+class ExtractionPlan:
+    """What :func:`extract` found before computing: the store, its key and folder, and the shards to do.
+
+    Shared by the local loop in :func:`extract` and the distributed engine (:mod:`helpers.engine`),
+    which computes ``todo`` on its workers and then calls :func:`finish_extraction`.
+    """
+
+    store: AttentionStore
+    key: str
+    directory: Path
+    meta: dict
+    on_disk: dict | None
+    todo: list[int]
+    recomputed: int
+    start: float
+
+    def shard_path(self, number: int) -> Path:
+        return self.directory / f"shard-{number:05d}.npz"
+
+    def mark_incomplete(self) -> None:
+        """Record that shards are being written (``meta.json`` with ``complete: false``)."""
+        self.meta["complete"] = False
+        _write_json(self.directory / "meta.json", self.meta)
+
+
+def plan_extraction(
     lm: LoadedModel,
     batch: EncodedBatch,
     *,
@@ -271,14 +297,11 @@ def extract(
     source_digest: str | None = None,
     batch_size: int = 32,
     shard_size: int = 256,
-    progress: bool = True,
-) -> AttentionStore:
-    """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
+) -> ExtractionPlan | AttentionStore:
+    """The shards of ``batch`` and which of them the cache lacks (each present shard is read and checked).
 
-    With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
+    With ``cache=False`` returns the streaming :class:`AttentionStore` itself (nothing to plan).
     """
-    from tqdm.auto import tqdm
-
     if not batch.examples:
         raise ValueError(
             f"nothing to extract: all {len(batch.skipped)} inputs exceed --max-length {batch.max_length}"
@@ -321,43 +344,93 @@ def extract(
             except ValueError:
                 recomputed += 1
         todo.append(number)
-    start = time.perf_counter()
+    return ExtractionPlan(store, key, directory, meta, on_disk, todo, recomputed, time.perf_counter())
+
+
+def compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
+                  word_mode: WordMode, batch_size: int) -> list[tuple[Encoded, np.ndarray]]:
+    """Extract one shard's maps (float16, by example index) and write them atomically to ``path``."""
+    pairs = list(iter_attention(lm, shard, level=level, word_mode=word_mode,
+                                batch_size=batch_size, progress=False, dtype=np.float16))
+    pairs.sort(key=lambda p: p[0].index)
+    _write_shard(path, plan_key, pairs)
+    return pairs
+
+
+def load_or_compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
+                          word_mode: WordMode, batch_size: int) -> tuple[dict[int, np.ndarray], bool]:
+    """``(maps by example index, computed)``: the shard at ``path`` if it is valid, else extracted and written."""
+    try:
+        return _read_shard(path, lm.n_layers, lm.n_heads, plan_key, [ex.index for ex in shard]), False
+    except ValueError:
+        pairs = compute_shard(lm, plan_key, path, shard, level=level, word_mode=word_mode, batch_size=batch_size)
+        return {ex.index: a for ex, a in pairs}, True
+
+
+def finish_extraction(plan: ExtractionPlan, computed: int) -> AttentionStore:
+    """Check every shard is on disk, mark ``meta.json`` complete and fill the store's counts."""
+    store, shards = plan.store, plan.store.shards
+    missing = [k for k in range(len(shards)) if not plan.shard_path(k).is_file()]
+    if missing:
+        raise OSError(f"{plan.directory}: cache shards keep disappearing while being written "
+                      f"({len(missing)} missing); is another process clearing the cache?")
+    plan.meta["complete"] = True
+    if computed or plan.meta != plan.on_disk:  # after every computation, and whenever the file is damaged or missing
+        _write_json(plan.directory / "meta.json", plan.meta)
+    store.stats.update({
+        "shards": len(shards), "shards_computed": computed, "shards_reused": len(shards) - len(plan.todo),
+        "shards_recomputed": plan.recomputed, "seconds": round(time.perf_counter() - plan.start, 3),
+    })
+    store._lm = None
+    return store
+
+
+def extract(
+    lm: LoadedModel,
+    batch: EncodedBatch,
+    *,
+    level: Level = "word",
+    word_mode: WordMode = "mean",
+    cache: bool = True,
+    cache_root: str | os.PathLike | None = None,
+    source_digest: str | None = None,
+    batch_size: int = 32,
+    shard_size: int = 256,
+    progress: bool = True,
+) -> AttentionStore:
+    """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
+
+    With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
+    """
+    from tqdm.auto import tqdm
+
+    plan = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=cache, cache_root=cache_root,
+                           source_digest=source_digest, batch_size=batch_size, shard_size=shard_size)
+    if isinstance(plan, AttentionStore):
+        return plan
+    shards = plan.store.shards
 
     def compute(numbers: list[int]) -> None:
-        meta["complete"] = False
-        _write_json(meta_path, meta)
+        plan.mark_incomplete()
         bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level attention", unit="ex",
                    disable=not progress)
         try:
             for number in numbers:
-                pairs = list(iter_attention(lm, shards[number], level=level, word_mode=word_mode,
-                                            batch_size=batch_size, progress=False, dtype=np.float16))
-                pairs.sort(key=lambda p: p[0].index)
-                _write_shard(directory / f"shard-{number:05d}.npz", key, pairs)
+                pairs = compute_shard(lm, plan.key, plan.shard_path(number), shards[number], level=level,
+                                      word_mode=word_mode, batch_size=batch_size)
                 bar.update(len(pairs))
         finally:
             bar.close()
 
     computed = 0
-    missing = todo
+    missing = plan.todo
     for _ in range(3):  # shards deleted while this run wrote others (the cache was cleared) are redone
         if not missing:
             break
         compute(missing)
         computed += len(missing)
-        missing = [k for k in range(len(shards)) if not (directory / f"shard-{k:05d}.npz").is_file()]
-    if missing:
-        raise OSError(f"{directory}: cache shards keep disappearing while being written "
-                           f"({len(missing)} missing); is another process clearing the cache?")
-    meta["complete"] = True
-    if computed or meta != on_disk:  # after every computation, and whenever the file is damaged or missing
-        _write_json(meta_path, meta)
-    store.stats.update({
-        "shards": len(shards), "shards_computed": computed, "shards_reused": len(shards) - len(todo),
-        "shards_recomputed": recomputed, "seconds": round(time.perf_counter() - start, 3),
-    })
-    store._lm = None
-    return store
+        missing = [k for k in range(len(shards)) if not plan.shard_path(k).is_file()]
+    return finish_extraction(plan, computed)
 
 
 def _finished_bytes(directory: Path) -> int:
