@@ -507,15 +507,23 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
     return value
 
 
-def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
-                     word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False, shard_size: int = 256):
-    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
+def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
+                    data_dir=None):
+    """``(sentences, batch, source_digest)``: a treebank's sentences, encoded, and its files' digest."""
     from .corpora import corpus_files, file_digest, load_treebank
     from .encoding import encode_words
 
     sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
+    return sentences, batch, file_digest(corpus_files(spec, root=data_dir))
+
+
+def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
+                     word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
+                     progress: bool = False, shard_size: int = 256):
+    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
+    sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                               data_dir=data_dir)
     store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=file_digest(corpus_files(spec, root=data_dir)), shard_size=shard_size)
+                    source_digest=digest, shard_size=shard_size)
     return sentences, store
