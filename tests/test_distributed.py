@@ -132,8 +132,6 @@ def test_two_workers_same_json_as_local(tiny_model_dir, corpus, tmp_path):
     for name in a:
         for k in a[name]:
             np.testing.assert_array_equal(a[name][k], b[name][k])
-    # a second distributed run reuses every shard and still agrees
-    assert _heads(tiny_model_dir, corpus, tmp_path, "dask", "--engine", "dask", "--workers", "2") == local
 
 
 def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path):
