@@ -17,6 +17,7 @@ from . import paper
 from .cache import extract
 from .argtypes import max_length_int
 from .cli import command, load
+from .engine import Execution, add_execution_args, session
 from .config import data_dir as resolve_data_dir
 from .coref import MENTION_TYPES, CorefDocument, Query, baseline_predictions, build_document, head_predictions, queries_in_window, window_words
 from .corpora import file_digest, load_gum
@@ -124,15 +125,17 @@ class CorefRun:
 
 def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = 128,
               max_documents: int | None = None, data_dir=None, cache_root: str | os.PathLike | None = None,
-              progress: bool = False) -> CorefRun:
-    """Score every head and the baselines on one GUM split."""
+              progress: bool = False, execution: Execution | None = None) -> CorefRun:
+    """Score every head and the baselines on one GUM split.
+
+    With a distributed ``execution`` each cache shard's windows are extracted and scored by the
+    heads on a worker (:func:`coref_shard`); the rest runs here, in the same order as locally."""
     docs = load_coref(split, data_dir=data_dir)[:max_documents]
     spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
     batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
                          model_max=lm.max_positions)
     onto = resolve_data_dir(data_dir) / "gum" / "ontogum"
-    store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress,
-                    source_digest=file_digest([onto / f"{doc.doc_id}.conll" for doc in docs]))
+    digest = file_digest([onto / f"{doc.doc_id}.conll" for doc in docs])
     seen: set[tuple[int, int, int, str]] = set()  # a mention is evaluated in the first window holding it
     pending: dict[int, list[Query]] = {}
     for w, (d, s, e) in enumerate(spans):
@@ -143,14 +146,27 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
                 seen.add(key)
                 kept.append(q)
         pending[w] = kept
+    if execution is not None and execution.distributed:
+        from .cache import plan_extraction
+        from .engine import run_shards
+
+        plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest)
+        payloads = [[pending.get(ex.index, []) for ex in shard] for shard in plan.store.shards]
+        store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
+                                  progress=progress)
+        scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
+    else:
+        store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest)
+        scored = ((ex, head_predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
+                  for ex, attn in store)
     heads, base, kinds, doc_ids, examples = [], [], [], [], []
-    for example, attn in store:
+    for example, prediction in scored:
         w = example.index
         queries = pending.get(w, [])
         if not queries:
             continue
         d, s, _ = spans[w]
-        heads.append(head_predictions(attn, queries))
+        heads.append(prediction)
         for q in queries:
             preds = baseline_predictions(q, s)
             base.append([preds[b] is not None and preds[b] in q.correct for b in BASELINES])
@@ -161,6 +177,12 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
     return CorefRun(split, setting, np.concatenate(heads, axis=-1) if heads else np.zeros((L, H, 0), bool),
                     np.asarray(base, dtype=bool).T.reshape(len(BASELINES), -1), np.asarray(kinds), np.asarray(doc_ids),
                     len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store)
+
+
+def coref_shard(items: list, payload: list) -> list:
+    """One shard's head predictions (a distributed task): ``items`` are its ``(example, attn)`` pairs,
+    ``payload`` the queries of each example; ``None`` where an example has none."""
+    return [head_predictions(attn, queries) if queries else None for (_, attn), queries in zip(items, payload)]
 
 
 def table2(dev: CorefRun, test: CorefRun) -> list[dict]:
@@ -187,6 +209,7 @@ def _coref_args(parser: argparse.ArgumentParser) -> None:
                         help="truncated: first 128 tokens of each document (paper); windows: whole documents")
     parser.add_argument("--max-length", type=max_length_int, default=128)
     parser.set_defaults(check_inputs=lambda a: [load_coref(s, data_dir=a.data_dir) for s in (a.split, a.select_on)])
+    add_execution_args(parser)
 
 
 @command("coref", "paper §4.3: antecedent selection by every head and three baselines (Table 2)", _coref_args)
@@ -194,8 +217,9 @@ def cmd_coref(args: argparse.Namespace) -> dict:
     lm = load(args)
     kw = dict(setting=args.setting, max_length=args.max_length, data_dir=args.data_dir, cache_root=args.cache_dir,
               progress=not args.quiet)
-    test = run_coref(lm, args.split, **kw)
-    dev = run_coref(lm, args.select_on, **kw)
+    with session(Execution.from_args(args)) as execution:  # one cluster for both splits
+        test = run_coref(lm, args.split, execution=execution, **kw)
+        dev = run_coref(lm, args.select_on, execution=execution, **kw)
     layer, head = dev.best_head()
     acc = test.accuracy()
     return {

@@ -34,6 +34,7 @@ import argparse
 import hashlib
 import json
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -196,6 +197,17 @@ def local_cluster(n_workers: int):
                         dashboard_address=None, silence_logs=40)
 
 
+@contextmanager
+def session(execution: Execution):
+    """An :class:`Execution` for several runs in a row: with ``workers``, one local cluster started here
+    and joined by its address (so a command scoring two splits starts it once); otherwise unchanged."""
+    if not execution.distributed or execution.address is not None:
+        yield execution
+        return
+    with local_cluster(execution.workers or 2) as cluster:
+        yield Execution(execution.engine, None, cluster.scheduler_address)
+
+
 def _client(execution: Execution):
     """``(client, cluster or None)`` for ``execution``: a new local cluster, or the one at ``--address``."""
     from distributed import Client
@@ -264,7 +276,14 @@ def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
         with tqdm(total=len(futures), desc=f"{store.level}-level shards on Dask", unit="shard",
                   disable=not progress) as bar:
             for future in as_completed(futures):
-                results[number_of[future.key]] = future.result()
+                number = number_of[future.key]
+                try:
+                    results[number] = future.result()
+                except (OSError, ValueError):
+                    raise  # a bad input or an unwritable cache, said on the worker: the usual one-line error
+                except Exception as err:  # e.g. KilledWorker: the shard's workers died more than allowed-failures times
+                    raise OSError(f"--engine dask: shard {number} of {plan.directory} failed on the cluster "
+                                  f"({type(err).__name__}: {err})") from err
                 bar.update(1)
     finally:
         client.close()

@@ -134,12 +134,20 @@ def test_two_workers_same_json_as_local(tiny_model_dir, corpus, tmp_path):
             np.testing.assert_array_equal(a[name][k], b[name][k])
 
 
-def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path):
+@pytest.fixture(scope="module")
+def cluster():
+    """A local two-worker cluster shared by the tests that join one with --address."""
+    from helpers.engine import local_cluster
+
+    with local_cluster(2) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        yield cluster
+
+
+def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
     """One worker kills itself (SIGKILL) when it starts the second shard; the scheduler reruns that
     shard on a worker that lives, and the JSON and the extract summary equal the local run's."""
     from distributed import Client, WorkerPlugin
-
-    from helpers.engine import local_cluster
 
     flag = tmp_path / "killed"
 
@@ -157,10 +165,9 @@ def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path):
                 os.kill(os.getpid(), signal.SIGKILL)
 
     local = _heads(tiny_model_dir, corpus, tmp_path, "local")
-    with local_cluster(2) as cluster, Client(cluster) as client:
+    with Client(cluster) as client:
         client.register_plugin(KillOnce(flag), name="kill-once")
         address = cluster.scheduler_address
-        assert address.startswith("tcp://127.0.0.1:")
         dask = _heads(tiny_model_dir, corpus, tmp_path, "dask", "--address", address)
         assert flag.exists(), "no worker was killed: the test did not test recovery"
         assert dask == local
@@ -174,3 +181,22 @@ def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path):
         result.pop("seconds")
         result.pop("cache")
     assert a == b and a["shards_computed"] == 3
+
+
+def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, tmp_path, cluster):
+    """coref scores two splits on the cluster (predictions per shard on the workers) as locally."""
+    import shutil
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures"
+    data = tmp_path / "data"
+    (data / "gum" / "dep").mkdir(parents=True)
+    (data / "gum" / "ontogum").mkdir(parents=True)
+    for name in ("GUM_toy_coref", "GUM_dev_coref"):
+        shutil.copy(fixtures / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
+        shutil.copy(fixtures / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
+    (data / "gum" / "splits.md").write_text("## dev\n\n  * GUM_dev_coref\n\n## test\n\n  * GUM_toy_coref\n")
+    args = ["coref", "--model", str(tiny_model_dir), "--data-dir", str(data), "--max-length", "60"]
+    local = _run(args, tmp_path / "local.json", tmp_path / "cache-local")
+    dask = _run([*args, "--address", cluster.scheduler_address], tmp_path / "dask.json", tmp_path / "cache-dask")
+    assert dask == local and json.loads(local)["mentions"]["all"] == 3
