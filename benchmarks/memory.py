@@ -28,6 +28,7 @@ from common import RESULTS, save
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("surface", "heads", "coref", "probe", "cluster")
+REQUIRED_ARGS = {"heads": ["--conllu", "gum:test"]}  # the default input of the Heads chapter
 # --small: shrunken inputs (a quick check of the machinery, not the budget)
 SMALL_ARGS = {"surface": ["--segments", "40", "--gradient-segments", "10"], "heads": ["--max-sentences", "100"],
               "coref": [], "probe": ["--max-sentences", "100", "--seeds", "1", "--epochs", "1"],
@@ -88,7 +89,7 @@ def main() -> None:
         budget = budget_bytes(info["layers"])
         print(f"{info['name']} ({info['layers']} x {info['heads']}): load + one forward pass "
               f"{floor['peak_rss_bytes'] / GIB:.2f} GiB; budget {budget / 1e9:.0f} GB")
-        runs = [(c, [c]) for c in args.commands.split(",") if c]
+        runs = [(c, [c, *REQUIRED_ARGS.get(c, [])]) for c in args.commands.split(",") if c]
         if args.extract:
             runs.append(("extract gum:train (no cache)", ["extract", "--corpus", "gum:train", "--no-cache"]))
         for name, command in runs:
@@ -96,7 +97,9 @@ def main() -> None:
                 argv = [*helpers, *command, "--model", model, "--quiet", "--json", str(Path(tmp) / "out.json"),
                         *(SMALL_ARGS.get(command[0], []) if args.small else [])]
                 if not args.cold and not name.startswith("extract"):
-                    subprocess.run(argv, env=env, check=True, capture_output=True)  # maps (and results) in the cache
+                    warm = subprocess.run(argv, env=env, capture_output=True, text=True)  # maps (and results) in the cache
+                    if warm.returncode != 0:
+                        raise SystemExit(f"{' '.join(argv)} failed: {warm.stderr.strip()[-500:]}")
                 run_env = env if args.cold else {**env, "BERT_ATTENTION_REFRESH": "1"}
                 result = measure(argv, run_env)
             row = {"model": info["name"], "layers": info["layers"], "heads": info["heads"], "command": name, **result,

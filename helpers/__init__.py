@@ -16,6 +16,7 @@ from .config import cache_dir, data_dir, small_run
 from .conllu_io import ConllError, Sentence, read_conllu
 from .corpora import Document, load_gum, load_treebank
 from .encoding import Encoded, EncodedBatch, encode_ids, encode_texts, encode_words
+from .explore import explore
 from .extract import attention_for, iter_attention
 from .labels import head_label, parse_head_label
 from .models import DEFAULT_MODEL, LoadedModel, ModelNotAvailableError, load_model

@@ -1,4 +1,4 @@
-"""A disk cache of extracted attention maps: sharded, float16, keyed, atomic, resumable.
+"""A disk cache of extracted attention maps: sharded, float32, keyed, atomic, resumable.
 
 :func:`extract` is the entry point chapters use. It encodes nothing itself: give it an
 :class:`~helpers.encoding.EncodedBatch` and it returns an :class:`AttentionStore` that streams
@@ -40,7 +40,12 @@ from .jsontext import strict_dumps
 from .models import LoadedModel
 from .wordlevel import WordMode
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: shards hold float32 maps (1: float16)
+
+# Shards keep the model's float32 weights: rounding to float16 merges near-equal weights into ties that
+# move argmax-based scores (Table 1, Table 2, Figure 5); see the book's deviations page for the measured cost.
+SHARD_DTYPE = np.float32
+MAPS: tuple[str, ...] = ("weights", "norms")  # attention weights, or norm-based maps (helpers.norms)
 
 
 class StaleCacheError(RuntimeError):
@@ -55,6 +60,7 @@ def cache_key(
     word_mode: WordMode,
     shard_size: int,
     source_digest: str | None = None,
+    maps: str = "weights",
 ) -> str:
     """Hex key naming one extraction: model weights, encoded data, source files and settings."""
     settings = {
@@ -68,6 +74,10 @@ def cache_key(
         "token_types": lm.token_types,
         "shard_size": shard_size,
     }
+    if maps != "weights":  # weight maps keep the keys they always had
+        from .norms import VERSION as norms_version
+
+        settings["maps"] = {"kind": maps, "version": norms_version}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -172,6 +182,7 @@ class AttentionStore:
     level: str
     word_mode: str
     stats: dict = field(default_factory=dict)
+    maps: str = "weights"
     _lm: LoadedModel | None = field(default=None, repr=False)
     _loaded: tuple[int, dict] | None = field(default=None, repr=False)
 
@@ -195,22 +206,23 @@ class AttentionStore:
         if self._loaded is not None and self._loaded[0] == number:
             return self._loaded[1]
         if self.directory is None:
-            maps = {ex.index: a for ex, a in iter_attention(self._lm, self.shards[number], level=self.level,
-                                                            word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
+            maps = {ex.index: a for ex, a in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
+                                                                      word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
         else:
             maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads)
         self._loaded = (number, maps)
         return maps
 
     def shard_maps(self, number: int) -> dict[int, np.ndarray]:
-        """The maps of shard ``number`` as stored (float16 ``[layer, head, n, n]``), by example index."""
+        """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index."""
         return self._shard_maps(number)
 
     def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
         return self.items()
 
     def items(self, dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
-        """``(example, attn)`` pairs with maps as ``dtype`` (``np.float16``: the stored arrays, no copy)."""
+        """``(example, attn)`` pairs with maps as ``dtype`` (the stored dtype, float32: no copy; ``np.float16``
+        halves the memory of maps kept by the caller)."""
         for number, shard in enumerate(self.shards):
             maps = self._shard_maps(number)
             for ex in shard:
@@ -223,6 +235,17 @@ class AttentionStore:
         if index in self.batch.skipped:
             raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
         raise KeyError(f"no example with index {index}")
+
+
+def _map_iterator(maps: str):
+    """``iter_attention`` for weight maps, :func:`helpers.norms.iter_norm_maps` for norm maps."""
+    if maps not in MAPS:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(MAPS)}")
+    if maps == "norms":
+        from .norms import iter_norm_maps
+
+        return iter_norm_maps
+    return iter_attention
 
 
 def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
@@ -246,16 +269,17 @@ def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
     return maps
 
 
-def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]]) -> None:
+def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]], dtype=None) -> None:
+    dtype = np.dtype(SHARD_DTYPE if dtype is None else dtype)
     sizes = np.array([a.shape[-1] for _, a in pairs], dtype=np.int64)
-    flat = [convert(a, np.float16).ravel() for _, a in pairs]
+    flat = [convert(a, dtype).ravel() for _, a in pairs]
     offsets = np.concatenate([[0], np.cumsum([f.size for f in flat])]).astype(np.int64)
     payload = {
         "key": np.array(key),
         "indices": np.array([ex.index for ex, _ in pairs], dtype=np.int64),
         "sizes": sizes,
         "offsets": offsets,
-        "data": np.concatenate(flat) if flat else np.zeros(0, np.float16),
+        "data": np.concatenate(flat) if flat else np.zeros(0, dtype),
     }
     _atomic_write(path, lambda h: np.savez(h, **payload))
 
@@ -297,6 +321,7 @@ def plan_extraction(
     source_digest: str | None = None,
     batch_size: int = 32,
     shard_size: int = 256,
+    maps: str = "weights",
 ) -> ExtractionPlan | AttentionStore:
     """The shards of ``batch`` and which of them the cache lacks (each present shard is read and checked).
 
@@ -311,11 +336,13 @@ def plan_extraction(
         sorted(group, key=lambda e: e.index)
         for group in bucket(batch.examples, batch_size=shard_size)
     ]
+    _map_iterator(maps)  # an unknown kind is refused here
     store = AttentionStore(batch, None, shards, lm.n_layers, lm.n_heads, level, word_mode,
-                           stats={"batch_size": batch_size}, _lm=lm)
+                           stats={"batch_size": batch_size}, maps=maps, _lm=lm)
     if not cache:
         return store
-    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest)
+    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
+                    maps=maps)
     directory = cache_dir(cache_root) / key
     store.directory = directory
     meta_path = directory / "meta.json"
@@ -323,8 +350,10 @@ def plan_extraction(
         "format": FORMAT_VERSION, "key": key, "model": lm.label, "model_fingerprint": lm.fingerprint(),
         "level": level, "word_mode": word_mode if level == "word" else None, "n_layers": lm.n_layers,
         "n_heads": lm.n_heads, "examples": len(batch.examples), "skipped": batch.skipped,
-        "max_length": batch.max_length, "shards": len(shards), "dtype": "float16", "complete": False,
+        "max_length": batch.max_length, "shards": len(shards), "dtype": np.dtype(SHARD_DTYPE).name, "complete": False,
     }
+    if maps != "weights":
+        meta["maps"] = maps
     remove_stale_tmp(directory)  # leftovers of a writer killed mid-shard
     on_disk = None
     if meta_path.is_file():
@@ -348,22 +377,24 @@ def plan_extraction(
 
 
 def compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
-                  word_mode: WordMode, batch_size: int) -> list[tuple[Encoded, np.ndarray]]:
-    """Extract one shard's maps (float16, by example index) and write them atomically to ``path``."""
-    pairs = list(iter_attention(lm, shard, level=level, word_mode=word_mode,
-                                batch_size=batch_size, progress=False, dtype=np.float16))
+                  word_mode: WordMode, batch_size: int, maps: str = "weights") -> list[tuple[Encoded, np.ndarray]]:
+    """Extract one shard's maps (:data:`SHARD_DTYPE`, by example index) and write them atomically to ``path``."""
+    pairs = list(_map_iterator(maps)(lm, shard, level=level, word_mode=word_mode,
+                                     batch_size=batch_size, progress=False, dtype=SHARD_DTYPE))
     pairs.sort(key=lambda p: p[0].index)
     _write_shard(path, plan_key, pairs)
     return pairs
 
 
 def load_or_compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
-                          word_mode: WordMode, batch_size: int) -> tuple[dict[int, np.ndarray], bool]:
+                          word_mode: WordMode, batch_size: int,
+                          maps: str = "weights") -> tuple[dict[int, np.ndarray], bool]:
     """``(maps by example index, computed)``: the shard at ``path`` if it is valid, else extracted and written."""
     try:
         return _read_shard(path, lm.n_layers, lm.n_heads, plan_key, [ex.index for ex in shard]), False
     except ValueError:
-        pairs = compute_shard(lm, plan_key, path, shard, level=level, word_mode=word_mode, batch_size=batch_size)
+        pairs = compute_shard(lm, plan_key, path, shard, level=level, word_mode=word_mode, batch_size=batch_size,
+                              maps=maps)
         return {ex.index: a for ex, a in pairs}, True
 
 
@@ -397,27 +428,29 @@ def extract(
     batch_size: int = 32,
     shard_size: int = 256,
     progress: bool = True,
+    maps: str = "weights",
 ) -> AttentionStore:
     """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
 
+    ``maps="norms"`` stores norm-based maps ``||alpha_ij f(x_j)||`` (:mod:`helpers.norms`) instead of weights.
     With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
     """
     from tqdm.auto import tqdm
 
     plan = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=cache, cache_root=cache_root,
-                           source_digest=source_digest, batch_size=batch_size, shard_size=shard_size)
+                           source_digest=source_digest, batch_size=batch_size, shard_size=shard_size, maps=maps)
     if isinstance(plan, AttentionStore):
         return plan
     shards = plan.store.shards
 
     def compute(numbers: list[int]) -> None:
         plan.mark_incomplete()
-        bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level attention", unit="ex",
-                   disable=not progress)
+        bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level {'attention' if maps == 'weights' else maps}",
+                   unit="ex", disable=not progress)
         try:
             for number in numbers:
                 pairs = compute_shard(lm, plan.key, plan.shard_path(number), shards[number], level=level,
-                                      word_mode=word_mode, batch_size=batch_size)
+                                      word_mode=word_mode, batch_size=batch_size, maps=maps)
                 bar.update(len(pairs))
         finally:
             bar.close()
@@ -520,10 +553,11 @@ def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = N
 
 def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
                      word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False, shard_size: int = 256):
-    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files)."""
+                     progress: bool = False, shard_size: int = 256, maps: str = "weights"):
+    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files);
+    ``maps="norms"`` for norm-based maps."""
     sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
                                                data_dir=data_dir)
     store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=digest, shard_size=shard_size)
+                    source_digest=digest, shard_size=shard_size, maps=maps)
     return sentences, store

@@ -38,8 +38,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model, data and cache")
     group.add_argument("--model", default=None, metavar="NAME",
                        help="Hugging Face name or local directory (default: the offline all-MiniLM-L6-v2)")
-    group.add_argument("--random-init", action="store_true",
-                       help="use the model's architecture with random weights (the paper's control)")
+    group.add_argument("--random-init", nargs="?", const="paper", default=False, choices=("paper", "all"),
+                       help="random weights in the model's architecture: the paper's control keeps the pre-trained word "
+                            "and position embeddings (default); 'all' randomises every weight")
     group.add_argument("--seed", type=seed_int, default=0, help="seed for random init and sampling (default 0)")
     group.add_argument("--data-dir", default=None, metavar="DIR",
                        help=f"corpora folder (default ${config.DATA_ENV}, else ../shared/data)")
@@ -249,8 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Modules whose import registers a chapter's command with :func:`command` (e.g. "helpers.surface").
-CHAPTER_COMMAND_MODULES: tuple[str, ...] = ("helpers.surface_pipeline", "helpers.syntax_pipeline", "helpers.cluster_pipeline",
-                                             "helpers.coref_pipeline", "helpers.probe_pipeline")
+CHAPTER_COMMAND_MODULES: tuple[str, ...] = ("helpers.segments_pipeline", "helpers.surface_pipeline", "helpers.syntax_pipeline", "helpers.cluster_pipeline",
+                                             "helpers.coref_pipeline", "helpers.probe_pipeline", "helpers.norms_pipeline")
 
 
 def _register_chapter_commands() -> None:

@@ -14,20 +14,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cache import cached_json
-from .argtypes import check_corpora, max_length_int, positive_int
+from .argtypes import check_corpora, positive_int
 from .cli import command, load
 from .clustering import JSAccumulator, embed_mds, hierarchical_order, layer_similarity
 from .extract import iter_attention
 from .labels import head_label
 from .models import LoadedModel
 from .surface import SurfaceStats
-from .surface_pipeline import build_segments, cached_surface_statistics
+from .segments import SegmentSource, segment_tokens
+from .segments_pipeline import DEFAULT_SOURCE, add_segment_args, build_segments, segments_key
+from .surface_pipeline import cached_surface_statistics
 
 VERSION = 1  # part of cache keys: bump when the definition changes
 
 # Behaviour rules, applied in this order with later matches overriding earlier ones (the original's
-# order). Thresholds are the original's; "broadly" is relative to the uniform entropy because our
-# segments are shorter than 128 tokens: the original's 3.8 nats is 0.78 of log(128).
+# order). Thresholds are the original's; "broadly" is relative to the uniform entropy, so that it
+# also holds for shorter segments: the original's 3.8 nats is 0.78 of log(128).
 NEXT_THRESHOLD = 0.5
 PREV_THRESHOLD = 0.5
 BROAD_ENTROPY_FRACTION = 3.8 / np.log(128)
@@ -67,6 +69,8 @@ class ClusterResult:
     tokens: int
     similarity: dict
     order: np.ndarray
+    segment_tokens: dict | None = None
+    segments_from: str = DEFAULT_SOURCE
 
     @property
     def labels(self) -> list[str]:
@@ -75,6 +79,7 @@ class ClusterResult:
     def to_json(self, linguistic: dict[str, str] | None = None) -> dict:
         return {
             "model": self.model, "segments": self.segments, "tokens": self.tokens,
+            "segments_from": self.segments_from, "segment_tokens": self.segment_tokens,
             "head_index": "layer * n_heads + head (0-based); labels are 1-based layer-head",
             "n_layers": self.n_layers, "n_heads": self.n_heads, "labels": self.labels,
             "distance": np.round(self.distance, 6).tolist(), "coordinates": np.round(self.coordinates, 6).tolist(),
@@ -114,11 +119,13 @@ def js_distances(lm: LoadedModel, batch, *, progress: bool = False) -> tuple[np.
     return acc.result(), acc.tokens
 
 
-def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128, data_dir=None,
+def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
+                segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
                 cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False) -> ClusterResult:
     """Distances (cached), MDS coordinates, behaviour labels and the layer-similarity test."""
-    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir)
-    key = {"model": lm.fingerprint(), "data": batch.digest(), "v": VERSION}
+    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
+                           data_dir=data_dir)
+    key = {"model": lm.fingerprint(), "data": batch.digest(), "v": VERSION, **segments_key(segments_from)}
 
     def compute() -> dict:
         D, tokens = js_distances(lm, batch, progress=progress)
@@ -126,16 +133,15 @@ def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
 
     stored = cached_json("js-distances", key, compute, cache_root=cache_root)
     D = np.asarray(stored["distance"])
-    stats = cached_surface_statistics(lm, batch, cache_root=cache_root)  # the same segments: no second build
+    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root)  # same segments
     order, _ = hierarchical_order(D)
     return ClusterResult(lm.label, D, embed_mds(D, seed=seed), behaviours(stats), stats, lm.n_layers, lm.n_heads,
                          len(batch.examples), stored["tokens"], layer_similarity(D, lm.n_heads, n_perm=n_perm, seed=seed),
-                         order)
+                         order, segment_tokens(batch), segments_from)
 
 
 def _cluster_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000)")
-    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
+    add_segment_args(parser)
     parser.add_argument("--permutations", type=positive_int, default=1000, help="permutations for the layer test")
     parser.add_argument("--no-linguistic", action="store_true",
                         help="do not mark the syntax and coreference heads (they need GUM dev trees and OntoGUM)")
@@ -146,7 +152,7 @@ def _cluster_args(parser: argparse.ArgumentParser) -> None:
 def cmd_cluster(args: argparse.Namespace) -> dict:
     lm = load(args)
     result = run_cluster(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
-                         data_dir=args.data_dir, cache_root=args.cache_dir, n_perm=args.permutations,
+                         segments_from=args.segments_from, data_dir=args.data_dir, cache_root=args.cache_dir, n_perm=args.permutations,
                          progress=not args.quiet)
     linguistic = {} if args.no_linguistic else linguistic_heads(lm, data_dir=args.data_dir, cache_root=args.cache_dir)
     return result.to_json(linguistic)

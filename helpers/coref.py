@@ -7,7 +7,9 @@ Data: OntoGUM (GUM's coreference in the OntoNotes scheme: no singletons, no pred
 aligned token by token with the GUM dependency files of the same document. A mention's **head
 word** is the word of its span whose syntactic head lies outside the span (the leftmost such word
 if there are several). Its **type** comes from the head's part of speech: pronoun (UPOS PRON),
-proper name (PROPN), else nominal.
+proper name (PROPN), else nominal. Number and gender come from the head word's UD features; person
+only from a pronoun's (UD English marks Person on pronouns alone; Stanford's sieve system, which the
+paper follows, also sets person only for pronouns), so a noun's person is unknown.
 
 Definitions the paper leaves open, fixed here:
 
@@ -15,20 +17,23 @@ Definitions the paper leaves open, fixed here:
   many words as fit in 128 tokens (the paper: "we truncate documents to 128 tokens").
 - **Evaluated mentions.** Every mention inside the window with at least one earlier mention of its
   chain (an antecedent) inside the window.
-- **Candidates.** The head words of every mention in the window whose head word comes before the
-  current mention's head word. A head picks the candidate word its attention from the current head
-  word weighs most (ties: earliest); it is correct if that word is the head word of an antecedent.
-- **Baselines** use the same candidates: the nearest; the nearest with the same head word (no such
-  candidate counts as wrong); and four sieves (exact string match, head word match,
-  number/gender/person agreement, any mention), the nearest candidate of the first sieve that
-  offers one.
+- **Candidates** (:data:`CANDIDATE_SETS`). ``"mentions"`` (default): the head words of every mention
+  in the window whose head word comes before the current mention's head word. ``"words"``: every
+  other word of the window, as §4.1's "whichever other word receives the most attention" reads
+  literally. A head picks the candidate word its attention from the current head word weighs most
+  (ties: earliest); it is correct if that word is the head word of an antecedent.
+- **Baselines** use the mention candidates: the nearest; the nearest with the same head word (no
+  such candidate counts as wrong); and four sieves (exact string match, head word match,
+  number/gender/person agreement, where an unknown value agrees with anything; any mention), the
+  nearest candidate of the first sieve that offers one. String and head-word matches compare
+  lower-cased words.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -36,6 +41,8 @@ from .conllu_io import Sentence
 from .corpora import Document
 
 MENTION_TYPES: tuple[str, ...] = ("pronoun", "proper", "nominal")
+CandidateSet = Literal["mentions", "words"]
+CANDIDATE_SETS: tuple[str, ...] = ("mentions", "words")
 _BRACKET = re.compile(r"\((\d+)\)|\((\d+)|(\d+)\)")
 
 
@@ -112,6 +119,11 @@ def mention_kind(upos: str) -> str:
     return "pronoun" if upos == "PRON" else ("proper" if upos == "PROPN" else "nominal")
 
 
+def mention_person(upos: str, feats: dict[str, str]) -> str | None:
+    """Grammatical person of a mention's head word: set for pronouns only (``None``: unknown, agrees with anything)."""
+    return feats.get("Person") if upos == "PRON" else None
+
+
 def build_document(doc: Document, ontogum_path: str | Path) -> CorefDocument:
     """Align OntoGUM mentions with the dependency trees of the same GUM document."""
     onto_words, spans = read_ontogum(ontogum_path)
@@ -136,8 +148,7 @@ def build_document(doc: Document, ontogum_path: str | Path) -> CorefDocument:
         feats = _features(sent, k)
         mentions.append(Mention(chain, start, end, head, mention_kind(sent.upos[k]),
                                 tuple(w.lower() for w in words[start : end + 1]), words[head].lower(),
-                                feats.get("Number"), feats.get("Gender"),
-                                feats.get("Person") or ("3" if sent.upos[k] in ("NOUN", "PROPN") else None)))
+                                feats.get("Number"), feats.get("Gender"), mention_person(sent.upos[k], feats)))
     mentions.sort(key=lambda m: (m.head, m.start, m.end))
     return CorefDocument(doc.doc_id, words, mentions)
 
@@ -180,7 +191,8 @@ def queries_in_window(doc: CorefDocument, start: int, end: int, window: int) -> 
     return out
 
 
-def _agree(a: Mention, b: Mention) -> bool:
+def agree(a: Mention, b: Mention) -> bool:
+    """Number, gender and person agree; an unknown (``None``) value agrees with anything."""
     return all(x is None or y is None or x == y for x, y in
                ((a.number, b.number), (a.gender, b.gender), (a.person, b.person)))
 
@@ -193,19 +205,28 @@ def baseline_predictions(query: Query, start: int) -> dict[str, int | None]:
     earlier = list(query.earlier)  # sorted by head word
     nearest = lambda pool: (pool[-1].head - start) if pool else None  # noqa: E731
     same_head = [c for c in earlier if c.head_word == m.head_word]
-    sieves = [[c for c in earlier if c.words == m.words], same_head, [c for c in earlier if _agree(c, m)], earlier]
+    sieves = [[c for c in earlier if c.words == m.words], same_head, [c for c in earlier if agree(c, m)], earlier]
     rule = next((nearest(pool) for pool in sieves if pool), None)
     return {"nearest": nearest(earlier), "head match": nearest(same_head), "rule-based": rule}
 
 
-def head_predictions(attn: np.ndarray, queries: Sequence[Query]) -> np.ndarray:
+def candidate_words(query: Query, n_words: int, candidates: CandidateSet = "mentions") -> np.ndarray:
+    """Window-relative candidate words of a query, ascending: earlier mentions' head words, or every other word."""
+    if candidates not in CANDIDATE_SETS:
+        raise ValueError(f"candidates {candidates!r}: choose one of {', '.join(CANDIDATE_SETS)}")
+    if candidates == "mentions":
+        return np.asarray(query.candidates, dtype=np.int64)
+    return np.array([w for w in range(n_words) if w != query.head], dtype=np.int64)
+
+
+def head_predictions(attn: np.ndarray, queries: Sequence[Query], candidates: CandidateSet = "mentions") -> np.ndarray:
     """``[layer, head, query]`` correctness of every head: does the most-attended candidate word
     (from the query's head word) belong to an antecedent? ``attn`` is the window's word-level map
-    ``[layer, head, word + 2, word + 2]`` ([CLS] first)."""
+    ``[layer, head, word + 2, word + 2]`` ([CLS] first); ``candidates`` as in :func:`candidate_words`."""
     L, H = attn.shape[:2]
     out = np.zeros((L, H, len(queries)), dtype=bool)
     for q, query in enumerate(queries):
-        cols = np.asarray(query.candidates) + 1
+        cols = candidate_words(query, attn.shape[-1] - 2, candidates) + 1
         scores = attn[:, :, query.head + 1, cols]  # [layer, head, candidate]
         chosen = cols[scores.argmax(-1)] - 1
         out[:, :, q] = np.isin(chosen, list(query.correct))

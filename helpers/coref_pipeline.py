@@ -19,7 +19,8 @@ from .argtypes import max_length_int
 from .cli import command, load
 from .engine import Execution, add_execution_args, session
 from .config import data_dir as resolve_data_dir
-from .coref import MENTION_TYPES, CorefDocument, Query, baseline_predictions, build_document, head_predictions, queries_in_window, window_words
+from .coref import (CANDIDATE_SETS, MENTION_TYPES, CandidateSet, CorefDocument, Query, baseline_predictions, build_document,
+                    head_predictions, queries_in_window, window_words)
 from .corpora import file_digest, load_gum
 from .encoding import encode_words
 from .labels import head_label
@@ -28,6 +29,7 @@ from .syntax import bootstrap_interval
 
 Setting = Literal["truncated", "windows"]
 BASELINES: tuple[str, ...] = ("nearest", "head match", "rule-based")
+CANDIDATE_LABELS = {"mentions": "head words of earlier mentions", "words": "every word of the window"}
 
 
 def load_coref(split: str = "test", *, data_dir=None) -> list[CorefDocument]:
@@ -67,7 +69,10 @@ def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", ma
 
 @dataclass
 class CorefRun:
-    """Correctness of every head ``[layer, head, query]`` and baseline ``[baseline, query]``, per query."""
+    """Correctness of every head ``[layer, head, query]`` and baseline ``[baseline, query]``, per query.
+
+    ``head_correct`` picks among the head words of earlier mentions (the default candidates);
+    ``word_correct`` among every other word of the window (see :mod:`helpers.coref`)."""
 
     split: str
     setting: str
@@ -78,6 +83,7 @@ class CorefRun:
     n_documents: int
     examples: list[tuple[CorefDocument, int, int, Query]]
     store: object = None  # the windows' word-level maps (an AttentionStore), indexed by window
+    word_correct: np.ndarray | None = None
 
     def example(self, layer: int, head: int, *, min_gap: int = 3, max_gap: int = 20):
         """The first evaluated mention (document order) that head ``(layer, head)`` resolves correctly with
@@ -101,24 +107,32 @@ class CorefRun:
     def counts(self) -> dict[str, int]:
         return {k: int(self._mask(k).sum()) for k in ("all", *MENTION_TYPES)}
 
-    def accuracy(self) -> dict[str, np.ndarray]:
-        """``{type: [layer, head]}`` accuracy in percent."""
-        return {k: 100.0 * self.head_correct[..., self._mask(k)].mean(-1) if self._mask(k).any()
-                else np.full(self.head_correct.shape[:2], np.nan) for k in ("all", *MENTION_TYPES)}
+    def _correct(self, candidates: CandidateSet) -> np.ndarray:
+        if candidates not in CANDIDATE_SETS:
+            raise ValueError(f"candidates {candidates!r}: choose one of {', '.join(CANDIDATE_SETS)}")
+        return self.head_correct if candidates == "mentions" else self.word_correct
+
+    def accuracy(self, candidates: CandidateSet = "mentions") -> dict[str, np.ndarray]:
+        """``{type: [layer, head]}`` accuracy in percent, heads choosing among ``candidates``."""
+        correct = self._correct(candidates)
+        return {k: 100.0 * correct[..., self._mask(k)].mean(-1) if self._mask(k).any()
+                else np.full(correct.shape[:2], np.nan) for k in ("all", *MENTION_TYPES)}
 
     def baseline_accuracy(self) -> dict[str, dict[str, float]]:
         return {name: {k: float(100.0 * self.baseline_correct[b, self._mask(k)].mean()) if self._mask(k).any() else float("nan")
                        for k in ("all", *MENTION_TYPES)} for b, name in enumerate(BASELINES)}
 
-    def best_head(self) -> tuple[int, int]:
-        acc = self.accuracy()["all"]
+    def best_head(self, candidates: CandidateSet = "mentions") -> tuple[int, int]:
+        acc = self.accuracy(candidates)["all"]
         layer, head = np.unravel_index(int(np.nanargmax(acc)), acc.shape)
         return int(layer), int(head)
 
-    def head_interval(self, layer: int, head: int, kind: str = "all", *, n_boot: int = 1000, seed: int = 0):
+    def head_interval(self, layer: int, head: int, kind: str = "all", *, n_boot: int = 1000, seed: int = 0,
+                      candidates: CandidateSet = "mentions"):
         """95% bootstrap interval of one head's accuracy, resampling documents."""
         mask = self._mask(kind)
-        correct = np.bincount(self.documents[mask], weights=self.head_correct[layer, head, mask], minlength=self.n_documents)
+        correct = np.bincount(self.documents[mask], weights=self._correct(candidates)[layer, head, mask],
+                              minlength=self.n_documents)
         total = np.bincount(self.documents[mask], minlength=self.n_documents)
         return bootstrap_interval(correct, total, n_boot=n_boot, seed=seed)
 
@@ -157,16 +171,17 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
         scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
     else:
         store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest)
-        scored = ((ex, head_predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
+        scored = ((ex, _predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
                   for ex, attn in store)
-    heads, base, kinds, doc_ids, examples = [], [], [], [], []
+    heads, words, base, kinds, doc_ids, examples = [], [], [], [], [], []
     for example, prediction in scored:
         w = example.index
         queries = pending.get(w, [])
         if not queries:
             continue
         d, s, _ = spans[w]
-        heads.append(prediction)
+        heads.append(prediction[0])
+        words.append(prediction[1])
         for q in queries:
             preds = baseline_predictions(q, s)
             base.append([preds[b] is not None and preds[b] in q.correct for b in BASELINES])
@@ -174,28 +189,39 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
             doc_ids.append(d)
             examples.append((docs[d], w, s, q))
     L, H = lm.n_layers, lm.n_heads
-    return CorefRun(split, setting, np.concatenate(heads, axis=-1) if heads else np.zeros((L, H, 0), bool),
+    stack = lambda parts: np.concatenate(parts, axis=-1) if parts else np.zeros((L, H, 0), bool)  # noqa: E731
+    return CorefRun(split, setting, stack(heads),
                     np.asarray(base, dtype=bool).T.reshape(len(BASELINES), -1), np.asarray(kinds), np.asarray(doc_ids),
-                    len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store)
+                    len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store, stack(words))
+
+
+def _predictions(attn: np.ndarray, queries: list[Query]) -> tuple[np.ndarray, np.ndarray]:
+    """Every head's correctness on ``queries`` with mentions, then words, as candidates."""
+    return head_predictions(attn, queries), head_predictions(attn, queries, candidates="words")
 
 
 def coref_shard(items: list, payload: list) -> list:
     """One shard's head predictions (a distributed task): ``items`` are its ``(example, attn)`` pairs,
     ``payload`` the queries of each example; ``None`` where an example has none."""
-    return [head_predictions(attn, queries) if queries else None for (_, attn), queries in zip(items, payload)]
+    return [_predictions(attn, queries) if queries else None for (_, attn), queries in zip(items, payload)]
 
 
-def table2(dev: CorefRun, test: CorefRun) -> list[dict]:
-    """Table 2 rows: the head chosen on dev (All accuracy) scored on test, the baselines on test, and the paper."""
-    layer, head = dev.best_head()
-    acc = test.accuracy()
-    rows = [{"system": f"head {head_label(layer, head)} (chosen on dev)",
-             **{k: float(acc[k][layer, head]) for k in ("all", *MENTION_TYPES)},
-             "interval": test.head_interval(layer, head)}]
-    in_l, in_h = test.best_head()
-    rows.append({"system": f"head {head_label(in_l, in_h)} (best on test, in-sample)",
-                 **{k: float(acc[k][in_l, in_h]) for k in ("all", *MENTION_TYPES)},
-                 "interval": test.head_interval(in_l, in_h)})
+def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = ("mentions",)) -> list[dict]:
+    """Table 2 rows: the head chosen on dev (All accuracy) scored on test, the in-sample best head on test, for
+    each of ``candidate_sets`` (rows labelled with the candidates unless only the default is asked for), then
+    the baselines on test."""
+    rows = []
+    for candidates in candidate_sets:
+        acc = test.accuracy(candidates)
+        tag = "" if tuple(candidate_sets) == ("mentions",) else f", candidates: {CANDIDATE_LABELS[candidates]}"
+        layer, head = dev.best_head(candidates)
+        rows.append({"system": f"head {head_label(layer, head)} (chosen on dev{tag})",
+                     **{k: float(acc[k][layer, head]) for k in ("all", *MENTION_TYPES)},
+                     "interval": test.head_interval(layer, head, candidates=candidates)})
+        in_l, in_h = test.best_head(candidates)
+        rows.append({"system": f"head {head_label(in_l, in_h)} (best on test, in-sample{tag})",
+                     **{k: float(acc[k][in_l, in_h]) for k in ("all", *MENTION_TYPES)},
+                     "interval": test.head_interval(in_l, in_h, candidates=candidates)})
     for name, values in test.baseline_accuracy().items():
         rows.append({"system": name, **values, "interval": None})
     return rows
@@ -231,4 +257,16 @@ def cmd_coref(args: argparse.Namespace) -> dict:
                       "accuracy": {k: float(v[layer, head]) for k, v in acc.items()},
                       "interval_all": test.head_interval(layer, head)},
         "paper": {name: dict(zip(("all", *MENTION_TYPES), values)) for name, values in paper.TABLE2.items()},
+        "candidates": CANDIDATE_LABELS["mentions"],
+        "every_word_candidates": _candidates_json(dev, test, "words", args.select_on),
     }
+
+
+def _candidates_json(dev: CorefRun, test: CorefRun, candidates: CandidateSet, select_on: str) -> dict:
+    """Per-head accuracy and the dev-chosen head when every other word of the window is a candidate."""
+    acc = test.accuracy(candidates)
+    layer, head = dev.best_head(candidates)
+    return {"candidates": CANDIDATE_LABELS[candidates], "per_head": {k: np.round(v, 4).tolist() for k, v in acc.items()},
+            "best_head": {"label": head_label(layer, head), "chosen_on": select_on,
+                          "accuracy": {k: float(v[layer, head]) for k, v in acc.items()},
+                          "interval_all": test.head_interval(layer, head, candidates=candidates)}}

@@ -44,7 +44,7 @@ import numpy as np
 ENGINES: tuple[str, ...] = ("local", "dask")
 EXTRA_HINT = "install the optional extra: pip install -r requirements-distributed.txt (or pip install -e .[distributed])"
 
-# task(items, payload) -> partial: items are one shard's (Encoded, float16 map [layer, head, n, n]) in
+# task(items, payload) -> partial: items are one shard's (Encoded, stored map [layer, head, n, n]) in
 # example-index order, payload is what the caller gave for that shard (e.g. its gold trees).
 ShardTask = Callable[[list, Any], Any]
 
@@ -175,13 +175,13 @@ def _worker_model(spec: ModelSpec, fingerprint: str):
 
 
 def _dask_shard(spec: ModelSpec, fingerprint: str, key: str, path: str, shard: list, level: str, word_mode: str,
-                batch_size: int, task: ShardTask | None, payload: Any) -> tuple[bool, Any]:
+                batch_size: int, maps_kind: str, task: ShardTask | None, payload: Any) -> tuple[bool, Any]:
     """One task: this shard's maps (read if valid, else extracted and written atomically), then ``task``."""
     from .cache import load_or_compute_shard
 
     lm = _worker_model(spec, fingerprint)
     maps, computed = load_or_compute_shard(lm, key, Path(path), shard, level=level, word_mode=word_mode,
-                                           batch_size=batch_size)
+                                           batch_size=batch_size, maps=maps_kind)
     partial = None if task is None else task([(ex, maps[ex.index]) for ex in shard], payload)
     return computed, partial
 
@@ -244,7 +244,7 @@ def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,
         partials, computed = [], 0
         for number, shard in enumerate(shards):
             maps, made = load_or_compute_shard(lm, plan.key, plan.shard_path(number), shard, level=level,
-                                               word_mode=word_mode, batch_size=batch_size)
+                                               word_mode=word_mode, batch_size=batch_size, maps=store.maps)
             computed += made
             if task is not None:
                 partials.append(task([(ex, maps[ex.index]) for ex in shard], payloads[number]))
@@ -267,7 +267,8 @@ def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
         run = hashlib.sha256(f"{plan.key}-{id(plan)}-{plan.start}".encode()).hexdigest()[:8]
         futures = [
             client.submit(_dask_shard, spec, fingerprint, plan.key, str(plan.shard_path(number)), shard,
-                          store.level, store.word_mode, store.stats.get("batch_size", 32), task, payloads[number],
+                          store.level, store.word_mode, store.stats.get("batch_size", 32), store.maps, task,
+                          payloads[number],
                           key=f"shard-{number:05d}-{run}", pure=False)
             for number, shard in enumerate(store.shards)
         ]

@@ -1,10 +1,14 @@
-"""The attention formula of paper §2, recomputed from a layer's query and key projections.
+"""The attention formula of paper §2, recomputed from a layer's queries and keys.
 
-    alpha_ij = exp(q_i . k_j / sqrt(d)) / sum_l exp(q_i . k_l / sqrt(d))
+    alpha_ij = exp(q_i . k_j / sqrt(d) + B_ij) / sum_l exp(q_i . k_l / sqrt(d) + B_il)
 
-The paper's equation omits BERT's ``1/sqrt(d)`` scaling (d = head size); the model applies it.
-:func:`recompute_attention` rebuilds ``[head, query, key]`` for one layer from the hidden states
-entering that layer, so a chapter can check that the extracted maps are exactly this softmax.
+The paper's equation omits the ``1/sqrt(d)`` scaling (d = head size) that BERT applies, and ``B``:
+BERT, RoBERTa and DistilBERT add nothing (``B = 0``), while MPNet adds a learned relative position
+bias to every score (one value per head and bucketed distance ``j - i``, shared by all layers).
+:func:`recompute_attention` runs the model once with forward hooks on the layer's query and key
+projections (and on MPNet's relative position bias, see :mod:`helpers.internals`), then rebuilds
+``[head, query, key]`` from them, so a chapter can check that the extracted maps are exactly this
+softmax for every architecture the package loads.
 
 >>> from helpers import load_model, encode_texts
 >>> from helpers.formula import recompute_attention
@@ -20,28 +24,26 @@ import math
 import numpy as np
 import torch
 
+from .encoding import Encoded
+from .extract import model_inputs
+from .internals import capture
 from .models import LoadedModel
 
 
-def _self_attention(lm: LoadedModel, layer: int):
-    try:
-        return lm.model.encoder.layer[layer].attention.self
-    except AttributeError as err:
-        raise NotImplementedError(
-            f"{lm.label}: recompute_attention knows BERT-style encoders (encoder.layer[i].attention.self)"
-        ) from err
-
-
 def recompute_attention(lm: LoadedModel, input_ids: np.ndarray, *, layer: int) -> torch.Tensor:
-    """``softmax(Q K^T / sqrt(d))`` of one layer, ``[head, query, key]``, for a single unpadded input."""
+    """``softmax(Q K^T / sqrt(d) + B)`` of one layer, ``[head, query, key]``, for a single unpadded input.
+
+    ``B`` is the relative position bias where the architecture adds one (MPNet), else 0.
+    Raises ``NotImplementedError`` naming the model type for architectures whose modules are unknown.
+    """
     if not 0 <= layer < lm.n_layers:
         raise ValueError(f"layer {layer}: the model has layers 0..{lm.n_layers - 1} (0-based)")
-    ids = torch.as_tensor(np.asarray(input_ids), device=lm.device)[None]
-    with torch.inference_mode():
-        out = lm.model(input_ids=ids, token_type_ids=torch.zeros_like(ids), output_hidden_states=True)
-        hidden = out.hidden_states[layer][0]  # [token, hidden] entering this layer
-        attn = _self_attention(lm, layer)
-        n_heads, size = lm.n_heads, hidden.shape[-1] // lm.n_heads
-        q = attn.query(hidden).view(-1, n_heads, size).transpose(0, 1)  # [head, token, d]
-        k = attn.key(hidden).view(-1, n_heads, size).transpose(0, 1)
-        return torch.softmax(q @ k.transpose(1, 2) / math.sqrt(size), dim=-1)
+    example = Encoded(index=0, input_ids=np.asarray(input_ids, dtype=np.int64))
+    with torch.inference_mode(), capture(lm, ("query", "key", "position_bias"), layers=[layer]) as seen:
+        lm.model(**model_inputs(lm, [example]))
+    q, k = seen.heads("query", layer)[0], seen.heads("key", layer)[0]  # [head, token, d]
+    scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+    bias = seen.bias(layer)
+    if bias is not None:
+        scores = scores + bias
+    return torch.softmax(scores, dim=-1)

@@ -4,7 +4,9 @@
 >>> lm = load_model()                                   # all-MiniLM-L6-v2, no network needed
 >>> lm.n_layers, lm.n_heads
 (6, 12)
->>> control = load_model(random_init=True, seed=0)      # same architecture, random weights
+>>> control = load_model(random_init=True, seed=0)      # the paper's control: pre-trained word and
+...                                                     # position embeddings, every other weight random
+>>> noise = load_model(random_init="all", seed=0)       # every weight random, embeddings included
 
 Eager attention is always requested (fused kernels do not return attention probabilities), and
 the model is put in evaluation mode, so dropout is off as in the paper's extraction.
@@ -16,9 +18,12 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
 
+RandomInit = Literal["paper", "all"]
+RANDOM_INITS: tuple[str, ...] = ("paper", "all")
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "default"}
 MODEL_ENV = "BERT_ATTENTION_MODEL"  # the model of every chapter and command when none is named
@@ -41,7 +46,7 @@ class LoadedModel:
     tokenizer: object
     name: str
     source: str
-    random_init: bool = False
+    random_init: bool | str = False  # False, or the control's kind: "paper" or "all" (see load_model)
     seed: int | None = None
     token_types: str = "zeros"
     origin: str = ""
@@ -71,7 +76,11 @@ class LoadedModel:
     @property
     def label(self) -> str:
         """Human-readable name, marking random-init controls."""
-        return f"{self.name} (random init, seed {self.seed})" if self.random_init else self.name
+        if not self.random_init:
+            return self.name
+        if self.random_init == "all":
+            return f"{self.name} (random init of all weights, seed {self.seed})"
+        return f"{self.name} (random init, seed {self.seed})"  # the paper's control
 
     @property
     def description(self) -> str:
@@ -214,7 +223,7 @@ def quiet_transformers():
 def load_model(
     name: str | None = None,
     *,
-    random_init: bool = False,
+    random_init: bool | RandomInit = False,
     seed: int = 0,
     device: str | torch.device | None = None,
 ) -> LoadedModel:
@@ -224,8 +233,10 @@ def load_model(
         name: ``None`` for the model named by ``$BERT_ATTENTION_MODEL``, or the offline default
             (all-MiniLM-L6-v2) when it is unset; a Hugging Face name such as ``"bert-base-cased"``;
             a local directory; or a registered optional extra such as ``"mpnet-base"``.
-        random_init: build the same architecture with freshly initialised weights (the paper's
-            random-init control); the tokenizer is the pretrained one.
+        random_init: build the same architecture with freshly initialised weights; the tokenizer is
+            the pretrained one. ``True`` or ``"paper"``: the paper's control (§5: "pretrained
+            word/positional embeddings but randomly initialized other weights"); ``"all"``: every
+            weight random, embeddings included. See :func:`random_init_model`.
         seed: seed for the random initialisation.
         device: ``"cpu"``, ``"cuda"`` ...; default CPU.
     """
@@ -235,10 +246,10 @@ def load_model(
     display, source, origin = resolve_source(spec)
     tokenizer = _load_tokenizer(source, display)
     if random_init:
-        config = _from_hub(AutoConfig.from_pretrained, source, display)
-        config._attn_implementation = "eager"
-        torch.manual_seed(seed)
-        model = AutoModel.from_config(config, attn_implementation="eager")
+        random_init = "paper" if random_init is True else random_init
+        if random_init not in RANDOM_INITS:
+            raise ValueError(f"--random-init {random_init!r}: choose one of {', '.join(RANDOM_INITS)}")
+        model = random_init_model(source, display, seed=seed, keep_embeddings=random_init == "paper")
     else:
         with quiet_transformers():
             model = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
@@ -255,3 +266,34 @@ def load_model(
         origin=origin,
         spec=spec,
     )
+
+
+# Parameters the paper's random-init control keeps from the pre-trained model (§5).
+KEPT_EMBEDDINGS: tuple[str, ...] = ("word_embeddings", "position_embeddings")
+
+
+def random_init_model(source: str, display: str | None = None, *, seed: int = 0, keep_embeddings: bool = True):
+    """The architecture of ``source`` with random weights (seeded), in eager attention.
+
+    With ``keep_embeddings`` the word and position embeddings (:data:`KEPT_EMBEDDINGS`) are copied from
+    the pre-trained model, as in the paper's control; the token-type embeddings, the embedding layer
+    norm and every encoder weight stay random.
+    """
+    from transformers import AutoConfig, AutoModel
+
+    display = display or source
+    config = _from_hub(AutoConfig.from_pretrained, source, display)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(config, attn_implementation="eager")
+    if keep_embeddings:
+        with quiet_transformers():
+            pretrained = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
+        trained = pretrained.state_dict()
+        kept = {name: trained[name] for name in model.state_dict()
+                if name in trained and any(part in name.split(".") for part in KEPT_EMBEDDINGS)}
+        if not kept:
+            raise ModelNotAvailableError(f"--random-init paper: {display!r} has no word or position embeddings to keep; "
+                                         "use --random-init all")
+        model.load_state_dict(kept, strict=False)
+    return model

@@ -6,7 +6,10 @@ dev, for a model and its random-init control, they took 13.6 GB with a 6 x 12 mo
 built once, one cache shard at a time, and written to one file per corpus:
 
 ``probe-<key>.bin``   for each batch: ``features [B, n, n + 1, 2K]`` and ``root [B, n, 2K, 2]`` as
-                      float16 (the maps' own precision: exact), ``vectors [B, n, dim]`` as float32
+                      float16, ``vectors [B, n, dim]`` as float32. The probes read the maps at half
+                      precision in both forms (in memory too), so spilled and in-memory batches are
+                      equal; a probe's weighted sum is insensitive to that rounding, unlike the argmax
+                      analyses, which read the float32 cache
 ``probe-<key>.json``  the index (written last, atomically: its presence marks the file complete):
                       per batch its sentence indices, padded length and byte offset
 

@@ -18,9 +18,8 @@ import numpy as np
 
 from . import paper
 from .cache import cached_json
-from .argtypes import check_corpora, max_length_int, positive_int
+from .argtypes import check_corpora, positive_int
 from .cli import command, load
-from .corpora import load_gum
 from .encoding import EncodedBatch
 from .extract import iter_attention
 from .labels import heads_phrase
@@ -29,7 +28,8 @@ from . import surface as surface_mod
 from .gradients import gradient_importance
 from .mlm import mlm_head
 from .models import LoadedModel
-from .segments import encode_segments, paper_segments
+from .segments import SegmentSource, segment_tokens
+from .segments_pipeline import DEFAULT_SOURCE, add_segment_args, build_segments, segments_key
 from .surface import SPECIALIST_THRESHOLD, SurfaceAccumulator, SurfaceStats, token_masks
 
 # Named thresholds of the verdicts below.
@@ -46,24 +46,18 @@ class SurfaceReport:
     gradients: dict | None
     mlm: dict | None
     batch: EncodedBatch
+    segments_from: str = DEFAULT_SOURCE
 
     def to_json(self) -> dict:
         s = self.stats
         return {
-            "model": self.model, "segments": self.segments, **s.to_json(),
+            "model": self.model, "segments": self.segments, "segments_from": self.segments_from,
+            "segment_tokens": segment_tokens(self.batch), **s.to_json(),
             "layer_means": {k: s.layer_means(k).round(6).tolist() for k in s.per_head},
             "prev_heads": s.heads_above("prev"), "next_heads": s.heads_above("next"),
             "threshold": SPECIALIST_THRESHOLD, "gradients": self.gradients, "mlm_head": self.mlm,
             "claims": surface_claims(s, self.gradients),
         }
-
-
-def build_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,
-                   max_length: int = 128, data_dir=None) -> EncodedBatch:
-    """The paper-style segments of a GUM split, encoded (see :mod:`helpers.segments`)."""
-    docs = load_gum(split, root=data_dir)
-    segs = paper_segments(docs, lm.tokenizer, n=n_segments, max_length=max_length, seed=seed)
-    return encode_segments(lm.tokenizer, segs, max_length=max_length)
 
 
 def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False) -> SurfaceStats:
@@ -74,30 +68,37 @@ def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int 
     return acc.result()
 
 
-def _stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
-    return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types, "v": surface_mod.VERSION}
+def _stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
+    return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types, "v": surface_mod.VERSION,
+            **segments_key(segments_from)}
 
 
-def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, cache_root: str | os.PathLike | None = None,
-                              progress: bool = False) -> SurfaceStats:
-    """:func:`surface_statistics`, cached on disk (keyed by the model's weights and the encoded segments)."""
+def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_from: SegmentSource = DEFAULT_SOURCE,
+                              cache_root: str | os.PathLike | None = None, progress: bool = False) -> SurfaceStats:
+    """:func:`surface_statistics`, cached on disk (keyed by the model's weights, the encoded segments and their
+    construction)."""
     return SurfaceStats.from_json(cached_json(
-        "surface-stats", _stats_key(lm, batch), lambda: surface_statistics(lm, batch, progress=progress).to_json(),
+        "surface-stats", _stats_key(lm, batch, segments_from), lambda: surface_statistics(lm, batch, progress=progress).to_json(),
         cache_root=cache_root))
 
 
 def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
-                gradients: bool = True, gradient_segments: int | None = None, data_dir=None,
+                segments_from: SegmentSource = DEFAULT_SOURCE, gradients: bool = True,
+                gradient_segments: int | None = None, data_dir=None,
                 cache_root: str | os.PathLike | None = None, progress: bool = False) -> SurfaceReport:
-    """Statistics (cached), the masked-LM head and gradient importance (cached) for one model."""
-    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir)
-    key = _stats_key(lm, batch)
-    stats = cached_surface_statistics(lm, batch, cache_root=cache_root, progress=progress)
+    """Statistics (cached), the masked-LM head and gradient importance (cached) for one model.
+
+    The analysed segments come from GUM train (``segments_from``: see :mod:`helpers.segments`); the
+    masked-LM head of a model without one is fitted on other GUM train segments (seed + 1) and
+    evaluated on GUM dev segments."""
+    seg = dict(max_length=max_length, segments_from=segments_from, data_dir=data_dir)
+    batch = build_segments(lm, n_segments=n_segments, seed=seed, **seg)
+    key = _stats_key(lm, batch, segments_from)
+    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root, progress=progress)
     grads = mlm = None
     if gradients:
-        train = build_segments(lm, n_segments=n_segments, seed=seed + 1, max_length=max_length, data_dir=data_dir)
-        heldout = build_segments(lm, split="dev", n_segments=max(n_segments // 5, 20), seed=seed + 1,
-                                 max_length=max_length, data_dir=data_dir)
+        train = build_segments(lm, n_segments=n_segments, seed=seed + 1, **seg)
+        heldout = build_segments(lm, split="dev", n_segments=max(n_segments // 5, 20), seed=seed + 1, **seg)
         head, mlm = mlm_head(lm, train, heldout, seed=seed, cache_root=cache_root)
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
@@ -105,7 +106,7 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
                                                   "grad_v": gradients_mod.VERSION},
                             lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
                             cache_root=cache_root)
-    return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch)
+    return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch, segments_from)
 
 
 def _verdict(full: bool, partial: bool) -> str:
@@ -171,8 +172,7 @@ def example_segment(lm: LoadedModel, batch: EncodedBatch, *, min_tokens: int = 3
 
 
 def _surface_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000)")
-    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
+    add_segment_args(parser)
     parser.add_argument("--no-gradients", action="store_true", help="skip the masked-LM gradient analysis")
     parser.add_argument("--gradient-segments", type=positive_int, default=None,
                         help="use only the first N segments for gradients (default: all)")
@@ -183,7 +183,7 @@ def _surface_args(parser: argparse.ArgumentParser) -> None:
 def cmd_surface(args: argparse.Namespace) -> dict:
     lm = load(args)
     report = run_surface(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
-                         gradients=not args.no_gradients, gradient_segments=args.gradient_segments,
+                         segments_from=args.segments_from, gradients=not args.no_gradients, gradient_segments=args.gradient_segments,
                          data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet)
     return report.to_json()
 

@@ -6,7 +6,7 @@ import pytest
 
 from helpers.cli import main
 from helpers.conllu_io import read_conllu
-from helpers.coref import (CorefAlignmentError, baseline_predictions, build_document, head_predictions,
+from helpers.coref import (CorefAlignmentError, Mention, Query, agree, baseline_predictions, build_document, head_predictions,
                            queries_in_window, read_ontogum, window_words)
 from helpers.corpora import Document
 
@@ -98,3 +98,57 @@ def test_coref_command_json(tiny_model_dir, tmp_path):
     assert np.asarray(result["per_head"]["all"]).shape == (2, 4)
     assert result["baselines"]["rule-based"]["all"] == pytest.approx(100 * 2 / 3)
     assert result["paper"]["Head 5-4"]["all"] == 65
+    words = result["every_word_candidates"]
+    assert words["candidates"] == "every word of the window" and np.asarray(words["per_head"]["all"]).shape == (2, 4)
+    assert words["best_head"]["chosen_on"] == "dev"
+
+
+def _mention(chain, head, kind, word, number=None, gender=None, person=None):
+    return Mention(chain, head, head, head, kind, (word,), word, number, gender, person)
+
+
+def test_person_is_set_for_pronouns_only(toy_doc):
+    by_word = {m.head_word: m for m in toy_doc.mentions}
+    assert by_word["he"].person == "3"
+    assert by_word["dog"].person is None and by_word["john"].person is None  # NOUN, PROPN: unknown
+
+
+def test_agreement_unknown_agrees_known_must_match():
+    john = _mention("1", 0, "proper", "john", number="Sing")                    # person unknown
+    they = _mention("2", 2, "pronoun", "they", number="Plur", person="3")
+    me = _mention("1", 5, "pronoun", "i", number="Sing", person="1")
+    she = _mention("3", 3, "pronoun", "she", number="Sing", gender="Fem", person="3")
+    assert agree(john, me) and agree(me, john)          # unknown person agrees with 1st person
+    assert not agree(they, me)                          # number and person differ
+    assert not agree(she, me)                           # person differs
+    assert agree(_mention("4", 1, "nominal", "x"), she)  # nothing known
+    # the sieve: no exact or head match; "john" agrees with "I" (unknown person) although "they" is nearer
+    query = Query(me, 5, (0, 2), frozenset({0}), 0, (john, they))
+    assert baseline_predictions(query, 0) == {"nearest": 2, "head match": None, "rule-based": 0}
+    # were a proper name third person, nothing would agree and the last sieve would pick the nearest
+    third = Query(me, 5, (0, 2), frozenset({0}), 0, (_mention("1", 0, "proper", "john", number="Sing", person="3"), they))
+    assert baseline_predictions(third, 0)["rule-based"] == 2
+
+
+def test_every_word_candidates_against_a_loop(toy_doc):
+    queries = queries_in_window(toy_doc, 0, len(toy_doc.words), 0)
+    n = len(toy_doc.words)
+    rng = np.random.default_rng(0)
+    attn = rng.random((2, 3, n + 2, n + 2))
+    attn[0, 0] = 0.0
+    for q in queries:  # head (0, 0): antecedent gets 0.5, a non-mention word after the mention gets 0.6
+        attn[0, 0, q.head + 1, max(q.correct) + 1] = 0.5
+        attn[0, 0, q.head + 1, min(q.head + 1, n - 1) + 1] = 0.6
+    mentions = head_predictions(attn, queries)
+    words = head_predictions(attn, queries, candidates="words")
+    assert mentions[0, 0].all() and not words[0, 0].any()
+    for l in range(2):
+        for h in range(3):
+            for k, q in enumerate(queries):
+                best, pick = -1.0, None
+                for w in range(n):  # every other word of the window, earliest on ties
+                    if w != q.head and attn[l, h, q.head + 1, w + 1] > best:
+                        best, pick = attn[l, h, q.head + 1, w + 1], w
+                assert words[l, h, k] == (pick in q.correct)
+    with pytest.raises(ValueError, match="candidates 'all'"):
+        head_predictions(attn, queries, candidates="all")

@@ -139,3 +139,89 @@ def test_heads_command_contract(tiny_model_dir, toy_conllu, tmp_path):
     assert set(row) == {"count", "best_head", "direction", "accuracy", "baseline_accuracy", "baseline_offset"}
     assert row["count"] == 6 + 3 and row["direction"] in DIRECTIONS
     assert 0 <= row["accuracy"] <= 100
+
+
+def near_tie_maps(s, n_layers=2, n_heads=3, gap=1e-4, seed=0):
+    """Maps where every word gives its gold head ``gap`` more weight than the word just before that head:
+    distinct in float32, equal once rounded to float16 (whose ties go to the earlier, wrong word)."""
+    rng = np.random.default_rng(seed)
+    n = len(s)
+    attn = rng.dirichlet(np.ones(n + 2), size=(n_layers, n_heads, n + 2)) * 0.2
+    for i, h in enumerate(s.heads):
+        rival = h - 1 if h - 1 >= 1 and h - 1 != i + 1 else None
+        if h == 0 or rival is None:
+            continue
+        attn[..., i + 1, h] = 0.3 + gap
+        attn[..., i + 1, rival] = 0.3
+    return (attn / attn.sum(-1, keepdims=True)).astype(np.float32)
+
+
+def reference_accuracy(maps, sentences):
+    """Slow float64 loop: dependent-to-head accuracy of every head over all counted words."""
+    correct = total = 0
+    out = None
+    for attn, s in zip(maps, sentences):
+        A = np.asarray(attn, dtype=np.float64)
+        L, H = A.shape[:2]
+        out = np.zeros((L, H)) if out is None else out
+        n = len(s)
+        for i, gold in enumerate(s.heads):
+            if gold == 0:
+                continue
+            total += 1
+            for l in range(L):
+                for h in range(H):
+                    best, pred = -1.0, None
+                    for j in range(1, n + 1):
+                        if j != i + 1 and A[l, h, i + 1, j] > best:
+                            best, pred = A[l, h, i + 1, j], j
+                    out[l, h] += pred == gold
+    return 100.0 * out / total
+
+
+def test_argmax_scores_from_cached_maps_equal_float64_on_near_ties(tmp_path):
+    from helpers.cache import _read_shard, _write_shard
+    from helpers.encoding import Encoded
+
+    sents = [TREE, sentence(["a", "big", "dog", "sat", "on", "the", "big", "mat", "today"], [3, 3, 4, 0, 8, 8, 8, 4, 4],
+                            ["det", "amod", "nsubj", "root", "case", "det", "amod", "obl", "advmod"])]
+    maps = [near_tie_maps(s, seed=k) for k, s in enumerate(sents)]
+    rounded = [m.astype(np.float16) for m in maps]
+    assert np.float16(0.3 + 1e-4) == np.float16(0.3)  # the gap vanishes in float16
+
+    path = tmp_path / "shard-00000.npz"
+    _write_shard(path, "k", [(Encoded(k, np.zeros(len(s) + 2, np.int64)), m) for k, (s, m) in enumerate(zip(sents, maps))])
+    stored = _read_shard(path, 2, 3, "k", [0, 1])
+
+    def score(ms):
+        scorer = HeadScorer()
+        for m, s in zip(ms, sents):
+            scorer.add(m, s)
+        return scorer.result().accuracy()[0, ..., 0]  # dependent-to-head, "all"
+
+    reference = reference_accuracy(maps, sents)
+    np.testing.assert_allclose(score([stored[0], stored[1]]), reference, atol=1e-9)
+    assert not np.allclose(score(rounded), reference)  # float16 storage would have moved the scores
+
+    # coreference: the same candidate argmax on the stored maps as on float64
+    from helpers.coref import Mention, Query, head_predictions
+
+    m = lambda head: Mention("c", head, head, head, "nominal", ("x",), "x")  # noqa: E731
+    queries = [Query(m(i), i, tuple(range(i)), frozenset({sents[1].heads[i] - 1}), 0) for i in (4, 6, 7, 8)
+               if sents[1].heads[i] - 1 < i]
+    assert queries
+    np.testing.assert_array_equal(head_predictions(stored[1], queries), head_predictions(maps[1].astype(np.float64), queries))
+
+
+def test_cached_maps_are_the_live_float32_maps(tiny_lm, toy_conllu, tmp_path):
+    from helpers.cache import extract
+    from helpers.conllu_io import read_conllu
+    from helpers.encoding import encode_words
+    from helpers.extract import iter_attention
+
+    sents = read_conllu(toy_conllu)
+    batch = encode_words(tiny_lm.tokenizer, [s.words for s in sents])
+    store = extract(tiny_lm, batch, level="word", cache_root=tmp_path, progress=False)
+    live = {ex.index: a for ex, a in iter_attention(tiny_lm, batch, level="word")}
+    for ex, attn in store:
+        assert attn.dtype == np.float32 and np.array_equal(attn, live[ex.index])

@@ -7,9 +7,15 @@ npm registry into `.book_assets/` (see `book/assets/package.json`; never committ
 copies the files the pages need into `_static/offline/` and, on each page that holds bertviz or
 Altair output, rewrites those CDN addresses to the local copies; MathJax is pointed at its local copy.
 Without `.book_assets/` (npm missing) the build still succeeds and says it fell back to CDNs.
+
+Views drawn by `helpers.views` need no rewriting: the first view or chart of each chapter inlines its
+JavaScript (see that module). This extension moves each such inlined bundle (a `<script
+data-helpers-lib=...>`) into one shared file `_static/offline/helpers-lib-<hash>.js`, so pages stay
+small and the browser loads each bundle once for the whole book.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -43,6 +49,10 @@ REWRITES = [
     (re.compile(r"https://cdn\.jsdelivr\.net/npm/vega-embed@[\d.]+\?noext"), "vega-embed.min.js?noext"),
     (re.compile(r"https://cdn\.jsdelivr\.net/npm/vega-lib\?noext"), "vega.min.js?noext"),  # listed, never loaded
 ]
+
+
+# an inlined library as helpers.views writes it
+INLINE_LIBRARY = re.compile(r'<script type="text/javascript" data-helpers-lib="([^"]+)">\n(.*?)\n</script>', re.S)
 
 
 def _available() -> bool:
@@ -86,11 +96,32 @@ def _drop_duplicate_scripts(context) -> None:
     scripts[:] = unique
 
 
+def _hoist_libraries(app, body: str, prefix: str) -> str:
+    """Replace each inlined helpers.views library by a script loading the same code from ``_static/offline``."""
+
+    def hoist(match: re.Match) -> str:
+        key, source = match.group(1), match.group(2)
+        name = f"helpers-lib-{hashlib.sha256(source.encode()).hexdigest()[:16]}.js"
+        dest = Path(app.outdir) / "_static" / "offline" / name
+        if not dest.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f"{name}.{os.getpid()}.tmp")
+            tmp.write_text(source)
+            os.replace(tmp, dest)  # pages are written in parallel: never expose a half-written file
+        return f'<script type="text/javascript" data-helpers-lib="{key}" src="{prefix}{name}"></script>'
+
+    return INLINE_LIBRARY.sub(hoist, body)
+
+
 def _rewrite(app, pagename, templatename, context, doctree) -> None:
     _drop_duplicate_scripts(context)
-    if not getattr(app.config, "offline_assets_enabled", False) or "body" not in context:
+    if "body" not in context:
         return
     body = context["body"]
+    if "data-helpers-lib" in body:
+        body = context["body"] = _hoist_libraries(app, body, context["pathto"]("_static/offline/", 1))
+    if not getattr(app.config, "offline_assets_enabled", False):
+        return
     if "bertviz" not in body and "vega-embed" not in body:
         return
     prefix = context["pathto"]("_static/offline/", 1)

@@ -1,0 +1,82 @@
+"""The §2 formula recomputed from hooked queries and keys equals the model's own attention, for every
+architecture the package knows (tiny random models built from configs, no download)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.formula import recompute_attention
+from helpers.internals import attention_parts, capture
+from helpers.models import LoadedModel
+
+# float32 softmax of the same products, computed in another order: agreement to ~1e-7 expected
+TOLERANCE = 1e-5
+
+
+def tiny(kind: str, **overrides) -> LoadedModel:
+    """A 2-layer, 4-head random model of ``kind``; weights drawn wide (std 0.5) so attention is peaked,
+    not near-uniform, and MPNet's relative position bias is far from 0."""
+    import transformers
+
+    common = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=32,
+                  max_position_embeddings=64, initializer_range=0.5)
+    if kind == "distilbert":
+        config = transformers.DistilBertConfig(vocab_size=40, dim=16, n_layers=2, n_heads=4, hidden_dim=32,
+                                               max_position_embeddings=64, initializer_range=0.5)
+    else:
+        config = {"bert": transformers.BertConfig, "roberta": transformers.RobertaConfig,
+                  "mpnet": transformers.MPNetConfig, "albert": transformers.AlbertConfig}[kind](**{**common, **overrides})
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
+    tokenizer = SimpleNamespace(pad_token_id=1, model_input_names=["input_ids", "attention_mask"])
+    return LoadedModel(model=model, tokenizer=tokenizer, name=f"tiny-{kind}", source="config")
+
+
+IDS = np.array([0, 5, 9, 12, 7, 30, 5, 2, 17, 3, 2])
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "mpnet", "distilbert"])
+def test_recomputed_attention_equals_output_attentions(kind):
+    lm = tiny(kind)
+    with torch.inference_mode():
+        out = lm.model(input_ids=torch.as_tensor(IDS)[None], output_attentions=True)
+    for layer in range(lm.n_layers):
+        ours = recompute_attention(lm, IDS, layer=layer)
+        theirs = out.attentions[layer][0]
+        assert ours.shape == (lm.n_heads, len(IDS), len(IDS))
+        assert float((ours - theirs).abs().max()) < TOLERANCE
+        assert float(theirs.max()) > 0.5  # peaked attention: the comparison is not between two uniform maps
+
+
+def test_mpnet_bias_is_needed():
+    """Without the relative position bias the recomputed maps are wrong: the test above can fail."""
+    lm = tiny("mpnet")
+    with torch.inference_mode():
+        out = lm.model(input_ids=torch.as_tensor(IDS)[None], output_attentions=True)
+        with capture(lm, ("query", "key"), layers=[1]) as seen:
+            lm.model(input_ids=torch.as_tensor(IDS)[None])
+    q, k = seen.heads("query", 1)[0], seen.heads("key", 1)[0]
+    no_bias = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
+    assert float((no_bias - out.attentions[1][0]).abs().max()) > 100 * TOLERANCE
+
+
+def test_hooks_are_removed():
+    lm = tiny("bert")
+    with capture(lm, ("query", "value")):
+        pass
+    parts = attention_parts(lm.model, 0)
+    assert not parts.query._forward_hooks and not parts.value._forward_hooks
+
+
+def test_unknown_architecture_is_named():
+    lm = tiny("albert", embedding_size=16)
+    with pytest.raises(NotImplementedError, match="albert"):
+        recompute_attention(lm, IDS, layer=0)
+
+
+def test_layer_out_of_range():
+    with pytest.raises(ValueError, match="layer 2"):
+        recompute_attention(tiny("bert"), IDS, layer=2)

@@ -1,0 +1,192 @@
+"""Norm-based maps ||alpha_ij f(x_j)|| against a slow reference written from the formula, the decomposition
+of the attention output they rest on, shares, Spearman correlations, the cache and the command."""
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.encoding import encode_ids, encode_words
+from helpers.internals import attention_parts, capture, output_weight
+from helpers.norms import (KINDS, NormAccumulator, NormStats, forward_weights_and_norms, iter_norm_maps,
+                           kind_masks, kind_shares, norm_maps_reference, spearman_per_head)
+from helpers.surface import segment_statistics, token_masks
+from helpers.wordlevel import word_level_reference
+
+from test_formula import tiny
+
+# float32 fast path against a float64 loop; values are O(1), so agreement to ~1e-6 is expected
+TOLERANCE = 1e-5
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "mpnet", "distilbert"])
+def test_norm_maps_equal_slow_reference(kind):
+    lm = tiny(kind)
+    ids = [np.array([0, 5, 9, 12, 7, 30, 5, 2]), np.array([0, 8, 6, 2, 11, 2])]  # two lengths: padding is exercised
+    batch = encode_ids(ids)
+    for example, norms in iter_norm_maps(lm, batch, batch_size=2):
+        reference = norm_maps_reference(lm, example.input_ids)
+        assert norms.shape == reference.shape == (lm.n_layers, lm.n_heads, len(example), len(example))
+        assert np.abs(norms - reference).max() < TOLERANCE
+        assert reference.max() > 0.1  # not a comparison of near-zero maps
+
+
+def test_heads_and_keys_rebuild_the_attention_output():
+    """sum_h sum_j alpha_ij f_h(x_j) + b_O is the output projection's output: f_h is the right slice of W_O."""
+    lm = tiny("bert")
+    ids = torch.tensor([[0, 5, 9, 12, 7, 2]])
+    with torch.inference_mode(), capture(lm, ("value", "output")) as seen:
+        out = lm.model(input_ids=ids, output_attentions=True)
+    for layer in range(lm.n_layers):
+        parts = attention_parts(lm.model, layer)
+        torch.set_grad_enabled(False)
+        v = seen.heads("value", layer)[0]                       # [head, token, d]
+        f = torch.einsum("htd,hdo->hto", v, output_weight(parts, lm.n_heads))  # [head, token, hidden]
+        rebuilt = torch.einsum("hij,hjo->io", out.attentions[layer][0], f) + parts.output.bias
+        torch.set_grad_enabled(True)
+        assert torch.allclose(rebuilt, seen.raw["output"][layer][0], atol=TOLERANCE)
+
+
+def test_zero_value_vector_gets_norm_share_zero(tiny_lm):
+    """A layer whose input at [SEP] is 0 (constant embedding through a bias-free layer norm) and whose value
+    bias is 0 gives [SEP] a zero value vector: its norm share is 0 whatever its weight."""
+    lm = copy.deepcopy(tiny_lm)
+    emb = lm.model.embeddings
+    sep = lm.tokenizer.sep_token_id
+    with torch.no_grad():
+        emb.position_embeddings.weight.zero_()
+        emb.token_type_embeddings.weight.zero_()
+        emb.word_embeddings.weight[sep] = 1.0    # a constant vector: layer norm makes it 0 ...
+        emb.LayerNorm.bias.zero_()               # ... with no bias to add back
+        parts = attention_parts(lm.model, 0)
+        parts.value.bias.zero_()
+        parts.key.bias.fill_(0.5)                # [SEP]'s key is this bias: it gets a sizeable weight
+    batch = encode_words(lm.tokenizer, [["the", "cat", "sat", "on", "the", "mat", "."]])
+    example = batch.examples[0]
+    attn, norms = forward_weights_and_norms(lm, batch.examples)
+    masks = kind_masks(lm.tokenizer, example.input_ids)
+    weights_share = kind_shares(attn[0, :1].numpy(), masks)[KINDS.index("sep")]
+    norms_share = kind_shares(norms[0, :1].numpy(), masks)[KINDS.index("sep")]
+    assert (weights_share > 0.01).all()
+    assert np.abs(norms_share).max() < 1e-7
+    assert np.allclose(kind_shares(norms[0, :1].numpy(), masks).sum(0), 1.0)
+
+
+def test_kind_shares_under_weights_equal_surface_statistics():
+    rng = np.random.default_rng(0)
+    attn = rng.dirichlet(np.ones(7), size=(2, 3, 7))
+    ids = np.array([2, 5, 9, 6, 3, 11, 3])
+    from types import SimpleNamespace
+
+    vocab = {2: "[CLS]", 3: "[SEP]", 5: ".", 6: ",", 9: "cat", 11: "dog"}
+    tok = SimpleNamespace(cls_token_id=2, sep_token_id=3, convert_ids_to_tokens=lambda xs: [vocab[x] for x in xs])
+    shares = kind_shares(attn, kind_masks(tok, ids))
+    stats = segment_statistics(attn, token_masks(tok, ids))
+    for kind in ("cls", "sep", "punct"):
+        assert np.allclose(shares[KINDS.index(kind)], stats[kind])
+    assert np.allclose(shares.sum(0), 1.0)
+
+
+def test_kind_shares_normalise_each_row():
+    maps = np.zeros((1, 1, 2, 3))
+    maps[0, 0, 0] = [2.0, 2.0, 0.0]   # row total 4: half on key 0
+    maps[0, 0, 1] = [0.0, 0.0, 0.0]   # a row with no norm adds nothing
+    masks = {"cls": np.array([True, False, False]), "sep": np.array([False, False, True]),
+             "punct": np.zeros(3, bool), "other": np.array([False, True, False])}
+    shares = kind_shares(maps, masks)[:, 0, 0]
+    assert np.allclose(shares, [0.25, 0.0, 0.0, 0.25])
+
+
+def test_spearman_matches_scipy_with_ties():
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 4, size=(2, 3, 5, 5)).astype(np.float32)  # many ties
+    b = a * rng.random((2, 3, 5, 5)) + rng.integers(0, 2, size=(2, 3, 5, 5))
+    ours = spearman_per_head(a, b)
+    for l in range(2):
+        for h in range(3):
+            assert ours[l, h] == pytest.approx(spearmanr(a[l, h].ravel(), b[l, h].ravel()).statistic, abs=1e-9)
+    const = spearman_per_head(np.ones((1, 1, 3, 3)), b[:1, :1, :3, :3])
+    assert np.isnan(const).all()
+
+
+def test_accumulator_round_trips_and_json_layout():
+    rng = np.random.default_rng(2)
+    acc = NormAccumulator()
+    masks = {"cls": np.array([1, 0, 0, 0], bool), "sep": np.array([0, 0, 0, 1], bool),
+             "punct": np.array([0, 1, 0, 0], bool), "other": np.array([0, 0, 1, 0], bool)}
+    for _ in range(3):
+        attn = rng.dirichlet(np.ones(4), size=(2, 3, 4))
+        acc.add(attn, attn * rng.random(4), masks)
+    stats = acc.result()
+    again = NormStats.from_cache(json.loads(json.dumps(stats.to_cache())))
+    assert np.allclose(again.norms, stats.norms) and np.allclose(again.spearman, stats.spearman)
+    payload = stats.to_json()
+    assert set(payload) == {"segments", "heads", "layers"} and payload["segments"] == 3
+    assert set(payload["heads"]) == {f"{l}-{h}" for l in (1, 2) for h in (1, 2, 3)} and set(payload["layers"]) == {"1", "2"}
+    row = payload["heads"]["2-3"]
+    assert set(row) == {"weights", "norms", "spearman"} and set(row["weights"]) == set(KINDS)
+    assert row["norms"]["sep"] == pytest.approx(stats.norms[KINDS.index("sep"), 1, 2], abs=1e-6)
+
+
+def test_word_level_norm_maps_use_the_weight_conversion(tiny_lm):
+    batch = encode_words(tiny_lm.tokenizer, [["the", "unaffable", "cat", "sat", "."]])
+    example = batch.examples[0]
+    ((_, tokens),) = iter_norm_maps(tiny_lm, batch, level="token")
+    ((_, words),) = iter_norm_maps(tiny_lm, batch, level="word")
+    assert np.abs(words - word_level_reference(tokens, example.word_of_token)).max() < TOLERANCE
+
+
+def test_norm_maps_are_cached_apart_from_weights(tiny_lm, tmp_path):
+    from helpers.cache import extract
+
+    batch = encode_words(tiny_lm.tokenizer, [["the", "cat", "sat", "."], ["a", "dog", "sat", "on", "the", "mat"]])
+    weights = extract(tiny_lm, batch, level="word", cache_root=tmp_path, progress=False)
+    norms = extract(tiny_lm, batch, level="word", cache_root=tmp_path, progress=False, maps="norms")
+    assert weights.directory != norms.directory
+    direct = dict((ex.index, m) for ex, m in iter_norm_maps(tiny_lm, batch, level="word"))
+    for example, m in norms:
+        assert np.abs(m - direct[example.index]).max() < 1e-2 * max(1.0, float(np.abs(m).max()))  # float16 store
+    again = extract(tiny_lm, batch, level="word", cache_root=tmp_path, progress=False, maps="norms")
+    assert again.stats["shards_computed"] == 0
+
+
+def test_norms_command_writes_the_contract(tiny_model_dir, fake_data, tmp_path):
+    from helpers.cli import main
+
+    out = tmp_path / "norms.json"
+    rc = main(["norms", "--segments", "3", "--model", str(tiny_model_dir), "--data-dir", str(fake_data),
+               "--cache-dir", str(tmp_path / "c"), "--json", str(out), "--quiet"])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    assert set(result) == {"model", "segments", "heads", "layers"} and result["segments"] >= 1
+    assert len(result["heads"]) == 2 * 4 and set(result["layers"]) == {"1", "2"}
+    for row in result["heads"].values():
+        assert sum(row["weights"].values()) == pytest.approx(1.0, abs=1e-5)
+        assert sum(row["norms"].values()) == pytest.approx(1.0, abs=1e-5)
+        assert -1 <= row["spearman"] <= 1
+
+
+def test_unknown_architecture_is_named():
+    lm = tiny("albert", embedding_size=16)
+    with pytest.raises(NotImplementedError, match="albert"):
+        forward_weights_and_norms(lm, encode_ids([[0, 5, 2]]).examples)
+
+
+def test_special_tokens_found_by_role_for_roberta(tiny_bpe_model_dir):
+    """<s> and </s> play [CLS] and [SEP]: found through the tokenizer's roles, not by spelling."""
+    from helpers import load_model
+
+    lm = load_model(str(tiny_bpe_model_dir))
+    batch = encode_words(lm.tokenizer, [["the", "cat", "sat", "."]])
+    ids = batch.examples[0].input_ids
+    masks = kind_masks(lm.tokenizer, ids)
+    assert ids[masks["cls"]].tolist() == [lm.tokenizer.convert_tokens_to_ids("<s>")]
+    assert ids[masks["sep"]].tolist() == [lm.tokenizer.convert_tokens_to_ids("</s>")]
+    assert masks["punct"].sum() == 1 and sum(m.astype(int) for m in masks.values()).tolist() == [1] * len(ids)
+    ((_, norms),) = iter_norm_maps(lm, batch)
+    assert np.abs(norms - norm_maps_reference(lm, ids)).max() < TOLERANCE
