@@ -200,3 +200,17 @@ def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, tmp_path, cluster
     local = _run(args, tmp_path / "local.json", tmp_path / "cache-local")
     dask = _run([*args, "--address", cluster.scheduler_address], tmp_path / "dask.json", tmp_path / "cache-dask")
     assert dask == local and json.loads(local)["mentions"]["all"] == 3
+
+
+def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster):
+    """A worker whose model differs from the driver's (here: the driver's recorded fingerprint is
+    altered) refuses the shard with a ValueError naming the worker, instead of writing other maps."""
+    from helpers.cache import encode_treebank, plan_extraction
+    from helpers.engine import run_shards
+
+    _, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32, max_sentences=20)
+    plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path, source_digest=digest)
+    plan.meta["model_fingerprint"] = "0" * 64
+    with pytest.raises(ValueError, match="loaded other weights"):
+        run_shards(tiny_lm, plan, execution=Execution("dask", address=cluster.scheduler_address))
+    assert not list(tmp_path.glob("*/shard-*.npz"))
