@@ -20,3 +20,31 @@ def glue_text(name: str, value, fmt: str | None = None) -> None:
     from myst_nb import glue
 
     glue(name, _Text(format(value, fmt) if fmt else str(value)), display=False)
+
+
+MISSING = "—"  # a cell with nothing to show (never "NaN")
+
+
+def _cell(value) -> str:
+    import math
+
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    text = str(value).replace("\n", " ").replace("|", "\\|")
+    return text if text.strip() else MISSING
+
+
+def table(frame, *, name: str, caption: str, index: bool = True):
+    """A DataFrame as a table the book numbers: a MyST ``{table}`` directive named ``name`` (refer to it
+    with ``{numref}`name```), missing values shown as "—".
+
+    The cell that displays it needs the metadata ``{"mystnb": {"markdown_format": "myst"}}`` so that
+    the book parses the directive (in Jupyter it shows as a plain Markdown table).
+    """
+    from IPython.display import Markdown
+
+    frame = frame.reset_index() if index else frame
+    header = [_cell(c) for c in frame.columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return Markdown(f"```{{table}} {caption}\n:name: {name}\n\n" + "\n".join(lines) + "\n```\n")

@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Modules whose import registers a chapter's command with :func:`command` (e.g. "helpers.surface").
 CHAPTER_COMMAND_MODULES: tuple[str, ...] = ("helpers.segments_pipeline", "helpers.surface_pipeline", "helpers.syntax_pipeline", "helpers.cluster_pipeline",
-                                             "helpers.coref_pipeline", "helpers.probe_pipeline", "helpers.norms_pipeline")
+                                             "helpers.coref_pipeline", "helpers.probe_pipeline", "helpers.norms_pipeline",
+                                             "helpers.summary")
 
 
 def _register_chapter_commands() -> None:

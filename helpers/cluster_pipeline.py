@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cache import cached_json
+from .claims import Claim, Verdict, verdict
 from .argtypes import check_corpora, positive_int
 from .cli import command, load
 from .clustering import JSAccumulator, embed_mds, hierarchical_order, layer_similarity
@@ -37,6 +38,7 @@ CLS_THRESHOLD = 0.6
 SEP_THRESHOLD = 0.6
 PUNCT_THRESHOLD = 0.6
 NO_BEHAVIOUR = "none of these"
+LAYER_P = 0.05  # significance level of the layer test (one-sided permutation p-value)
 
 
 def behaviours(stats: SurfaceStats) -> list[str]:
@@ -138,6 +140,20 @@ def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
     return ClusterResult(lm.label, D, embed_mds(D, seed=seed), behaviours(stats), stats, lm.n_layers, lm.n_heads,
                          len(batch.examples), stored["tokens"], layer_similarity(D, lm.n_heads, n_perm=n_perm, seed=seed),
                          order, segment_tokens(batch), segments_from)
+
+
+def verdict_same_layer(p_value: float, ratio: float) -> Verdict:
+    """§6: same-layer heads are closer than heads of different layers at significance :data:`LAYER_P`
+    (reproduced), or only on average (``ratio`` of within- to between-layer distance below 1: partly)."""
+    return verdict(p_value < LAYER_P, ratio < 1.0)
+
+
+def claims(result: ClusterResult) -> list[Claim]:
+    """The §6 claim from :func:`run_cluster`'s result, its verdict from the rule above."""
+    sim = result.similarity
+    return [Claim("same-layer-heads-alike", "§6", "heads in the same layer behave alike", "observed in Figure 6",
+                  f"within/between distance {sim['ratio']:.2f}, permutation p = {sim['p_value']:.3f}",
+                  float(sim["ratio"]), verdict_same_layer(sim["p_value"], sim["ratio"]))]
 
 
 def _cluster_args(parser: argparse.ArgumentParser) -> None:

@@ -1,75 +1,164 @@
-"""Every claim of the paper in one table (the book's "Results at a glance"), from the chapters' runs.
+"""Every claim of the paper in one table (the book's "Results at a glance" and ``python -m helpers claims``).
 
-Each row: ``(claim, paper, ours, verdict, chapter notebook)``. The verdict rules are the chapters'
-own (thresholds named below and in each chapter).
+No rule lives here: the rows are the concatenation of each section's ``claims()``, computed from the
+same runs, with the same sizes, as the chapters (cached on disk, so whatever a chapter already
+computed is read back).
+
+>>> rows = all_claims(lm)                                                # doctest: +SKIP
+>>> rows[0].id, rows[0].verdict                                          # doctest: +SKIP
+('prev-token-heads', 'reproduced')
 """
 from __future__ import annotations
 
-from . import paper
-from .labels import head_label
-from .syntax import ALL
-from .syntax_pipeline import SPECIALISED_MARGIN
+import argparse
+from typing import Callable
 
-PROBE_GAIN = 10        # points that count as "far better" (as the probing chapter)
-COREF_MARGIN, COREF_CLOSE = 10, 5
-LAYER_P = 0.05
+from . import cluster_pipeline, coref_pipeline, probe_pipeline, surface_pipeline, syntax_pipeline
+from .claims import Claim, by_id
+from .cli import command, load
+from .config import small_run
+from .models import LoadedModel
+
+# Section -> (chapter notebook, function computing its claims). The order is the paper's.
+SectionClaims = Callable[..., list[Claim]]
 
 
-def _verdict(full: bool, partial: bool = False) -> str:
-    return "reproduced" if full else ("partly" if partial else "not reproduced")
+def _size(given, full, small_value, small: bool | None):
+    """``given`` if set, else the chapter's size: ``small_value`` in the small configuration
+    (``small``; default :func:`~helpers.config.small_run`), else ``full``."""
+    if given is not None:
+        return given
+    return small_value if (small_run() if small is None else small) else full
 
 
-def all_claims(surface, heads_test, coref_dev, coref_test, probes: dict, cluster) -> list[tuple[str, str, str, str, str]]:
-    """Rows for the summary table from a surface report, a GUM-test heads run, coreference runs on dev
-    and test, the probes' result and the clustering result."""
-    rows = [(c["claim"], c["paper"], c["ours"], c["verdict"], "03_surface_patterns") for c in surface.to_json()["claims"]]
-    t1 = heads_test.scores.table()
-    p_all = paper.TABLE1[ALL]
-    rows.append(("best single head on all relations stays far from parsing",
-                 f"{p_all[1]} ({p_all[0]}) vs baseline {p_all[2]}",
-                 f"{t1[ALL]['accuracy']:.1f} ({t1[ALL]['best_head']}) vs baseline {t1[ALL]['baseline_accuracy']:.1f}",
-                 _verdict(t1[ALL]["accuracy"] < 50), "04_syntax_heads"))
-    for rel in ("det", "obj", "nmod:poss", "aux:pass", "compound:prt"):
-        ref = paper.table1_row(rel)
-        if rel in t1 and ref:
-            sd, (head, acc, base, _) = ref
-            gain = t1[rel]["accuracy"] - t1[rel]["baseline_accuracy"]
-            rows.append((f"a head specialises in {rel} (paper: {sd})", f"{acc} ({head}) vs {base}",
-                         f"{t1[rel]['accuracy']:.1f} ({t1[rel]['best_head']}) vs {t1[rel]['baseline_accuracy']:.1f}",
-                         _verdict(gain >= SPECIALISED_MARGIN, gain > 5), "04_syntax_heads"))
-    layer, head = coref_dev.best_head()
-    acc, base = coref_test.accuracy()["all"][layer, head], coref_test.baseline_accuracy()
-    hm, rb = base["head match"]["all"], base["rule-based"]["all"]
-    rows.append(("a head selects antecedents >10 points above head-word matching, close to the rule-based system",
-                 f"{paper.TABLE2['Head 5-4'][0]} (5-4) vs {paper.TABLE2['Head match'][0]} and {paper.TABLE2['Rule-based'][0]}",
-                 f"{acc:.1f} ({head_label(layer, head)}, chosen on dev) vs {hm:.1f} and {rb:.1f}",
-                 _verdict(acc - hm > COREF_MARGIN and acc >= rb - COREF_CLOSE, acc > hm), "04_coreference_heads"))
-    m = {name: r["test"]["mean"] for name, r in probes["rows"].items()}
-    rows.append(("attention-only probe parses far better than right-branching",
-                 f"{paper.TABLE3['Attn']} vs {paper.TABLE3['Right-branching']} UAS",
-                 f"{m['Attn']:.1f} vs {m['Right-branching']:.1f} UAS (GUM test)",
-                 _verdict(m["Attn"] - m["Right-branching"] >= PROBE_GAIN, m["Attn"] > m["Right-branching"]),
-                 "05_probing_classifiers"))
-    rows.append(("attention-and-words probe beats attention-only and distances-and-words",
-                 f"{paper.TABLE3['Attn + GloVe']} vs {paper.TABLE3['Attn']} and {paper.TABLE3['Distances + GloVe']}",
-                 f"{m['Attn + words']:.1f} vs {m['Attn']:.1f} and {m['Distances + words']:.1f}",
-                 _verdict(m["Attn + words"] > max(m["Attn"], m["Distances + words"])), "05_probing_classifiers"))
-    rows.append(("random-init attention makes the probe fail", f"{paper.TABLE3['Random Init Attn + GloVe']} UAS",
-                 f"{m['Random-init Attn + words']:.1f} UAS",
-                 _verdict(m["Attn + words"] - m["Random-init Attn + words"] >= PROBE_GAIN), "05_probing_classifiers"))
-    sim = cluster.similarity
-    rows.append(("heads in the same layer behave alike", "observed in Figure 6",
-                 f"within/between distance {sim['ratio']:.2f}, permutation p = {sim['p_value']:.3f}",
-                 _verdict(sim["p_value"] < LAYER_P), "06_clustering_heads"))
+def surface_section(lm: LoadedModel, *, n_segments: int | None = None, small: bool | None = None, max_length: int = 128, data_dir=None,
+                    cache_root=None, progress: bool = False, **_) -> list[Claim]:
+    """§3 claims for the run of chapter 03 (``n_segments``: default the chapter's)."""
+    n = _size(n_segments, surface_pipeline.SEGMENTS, surface_pipeline.SMALL_SEGMENTS, small)
+    return surface_pipeline.claims(surface_pipeline.run_surface(lm, n_segments=n, seed=0, max_length=max_length, data_dir=data_dir,
+                                                                cache_root=cache_root, progress=progress))
+
+
+def syntax_section(lm: LoadedModel, *, max_sentences: int | None = None, small: bool | None = None, max_length: int = 128, data_dir=None,
+                   cache_root=None, progress: bool = False, **_) -> list[Claim]:
+    """§4.2 claims for the runs of chapter 04 (GUM test, head chosen on GUM dev)."""
+    limit = _size(max_sentences, None, syntax_pipeline.SMALL_SENTENCES, small)
+    kw = dict(max_sentences=limit, max_length=max_length, data_dir=data_dir, cache_root=cache_root, progress=progress)
+    return syntax_pipeline.claims(syntax_pipeline.run_heads(lm, "gum:test", **kw),
+                                  syntax_pipeline.run_heads(lm, "gum:dev", **kw))
+
+
+def coref_section(lm: LoadedModel, *, max_documents: int | None = None, small: bool | None = None, max_length: int = 128, data_dir=None,
+                  cache_root=None, progress: bool = False, **_) -> list[Claim]:
+    """§4.3 claims for the whole-document runs of the coreference chapter."""
+    limit = _size(max_documents, None, coref_pipeline.SMALL_DOCUMENTS, small)
+    kw = dict(setting=coref_pipeline.CLAIM_SETTING, max_documents=limit, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
+              progress=progress)
+    return coref_pipeline.claims(coref_pipeline.run_coref(lm, "dev", **kw), coref_pipeline.run_coref(lm, "test", **kw))
+
+
+def probe_section(lm: LoadedModel, *, max_sentences: int | None = None, seeds: tuple[int, ...] | None = None,
+                  epochs: int | None = None, small: bool | None = None, max_length: int = 128, data_dir=None, cache_root=None,
+                  progress: bool = False, **_) -> list[Claim]:
+    """§5 claims for the run of chapter 05."""
+    p = probe_pipeline
+    return p.claims(p.run_probes(lm, seeds=seeds or p.SEEDS, max_sentences=_size(max_sentences, None, p.SMALL_SENTENCES, small),
+                                 epochs=_size(epochs, p.EPOCHS, p.SMALL_EPOCHS, small), max_length=max_length, data_dir=data_dir,
+                                 cache_root=cache_root, progress=progress))
+
+
+def cluster_section(lm: LoadedModel, *, n_segments: int | None = None, n_perm: int = 1000, small: bool | None = None,
+                    max_length: int = 128, data_dir=None, cache_root=None, progress: bool = False, **_) -> list[Claim]:
+    """§6 claims for the run of chapter 06."""
+    n = _size(n_segments, surface_pipeline.SEGMENTS, surface_pipeline.SMALL_SEGMENTS, small)
+    return cluster_pipeline.claims(cluster_pipeline.run_cluster(lm, n_segments=n, seed=0, n_perm=n_perm, max_length=max_length,
+                                                                data_dir=data_dir, cache_root=cache_root,
+                                                                progress=progress))
+
+
+SECTIONS: dict[str, tuple[str, SectionClaims]] = {
+    "surface": ("03_surface_patterns", surface_section),
+    "syntax": ("04_syntax_heads", syntax_section),
+    "coref": ("04_coreference_heads", coref_section),
+    "probe": ("05_probing_classifiers", probe_section),
+    "cluster": ("06_clustering_heads", cluster_section),
+}
+
+
+def section_claims(name: str, lm: LoadedModel, **sizes) -> list[Claim]:
+    """The claims of one section (a key of :data:`SECTIONS`) for the chapter's run (``sizes``: overrides)."""
+    return SECTIONS[name][1](lm, **sizes)
+
+
+def all_claims(lm: LoadedModel, **sizes) -> list[Claim]:
+    """Every section's claims, in the paper's order (ids are checked to be unique)."""
+    rows = [c for name in SECTIONS for c in section_claims(name, lm, **sizes)]
+    by_id(rows)
     return rows
 
 
-def claims_html(rows) -> str:
-    """The rows as an HTML table with bold verdicts and links to the chapters' pages."""
+def chapter_of(claim: Claim) -> str:
+    """The chapter notebook that states ``claim``."""
+    if claim.section.startswith("§3"):
+        return SECTIONS["surface"][0]
+    if claim.section.startswith("§4.2"):
+        return SECTIONS["syntax"][0]
+    if claim.section.startswith("§4.3"):
+        return SECTIONS["coref"][0]
+    if claim.section.startswith("§5"):
+        return SECTIONS["probe"][0]
+    return SECTIONS["cluster"][0]
+
+
+def claims_html(claims: list[Claim]) -> str:
+    """The claims as an HTML table with bold verdicts and links to the chapters' pages."""
     from html import escape
 
     import pandas as pd
 
-    return pd.DataFrame([{"claim": escape(c), "paper": escape(p), "ours": escape(o), "verdict": f"<b>{v}</b>",
-                          "chapter": f'<a href="{ch}.html">{escape(ch.split("_", 1)[1].replace("_", " "))}</a>'}
-                         for c, p, o, v, ch in rows]).to_html(escape=False, index=False)
+    return pd.DataFrame([{"section": escape(c.section), "claim": escape(c.claim), "paper": escape(c.paper),
+                          "ours": escape(c.ours), "verdict": f"<b>{c.verdict}</b>",
+                          "chapter": f'<a href="{chapter_of(c)}.html">'
+                                     f'{escape(chapter_of(c).split("_", 1)[1].replace("_", " "))}</a>'}
+                         for c in claims]).to_html(escape=False, index=False)
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def _check_claims_inputs(args: argparse.Namespace) -> None:
+    from .argtypes import check_corpora
+
+    check_corpora(args, "gum:train", "gum:dev", "gum:test", "ewt:dev")
+    for split in ("dev", "test"):
+        coref_pipeline.load_coref(split, data_dir=args.data_dir)
+
+
+def _claims_args(parser: argparse.ArgumentParser) -> None:
+    from .argtypes import max_length_int, positive_int
+
+    parser.add_argument("--segments", type=positive_int, default=None, metavar="N",
+                        help=f"segments for §3 and §6 (default {surface_pipeline.SEGMENTS}, as the chapters)")
+    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
+                        help="first N sentences of each treebank for §4.2 and §5 (default: all, as the chapters)")
+    parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N",
+                        help="first N documents of each split for §4.3 (default: all, as the chapter)")
+    parser.add_argument("--seeds", type=positive_int, default=None, metavar="N",
+                        help=f"probe seeds 0 .. N-1 for §5 (default {len(probe_pipeline.SEEDS)})")
+    parser.add_argument("--epochs", type=positive_int, default=None, metavar="N",
+                        help=f"probe epochs for §5 (default {probe_pipeline.EPOCHS})")
+    parser.add_argument("--permutations", type=positive_int, default=1000, metavar="N",
+                        help="permutations of the §6 layer test (default 1000)")
+    parser.add_argument("--max-length", type=max_length_int, default=128,
+                        help="longest input in tokens (default 128, as in the paper); longer ones are skipped and counted")
+    parser.set_defaults(check_inputs=_check_claims_inputs)
+
+
+@command("claims", "every claim of the paper with our verdict, from the cached results (computing what is missing)",
+         _claims_args)
+def cmd_claims(args: argparse.Namespace) -> dict:
+    lm = load(args)
+    sizes = dict(n_segments=args.segments, max_sentences=args.max_sentences, max_documents=args.max_documents,
+                 seeds=tuple(range(args.seeds)) if args.seeds else None, epochs=args.epochs, n_perm=args.permutations,
+                 max_length=args.max_length, small=False, data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet)
+    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, **sizes)]}

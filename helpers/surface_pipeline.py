@@ -18,6 +18,7 @@ import numpy as np
 
 from . import paper
 from .cache import cached_json
+from .claims import NOT_REPRODUCED, Claim, Verdict, verdict
 from .argtypes import check_corpora, positive_int
 from .cli import command, load
 from .encoding import EncodedBatch
@@ -32,10 +33,16 @@ from .segments import SegmentSource, segment_tokens
 from .segments_pipeline import DEFAULT_SOURCE, add_segment_args, build_segments, segments_key
 from .surface import SPECIALIST_THRESHOLD, SurfaceAccumulator, SurfaceStats, token_masks
 
-# Named thresholds of the verdicts below.
+SEGMENTS, SMALL_SEGMENTS = 1000, 40  # the chapters' segments: the paper's 1,000; the small (test) configuration
+
+# Named thresholds of the verdicts below (see :func:`claims`).
+POSITION_PARTLY = SPECIALIST_THRESHOLD / 2  # §3.1: a strongest head above half the paper's 50% is "partly"
 SEP_MAJORITY = 0.5        # §3.2: "over half of BERT's attention in layers 6-10 focuses on [SEP]"
+SEP_MAJORITY_PARTLY = SEP_MAJORITY / 2       # a layer giving a quarter of its attention to [SEP]: partly
 SEP_SELF = 0.9            # §3.2: [SEP] attends to [SEP] "more than 90%"
+SEP_SELF_PARTLY = 0.75 * SEP_SELF            # three quarters of the paper's 90%: partly
 BROAD_FRACTION = 0.8      # [CLS] entropy counted "broad" at >= 80% of the uniform entropy
+GRADIENT_SMALL = 0.5      # §3.2 "very small": [SEP] gradient below half of that for other tokens
 
 
 @dataclass
@@ -56,7 +63,7 @@ class SurfaceReport:
             "layer_means": {k: s.layer_means(k).round(6).tolist() for k in s.per_head},
             "prev_heads": s.heads_above("prev"), "next_heads": s.heads_above("next"),
             "threshold": SPECIALIST_THRESHOLD, "gradients": self.gradients, "mlm_head": self.mlm,
-            "claims": surface_claims(s, self.gradients),
+            "claims": [c.to_json() for c in claims(self)],
         }
 
 
@@ -109,47 +116,98 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
     return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch, segments_from)
 
 
-def _verdict(full: bool, partial: bool) -> str:
-    return "reproduced" if full else ("partly" if partial else "not reproduced")
+# ----------------------------------------------------------------------------------- claims
+# One rule per claim, on plain numbers (tested on both sides of every threshold in tests/test_claims.py).
 
 
-def surface_claims(stats: SurfaceStats, grads: dict | None) -> list[dict]:
-    """The §3 claims as rows ``claim | paper | ours | verdict``, each verdict from a stated rule."""
+def verdict_position_heads(n_heads: int, best_share: float) -> Verdict:
+    """§3.1 (previous or next token): reproduced when some head puts more than
+    :data:`~helpers.surface.SPECIALIST_THRESHOLD` of its attention there (``n_heads`` such heads);
+    partly when the strongest head (``best_share``) puts more than :data:`POSITION_PARTLY` there."""
+    return verdict(n_heads >= 1, best_share > POSITION_PARTLY)
+
+
+def verdict_sep_layers(max_layer_mean: float) -> Verdict:
+    """§3.2: some layer gives more than :data:`SEP_MAJORITY` of its attention to [SEP] (reproduced),
+    or more than :data:`SEP_MAJORITY_PARTLY` (partly)."""
+    return verdict(max_layer_mean > SEP_MAJORITY, max_layer_mean > SEP_MAJORITY_PARTLY)
+
+
+def verdict_sep_self(sep_self: float) -> Verdict:
+    """§3.2: at [SEP], more than :data:`SEP_SELF` of the attention goes to [SEP] (reproduced), or more
+    than :data:`SEP_SELF_PARTLY` (partly)."""
+    return verdict(sep_self > SEP_SELF, sep_self > SEP_SELF_PARTLY)
+
+
+def verdict_broad_lower_layers(broadest_layer: int, n_layers: int) -> Verdict:
+    """§3.3: the layer with the highest mean entropy (0-based ``broadest_layer``) is the first
+    (reproduced) or in the lower half (partly)."""
+    return verdict(broadest_layer == 0, broadest_layer < n_layers / 2)
+
+
+def verdict_cls_broad(cls_last: float, uniform: float, all_last: float) -> Verdict:
+    """§3.3: the entropy from [CLS] in the last layer is at least :data:`BROAD_FRACTION` of the uniform
+    entropy (reproduced), or at least the last layer's mean entropy from every token (partly)."""
+    return verdict(cls_last >= BROAD_FRACTION * uniform, cls_last >= all_last)
+
+
+def verdict_sep_gradient(ratio: float) -> Verdict:
+    """§3.2: in the upper half of the layers the gradient for attention to [SEP] is below
+    :data:`GRADIENT_SMALL` times that for other tokens (reproduced), or below it at all (partly)."""
+    return verdict(ratio < GRADIENT_SMALL, ratio < 1.0)
+
+
+def sep_self_attention(stats: SurfaceStats) -> tuple[float, int]:
+    """``(attention from [SEP] to [SEP], layers)``: the mean over the half of the layers (at least one)
+    with the most attention to [SEP]."""
+    sep_layers = stats.layer_means("sep")
+    top = np.argsort(sep_layers)[::-1][: max(1, len(sep_layers) // 2)]
+    return float(stats.per_head["sep_sep"][top].mean()), len(top)
+
+
+def claims(report: "SurfaceReport") -> list[Claim]:
+    """The §3 claims, each verdict from its rule above."""
+    return _claims(report.stats, report.gradients)
+
+
+def _claims(stats: SurfaceStats, grads: dict | None) -> list[Claim]:
     prev, nxt = stats.heads_above("prev"), stats.heads_above("next")
     sep_layers = stats.layer_means("sep")
     n_layers = len(sep_layers)
-    top = np.argsort(sep_layers)[::-1][: max(1, n_layers // 2)]  # layers with the most [SEP] attention
-    sep_self = float(stats.per_head["sep_sep"][top].mean())
+    sep_self, n_top = sep_self_attention(stats)
     ent_layers = stats.layer_means("entropy")
     cls_last = float(stats.layer_means("entropy_cls")[-1])
-    rows = [
-        {"claim": "heads with >50% attention on the previous token",
-         "paper": f"{paper.PREV_TOKEN_HEADS.value} (layers 2, 4, 7, 8)",
-         "ours": heads_phrase(prev), "verdict": _verdict(len(prev) > 0 and len(nxt) > 0, len(prev) > 0)},
-        {"claim": "heads with >50% attention on the next token",
-         "paper": f"{paper.NEXT_TOKEN_HEADS.value} (layers 1, 2, 2, 3, 6)",
-         "ours": heads_phrase(nxt), "verdict": _verdict(len(nxt) > 0 and len(prev) > 0, len(nxt) > 0)},
-        {"claim": "some layers give over half their attention to [SEP]",
-         "paper": "layers 6-10 of 12", "ours": f"max layer mean {sep_layers.max():.2f} (layer {int(sep_layers.argmax()) + 1})",
-         "verdict": _verdict(sep_layers.max() > SEP_MAJORITY, sep_layers.max() > SEP_MAJORITY / 2)},
-        {"claim": "at [SEP], heads attend >90% to [SEP]",
-         "paper": f">{paper.SEP_SELF_ATTENTION.value:.0%}", "ours": f"{sep_self:.2f} (mean over the {len(top)} layers with most [SEP] attention)",
-         "verdict": _verdict(sep_self > SEP_SELF, sep_self > SEP_SELF * 0.75)},
-        {"claim": "the broadest heads are in the lowest layers",
-         "paper": "layer 1 (Figure 4)", "ours": f"highest mean entropy in layer {int(ent_layers.argmax()) + 1}",
-         "verdict": _verdict(int(ent_layers.argmax()) == 0, int(ent_layers.argmax()) < n_layers / 2)},
-        {"claim": "[CLS] attends broadly in the last layer",
-         "paper": f"{paper.CLS_ENTROPY_LAST_LAYER.value} nats (128-token segments)",
-         "ours": f"{cls_last:.2f} nats, uniform {stats.uniform_entropy:.2f}",
-         "verdict": _verdict(cls_last >= BROAD_FRACTION * stats.uniform_entropy, cls_last >= ent_layers[-1])},
+    broadest = int(ent_layers.argmax())
+    out = [
+        Claim("prev-token-heads", "§3.1", "heads with >50% attention on the previous token",
+              f"{paper.PREV_TOKEN_HEADS.value} (layers 2, 4, 7, 8)", heads_phrase(prev), float(len(prev)),
+              verdict_position_heads(len(prev), float(stats.per_head["prev"].max()))),
+        Claim("next-token-heads", "§3.1", "heads with >50% attention on the next token",
+              f"{paper.NEXT_TOKEN_HEADS.value} (layers 1, 2, 2, 3, 6)", heads_phrase(nxt), float(len(nxt)),
+              verdict_position_heads(len(nxt), float(stats.per_head["next"].max()))),
+        Claim("sep-attention-middle-layers", "§3.2", "some layers give over half their attention to [SEP]",
+              "layers 6-10 of 12", f"max layer mean {sep_layers.max():.2f} (layer {int(sep_layers.argmax()) + 1})",
+              float(sep_layers.max()), verdict_sep_layers(float(sep_layers.max()))),
+        Claim("sep-self-attention", "§3.2", "at [SEP], heads attend >90% to [SEP]",
+              f">{paper.SEP_SELF_ATTENTION.value:.0%}", f"{sep_self:.2f} (mean over the {n_top} layers with most [SEP] attention)",
+              sep_self, verdict_sep_self(sep_self)),
+        Claim("broad-attention-lower-layers", "§3.3", "the broadest heads are in the lowest layers",
+              "layer 1 (Figure 4)", f"highest mean entropy in layer {broadest + 1}", float(broadest + 1),
+              verdict_broad_lower_layers(broadest, n_layers)),
+        Claim("cls-broad-last-layer", "§3.3", "[CLS] attends broadly in the last layer",
+              f"{paper.CLS_ENTROPY_LAST_LAYER.value} nats (128-token segments)",
+              f"{cls_last:.2f} nats, uniform {stats.uniform_entropy:.2f}", cls_last,
+              verdict_cls_broad(cls_last, stats.uniform_entropy, float(ent_layers[-1]))),
     ]
     if grads is not None:
         half = slice(n_layers // 2, None)
-        sep_g, other_g = np.mean(grads["sep"][half]), np.mean(grads["other"][half])
-        rows.append({"claim": "gradients for attention to [SEP] are small where [SEP] attention is high",
-                     "paper": "very small from layer 5 on", "ours": f"upper layers: [SEP] {sep_g:.2e} vs other {other_g:.2e}",
-                     "verdict": _verdict(sep_g < 0.5 * other_g, sep_g < other_g)})
-    return rows
+        sep_g, other_g = float(np.mean(grads["sep"][half])), float(np.mean(grads["other"][half]))
+        ratio = sep_g / other_g if other_g > 0 else float("nan")
+        out.append(Claim("sep-gradient-small", "§3.2",
+                         "gradients for attention to [SEP] are small where [SEP] attention is high",
+                         "very small from layer 5 on", f"ratio {ratio:.2f} (upper layers: [SEP] {sep_g:.2e} vs other {other_g:.2e})",
+                         ratio, verdict_sep_gradient(ratio) if np.isfinite(ratio) else NOT_REPRODUCED))
+    return out
 
 
 def figure1_heads(stats: SurfaceStats) -> dict[str, tuple[int, int]]:

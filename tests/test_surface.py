@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from helpers.surface import STATISTICS, SurfaceAccumulator, SurfaceStats, segment_statistics
-from helpers.surface_pipeline import surface_claims
+from helpers.surface_pipeline import SurfaceReport, claims as surface_claims
 
 
 def masks_for(n, sep=(3, 7), punct=(2,)):
@@ -117,9 +117,11 @@ def test_specialist_heads_and_claims():
     stats = SurfaceStats(per_head, uniform_entropy=3.0, n_segments=1)
     assert stats.heads_above("prev") == ["2-3"] and stats.heads_above("next") == ["1-1"]
     assert stats.best_head("next") == (0, 0)
-    claims = {c["claim"]: c["verdict"] for c in surface_claims(stats, None)}
-    assert claims["heads with >50% attention on the previous token"] == "reproduced"
-    assert claims["some layers give over half their attention to [SEP]"] == "reproduced"
-    assert claims["at [SEP], heads attend >90% to [SEP]"] == "reproduced"
-    assert claims["the broadest heads are in the lowest layers"] == "reproduced"
-    assert claims["[CLS] attends broadly in the last layer"] == "not reproduced"
+    report = SurfaceReport("toy", {}, stats, None, None, None)
+    claims = {c.id: c.verdict for c in surface_claims(report)}
+    assert claims["prev-token-heads"] == "reproduced"
+    assert claims["sep-attention-middle-layers"] == "reproduced"
+    assert claims["sep-self-attention"] == "reproduced"
+    assert claims["broad-attention-lower-layers"] == "reproduced"
+    assert claims["cls-broad-last-layer"] == "not reproduced"
+    assert "sep-gradient-small" not in claims  # no gradients, no claim

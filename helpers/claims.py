@@ -1,0 +1,107 @@
+"""A claim of the paper and our verdict on it, as data: one owner per verdict.
+
+Each paper section's module has a ``claims(...)`` that returns :class:`Claim` rows with stable
+kebab-case ids, each verdict from one rule function whose thresholds are named constants of that
+module. Chapters and the summary only show (glue) these rows; they never decide a verdict.
+
+>>> from helpers.claims import Claim, verdict, at_most_partly_if_overlaps
+>>> verdict(full=False, partial=True)
+'partly'
+>>> at_most_partly_if_overlaps("reproduced", (71.9, 84.7), 74.9)   # the interval holds the compared number
+'partly'
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Iterable, Literal, Sequence
+
+Verdict = Literal["reproduced", "partly", "not reproduced"]
+REPRODUCED: Verdict = "reproduced"
+PARTLY: Verdict = "partly"
+NOT_REPRODUCED: Verdict = "not reproduced"
+VERDICTS: tuple[Verdict, ...] = (REPRODUCED, PARTLY, NOT_REPRODUCED)  # best first
+FIELDS = ("id", "section", "claim", "paper", "ours", "value", "verdict")  # the JSON layout of one claim
+MISSING = "—"  # shown where there is nothing to show (never "NaN")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim: ``id`` (stable, kebab-case), ``section`` of the paper ("§3.1"), the ``claim`` in words,
+    the ``paper``'s number and ``ours`` as text, ``value`` (our headline number: the first number of
+    ``ours``, in its units; ``None`` when there is none) and the ``verdict``."""
+
+    id: str
+    section: str
+    claim: str
+    paper: str
+    ours: str
+    value: float | None
+    verdict: Verdict
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"claim {self.id}: verdict {self.verdict!r} is not one of {VERDICTS}")
+        if self.value is not None and not math.isfinite(self.value):
+            object.__setattr__(self, "value", None)
+
+    def to_json(self) -> dict:
+        """``{"id", "section", "claim", "paper", "ours", "value", "verdict"}``."""
+        return {k: asdict(self)[k] for k in FIELDS}
+
+
+def verdict(full: bool, partial: bool = False) -> Verdict:
+    """``"reproduced"`` when ``full``, else ``"partly"`` when ``partial``, else ``"not reproduced"``."""
+    return REPRODUCED if full else (PARTLY if partial else NOT_REPRODUCED)
+
+
+def overlaps(interval: Sequence[float] | None, *numbers: float) -> bool:
+    """True when the closed ``interval`` ``(lo, hi)`` holds any of ``numbers`` (an unknown interval, with a
+    NaN end or ``None``, holds every number: nothing is established)."""
+    if interval is None:
+        return True
+    lo, hi = interval
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return True
+    return any(lo <= n <= hi for n in numbers)
+
+
+def at_most_partly_if_overlaps(v: Verdict, interval: Sequence[float] | None, *compared: float) -> Verdict:
+    """Cap ``v`` at ``"partly"`` where our 95% ``interval`` overlaps a number we compare against: the
+    data do not separate the two, so the claim cannot count as reproduced."""
+    return PARTLY if v == REPRODUCED and overlaps(interval, *compared) else v
+
+
+def by_id(claims: Iterable[Claim]) -> dict[str, Claim]:
+    """``{id: claim}``; raises on a repeated id."""
+    out: dict[str, Claim] = {}
+    for c in claims:
+        if c.id in out:
+            raise ValueError(f"claim id {c.id!r} appears twice")
+        out[c.id] = c
+    return out
+
+
+def claims_table(claims: Iterable[Claim], *, columns: Sequence[str] = ("section", "claim", "paper", "ours", "verdict")):
+    """The claims as a pandas DataFrame indexed by id, for a chapter's summary (no NaN: missing is "—")."""
+    import pandas as pd
+
+    frame = pd.DataFrame([c.to_json() for c in claims], columns=list(FIELDS)).set_index("id")
+    return frame[list(columns)].fillna(MISSING)
+
+
+def glue_claims(claims: Iterable[Claim]) -> None:
+    """Glue each claim's fields for prose, without display: ``{glue:}`det-head.verdict``` (and
+    ``.ours``, ``.paper``, ``.claim``)."""
+    from .book import glue_text
+
+    for c in claims:
+        for field in ("claim", "paper", "ours", "verdict"):
+            glue_text(f"{c.id}.{field}", getattr(c, field))
+
+
+def interval_text(value: float, interval: Sequence[float] | None, fmt: str = ".1f") -> str:
+    """``"78.5 [71.9, 84.7]"`` (value with its 95% interval; the interval left out when unknown)."""
+    if interval is None or not all(math.isfinite(x) for x in interval):
+        return format(value, fmt)
+    return f"{value:{fmt}} [{interval[0]:{fmt}}, {interval[1]:{fmt}}]"
