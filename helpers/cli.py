@@ -19,6 +19,7 @@ from typing import Callable
 
 from . import config
 from .argtypes import check_output_path, device, max_length_int, positive_int, seed_int
+from .engine import Execution, add_execution_args
 from .jsontext import nan_to_null, strict_dumps
 
 Handler = Callable[[argparse.Namespace], dict]
@@ -133,6 +134,7 @@ def _extract_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segment-source", default="gum:train", help="GUM split segments are drawn from")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--no-cache", action="store_true", help="compute without reading or writing the cache")
+    add_execution_args(parser)
 
 
 def encode_corpus(args: argparse.Namespace, lm):
@@ -158,13 +160,25 @@ def encode_corpus(args: argparse.Namespace, lm):
 def cmd_extract(args: argparse.Namespace) -> dict:
     from .cache import extract
 
+    execution = Execution.from_args(args)
+    if execution.distributed and args.no_cache:
+        raise ValueError("--no-cache: a distributed engine hands shards over through the cache; "
+                         "drop --no-cache or use --engine local")
     lm = load(args)
     batch, digest, forced_level = encode_corpus(args, lm)
     level = forced_level or args.level
     start = time.perf_counter()
-    store = extract(lm, batch, level=level, word_mode=args.word_mode, cache=not args.no_cache,
-                    cache_root=args.cache_dir, source_digest=digest, batch_size=args.batch_size,
-                    progress=not args.quiet)
+    if execution.distributed:
+        from .cache import plan_extraction
+        from .engine import run_shards
+
+        plan = plan_extraction(lm, batch, level=level, word_mode=args.word_mode, cache_root=args.cache_dir,
+                               source_digest=digest, batch_size=args.batch_size)
+        store, _ = run_shards(lm, plan, execution=execution, progress=not args.quiet)
+    else:
+        store = extract(lm, batch, level=level, word_mode=args.word_mode, cache=not args.no_cache,
+                        cache_root=args.cache_dir, source_digest=digest, batch_size=args.batch_size,
+                        progress=not args.quiet)
     if args.no_cache:
         for _ in store:
             pass
@@ -258,6 +272,8 @@ def preflight(args: argparse.Namespace) -> None:
 
     if getattr(args, "json", None):
         check_output_path(args.json)
+    if hasattr(args, "engine"):
+        Execution.from_args(args)  # --engine, --workers and --address agree; Dask installed if asked for
     cache = config.cache_dir(getattr(args, "cache_dir", None))
     if cache.exists() and not cache.is_dir():
         where = "--cache-dir" if getattr(args, "cache_dir", None) else f"${config.CACHE_ENV}"

@@ -18,6 +18,7 @@ from .cache import extract
 from .claims import Claim, Verdict, at_most_partly_if_overlaps, interval_text, verdict
 from .argtypes import max_length_int
 from .cli import command, load
+from .engine import Execution, add_execution_args, session
 from .config import data_dir as resolve_data_dir
 from .coref import (CANDIDATE_SETS, MENTION_TYPES, CandidateSet, CorefDocument, Query, baseline_predictions, build_document,
                     head_predictions, queries_in_window, window_words)
@@ -146,15 +147,17 @@ class CorefRun:
 
 def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = 128,
               max_documents: int | None = None, data_dir=None, cache_root: str | os.PathLike | None = None,
-              progress: bool = False) -> CorefRun:
-    """Score every head and the baselines on one GUM split."""
+              progress: bool = False, execution: Execution | None = None) -> CorefRun:
+    """Score every head and the baselines on one GUM split.
+
+    With a distributed ``execution`` each cache shard's windows are extracted and scored by the
+    heads on a worker (:func:`coref_shard`); the rest runs here, in the same order as locally."""
     docs = load_coref(split, data_dir=data_dir)[:max_documents]
     spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
     batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
                          model_max=lm.max_positions)
     onto = resolve_data_dir(data_dir) / "gum" / "ontogum"
-    store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress,
-                    source_digest=file_digest([onto / f"{doc.doc_id}.conll" for doc in docs]))
+    digest = file_digest([onto / f"{doc.doc_id}.conll" for doc in docs])
     seen: set[tuple[int, int, int, str]] = set()  # a mention is evaluated in the first window holding it
     pending: dict[int, list[Query]] = {}
     for w, (d, s, e) in enumerate(spans):
@@ -165,15 +168,28 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
                 seen.add(key)
                 kept.append(q)
         pending[w] = kept
+    if execution is not None and execution.distributed:
+        from .cache import plan_extraction
+        from .engine import run_shards
+
+        plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest)
+        payloads = [[pending.get(ex.index, []) for ex in shard] for shard in plan.store.shards]
+        store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
+                                  progress=progress)
+        scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
+    else:
+        store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest)
+        scored = ((ex, _predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
+                  for ex, attn in store)
     heads, words, base, kinds, doc_ids, examples = [], [], [], [], [], []
-    for example, attn in store:
+    for example, prediction in scored:
         w = example.index
         queries = pending.get(w, [])
         if not queries:
             continue
         d, s, _ = spans[w]
-        heads.append(head_predictions(attn, queries))
-        words.append(head_predictions(attn, queries, candidates="words"))
+        heads.append(prediction[0])
+        words.append(prediction[1])
         for q in queries:
             preds = baseline_predictions(q, s)
             base.append([preds[b] is not None and preds[b] in q.correct for b in BASELINES])
@@ -185,6 +201,17 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
     return CorefRun(split, setting, stack(heads),
                     np.asarray(base, dtype=bool).T.reshape(len(BASELINES), -1), np.asarray(kinds), np.asarray(doc_ids),
                     len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store, stack(words))
+
+
+def _predictions(attn: np.ndarray, queries: list[Query]) -> tuple[np.ndarray, np.ndarray]:
+    """Every head's correctness on ``queries`` with mentions, then words, as candidates."""
+    return head_predictions(attn, queries), head_predictions(attn, queries, candidates="words")
+
+
+def coref_shard(items: list, payload: list) -> list:
+    """One shard's head predictions (a distributed task): ``items`` are its ``(example, attn)`` pairs,
+    ``payload`` the queries of each example; ``None`` where an example has none."""
+    return [_predictions(attn, queries) if queries else None for (_, attn), queries in zip(items, payload)]
 
 
 def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = ("mentions",)) -> list[dict]:
@@ -245,6 +272,7 @@ def _coref_args(parser: argparse.ArgumentParser) -> None:
                         help="truncated: first 128 tokens of each document (paper); windows: whole documents")
     parser.add_argument("--max-length", type=max_length_int, default=128)
     parser.set_defaults(check_inputs=lambda a: [load_coref(s, data_dir=a.data_dir) for s in (a.split, a.select_on)])
+    add_execution_args(parser)
 
 
 @command("coref", "paper §4.3: antecedent selection by every head and three baselines (Table 2)", _coref_args)
@@ -252,8 +280,9 @@ def cmd_coref(args: argparse.Namespace) -> dict:
     lm = load(args)
     kw = dict(setting=args.setting, max_length=args.max_length, data_dir=args.data_dir, cache_root=args.cache_dir,
               progress=not args.quiet)
-    test = run_coref(lm, args.split, **kw)
-    dev = run_coref(lm, args.select_on, **kw)
+    with session(Execution.from_args(args)) as execution:  # one cluster for both splits
+        test = run_coref(lm, args.split, execution=execution, **kw)
+        dev = run_coref(lm, args.select_on, execution=execution, **kw)
     layer, head = dev.best_head()
     acc = test.accuracy()
     return {

@@ -23,7 +23,8 @@ from .cli import command, load
 from .conllu_io import Sentence
 from .labels import head_label
 from .models import LoadedModel
-from .syntax import ALL, DIRECTIONS, HeadScores, bootstrap_interval, predict_heads, score_heads
+from .engine import Execution, add_execution_args
+from .syntax import ALL, DIRECTIONS, HeadScorer, HeadScores, bootstrap_interval, predict_heads, score_heads
 
 
 SMALL_SENTENCES = 150   # sentences per treebank in the small (test) configuration; the book reads them all
@@ -54,11 +55,56 @@ class HeadsRun:
 
 def run_heads(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None, max_length: int = 128,
               word_mode: str = "mean", possessive: str | None = None, data_dir=None,
-              cache_root: str | os.PathLike | None = None, progress: bool = False) -> HeadsRun:
-    """Extract (or reload) word-level maps of ``corpus`` and score every head against its trees."""
+              cache_root: str | os.PathLike | None = None, progress: bool = False,
+              execution: Execution | None = None) -> HeadsRun:
+    """Extract (or reload) word-level maps of ``corpus`` and score every head against its trees.
+
+    With a distributed ``execution`` each cache shard is extracted and scored on a worker
+    (:func:`heads_shard`) and the partial scores are merged here in shard order (:func:`merge_heads`):
+    the same result as the local run."""
+    if execution is not None and execution.distributed:
+        from .cache import encode_treebank, plan_extraction
+        from .engine import run_shards
+
+        sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
+                                                   data_dir=data_dir)
+        plan = plan_extraction(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root,
+                               source_digest=digest)
+        payloads = [([sentences[ex.index] for ex in shard], possessive) for shard in plan.store.shards]
+        store, partials = run_shards(lm, plan, execution=execution, task=heads_shard, payloads=payloads,
+                                     progress=progress)
+        return HeadsRun(corpus, sentences, store, merge_heads(partials, possessive=possessive))
     sentences, store = extract_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
                                         word_mode=word_mode, data_dir=data_dir, cache_root=cache_root, progress=progress)
     return HeadsRun(corpus, sentences, store, score_heads(store, sentences, possessive=possessive))
+
+
+def heads_shard(items: list, payload: tuple) -> HeadScorer:
+    """Partial scores of one shard (a distributed task): ``items`` are its ``(example, attn)`` pairs in
+    order, ``payload`` is ``(sentences of those examples, possessive)``."""
+    sentences, possessive = payload
+    scorer = HeadScorer(possessive=possessive)
+    for (example, attn), sentence in zip(items, sentences):
+        scorer.add(attn, sentence, index=example.index)
+    return scorer
+
+
+def merge_heads(parts: list[HeadScorer], *, possessive: str | None = None) -> HeadScores:
+    """Shards' partial scores merged in shard order: relations numbered by first appearance, as one
+    scorer fed the shards in that order would number them, so the result equals :func:`score_heads`."""
+    total = HeadScorer(possessive=possessive)
+    for part in parts:
+        for rel in part.relations:
+            if rel not in total._index_of:
+                total._index_of[rel] = len(total.relations)
+                total.relations.append(rel)
+        mapping = np.array([total._index_of[rel] for rel in part.relations])
+        total._rel.extend(mapping[r] for r in part._rel)
+        total._sent.extend(part._sent)
+        total._correct.extend(part._correct)
+        total._offset.extend(part._offset)
+        total.n_sentences = max(total.n_sentences, part.n_sentences)
+    return total.result()
 
 
 def heads_json(model: str, run: HeadsRun) -> dict:
@@ -223,11 +269,13 @@ def _heads_args(parser: argparse.ArgumentParser) -> None:
                         help="sentences longer than this many tokens ([CLS] and [SEP] included) are skipped and counted")
     parser.add_argument("--word-mode", choices=("mean", "first"), default="mean",
                         help="attention from a split word: mean over its tokens (paper) or first token (released code)")
+    add_execution_args(parser)
 
 
 @command("heads", "paper §4.2: every head as a dependency parser, best head per relation vs offset baseline", _heads_args)
 def cmd_heads(args: argparse.Namespace) -> dict:
     lm = load(args)
     run = run_heads(lm, args.conllu, max_sentences=args.max_sentences, max_length=args.max_length,
-                    word_mode=args.word_mode, data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet)
+                    word_mode=args.word_mode, data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet,
+                    execution=Execution.from_args(args))
     return heads_json(lm.label, run)
