@@ -135,7 +135,7 @@ class ModelResult:
 
     def to_json(self) -> dict:
         return {"spec": self.spec, "name": self.card["name"], "layers": self.card["layers"],
-                "heads": self.card["heads"], "random_init": self.card["random_init"]}
+                "heads": self.card["heads"], "random_init": bool(self.card["random_init"])}
 
 
 def coref_documents(max_sentences: int | None) -> int | None:
@@ -150,8 +150,8 @@ def depth_profile(lm, *, n_segments: int | None, small: bool | None, max_length:
     from .summary import _size
 
     n = _size(n_segments, sp.SEGMENTS, sp.SMALL_SEGMENTS, small)
-    batch = sp.build_segments(lm, n_segments=n, seed=0, max_length=max_length, data_dir=data_dir)
-    stats = sp.cached_surface_statistics(lm, batch, cache_root=cache_root, progress=progress)
+    stats = sp.run_surface(lm, n_segments=n, seed=0, max_length=max_length, gradients=False, data_dir=data_dir,
+                           cache_root=cache_root, progress=progress).stats  # the §3 claims' segments and statistics
     out = {k: stats.layer_means(k).tolist() for k in (*DEPTH_STATISTICS, "entropy")}
     out["uniform_entropy"] = float(stats.uniform_entropy)
     return out
