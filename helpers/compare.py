@@ -388,30 +388,19 @@ def _check_compare_inputs(args: argparse.Namespace) -> None:
 
 
 def _compare_args(parser: argparse.ArgumentParser) -> None:
-    from . import probe_pipeline, surface_pipeline
-    from .argtypes import max_length_int, positive_int
+    from . import summary
 
     parser.add_argument("--models", default=None, metavar="SPEC[,SPEC...]",
                         help="models to compare: default (the offline default), a Hugging Face name, a local directory "
                              "or an installed extra (mpnet-base), each optionally prefixed with random: (random-init "
                              f"copy, seeded by --seed); default ${COMPARE_ENV}, else default,random:default and "
                              "mpnet-base when installed")
-    parser.add_argument("--segments", type=positive_int, default=None, metavar="N",
-                        help=f"segments for §3 and §6 (default {surface_pipeline.SEGMENTS}, as the chapters)")
-    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
-                        help="first N sentences of each treebank for §4.2 and §5, and the first ceil(N / "
-                             f"{SENTENCES_PER_DOCUMENT}) documents of each split for §4.3 unless --max-documents "
-                             "is given (default: all, as the chapters)")
-    parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N",
-                        help="first N documents of each split for §4.3 (default: from --max-sentences, else all)")
-    parser.add_argument("--seeds", type=positive_int, default=None, metavar="N",
-                        help=f"probe seeds 0 .. N-1 for §5 (default {len(probe_pipeline.SEEDS)})")
-    parser.add_argument("--epochs", type=positive_int, default=None, metavar="N",
-                        help=f"probe epochs for §5 (default {probe_pipeline.EPOCHS})")
-    parser.add_argument("--permutations", type=positive_int, default=1000, metavar="N",
-                        help="permutations of the §6 layer test (default 1000)")
-    parser.add_argument("--max-length", type=max_length_int, default=128,
-                        help="longest input in tokens (default 128, as in the paper); longer ones are skipped and counted")
+    summary.add_size_args(
+        parser,
+        sentences_help="first N sentences of each treebank for §4.2 and §5, and the first ceil(N / "
+                       f"{SENTENCES_PER_DOCUMENT}) documents of each split for §4.3 unless --max-documents "
+                       "is given (default: all, as the chapters)",
+        documents_help="first N documents of each split for §4.3 (default: from --max-sentences, else all)")
     parser.set_defaults(check_inputs=_check_compare_inputs)
 
 

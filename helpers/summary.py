@@ -134,15 +134,16 @@ def _check_claims_inputs(args: argparse.Namespace) -> None:
         coref_pipeline.load_coref(split, data_dir=args.data_dir)
 
 
-def _claims_args(parser: argparse.ArgumentParser) -> None:
+def add_size_args(parser: argparse.ArgumentParser, *,
+                  sentences_help: str = "first N sentences of each treebank for §4.2 and §5 (default: all, as the chapters)",
+                  documents_help: str = "first N documents of each split for §4.3 (default: all, as the chapter)") -> None:
+    """The options that shrink every section's run (``claims`` and ``compare`` share them)."""
     from .argtypes import max_length_int, positive_int
 
     parser.add_argument("--segments", type=positive_int, default=None, metavar="N",
                         help=f"segments for §3 and §6 (default {surface_pipeline.SEGMENTS}, as the chapters)")
-    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
-                        help="first N sentences of each treebank for §4.2 and §5 (default: all, as the chapters)")
-    parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N",
-                        help="first N documents of each split for §4.3 (default: all, as the chapter)")
+    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N", help=sentences_help)
+    parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N", help=documents_help)
     parser.add_argument("--seeds", type=positive_int, default=None, metavar="N",
                         help=f"probe seeds 0 .. N-1 for §5 (default {len(probe_pipeline.SEEDS)})")
     parser.add_argument("--epochs", type=positive_int, default=None, metavar="N",
@@ -151,6 +152,10 @@ def _claims_args(parser: argparse.ArgumentParser) -> None:
                         help="permutations of the §6 layer test (default 1000)")
     parser.add_argument("--max-length", type=max_length_int, default=128,
                         help="longest input in tokens (default 128, as in the paper); longer ones are skipped and counted")
+
+
+def _claims_args(parser: argparse.ArgumentParser) -> None:
+    add_size_args(parser)
     parser.set_defaults(check_inputs=_check_claims_inputs)
 
 
