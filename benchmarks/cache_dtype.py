@@ -19,19 +19,20 @@ from pathlib import Path
 import numpy as np
 
 from common import RESULTS, save
-import helpers.cache as cache_mod
+import helpers.data.cache as cache_mod
+from helpers.pipeline.extraction import extract_treebank
 from helpers import load_model
-from helpers.coref_pipeline import run_coref
-from helpers.extract import iter_attention
-from helpers.labels import head_label
-from helpers.syntax import HeadScorer, score_heads
+from helpers.coref.run import run_coref
+from helpers.core.extract import iter_attention
+from helpers.core.labels import head_label
+from helpers.syntax.stats import HeadScorer, score_heads
 
 
 def one(lm, corpus, coref_split, dtype) -> dict:
     cache_mod.SHARD_DTYPE = dtype
     with tempfile.TemporaryDirectory() as root:
         start = time.perf_counter()
-        sentences, store = cache_mod.extract_treebank(lm, corpus, cache_root=root)
+        sentences, store = extract_treebank(lm, corpus, cache_root=root)
         extract_s = time.perf_counter() - start
         files = sorted(Path(store.directory).glob("shard-*.npz"))
         largest = 0
@@ -70,8 +71,8 @@ def main() -> None:
     cache_mod.SHARD_DTYPE = np.float32
     relations = runs["float32"].pop("_relations")
     # the alternative: score every head from the live float32 maps, before any rounding
-    from helpers.corpora import load_treebank
-    from helpers.encoding import encode_words
+    from helpers.data.corpora import load_treebank
+    from helpers.core.encoding import encode_words
     sentences = load_treebank(args.corpus)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], model_max=lm.max_positions)
     start = time.perf_counter()

@@ -17,8 +17,8 @@ import torch
 
 from common import RESULTS, save
 from helpers import iter_attention, load_model
-from helpers.clustering import JSAccumulator, segment_js
-from helpers.surface_pipeline import build_segments
+from helpers.cluster.stats import JSAccumulator, segment_js
+from helpers.pipeline.segments import build_segments
 
 
 def per_head_loop(attn: np.ndarray) -> np.ndarray:

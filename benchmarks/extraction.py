@@ -21,8 +21,8 @@ import torch
 
 from common import RESULTS, save
 from helpers import encode_words, load_model, load_treebank
-from helpers.extract import batch_maps, bucket, convert, forward_attentions
-from helpers.wordlevel import batched_matrices, word_level_batch
+from helpers.core.extract import batch_maps, bucket, convert, forward_attentions
+from helpers.core.wordlevel import batched_matrices, word_level_batch
 
 
 def naive_word_level(attn: np.ndarray, word_of_token: np.ndarray) -> np.ndarray:

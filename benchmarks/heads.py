@@ -16,8 +16,8 @@ import numpy as np
 
 from common import RESULTS, save
 from helpers import encode_words, iter_attention, load_model, load_treebank
-from helpers.extract import bucket, forward_attentions
-from helpers.syntax import HeadScorer
+from helpers.core.extract import bucket, forward_attentions
+from helpers.syntax.stats import HeadScorer
 
 
 def naive_score(pairs, sentences):

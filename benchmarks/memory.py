@@ -58,7 +58,7 @@ def measure(argv: list[str], env: dict) -> dict:
 FLOOR = """
 import sys, torch
 from helpers import encode_words, load_model
-from helpers.extract import forward_attentions
+from helpers.core.extract import forward_attentions
 lm = load_model(sys.argv[1])
 forward_attentions(lm, encode_words(lm.tokenizer, [["A", "cat", "sat", "."]] * 32).examples)
 """

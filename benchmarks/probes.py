@@ -4,7 +4,7 @@
 
 Times one epoch (forward, backward, Adam step over length-bucketed batches of 32 sentences) of
 
-- Distances + words: the fused hidden layer (:class:`helpers.probes.PairTanhScores`) against the
+- Distances + words: the fused hidden layer (:class:`helpers.probe.probes.PairTanhScores`) against the
   same network written with plain autograd (``out(tanh(dep + cand + dist))``);
 - Attn + words: one batched product over the features (transposed halves) against a batched
   product plus an ``einsum`` for the candidate term;
@@ -25,8 +25,16 @@ import torch
 from torch import nn
 
 from common import RESULTS, save
-from helpers.corpora import load_treebank
-from helpers.probes import AttentionProbe, DistanceProbe, ProbeData, build_probe, distance_features, distance_parts, prepared
+from helpers.data.corpora import load_treebank
+from helpers.probe.probes import (
+    AttentionProbe,
+    DistanceProbe,
+    ProbeData,
+    build_probe,
+    distance_features,
+    distance_parts,
+    prepared,
+)
 
 
 class PlainDistanceProbe(DistanceProbe):

@@ -11,17 +11,19 @@ over ``key``; per-head statistics are ``[layer, head]``; head labels in text are
 >>> for example, attn in store:                            # attn: [layer, head, word, word]
 ...     pass
 """
-from .cache import AttentionStore, extract
-from .config import cache_dir, data_dir, small_run
-from .conllu_io import ConllError, Sentence, read_conllu
-from .corpora import Document, load_gum, load_treebank
-from .encoding import Encoded, EncodedBatch, encode_ids, encode_texts, encode_words
-from .explore import explore
-from .extract import attention_for, iter_attention
-from .labels import head_label, parse_head_label
-from .models import DEFAULT_MODEL, LoadedModel, ModelNotAvailableError, load_model
-from .segments import Segment, encode_segments, paper_segments
-from .wordlevel import word_level
+from helpers.data.cache import AttentionStore
+from helpers.pipeline.extraction import extract
+from helpers.config import cache_dir, data_dir, small_run
+from helpers.data.conllu_io import ConllError, Sentence, read_conllu
+from helpers.data.corpora import Document, load_gum, load_treebank
+from helpers.core.encoding import Encoded, EncodedBatch, encode_ids, encode_texts, encode_words
+from helpers.presentation.explore import explore
+from helpers.core.extract import attention_for, iter_attention
+from helpers.core.labels import head_label, parse_head_label
+from helpers.core.models import DEFAULT_MODEL, LoadedModel, load_model
+from helpers.core.errors import ModelNotAvailableError
+from helpers.data.segments import Segment, encode_segments, paper_segments
+from helpers.core.wordlevel import word_level
 
 __all__ = [
     "AttentionStore", "attention_for", "ConllError", "DEFAULT_MODEL", "Document", "Encoded", "EncodedBatch",

@@ -1,7 +1,7 @@
 """``python -m helpers``: see :mod:`helpers.cli`."""
 import sys
 
-from .cli import main
+from helpers.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

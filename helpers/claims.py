@@ -82,24 +82,6 @@ def by_id(claims: Iterable[Claim]) -> dict[str, Claim]:
     return out
 
 
-def claims_table(claims: Iterable[Claim], *, columns: Sequence[str] = ("section", "claim", "paper", "ours", "verdict")):
-    """The claims as a pandas DataFrame indexed by id, for a chapter's summary (no NaN: missing is "—")."""
-    import pandas as pd
-
-    frame = pd.DataFrame([c.to_json() for c in claims], columns=list(FIELDS)).set_index("id")
-    return frame[list(columns)].fillna(MISSING)
-
-
-def glue_claims(claims: Iterable[Claim]) -> None:
-    """Glue each claim's fields for prose, without display: ``{glue:}`det-head.verdict``` (and
-    ``.ours``, ``.paper``, ``.claim``)."""
-    from .book import glue_text
-
-    for c in claims:
-        for field in ("claim", "paper", "ours", "verdict"):
-            glue_text(f"{c.id}.{field}", getattr(c, field))
-
-
 def interval_text(value: float, interval: Sequence[float] | None, fmt: str = ".1f") -> str:
     """``"78.5 [71.9, 84.7]"`` (value with its 95% interval; the interval left out when unknown)."""
     if interval is None or not all(math.isfinite(x) for x in interval):

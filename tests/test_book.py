@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from helpers.book import MISSING, table
+from helpers.presentation.book import MISSING, table
 
 
 def test_table_directive_without_nan():

@@ -22,7 +22,7 @@ def small_bert_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from helpers.models import default_model_path
+    from helpers.core.models import default_model_path
 
     directory = tmp_path_factory.mktemp("small-random-bert")
     tokenizer = AutoTokenizer.from_pretrained(default_model_path())

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-import helpers.cache as cache_mod
-from helpers.cache import extract
-from helpers.encoding import encode_words
-from helpers.extract import iter_attention
+import helpers.data.cache as cache_mod
+from helpers.pipeline.extraction import extract
+from helpers.core.encoding import encode_words
+from helpers.core.extract import iter_attention
 
 SENTS = [["the", "cat", "sat"] * k for k in range(1, 9)]
 

@@ -4,13 +4,24 @@ import json
 import numpy as np
 import pytest
 
-from helpers import cluster_pipeline as cl
-from helpers import coref_pipeline as co
-from helpers import probe_pipeline as pr
-from helpers import surface_pipeline as su
-from helpers import syntax_pipeline as sy
-from helpers.claims import (FIELDS, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, at_most_partly_if_overlaps, by_id,
-                            claims_table, overlaps, verdict)
+from helpers.cluster import claims as cl
+from helpers.coref import claims as co
+from helpers.probe import claims as pr
+from helpers.surface import claims as su
+from helpers.syntax import claims as sy
+from helpers.syntax.run import run_heads
+from helpers.claims import (
+    FIELDS,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    Claim,
+    at_most_partly_if_overlaps,
+    by_id,
+    overlaps,
+    verdict,
+)
+from helpers.presentation.book import claims_table
 
 EPS = 1e-6  # a step just across a threshold
 
@@ -63,7 +74,7 @@ def test_surface_rules_both_sides():
 
 
 def test_surface_claims_ids_from_constructed_stats():
-    from helpers.surface import STATISTICS, SurfaceStats
+    from helpers.surface.stats import STATISTICS, SurfaceStats
 
     per_head = {k: np.zeros((4, 2)) for k in STATISTICS}
     per_head["prev"][1, 1] = 0.3  # strongest previous-token head between the partly threshold and 50%
@@ -107,7 +118,7 @@ def test_syntax_rules_both_sides():
 
 
 def test_syntax_claims_on_toy_treebank(tiny_lm, toy_conllu):
-    run = sy.run_heads(tiny_lm, str(toy_conllu), max_length=60)
+    run = run_heads(tiny_lm, str(toy_conllu), max_length=60)
     got = sy.claims(run, run, n_boot=50)
     ids = [c.id for c in got]
     assert ids == ["single-head-parsing-all", "det-head", "obj-head", "poss-head", "auxpass-head", "prt-head",

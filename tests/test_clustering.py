@@ -7,10 +7,17 @@ import torch
 from scipy.spatial.distance import jensenshannon
 
 from helpers.cli import main
-from helpers.clustering import (JSAccumulator, embed_mds, hierarchical_order, js_reference, layer_similarity,
-                                segment_js, smooth)
-from helpers.cluster_pipeline import NO_BEHAVIOUR, behaviours
-from helpers.surface import STATISTICS, SurfaceStats
+from helpers.cluster.stats import (
+    JSAccumulator,
+    embed_mds,
+    hierarchical_order,
+    js_reference,
+    layer_similarity,
+    segment_js,
+    smooth,
+)
+from helpers.cluster.run import NO_BEHAVIOUR, behaviours
+from helpers.surface.stats import STATISTICS, SurfaceStats
 
 
 def maps(seed, L=2, H=3, n=7, alpha=0.5):

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import compare as cmp
+from helpers.compare import run as cmp
+from helpers.presentation import compare_view as view
 from helpers.claims import PARTLY, REPRODUCED, NOT_REPRODUCED, Claim
 from helpers.cli import main
 
@@ -150,12 +151,12 @@ def test_relative_depth_and_charts():
     shallow.depth = {"cls": [0.1, 0.2], "sep": [0.3, 0.4], "punct": [0.0, 0.1], "entropy": [2.0, 1.0], "uniform_entropy": 3.0}
     deep.depth = {k: [0.5] * 4 for k in ("cls", "sep", "punct", "entropy")}
     deep.card["name"] = "b (random init)"
-    frame = cmp.depth_frame([shallow, deep])
+    frame = view.depth_frame([shallow, deep])
     got = frame[frame["series"] == "[CLS]"].groupby("model")["relative_depth"].apply(list).to_dict()
     assert got == {"a": [0.5, 1.0], "b (random init)": [0.25, 0.5, 0.75, 1.0]}
     assert frame[(frame["model"] == "a") & (frame["series"] == "entropy")]["value"].tolist() == [2.0, 1.0]
-    for chart in (cmp.depth_chart([shallow, deep]), cmp.depth_chart([shallow, deep], entropy=True),
-                  cmp.value_chart([shallow, deep], ["det-head"], y_title="acc")):
+    for chart in (view.depth_chart([shallow, deep]), view.depth_chart([shallow, deep], entropy=True),
+                  view.value_chart([shallow, deep], ["det-head"], y_title="acc")):
         chart.to_dict()
-    html = cmp.compare_html([shallow, deep])
-    assert html.count("<tr>") == 3 and cmp.VERDICT_COLOURS[NOT_REPRODUCED] in html
+    html = view.compare_html([shallow, deep])
+    assert html.count("<tr>") == 3 and view.VERDICT_COLOURS[NOT_REPRODUCED] in html

@@ -1,7 +1,7 @@
 """CoNLL-U reading: fields, paragraphs, and errors that name the file and line."""
 import pytest
 
-from helpers.conllu_io import ConllError, read_conllu
+from helpers.data.conllu_io import ConllError, read_conllu
 
 
 def test_reads_words_heads_paragraphs(toy_conllu):

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from helpers.cli import main
-from helpers.conllu_io import read_conllu
-from helpers.coref import (CorefAlignmentError, Mention, Query, agree, baseline_predictions, build_document, head_predictions,
-                           queries_in_window, read_ontogum, window_words)
-from helpers.corpora import Document
+from helpers.data.conllu_io import read_conllu
+from helpers.data.ontogum import CorefAlignmentError, Mention, build_document, read_ontogum
+from helpers.coref.stats import Query, agree, baseline_predictions, head_predictions, queries_in_window, window_words
+from helpers.data.corpora import Document
 
 FIX = __import__("pathlib").Path(__file__).parent / "fixtures"
 

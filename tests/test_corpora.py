@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-import helpers.corpora as corpora
+import helpers.data.corpora as corpora
 from helpers.config import DATA_ENV, DataNotFoundError, data_dir
-from helpers.corpora import EmptyCorpusError, gum_split_documents, load_gum, load_treebank, parse_splits
+from helpers.data.corpora import EmptyCorpusError, gum_split_documents, load_gum, load_treebank, parse_splits
 
 def test_splits_and_paragraphs(fake_data):
     assert parse_splits(fake_data / "gum" / "splits.md")["test"] == ["GUM_c", "GUM_reddit_x"]

@@ -1,4 +1,4 @@
-"""The distributed engine (helpers.engine): same JSON as ``--engine local``, also after a worker dies.
+"""The distributed engine (helpers.pipeline.engine): same JSON as ``--engine local``, also after a worker dies.
 
 Clusters are local (127.0.0.1) Dask clusters of two single-threaded worker processes; the model is
 the tiny random BERT of conftest.py; the corpus is a generated CoNLL-U file of a few hundred short
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helpers.cli import main
-from helpers.engine import Execution
+from helpers.pipeline.engine import Execution
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "unaffable", "is", "big", "biggest", "sit", ".", ","]
 N_SENTENCES = 300  # two shards: 256 + 44
@@ -95,10 +95,10 @@ def test_bad_execution_options_exit_2(argv, toy_conllu, tiny_model_dir, capsys):
 
 def test_shard_partials_merge_to_the_local_scores(tiny_lm, corpus, tmp_path):
     """run_shards (local loop) + heads_shard + merge_heads == extract + score_heads, relation order included."""
-    from helpers.cache import encode_treebank, extract, plan_extraction
-    from helpers.engine import run_shards
-    from helpers.syntax import score_heads
-    from helpers.syntax_pipeline import heads_shard, merge_heads
+    from helpers.pipeline.extraction import encode_treebank, extract, plan_extraction
+    from helpers.pipeline.engine import run_shards
+    from helpers.syntax.stats import score_heads
+    from helpers.syntax.run import heads_shard, merge_heads
 
     sentences, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32)
     reference = score_heads(extract(tiny_lm, batch, cache_root=tmp_path / "a", source_digest=digest,
@@ -137,7 +137,7 @@ def test_two_workers_same_json_as_local(tiny_model_dir, corpus, tmp_path):
 @pytest.fixture(scope="module")
 def cluster():
     """A local two-worker cluster shared by the tests that join one with --address."""
-    from helpers.engine import local_cluster
+    from helpers.pipeline.engine import local_cluster
 
     with local_cluster(2) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
@@ -205,8 +205,8 @@ def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, tmp_path, cluster
 def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster):
     """A worker whose model differs from the driver's (here: the driver's recorded fingerprint is
     altered) refuses the shard with a ValueError naming the worker, instead of writing other maps."""
-    from helpers.cache import encode_treebank, plan_extraction
-    from helpers.engine import run_shards
+    from helpers.pipeline.extraction import encode_treebank, plan_extraction
+    from helpers.pipeline.engine import run_shards
 
     _, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32, max_sentences=20)
     plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path, source_digest=digest)

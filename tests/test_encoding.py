@@ -4,8 +4,8 @@ import random
 import numpy as np
 import pytest
 
-from helpers.encoding import encode_ids, encode_words
-from helpers.segments import Segment, encode_segments, pair_template, truncate_pair
+from helpers.core.encoding import encode_ids, encode_words
+from helpers.data.segments import Segment, encode_segments, pair_template, truncate_pair
 
 
 def test_alignment_with_split_words(tiny_lm):

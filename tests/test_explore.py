@@ -3,10 +3,10 @@ head against slow loops, the default head, and the panel built from them (tiny r
 import numpy as np
 import pytest
 
-from helpers.encoding import encode_words
-from helpers.explore import Explorer, analyse, most_confident_head, predicted_heads, split_words
-from helpers.extract import attention_for
-from helpers.syntax import DIRECTIONS
+from helpers.core.encoding import encode_words
+from helpers.presentation.explore import Explorer, analyse, most_confident_head, predicted_heads, split_words
+from helpers.core.extract import attention_for
+from helpers.syntax.stats import DIRECTIONS
 
 TEXT = "the cat sat on the big mat ."
 

@@ -2,9 +2,9 @@
 import numpy as np
 import torch
 
-from helpers.encoding import encode_words
-from helpers.extract import bucket, forward_attentions, iter_attention, model_inputs
-from helpers.wordlevel import word_level_reference
+from helpers.core.encoding import encode_words
+from helpers.core.extract import bucket, forward_attentions, iter_attention, model_inputs
+from helpers.core.wordlevel import word_level_reference
 
 SENTS = [["the", "cat", "sat"], ["a", "dog", "sat", "on", "the", "mat", "."], ["the", "unaffable", "cat"],
          ["a", "cat"], ["the", "biggest", "dog", "is", "big", "."]]

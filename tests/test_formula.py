@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.formula import recompute_attention
-from helpers.internals import attention_parts, capture
-from helpers.models import LoadedModel
+from helpers.core.formula import recompute_attention
+from helpers.core.internals import attention_parts, capture
+from helpers.core.models import LoadedModel
 
 # float32 softmax of the same products, computed in another order: agreement to ~1e-7 expected
 TOLERANCE = 1e-5

@@ -4,9 +4,9 @@ import json
 import numpy as np
 
 from helpers.cli import main
-from helpers.encoding import encode_words
-from helpers.gradients import gradient_importance
-from helpers.mlm import bert_mask, fit_head, mlm_head
+from helpers.core.encoding import encode_words
+from helpers.surface.gradients import gradient_importance
+from helpers.surface.mlm import bert_mask, fit_head, mlm_head
 
 
 def test_bert_mask_rates_and_specials():
@@ -61,8 +61,8 @@ def test_gradient_importance_matches_a_one_segment_reference(tiny_lm):
     library's mean cross-entropy over masked tokens, and per-key means written out as loops."""
     import torch
 
-    from helpers.mlm import masked_examples
-    from helpers.surface import token_masks
+    from helpers.surface.mlm import masked_examples
+    from helpers.surface.stats import token_masks
 
     batch = _batch(tiny_lm, 6, lengths=(12, 30))  # several masked tokens per segment
     head, _ = fit_head(tiny_lm, batch, batch, seed=0, epochs=1)

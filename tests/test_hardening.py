@@ -3,6 +3,7 @@ exit status 2, before any model loads, and loses nothing already computed."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -14,14 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import helpers.cache as cache_mod
+import helpers.data.cache as cache_mod
 import helpers.cli as cli
-import helpers.models as models_mod
-from helpers.argtypes import FloatRange, IntRange
-from helpers.cache import cache_entries, cached_json, extract
+from helpers.data.files import write_json
+import helpers.core.models as models_mod
+from helpers.pipeline.argtypes import FloatRange, IntRange
+from helpers.data.cache import cache_entries, cached_json
+from helpers.pipeline.extraction import extract
 from helpers.cli import build_parser, main
-from helpers.conllu_io import ConllError, read_conllu, tree_problem
-from helpers.encoding import encode_words
+from helpers.data.conllu_io import ConllError, read_conllu, tree_problem
+from helpers.core.encoding import encode_words
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -260,7 +263,7 @@ CASES = [(name, action.option_strings[0], value) for name, action in NUMERIC
 def test_every_numeric_option_has_a_range():
     assert len(NUMERIC) >= 15  # seed in every command, counts and lengths
     bare = [f"{name} {action.option_strings[0]}" for name, action in NUMERIC if action.type in (int, float)]
-    assert not bare, f"use helpers.argtypes.IntRange/FloatRange for {bare}"
+    assert not bare, f"use helpers.pipeline.argtypes.IntRange/FloatRange for {bare}"
     for name, action in NUMERIC:  # defaults are in range, and so is the smallest allowed value
         kind = action.type
         if action.default is not None:
@@ -287,9 +290,9 @@ def test_the_reported_cases(argv, capsys, no_model):
 def test_writer_refuses_nan(tmp_path):
     out = tmp_path / "r.json"
     with pytest.raises(ValueError, match=r"nan at rows\.Attn\.runs\[1\]"):
-        cli.write_json(out, {"rows": {"Attn": {"runs": [1.0, float("nan")]}}})
+        write_json(out, {"rows": {"Attn": {"runs": [1.0, float("nan")]}}})
     with pytest.raises(ValueError, match="inf at x"):
-        cli.write_json(out, {"x": float("inf")})
+        write_json(out, {"x": float("inf")})
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
@@ -315,7 +318,8 @@ def test_undefined_numbers_in_a_result_are_null(tmp_path, monkeypatch, capsys):
     def nan_command(args):
         return {"accuracy": {"all": 50.0, "proper": float("nan")}, "per_head": [[1.0, float("nan")]]}
 
-    monkeypatch.setitem(cli._COMMANDS, "info", ("", cli._info_args, nan_command))
+    monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(c, handler=nan_command) if c.name == "info" else c
+                                              for c in cli.COMMANDS))
     out = tmp_path / "r.json"
     assert main(["info", "--json", str(out)]) == 0
     text = out.read_text()
@@ -386,9 +390,9 @@ def test_tmp_left_by_a_killed_writer_is_removed_and_not_counted(tiny_lm, batch, 
     store = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
     bytes_before = cache_entries(tmp_path)[0]["bytes"]
     # a writer killed with SIGKILL in the middle of writing a shard into this directory
-    code = ("import sys, time; from pathlib import Path; from helpers.cache import _atomic_write\n"
+    code = ("import sys, time; from pathlib import Path; from helpers.data.files import atomic_write\n"
             "def slow(h):\n h.write(b'x' * 1000); h.flush(); print('writing', flush=True); time.sleep(60)\n"
-            "_atomic_write(Path(sys.argv[1]), slow)\n")
+            "atomic_write(Path(sys.argv[1]), slow)\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writer = subprocess.Popen([sys.executable, "-c", code, str(store.directory / "shard-00001.npz")],
                               stdout=subprocess.PIPE, env=env, text=True)
@@ -415,7 +419,7 @@ def test_files_follow_the_umask(tiny_lm, batch, tmp_path, umask):
     previous = os.umask(umask)
     try:
         store = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
-        cli.write_json(tmp_path / "out.json", {"a": 1})
+        write_json(tmp_path / "out.json", {"a": 1})
         cached_json("t", {"k": 1}, lambda: {"a": 1}, cache_root=tmp_path)
     finally:
         os.umask(previous)

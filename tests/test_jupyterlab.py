@@ -4,7 +4,7 @@ head view, an Altair chart and the explorer must draw with no request leaving th
 The server, its kernel and Chromium run together in a new network namespace (``unshare -n``) where
 only loopback exists, so nothing *can* leave; Chromium's DevTools protocol also records every request
 the page makes, and the test asserts that each went to 127.0.0.1. The notebook is a temporary copy
-(with one cell appended that opens :func:`helpers.explore`), so nothing in the repository is written.
+(with one cell appended that opens :func:`helpers.presentation.explore`), so nothing in the repository is written.
 Run as a script (``python tests/test_jupyterlab.py drive ROOT NOTEBOOK``) it is the driver that runs
 inside the namespace and prints its findings as JSON.
 """
@@ -48,7 +48,7 @@ def test_chapter_runs_and_draws_offline_in_jupyterlab(tmp_path):
     import importlib.util
 
     from helpers.config import DataNotFoundError, data_dir
-    from helpers.views import bertviz_libraries_local
+    from helpers.presentation.views import bertviz_libraries_local
 
     _require(CHROMIUM is not None, "chromium not installed")
     _require(shutil.which("unshare") is not None, "unshare not available")

@@ -8,9 +8,10 @@ import zipfile
 import pytest
 
 from helpers import load_model
-from helpers import model_extras
+from helpers.core import model_extras
 from helpers.cli import main
-from helpers.models import MODEL_ENV, ModelNotAvailableError
+from helpers.core.models import MODEL_ENV
+from helpers.core.errors import ModelNotAvailableError
 
 
 def test_environment_picks_the_model_and_flag_wins(tiny_model_dir, tiny_bpe_model_dir, monkeypatch, capsys):

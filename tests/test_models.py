@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from helpers.models import DEFAULT_MODEL, ModelNotAvailableError, load_model
+from helpers.core.models import DEFAULT_MODEL, load_model
+from helpers.core.errors import ModelNotAvailableError
 
 
 def test_unknown_name_offline_names_the_default_and_local_paths():

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.encoding import encode_ids, encode_words
-from helpers.internals import attention_parts, capture, output_weight
-from helpers.norms import (KINDS, NormAccumulator, NormStats, forward_weights_and_norms, iter_norm_maps,
-                           kind_masks, kind_shares, norm_maps_reference, spearman_per_head)
-from helpers.surface import segment_statistics, token_masks
-from helpers.wordlevel import word_level_reference
+from helpers.core.encoding import encode_ids, encode_words
+from helpers.core.internals import attention_parts, capture, output_weight
+from helpers.norms.stats import KINDS, NormAccumulator, NormStats, kind_masks, kind_shares, spearman_per_head
+from helpers.core.norm_maps import forward_weights_and_norms, iter_norm_maps, norm_maps_reference
+from helpers.surface.stats import segment_statistics, token_masks
+from helpers.core.wordlevel import word_level_reference
 
 from test_formula import tiny
 
@@ -142,7 +142,7 @@ def test_word_level_norm_maps_use_the_weight_conversion(tiny_lm):
 
 
 def test_norm_maps_are_cached_apart_from_weights(tiny_lm, tmp_path):
-    from helpers.cache import extract
+    from helpers.pipeline.extraction import extract
 
     batch = encode_words(tiny_lm.tokenizer, [["the", "cat", "sat", "."], ["a", "dog", "sat", "on", "the", "mat"]])
     weights = extract(tiny_lm, batch, level="word", cache_root=tmp_path, progress=False)

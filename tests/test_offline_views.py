@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from helpers import views
+from helpers.presentation import views
 
 # BERT-base's shape, the case the size limit is stated for
 BERT_BASE_LAYERS, BERT_BASE_HEADS, PAPER_MAX_TOKENS = 12, 12, 128

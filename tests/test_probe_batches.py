@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.probe_pipeline import probe_data
-from helpers.probes import predict, train_probe, uas
+from helpers.probe.run import probe_data
+from helpers.probe.probes import predict, train_probe, uas
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "big", "is", "unaffable", "."]
 

@@ -8,9 +8,21 @@ import numpy as np
 import pytest
 
 from helpers.cli import main
-from helpers.probe_pipeline import load_glove
-from helpers.probes import (PairTanhScores, ProbeData, build_probe, chu_liu_edmonds, distance_features, distance_parts, make_batch, mst_heads, predict,
-                            right_branching_uas, train_probe, uas)
+from helpers.probe.run import load_glove
+from helpers.probe.probes import (
+    PairTanhScores,
+    ProbeData,
+    build_probe,
+    chu_liu_edmonds,
+    distance_features,
+    distance_parts,
+    make_batch,
+    mst_heads,
+    predict,
+    right_branching_uas,
+    train_probe,
+    uas,
+)
 
 
 def random_tree(rng, n):

@@ -8,10 +8,18 @@ import numpy as np
 import pytest
 
 from helpers.cli import main
-from helpers.corpora import Document
-from helpers.encoding import encode_ids
-from helpers.segments import (Segment, chunk_document, document_segments, encode_segments, paper_segments,
-                              segment_tokens, split_position, truncate_pair)
+from helpers.data.corpora import Document
+from helpers.core.encoding import encode_ids
+from helpers.data.segments import (
+    Segment,
+    chunk_document,
+    document_segments,
+    encode_segments,
+    paper_segments,
+    segment_tokens,
+    split_position,
+    truncate_pair,
+)
 
 
 def spec_segments(sentences, budget, seed):
@@ -139,7 +147,7 @@ def test_segments_command_writes_the_inputs(tiny_model_dir, fake_data, tmp_path)
 @pytest.mark.slow
 def test_default_segments_are_nearly_full_length(shared_data):
     from helpers import load_model
-    from helpers.segments_pipeline import draw_segments
+    from helpers.pipeline.segments import draw_segments
 
     lm = load_model()
     segs, batch = draw_segments(lm, n_segments=1000, seed=0)
@@ -164,8 +172,8 @@ def test_surface_and_cluster_report_the_segments_they_use(tiny_model_dir, fake_d
 
 
 def test_segment_construction_is_part_of_the_result_keys(tiny_lm):
-    from helpers.encoding import encode_ids
-    from helpers.surface_pipeline import _stats_key
+    from helpers.core.encoding import encode_ids
+    from helpers.surface.run import _stats_key
 
     batch = encode_ids([[2, 9, 3, 11, 3]])
     assert _stats_key(tiny_lm, batch, "documents") != _stats_key(tiny_lm, batch, "paragraphs")

@@ -1,10 +1,9 @@
 """Special tokens are found by role (the model's own CLS/SEP or BOS/EOS), not by the strings "[CLS]"/"[SEP]"."""
-import numpy as np
 import pytest
 
 from helpers import load_model
-from helpers.encoding import encode_words, special_token_ids, special_token_names
-from helpers.surface import token_masks
+from helpers.core.encoding import encode_words, special_token_ids, special_token_names
+from helpers.surface.stats import token_masks
 
 
 def test_wordpiece_roles(tiny_lm):

@@ -4,8 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from helpers.surface import STATISTICS, SurfaceAccumulator, SurfaceStats, segment_statistics
-from helpers.surface_pipeline import SurfaceReport, claims as surface_claims
+from helpers.surface.stats import STATISTICS, SurfaceAccumulator, SurfaceStats, segment_statistics
+from helpers.surface.run import SurfaceReport
+from helpers.surface.claims import claims as surface_claims
 
 
 def masks_for(n, sep=(3, 7), punct=(2,)):

@@ -5,9 +5,16 @@ import numpy as np
 import pytest
 
 from helpers.cli import main
-from helpers.conllu_io import Sentence
-from helpers.syntax import (ALL, DIRECTIONS, OFFSETS, HeadScorer, bootstrap_interval, offset_predictions,
-                            predict_heads)
+from helpers.data.conllu_io import Sentence
+from helpers.syntax.stats import (
+    ALL,
+    DIRECTIONS,
+    OFFSETS,
+    HeadScorer,
+    bootstrap_interval,
+    offset_predictions,
+    predict_heads,
+)
 
 
 def sentence(words, heads, rels):
@@ -180,8 +187,8 @@ def reference_accuracy(maps, sentences):
 
 
 def test_argmax_scores_from_cached_maps_equal_float64_on_near_ties(tmp_path):
-    from helpers.cache import _read_shard, _write_shard
-    from helpers.encoding import Encoded
+    from helpers.data.cache import _read_shard, _write_shard
+    from helpers.core.encoding import Encoded
 
     sents = [TREE, sentence(["a", "big", "dog", "sat", "on", "the", "big", "mat", "today"], [3, 3, 4, 0, 8, 8, 8, 4, 4],
                             ["det", "amod", "nsubj", "root", "case", "det", "amod", "obl", "advmod"])]
@@ -204,7 +211,8 @@ def test_argmax_scores_from_cached_maps_equal_float64_on_near_ties(tmp_path):
     assert not np.allclose(score(rounded), reference)  # float16 storage would have moved the scores
 
     # coreference: the same candidate argmax on the stored maps as on float64
-    from helpers.coref import Mention, Query, head_predictions
+    from helpers.data.ontogum import Mention
+    from helpers.coref.stats import Query, head_predictions
 
     m = lambda head: Mention("c", head, head, head, "nominal", ("x",), "x")  # noqa: E731
     queries = [Query(m(i), i, tuple(range(i)), frozenset({sents[1].heads[i] - 1}), 0) for i in (4, 6, 7, 8)
@@ -214,10 +222,10 @@ def test_argmax_scores_from_cached_maps_equal_float64_on_near_ties(tmp_path):
 
 
 def test_cached_maps_are_the_live_float32_maps(tiny_lm, toy_conllu, tmp_path):
-    from helpers.cache import extract
-    from helpers.conllu_io import read_conllu
-    from helpers.encoding import encode_words
-    from helpers.extract import iter_attention
+    from helpers.pipeline.extraction import extract
+    from helpers.data.conllu_io import read_conllu
+    from helpers.core.encoding import encode_words
+    from helpers.core.extract import iter_attention
 
     sents = read_conllu(toy_conllu)
     batch = encode_words(tiny_lm.tokenizer, [s.words for s in sents])

@@ -4,11 +4,11 @@ import json
 import numpy as np
 import pytest
 
-from helpers.conllu_io import read_conllu
-from helpers.examples import first_with_split_word
-from helpers.formula import recompute_attention
-from helpers.labels import head_label, parse_head_label
-from helpers.views import attention_rows, bertviz_attention, heatmap
+from helpers.data.conllu_io import read_conllu
+from helpers.data.examples import first_with_split_word
+from helpers.core.formula import recompute_attention
+from helpers.core.labels import head_label, parse_head_label
+from helpers.presentation.views import attention_rows, bertviz_attention, heatmap
 
 
 def test_rows_round_trip_every_weight():
@@ -39,8 +39,8 @@ def test_example_rule_picks_first_sentence_with_split_word(tiny_lm, toy_conllu):
 
 
 def test_formula_reproduces_extracted_maps(tiny_lm):
-    from helpers.encoding import encode_words
-    from helpers.extract import forward_attentions
+    from helpers.core.encoding import encode_words
+    from helpers.core.extract import forward_attentions
 
     ex = encode_words(tiny_lm.tokenizer, [["the", "cat", "sat", "on", "the", "mat"]]).examples[0]
     attn = forward_attentions(tiny_lm, [ex])[0]
@@ -57,7 +57,7 @@ def test_head_labels_are_one_based():
 
 
 def test_charts_save_as_svg_and_png(tmp_path):
-    from helpers.charts import layer_lines, save_chart
+    from helpers.presentation.charts import layer_lines, save_chart
 
     chart = layer_lines({"a": [1.0, 2.0, 3.0], "b": [3.0, 2.0, 1.0]}, title="t", y_title="y")
     svg, png = save_chart(chart, tmp_path / "figure")
@@ -65,3 +65,16 @@ def test_charts_save_as_svg_and_png(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="format 'pdf'"):
         save_chart(chart, tmp_path / "x", formats=("pdf",))
+
+
+def test_heatmap_and_head_view_take_the_same_0_based_indices():
+    """One convention in code: ``layer=1, head=2`` is head label "2-3" in both views (the sliders show 1-based)."""
+    from helpers.presentation.views import head_view
+
+    attn = np.random.default_rng(0).dirichlet(np.ones(4), size=(3, 4, 4))  # [layer, head, query, key]
+    spec = heatmap(attn, list("abcd"), layer=1, head=2).to_dict()
+    values = {p["name"]: p["value"] for p in spec["params"]}
+    assert values == {"layer": 2, "head": 3}
+    head_view(attn, list("abcd"), layer=1, heads=[2], html_action="return")  # the same indices are valid there
+    with pytest.raises(ValueError, match="layer: 0-based"):
+        heatmap(attn, list("abcd"), layer=3)

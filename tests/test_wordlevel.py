@@ -3,8 +3,13 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.wordlevel import (batched_matrices, conversion_matrices, word_level, word_level_batch,
-                               word_level_reference)
+from helpers.core.wordlevel import (
+    batched_matrices,
+    conversion_matrices,
+    word_level,
+    word_level_batch,
+    word_level_reference,
+)
 
 
 def random_maps(rng, n_layers, n_heads, n_tokens):

@@ -8,7 +8,7 @@ copies the files the pages need into `_static/offline/` and, on each page that h
 Altair output, rewrites those CDN addresses to the local copies; MathJax is pointed at its local copy.
 Without `.book_assets/` (npm missing) the build still succeeds and says it fell back to CDNs.
 
-Views drawn by `helpers.views` need no rewriting: the first view or chart of each chapter inlines its
+Views drawn by `helpers.presentation.views` need no rewriting: the first view or chart of each chapter inlines its
 JavaScript (see that module). This extension moves each such inlined bundle (a `<script
 data-helpers-lib=...>`) into one shared file `_static/offline/helpers-lib-<hash>.js`, so pages stay
 small and the browser loads each bundle once for the whole book.
@@ -51,7 +51,7 @@ REWRITES = [
 ]
 
 
-# an inlined library as helpers.views writes it
+# an inlined library as helpers.presentation.views writes it
 INLINE_LIBRARY = re.compile(r'<script type="text/javascript" data-helpers-lib="([^"]+)">\n(.*?)\n</script>', re.S)
 
 
@@ -97,7 +97,7 @@ def _drop_duplicate_scripts(context) -> None:
 
 
 def _hoist_libraries(app, body: str, prefix: str) -> str:
-    """Replace each inlined helpers.views library by a script loading the same code from ``_static/offline``."""
+    """Replace each inlined helpers.presentation.views library by a script loading the same code from ``_static/offline``."""
 
     def hoist(match: re.Match) -> str:
         key, source = match.group(1), match.group(2)

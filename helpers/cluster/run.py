@@ -1,0 +1,147 @@
+"""Paper §6 end to end: segments -> JS distances (one streaming pass) -> MDS -> behaviour labels.
+
+Shared by the chapter and ``python -m helpers cluster --json OUT``.
+
+>>> result = run_cluster(lm, n_segments=1000)                              # doctest: +SKIP
+>>> result.distance.shape                                                  # [head, head]
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.cluster.stats import (
+    JSAccumulator,
+    embed_mds,
+    hierarchical_order,
+    layer_similarity,
+)
+from helpers.core.extract import iter_attention
+from helpers.core.labels import head_label
+from helpers.core.models import LoadedModel
+from helpers.data.cache import cached_json
+from helpers.data.segments import SegmentSource, segment_tokens
+from helpers.pipeline.segments import (
+    DEFAULT_SOURCE,
+    build_segments,
+    segments_key,
+)
+from helpers.surface.run import cached_surface_statistics
+from helpers.surface.stats import SurfaceStats
+
+VERSION = 1  # part of cache keys: bump when the definition changes
+
+# Behaviour rules, applied in this order with later matches overriding earlier ones (the original's
+# order). Thresholds are the original's; "broadly" is relative to the uniform entropy, so that it
+# also holds for shorter segments: the original's 3.8 nats is 0.78 of log(128).
+NEXT_THRESHOLD = 0.5
+PREV_THRESHOLD = 0.5
+BROAD_ENTROPY_FRACTION = 3.8 / np.log(128)
+CLS_THRESHOLD = 0.6
+SEP_THRESHOLD = 0.6
+PUNCT_THRESHOLD = 0.6
+NO_BEHAVIOUR = "none of these"
+
+
+def behaviours(stats: SurfaceStats) -> list[str]:
+    """One label per head (flattened ``layer * n_heads + head``) from the surface statistics."""
+    ph = stats.per_head
+    rules = [
+        (ph["next"] > NEXT_THRESHOLD, "attends to next"),
+        (ph["prev"] > PREV_THRESHOLD, "attends to previous"),
+        (ph["entropy"] > BROAD_ENTROPY_FRACTION * stats.uniform_entropy, "attends broadly"),
+        (ph["cls"] > CLS_THRESHOLD, "attends to [CLS]"),
+        (ph["sep"] > SEP_THRESHOLD, "attends to [SEP]"),
+        (ph["punct"] > PUNCT_THRESHOLD, "attends to . and ,"),
+    ]
+    labels = np.full(ph["next"].shape, NO_BEHAVIOUR, dtype=object)
+    for mask, name in rules:
+        labels[mask] = name
+    return labels.ravel().tolist()
+
+
+@dataclass
+class ClusterResult:
+    model: str
+    distance: np.ndarray
+    coordinates: np.ndarray
+    behaviours: list[str]
+    stats: SurfaceStats
+    n_layers: int
+    n_heads: int
+    segments: int
+    tokens: int
+    similarity: dict
+    order: np.ndarray
+    segment_tokens: dict | None = None
+    segments_from: str = DEFAULT_SOURCE
+
+    @property
+    def labels(self) -> list[str]:
+        return [head_label(k // self.n_heads, k % self.n_heads) for k in range(self.n_layers * self.n_heads)]
+
+    def to_json(self, linguistic: dict[str, str] | None = None) -> dict:
+        return {
+            "model": self.model, "segments": self.segments, "tokens": self.tokens,
+            "segments_from": self.segments_from, "segment_tokens": self.segment_tokens,
+            "head_index": "layer * n_heads + head (0-based); labels are 1-based layer-head",
+            "n_layers": self.n_layers, "n_heads": self.n_heads, "labels": self.labels,
+            "distance": np.round(self.distance, 6).tolist(), "coordinates": np.round(self.coordinates, 6).tolist(),
+            "behaviours": self.behaviours, "linguistic": linguistic or {},
+            "layer_similarity": self.similarity, "hierarchical_order": self.order.tolist(),
+            "thresholds": {"next": NEXT_THRESHOLD, "prev": PREV_THRESHOLD, "broad_entropy_fraction": BROAD_ENTROPY_FRACTION,
+                           "cls": CLS_THRESHOLD, "sep": SEP_THRESHOLD, "punct": PUNCT_THRESHOLD},
+        }
+
+
+def linguistic_heads(lm: LoadedModel, *, data_dir=None, cache_root=None, max_sentences: int | None = None,
+                     max_documents: int | None = None) -> dict[str, str]:
+    """``{"L-H": description}`` for heads found in the syntax and coreference chapters, chosen on GUM dev:
+    the best head of each Table-1 relation where it beats the offset baseline by at least
+    :data:`~helpers.syntax.claims.SPECIALISED_MARGIN` points, and the best coreference head."""
+    from helpers.coref.run import run_coref
+    from helpers.syntax.claims import SPECIALISED_MARGIN
+    from helpers.syntax.run import run_heads, table1_relations
+
+    dev = run_heads(lm, "gum:dev", max_sentences=max_sentences, data_dir=data_dir, cache_root=cache_root)
+    table = dev.scores.table()
+    found: dict[str, list[str]] = {}
+    for rel in table1_relations(dev.scores)[1:]:
+        if table[rel]["accuracy"] - table[rel]["baseline_accuracy"] >= SPECIALISED_MARGIN:
+            found.setdefault(table[rel]["best_head"], []).append(rel)
+    labels = {head: "syntax: " + ", ".join(rels) for head, rels in found.items()}
+    layer, head = run_coref(lm, "dev", max_documents=max_documents, data_dir=data_dir, cache_root=cache_root).best_head()
+    key = head_label(layer, head)
+    labels[key] = labels[key] + "; coreference" if key in labels else "coreference"
+    return labels
+
+
+def js_distances(lm: LoadedModel, batch, *, progress: bool = False) -> tuple[np.ndarray, int]:
+    """``([head, head] summed JS, tokens)`` over every query token of every segment, streamed."""
+    acc = JSAccumulator(lm.n_layers * lm.n_heads)
+    for _, attn in iter_attention(lm, batch, level="token", progress=progress):
+        acc.add(attn)
+    return acc.result(), acc.tokens
+
+
+def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
+                segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
+                cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False) -> ClusterResult:
+    """Distances (cached), MDS coordinates, behaviour labels and the layer-similarity test."""
+    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
+                           data_dir=data_dir)
+    key = {"model": lm.fingerprint(), "data": batch.digest(), "v": VERSION, **segments_key(segments_from)}
+
+    def compute() -> dict:
+        D, tokens = js_distances(lm, batch, progress=progress)
+        return {"distance": D.tolist(), "tokens": tokens}
+
+    stored = cached_json("js-distances", key, compute, cache_root=cache_root)
+    D = np.asarray(stored["distance"])
+    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root)  # same segments
+    order, _ = hierarchical_order(D)
+    return ClusterResult(lm.label, D, embed_mds(D, seed=seed), behaviours(stats), stats, lm.n_layers, lm.n_heads,
+                         len(batch.examples), stored["tokens"], layer_similarity(D, lm.n_heads, n_perm=n_perm, seed=seed),
+                         order, segment_tokens(batch), segments_from)

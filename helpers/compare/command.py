@@ -1,0 +1,61 @@
+"""The ``compare`` command: its options and the JSON it writes."""
+from __future__ import annotations
+
+import argparse
+
+from helpers.compare.run import (
+    COMPARE_ENV,
+    SENTENCES_PER_DOCUMENT,
+    compare,
+    compare_json,
+    coref_documents,
+    default_specs,
+    parse_spec,
+    parse_specs,
+)
+from helpers.pipeline.options import Command
+
+
+def _check_compare_inputs(args: argparse.Namespace) -> None:
+    from helpers.core.models import resolve_source
+    from helpers.results import _check_claims_inputs
+
+    if args.model or args.random_init:
+        raise ValueError("compare: name the models with --models SPEC[,SPEC...] (random:SPEC for a random-init copy), "
+                     "not --model/--random-init")
+    args.models = parse_specs(args.models) if args.models is not None else default_specs(args.cache_dir)
+    for spec in args.models:
+        name, _ = parse_spec(spec)
+        resolve_source(name)
+    _check_claims_inputs(args)
+
+
+def _compare_args(parser: argparse.ArgumentParser) -> None:
+    from helpers import results as summary
+
+    parser.add_argument("--models", default=None, metavar="SPEC[,SPEC...]",
+                    help="models to compare: default (the offline default), a Hugging Face name, a local directory "
+                         "or an installed extra (mpnet-base), each optionally prefixed with random: (random-init "
+                         f"copy, seeded by --seed); default ${COMPARE_ENV}, else default,random:default and "
+                         "mpnet-base when installed")
+    summary.add_size_args(
+        parser,
+        sentences_help="first N sentences of each treebank for §4.2 and §5, and the first ceil(N / "
+                   f"{SENTENCES_PER_DOCUMENT}) documents of each split for §4.3 unless --max-documents "
+                   "is given (default: all, as the chapters)",
+        documents_help="first N documents of each split for §4.3 (default: from --max-sentences, else all)")
+    parser.set_defaults(check_inputs=_check_compare_inputs)
+
+
+def cmd_compare(args: argparse.Namespace) -> dict:
+    documents = args.max_documents if args.max_documents is not None else coref_documents(args.max_sentences)
+    sizes = dict(n_segments=args.segments, max_sentences=args.max_sentences, max_documents=documents,
+                 seeds=tuple(range(args.seeds)) if args.seeds else None, epochs=args.epochs, n_perm=args.permutations,
+                 max_length=args.max_length, small=False, data_dir=args.data_dir, cache_root=args.cache_dir,
+                 progress=not args.quiet)
+    return compare_json(compare(args.models, seed=args.seed, device=args.device, figures=False, **sizes))
+
+
+
+COMMAND = Command("compare", "every claim of the paper side by side for several models (--models), from the cached results",
+                  _compare_args, cmd_compare)

@@ -1,0 +1,257 @@
+"""Every claim of the paper, side by side for several models (chapter "Comparing models" and
+``python -m helpers compare``).
+
+No rule lives here: each model's rows are :func:`helpers.results.all_claims` for that model (the
+chapters' own ``claims()``, cached on disk). Models are named by SPECs: ``default`` (the offline
+default), a Hugging Face name, a local directory or a registered optional extra, each optionally
+prefixed with ``random:`` for the randomly initialised copy of that architecture.
+
+>>> parse_spec("random:bert-base-uncased")
+('bert-base-uncased', True)
+>>> section_key("§3.2"), section_key("§4.2"), section_key("§6")
+('3', '4.2', '6')
+"""
+from __future__ import annotations
+
+import gc
+import math
+import os
+from dataclasses import dataclass, field
+
+from helpers.claims import VERDICTS, Claim, by_id
+
+COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the chapter's models (replaces the default list)
+RANDOM_PREFIX = "random:"
+DEFAULT_SPEC = "default"
+OPTIONAL_SPECS = ("mpnet-base",)  # in the default list when installed (``python -m helpers install-model``)
+SECTIONS = ("3", "4.2", "4.3", "5", "6")  # the JSON's section keys, in the paper's order
+SENTENCES_PER_DOCUMENT = 25  # --max-sentences N reads the first ceil(N / 25) documents of each coreference split
+REDUCED_SIZES = {"n_segments": 200, "max_sentences": 500, "max_documents": 10}  # the chapter's sizes for models other than the default
+SMALL_REDUCED_SIZES = {"n_segments": 20, "max_sentences": 60, "max_documents": 2, "epochs": 1}  # the same, small configuration
+DEPTH_STATISTICS = {"cls": "[CLS]", "sep": "[SEP]", "punct": ". or ,"}  # attention targets by relative depth
+
+
+# ------------------------------------------------------------------------------------ specs
+
+
+def parse_spec(spec: str) -> tuple[str | None, bool]:
+    """``(model name for load_model, random_init)``; ``default`` is the offline default (``None``
+    would mean ``$BERT_ATTENTION_MODEL``, so the default is named explicitly)."""
+    spec = spec.strip()
+    random_init = spec.startswith(RANDOM_PREFIX)
+    name = spec[len(RANDOM_PREFIX):].strip() if random_init else spec
+    if not name:
+        raise ValueError(f"--models: {spec!r} names no model (write random:default, random:bert-base-uncased ...)")
+    return name, random_init
+
+
+def parse_specs(text: str, *, where: str = "--models") -> list[str]:
+    """The SPECs of a comma-separated list, stripped, each once, in order (raises naming ``where``)."""
+    specs = list(dict.fromkeys(s.strip() for s in str(text).split(",") if s.strip()))
+    if not specs:
+        raise ValueError(f"{where}: no model given (e.g. default,random:default)")
+    for spec in specs:
+        parse_spec(spec)
+    return specs
+
+
+def installed_optional_specs(cache_root=None) -> list[str]:
+    """The optional extras of :data:`OPTIONAL_SPECS` that are installed here."""
+    from helpers.core.model_extras import extra_dir
+
+    return [s for s in OPTIONAL_SPECS if (extra_dir(s, cache_root, must_exist=False) / "config.json").is_file()]
+
+
+def default_specs(cache_root=None, *, small: bool | None = None) -> list[str]:
+    """The chapter's models: ``$BERT_ATTENTION_COMPARE`` when set, else the offline default, its
+    random-init control and each installed optional extra (``mpnet-base``), the book's model
+    (``$BERT_ATTENTION_MODEL``) in place of the default when set, the extras left out in
+    the small configuration (``small``; default :func:`~helpers.config.small_run`) to keep tests fast."""
+    from helpers.config import small_run
+
+    env = os.environ.get(COMPARE_ENV, "").strip()
+    if env:
+        return parse_specs(env, where=f"${COMPARE_ENV}")
+    book = book_spec()
+    extras = [] if (small_run() if small is None else small) else installed_optional_specs(cache_root)
+    return [book, RANDOM_PREFIX + book, *(e for e in extras if e != book)]
+
+
+def book_spec() -> str:
+    """The SPEC of the book's model: ``$BERT_ATTENTION_MODEL`` when set, else ``default``."""
+    from helpers.core.models import requested_model
+
+    return requested_model() or DEFAULT_SPEC
+
+
+def chapter_sizes(spec: str, *, small: bool | None = None) -> dict:
+    """The chapter's size overrides for ``spec``: none for the book's model (:func:`book_spec`: the
+    chapters' sizes, so its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first
+    run within minutes (:data:`SMALL_REDUCED_SIZES` in the small configuration)."""
+    from helpers.config import small_run
+
+    if spec == book_spec():
+        return {}
+    return dict(SMALL_REDUCED_SIZES if (small_run() if small is None else small) else REDUCED_SIZES)
+
+
+def sizes_text(sizes: dict) -> str:
+    """``"200 segments, the first 500 sentences of each treebank and the first 10 documents of each
+    coreference split"`` for :data:`REDUCED_SIZES`-like overrides."""
+    text = (f"{sizes['n_segments']} segments, the first {sizes['max_sentences']} sentences of each treebank and the "
+            f"first {sizes['max_documents']} documents of each coreference split")
+    return text + (f", probes trained for {sizes['epochs']} epoch(s)" if "epochs" in sizes else "")
+
+
+def section_key(section: str) -> str:
+    """The JSON's section (``"3"``, ``"4.2"``, ``"4.3"``, ``"5"``, ``"6"``) of a claim's ``"§3.1"`` etc."""
+    text = section.strip().lstrip("§").strip()
+    for key in ("4.2", "4.3"):
+        if text == key or text.startswith(key + "."):
+            return key
+    major = text.split(".")[0]
+    if major in ("3", "5", "6"):
+        return major
+    raise ValueError(f"claim section {section!r} is not one of §{', §'.join(SECTIONS)}")
+
+
+# ---------------------------------------------------------------------------------- results
+
+
+@dataclass
+class ModelResult:
+    """One model's claims and what the chapter's figures need: ``depth`` holds ``[layer]`` means over
+    heads of attention to each of :data:`DEPTH_STATISTICS` and of the entropy (``entropy``,
+    ``uniform_entropy``), for the same segments as the §3 claims."""
+
+    spec: str
+    card: dict
+    claims: list[Claim]
+    depth: dict = field(default_factory=dict)
+    sizes: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"spec": self.spec, "name": self.card["name"], "layers": self.card["layers"],
+                "heads": self.card["heads"], "random_init": bool(self.card["random_init"])}
+
+
+def coref_documents(max_sentences: int | None) -> int | None:
+    """Documents per coreference split for ``--max-sentences`` (``None``: all)."""
+    return None if max_sentences is None else max(1, math.ceil(max_sentences / SENTENCES_PER_DOCUMENT))
+
+
+def depth_profile(lm, *, n_segments: int | None, small: bool | None, max_length: int = 128, data_dir=None,
+                  cache_root=None, progress: bool = False) -> dict:
+    """Per-layer means (``[layer]``) of the §3 statistics for the segments of the §3 claims (cached)."""
+    from helpers.results import _size
+    from helpers.surface import run as sp
+
+    n = _size(n_segments, sp.SEGMENTS, sp.SMALL_SEGMENTS, small)
+    stats = sp.run_surface(lm, n_segments=n, seed=0, max_length=max_length, gradients=False, data_dir=data_dir,
+                           cache_root=cache_root, progress=progress).stats  # the §3 claims' segments and statistics
+    out = {k: stats.layer_means(k).tolist() for k in (*DEPTH_STATISTICS, "entropy")}
+    out["uniform_entropy"] = float(stats.uniform_entropy)
+    return out
+
+
+def code_digest() -> str:
+    """SHA-256 of the ``helpers`` package's Python sources: part of the key of cached claims, so that a
+    change to any rule, threshold or analysis recomputes them."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def cached_claims(lm, **sizes) -> list[Claim]:
+    """:func:`helpers.results.all_claims` for ``lm`` and ``sizes``, kept on disk (keyed by the model's
+    weights, the sizes, the data folder and :func:`code_digest`), so that the chapter and the command
+    compute a model's rows once; the analyses under it are cached by the chapters' own keys."""
+    from helpers.config import data_dir, small_run
+    from helpers.data.cache import cached_json
+    from helpers.results import all_claims
+
+    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()
+                if k not in ("cache_root", "progress", "data_dir")}
+    if settings.get("small") is None:
+        settings["small"] = small_run()
+    key = {"model": lm.fingerprint(), "random_init": lm.random_init, "seed": lm.seed, "sizes": settings,
+           "data": str(data_dir(sizes.get("data_dir"))), "code": code_digest()}
+    rows = cached_json("compare-claims", key, lambda: [c.to_json() for c in all_claims(lm, **sizes)],
+                       cache_root=sizes.get("cache_root"))
+    return [Claim(**row) for row in rows]
+
+
+def compare_model(spec: str, *, seed: int = 0, device=None, figures: bool = True, **sizes) -> ModelResult:
+    """Load the model of ``spec``, compute its claims (:func:`helpers.results.all_claims` with ``sizes``)
+    and, with ``figures``, its depth profile; the model is freed before returning."""
+    from helpers.core.models import load_model
+
+    name, random_init = parse_spec(spec)
+    lm = load_model(name, random_init=random_init, seed=seed, device=device)
+    try:
+        card = lm.card()
+        claims = cached_claims(lm, **sizes)
+        depth = depth_profile(lm, n_segments=sizes.get("n_segments"), small=sizes.get("small"),
+                              max_length=sizes.get("max_length", 128), data_dir=sizes.get("data_dir"),
+                              cache_root=sizes.get("cache_root")) if figures else {}
+    finally:
+        del lm
+        gc.collect()
+    return ModelResult(spec, card, claims, depth, {k: v for k, v in sizes.items() if k not in ("data_dir", "cache_root", "progress")})
+
+
+def compare(specs: list[str], *, seed: int = 0, device=None, figures: bool = True, sizes_for=None, **sizes) -> list[ModelResult]:
+    """:func:`compare_model` for each SPEC in turn (one model in memory at a time). ``sizes_for(spec)``,
+    when given, returns per-model overrides of ``sizes``."""
+    return [compare_model(s, seed=seed, device=device, figures=figures, **{**sizes, **(sizes_for(s) if sizes_for else {})})
+            for s in specs]
+
+
+def compare_json(results: list[ModelResult]) -> dict:
+    """The ``compare`` command's JSON: ``models`` and ``claims`` (every claim, in the paper's order, with
+    each model's ``ours``, ``value`` and ``verdict``)."""
+    order: dict[str, Claim] = {}
+    for r in results:
+        for c in r.claims:
+            order.setdefault(c.id, c)
+    tables = [by_id(r.claims) for r in results]
+    claims = []
+    for cid, first in order.items():
+        res = {}
+        for r, table in zip(results, tables):
+            c = table.get(cid)
+            if c is not None:
+                res[r.spec] = {"ours": c.ours, "value": None if c.value is None else float(c.value), "verdict": c.verdict}
+        claims.append({"id": cid, "section": section_key(first.section), "claim": first.claim, "paper": first.paper,
+                       "results": res})
+    return {"models": [r.to_json() for r in results], "claims": claims}
+
+
+def findings(results: list[ModelResult]) -> dict[str, list[str]]:
+    """The claims grouped by how the pre-trained models agree (from the verdicts, no new rule):
+    ``shared`` (reproduced, at least partly, by every pre-trained model), ``model_dependent`` (some
+    pre-trained models reproduce it at least partly, others not), ``none`` (reproduced by no pre-trained model), and
+    ``random_too`` (claims the random-init controls also reproduce at least partly: not learned)."""
+    trained = [by_id(r.claims) for r in results if not r.card["random_init"]]
+    random = [by_id(r.claims) for r in results if r.card["random_init"]]
+    ids = list(dict.fromkeys(c.id for r in results for c in r.claims))
+    out: dict[str, list[str]] = {"shared": [], "model_dependent": [], "none": [], "random_too": []}
+    for cid in ids:
+        got = [t[cid].verdict for t in trained if cid in t]
+        if got:
+            failed = [v == VERDICTS[-1] for v in got]
+            out["none" if all(failed) else "model_dependent" if any(failed) else "shared"].append(cid)
+        if any(t[cid].verdict != VERDICTS[-1] for t in random if cid in t):
+            out["random_too"].append(cid)
+    return out
+
+
+def id_list(ids: list[str]) -> str:
+    """``"a, b and c"`` (``"none"`` when empty)."""
+    if not ids:
+        return "none"
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]

@@ -1,0 +1,215 @@
+"""Turning words or texts into model inputs, with each token's word index and over-long inputs counted.
+
+An :class:`Encoded` example carries ``input_ids`` (special tokens included) and, for pre-split
+words, ``word_of_token``: for every token, the index of its word in the paper's word-level layout
+``[CLS], w_1, ..., w_n, [SEP]``, i.e. 0 for the leading special token, ``1..n`` for the words and
+``n + 1`` for the final special token. Alignment comes from the fast tokenizer's ``word_ids()``,
+so it works for WordPiece and byte-level BPE alike.
+
+>>> from helpers import load_model
+>>> from helpers.core.encoding import encode_words
+>>> lm = load_model()
+>>> batch = encode_words(lm.tokenizer, [["The", "unaffable", "cat"]], max_length=128)
+>>> batch.examples[0].word_of_token.tolist()
+[0, 1, 2, 2, 2, 3, 4]
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One model input.
+
+    ``index`` is the example's position in the caller's list; ``input_ids`` ``[n_tokens]``;
+    ``word_of_token`` ``[n_tokens]`` (``None`` for token-level inputs); ``n_words`` counts the words
+    without the two special positions; ``sep_start`` is where segment B starts (token-level pairs).
+    """
+
+    index: int
+    input_ids: np.ndarray
+    word_of_token: np.ndarray | None = None
+    n_words: int = 0
+    words: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def n_positions(self) -> int:
+        """Rows of this example's map: tokens at token level, ``n_words + 2`` at word level."""
+        return self.n_words + 2 if self.word_of_token is not None else len(self)
+
+
+@dataclass
+class EncodedBatch:
+    """Examples that fit the length limit, and the indices of those that did not.
+
+    ``skipped`` lists the caller's indices of inputs longer than ``max_length`` tokens (special
+    tokens included); they are counted, never truncated. ``unknown_words`` counts words the
+    tokenizer turned into no token at all (e.g. a lone zero-width character), which are encoded as
+    the tokenizer's unknown token so that every word keeps a row and a column.
+    """
+
+    examples: list[Encoded]
+    skipped: list[int] = field(default_factory=list)
+    max_length: int = 128
+    unknown_words: int = 0
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def digest(self) -> str:
+        """SHA-256 of every example's ids and alignment (the data part of cache keys)."""
+        h = hashlib.sha256()
+        h.update(f"max_length={self.max_length};skipped={self.skipped}".encode())
+        for ex in self.examples:
+            h.update(np.int64(ex.index).tobytes())
+            h.update(ex.input_ids.astype(np.int64).tobytes())
+            if ex.word_of_token is not None:
+                h.update(b"w")
+                h.update(ex.word_of_token.astype(np.int64).tobytes())
+        return h.hexdigest()
+
+    def summary(self) -> dict:
+        lengths = [len(e) for e in self.examples]
+        return {
+            "examples": len(self.examples) + len(self.skipped),
+            "used": len(self.examples),
+            "skipped_over_length": len(self.skipped),
+            "max_length": self.max_length,
+            "mean_tokens": float(np.mean(lengths)) if lengths else 0.0,
+            "unknown_words": self.unknown_words,
+        }
+
+
+def _check_max_length(max_length: int) -> None:
+    if max_length < 3:
+        raise ValueError(f"--max-length {max_length}: must be at least 3 (two special tokens and one word)")
+
+
+def encode_words(
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    *,
+    max_length: int = 128,
+    model_max: int | None = None,
+) -> EncodedBatch:
+    """Encode pre-split sentences as ``[CLS] w_1 ... w_n [SEP]`` with a token-to-word alignment.
+
+    Sentences longer than ``max_length`` tokens are skipped and their indices recorded.
+    ``model_max`` (the model's position limit) caps ``max_length`` with a clear error.
+    """
+    _check_max_length(max_length)
+    if model_max is not None and max_length > model_max:
+        raise ValueError(f"--max-length {max_length} exceeds the model's limit of {model_max} positions")
+    unk = tokenizer.unk_token or "[UNK]"
+    examples: list[Encoded] = []
+    skipped: list[int] = []
+    unknown = 0
+    chunk = 512
+    for start in range(0, len(sentences), chunk):
+        part = [list(s) for s in sentences[start : start + chunk]]
+        for k, words in enumerate(part):
+            if not words:
+                raise ValueError(f"sentence {start + k} has no words")
+        enc = tokenizer(part, is_split_into_words=True, add_special_tokens=True)
+        for k, words in enumerate(part):
+            index = start + k
+            ids = enc["input_ids"][k]
+            wids = enc.word_ids(k)
+            seen = {w for w in wids if w is not None}
+            if len(seen) != len(words):
+                # words that produced no token (zero-width characters ...): encode them as unknown
+                fixed = [w if i in seen else unk for i, w in enumerate(words)]
+                unknown += len(words) - len(seen)
+                single = tokenizer(fixed, is_split_into_words=True, add_special_tokens=True)
+                ids, wids = single["input_ids"], single.word_ids()
+            if len(ids) > max_length:
+                skipped.append(index)
+                continue
+            examples.append(
+                Encoded(
+                    index=index,
+                    input_ids=np.asarray(ids, dtype=np.int64),
+                    word_of_token=_word_positions(wids, len(words)),
+                    n_words=len(words),
+                    words=tuple(words),
+                )
+            )
+    return EncodedBatch(examples, skipped, max_length, unknown)
+
+
+def _word_positions(word_ids: list[int | None], n_words: int) -> np.ndarray:
+    """Map ``word_ids()`` (None for specials) to the layout ``[CLS]=0, words 1..n, [SEP]=n+1``.
+
+    Leading special tokens map to 0, trailing ones to ``n + 1``.
+    """
+    out = np.empty(len(word_ids), dtype=np.int64)
+    seen_word = False
+    for t, w in enumerate(word_ids):
+        if w is None:
+            out[t] = n_words + 1 if seen_word else 0
+        else:
+            seen_word = True
+            out[t] = w + 1
+    return out
+
+
+def encode_ids(
+    sequences: Sequence[Sequence[int]], *, max_length: int = 128
+) -> EncodedBatch:
+    """Wrap already-built token id sequences (special tokens included) for token-level extraction."""
+    examples, skipped = [], []
+    for index, ids in enumerate(sequences):
+        if len(ids) > max_length:
+            skipped.append(index)
+            continue
+        examples.append(Encoded(index=index, input_ids=np.asarray(ids, dtype=np.int64)))
+    return EncodedBatch(examples, skipped, max_length)
+
+
+def encode_texts(tokenizer, texts: Sequence[str], *, max_length: int = 128) -> EncodedBatch:
+    """Encode raw texts as ``[CLS] text [SEP]`` for token-level extraction (over-long ones skipped)."""
+    _check_max_length(max_length)
+    enc = tokenizer(list(texts), add_special_tokens=True)
+    return encode_ids(enc["input_ids"], max_length=max_length)
+
+
+def split_word_fraction(batch: EncodedBatch) -> float:
+    """Fraction of words the tokenizer split into two or more tokens (the paper: ~8% for BERT on WSJ)."""
+    words = split = 0
+    for ex in batch.examples:
+        if ex.word_of_token is None:
+            continue
+        counts = np.bincount(ex.word_of_token, minlength=ex.n_words + 2)[1 : ex.n_words + 1]
+        words += ex.n_words
+        split += int((counts > 1).sum())
+    return split / words if words else 0.0
+
+
+def special_token_ids(tokenizer) -> dict[str, int]:
+    """The ids of the two special tokens the analyses name, found by their role, never by spelling:
+    ``cls`` (the leading token: ``[CLS]`` in BERT, ``<s>`` in RoBERTa and MPNet) and ``sep`` (the
+    separator/closing token: ``[SEP]``, ``</s>``). Tokenizers without CLS/SEP roles fall back to their
+    BOS/EOS tokens.
+
+    >>> special_token_ids(lm.tokenizer)                    # BERT             # doctest: +SKIP
+    {'cls': 101, 'sep': 102}
+    """
+    cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    if cls is None or sep is None:
+        raise ValueError(f"{type(tokenizer).__name__}: no CLS/BOS or SEP/EOS token; the analyses need a leading "
+                         "and a separating special token (a BERT-family tokenizer)")
+    return {"cls": int(cls), "sep": int(sep)}
+
+
+def special_token_names(tokenizer) -> dict[str, str]:
+    """How the model writes its ``cls`` and ``sep`` tokens (e.g. ``{"cls": "<s>", "sep": "</s>"}``), for labels."""
+    return {role: tokenizer.convert_ids_to_tokens(i) for role, i in special_token_ids(tokenizer).items()}

@@ -1,0 +1,130 @@
+"""Batched, length-bucketed attention extraction, streamed example by example.
+
+Every map is ``[layer, head, query, key]``; rows sum to 1 over ``key``. Token-level maps cover
+every token including the special ones; word-level maps use the layout
+``[CLS], w_1, ..., w_n, [SEP]`` (see :mod:`helpers.core.wordlevel`).
+
+>>> from helpers import load_model
+>>> from helpers.core.encoding import encode_words
+>>> from helpers.core.extract import iter_attention
+>>> lm = load_model()
+>>> batch = encode_words(lm.tokenizer, [["A", "cat", "sat", "."]])
+>>> for example, attn in iter_attention(lm, batch, level="word"):
+...     print(attn.shape)          # [layer, head, word, word] with [CLS] and [SEP]
+(6, 12, 6, 6)
+
+Examples come out in bucket order (sorted by length), each with its :class:`Encoded` record, so
+consumers that reduce statistics never need the whole corpus in memory.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Literal, Sequence
+
+import numpy as np
+import torch
+
+from helpers.core.encoding import Encoded, EncodedBatch
+from helpers.core.models import LoadedModel
+from helpers.core.wordlevel import WordMode, batched_matrices, word_level_batch
+
+Level = Literal["token", "word"]
+LEVELS: tuple[str, ...] = ("token", "word")
+
+
+def convert(x: np.ndarray | torch.Tensor, dtype) -> np.ndarray:
+    """``x`` as a numpy array of ``dtype`` (float16 <-> float32 through torch: about 5x faster than numpy's
+    ``astype``, bit for bit the same). Already ``dtype`` on the CPU: a view, no copy."""
+    dtype = np.dtype(dtype)
+    t = torch.from_numpy(x) if isinstance(x, np.ndarray) else x.detach()
+    return t.to("cpu", _TORCH_DTYPES.get(dtype, t.dtype)).numpy().astype(dtype, copy=False)
+
+
+_TORCH_DTYPES = {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32,
+                 np.dtype(np.float64): torch.float64}
+
+
+def bucket(examples: Sequence[Encoded], *, batch_size: int) -> list[list[Encoded]]:
+    """Sort examples by length and cut them into batches of at most ``batch_size`` (little padding)."""
+    if batch_size < 1:
+        raise ValueError(f"--batch-size {batch_size}: must be at least 1")
+    ordered = sorted(examples, key=lambda e: (len(e), e.index))
+    return [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
+
+
+def model_inputs(lm: LoadedModel, examples: Sequence[Encoded]) -> dict[str, torch.Tensor]:
+    """Padded ``input_ids``, ``attention_mask`` and (all-zero) ``token_type_ids`` for a batch."""
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    n = max(len(e) for e in examples)
+    ids = torch.full((len(examples), n), pad, dtype=torch.long)
+    mask = torch.zeros((len(examples), n), dtype=torch.long)
+    for b, ex in enumerate(examples):
+        ids[b, : len(ex)] = torch.from_numpy(ex.input_ids)
+        mask[b, : len(ex)] = 1
+    inputs = {"input_ids": ids.to(lm.device), "attention_mask": mask.to(lm.device)}
+    if "token_type_ids" in getattr(lm.tokenizer, "model_input_names", ()):
+        inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
+    return inputs
+
+
+def forward_attentions(lm: LoadedModel, examples: Sequence[Encoded]) -> torch.Tensor:
+    """Token-level attention of a padded batch, ``[batch, layer, head, query, key]``.
+
+    Rows of padding queries are meaningless; slice ``[:n, :n]`` per example.
+    """
+    with torch.inference_mode():
+        out = lm.model(**model_inputs(lm, examples), output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise RuntimeError(
+            f"{lm.label} returned no attention probabilities; it must be loaded with "
+            "attn_implementation='eager' (load_model does this)."
+        )
+    return torch.stack(out.attentions, dim=1)
+
+
+def batch_maps(
+    lm: LoadedModel, examples: Sequence[Encoded], *, level: Level = "token", word_mode: WordMode = "mean"
+) -> list[torch.Tensor]:
+    """Per-example maps ``[layer, head, n, n]`` (float32, on the model's device) for one batch."""
+    if level not in LEVELS:
+        raise ValueError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
+    attn = forward_attentions(lm, examples)
+    if level == "token":
+        return [attn[b, :, :, : len(ex), : len(ex)] for b, ex in enumerate(examples)]
+    if any(ex.word_of_token is None for ex in examples):
+        raise ValueError("word-level maps need pre-split words (encode with encode_words)")
+    R, S = batched_matrices([ex.word_of_token for ex in examples], attn.shape[-1], mode=word_mode, device=attn.device)
+    words = word_level_batch(attn, R, S)
+    return [words[b, :, :, : ex.n_positions, : ex.n_positions] for b, ex in enumerate(examples)]
+
+
+def iter_attention(
+    lm: LoadedModel,
+    batch: EncodedBatch | Sequence[Encoded],
+    *,
+    level: Level = "token",
+    word_mode: WordMode = "mean",
+    batch_size: int = 32,
+    progress: bool = False,
+    dtype=np.float32,
+) -> Iterator[tuple[Encoded, np.ndarray]]:
+    """Stream ``(example, attn [layer, head, n, n])`` over a corpus, in length-bucket order."""
+    from tqdm.auto import tqdm
+
+    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
+    bar = tqdm(total=len(examples), desc=f"{level}-level attention", unit="ex", disable=not progress)
+    try:
+        for group in bucket(examples, batch_size=batch_size):
+            maps = batch_maps(lm, group, level=level, word_mode=word_mode)
+            for ex, attn in zip(group, maps):
+                yield ex, convert(attn, dtype)
+            bar.update(len(group))
+    finally:
+        bar.close()
+
+
+def attention_for(
+    lm: LoadedModel, batch: EncodedBatch, *, level: Level = "token", word_mode: WordMode = "mean", batch_size: int = 32
+) -> list[np.ndarray]:
+    """All maps of a small batch, in the batch's order (convenience for examples and views)."""
+    by_index = {ex.index: attn for ex, attn in iter_attention(lm, batch, level=level, word_mode=word_mode, batch_size=batch_size)}
+    return [by_index[ex.index] for ex in batch.examples]

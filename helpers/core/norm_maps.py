@@ -1,0 +1,128 @@
+"""Norm maps ``N^h_ij = alpha^h_ij ||f_h(x_j)||`` (Kobayashi et al., 2020) computed from a forward pass,
+at token or word level, ``[layer, head, query, key]``; see :mod:`helpers.norms.stats` for the statistics.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from helpers.core.encoding import Encoded, EncodedBatch
+from helpers.core.extract import LEVELS, Level, bucket, convert, model_inputs
+from helpers.core.internals import attention_parts, capture, output_weight
+from helpers.core.models import LoadedModel
+from helpers.core.wordlevel import WordMode, batched_matrices, word_level_batch
+
+VERSION = 1  # part of cache keys: bump when a definition changes
+
+
+# ------------------------------------------------------------------------------ the maps
+
+
+def gram_matrices(lm: LoadedModel) -> list[torch.Tensor]:
+    """Per layer ``G [head, d, d]`` with ``G_h = W_O^h (W_O^h)^T``, so ``||v W_O^h||^2 = v G_h v^T``."""
+    out = []
+    for layer in range(lm.n_layers):
+        W = output_weight(attention_parts(lm.model, layer), lm.n_heads).detach().float()  # [head, d, hidden]
+        out.append(W @ W.transpose(1, 2))
+    return out
+
+
+def transformed_norms(values: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
+    """``||f_h(x_j)||`` ``[batch, head, token]`` from value outputs ``[batch, token, head * d]`` and ``G [head, d, d]``."""
+    n_heads = gram.shape[0]
+    v = values.float().view(*values.shape[:-1], n_heads, -1)  # [batch, token, head, d]
+    squared = torch.einsum("bthd,hde,bthe->bht", v, gram, v)
+    return squared.clamp_min(0).sqrt()
+
+
+def forward_weights_and_norms(lm: LoadedModel, examples: Sequence[Encoded]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights and norm maps of a padded batch from one forward pass, both ``[batch, layer, head, query, key]``.
+
+    Rows and columns of padding are meaningless; slice ``[:n, :n]`` per example.
+    """
+    grams = gram_matrices(lm)
+    key_norms: dict[int, torch.Tensor] = {}
+
+    def keep(_part, layer, values):
+        key_norms[layer] = transformed_norms(values, grams[layer])
+
+    with torch.inference_mode(), capture(lm, ("value",), on_output=keep):
+        out = lm.model(**model_inputs(lm, examples), output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise RuntimeError(f"{lm.label} returned no attention probabilities; load it with attn_implementation='eager'.")
+    attn = torch.stack(out.attentions, dim=1).float()  # [batch, layer, head, query, key]
+    fnorm = torch.stack([key_norms[l] for l in range(lm.n_layers)], dim=1)  # [batch, layer, head, key]
+    return attn, attn * fnorm[:, :, :, None, :]
+
+
+def batch_norm_maps(lm: LoadedModel, examples: Sequence[Encoded], *, level: Level = "token",
+                    word_mode: WordMode = "mean") -> list[torch.Tensor]:
+    """Per-example norm maps ``[layer, head, n, n]`` (float32) for one batch; word level as ``R N S``."""
+    if level not in LEVELS:
+        raise ValueError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
+    _, norms = forward_weights_and_norms(lm, examples)
+    if level == "token":
+        return [norms[b, :, :, : len(ex), : len(ex)] for b, ex in enumerate(examples)]
+    if any(ex.word_of_token is None for ex in examples):
+        raise ValueError("word-level maps need pre-split words (encode with encode_words)")
+    R, S = batched_matrices([ex.word_of_token for ex in examples], norms.shape[-1], mode=word_mode, device=norms.device)
+    words = word_level_batch(norms, R, S)
+    return [words[b, :, :, : ex.n_positions, : ex.n_positions] for b, ex in enumerate(examples)]
+
+
+def iter_norm_maps(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, level: Level = "token",
+                   word_mode: WordMode = "mean", batch_size: int = 32, progress: bool = False,
+                   dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
+    """Stream ``(example, norms [layer, head, n, n])``, like :func:`helpers.core.extract.iter_attention`."""
+    from tqdm.auto import tqdm
+
+    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
+    with tqdm(total=len(examples), desc=f"{level}-level norms", unit="ex", disable=not progress) as bar:
+        for group in bucket(examples, batch_size=batch_size):
+            for ex, norms in zip(group, batch_norm_maps(lm, group, level=level, word_mode=word_mode)):
+                yield ex, convert(norms, dtype)
+            bar.update(len(group))
+
+
+def iter_weights_and_norms(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, batch_size: int = 32,
+                           progress: bool = False) -> Iterator[tuple[Encoded, np.ndarray, np.ndarray]]:
+    """Stream token-level ``(example, attn, norms)``, both float32 ``[layer, head, n, n]``, one pass per batch."""
+    from tqdm.auto import tqdm
+
+    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
+    with tqdm(total=len(examples), desc="weights and norms", unit="ex", disable=not progress) as bar:
+        for group in bucket(examples, batch_size=batch_size):
+            attn, norms = forward_weights_and_norms(lm, group)
+            for b, ex in enumerate(group):
+                n = len(ex)
+                yield ex, convert(attn[b, :, :, :n, :n], np.float32), convert(norms[b, :, :, :n, :n], np.float32)
+            bar.update(len(group))
+
+
+def norm_maps_reference(lm: LoadedModel, input_ids: np.ndarray) -> np.ndarray:
+    """Slow, obvious version of the token-level norm maps of one input, used only to test the fast path.
+
+    For every layer, head, query ``i`` and key ``j``: ``||alpha_ij (x_j W_V^h + b_V^h) W_O^h||`` with ``x``
+    the hidden states entering the layer, ``W`` read from the modules' weights, in float64 loops.
+    """
+    example = Encoded(0, np.asarray(input_ids, dtype=np.int64))
+    n = len(example)
+    result = np.zeros((lm.n_layers, lm.n_heads, n, n))
+    with torch.no_grad():
+        out = lm.model(**model_inputs(lm, [example]), output_attentions=True, output_hidden_states=True)
+        for layer in range(lm.n_layers):
+            parts = attention_parts(lm.model, layer)
+            x = out.hidden_states[layer][0].double()  # [token, hidden] entering the layer
+            WV, bV = parts.value.weight.double().T, parts.value.bias.double()  # [hidden, head * d], [head * d]
+            WO = parts.output.weight.double().T  # [head * d, hidden]
+            d = WV.shape[1] // lm.n_heads
+            for h in range(lm.n_heads):
+                cols = slice(h * d, (h + 1) * d)
+                for j in range(n):
+                    f = (x[j] @ WV[:, cols] + bV[cols]) @ WO[cols, :]
+                    for i in range(n):
+                        alpha = float(out.attentions[layer][0, h, i, j])
+                        result[layer, h, i, j] = float(torch.linalg.vector_norm(alpha * f))
+    return result

@@ -1,0 +1,234 @@
+"""Paper §4.3 end to end: OntoGUM documents -> 128-token windows -> cached word-level maps ->
+antecedent selection by every head and by the three baselines -> Table 2.
+
+>>> run = run_coref(lm, "test")                                           # doctest: +SKIP
+>>> run.accuracy()["all"].shape                                           # [layer, head]
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from helpers.config import data_dir as resolve_data_dir
+from helpers.core.encoding import encode_words
+from helpers.core.labels import head_label
+from helpers.core.models import LoadedModel
+from helpers.coref.stats import (
+    CANDIDATE_SETS,
+    MENTION_TYPES,
+    CandidateSet,
+    Query,
+    baseline_predictions,
+    head_predictions,
+    queries_in_window,
+    window_words,
+)
+from helpers.data.corpora import file_digest, load_gum
+from helpers.data.ontogum import CorefDocument, build_document
+from helpers.pipeline.engine import Execution
+from helpers.pipeline.extraction import extract
+from helpers.syntax.stats import bootstrap_interval
+
+Setting = Literal["truncated", "windows"]
+BASELINES: tuple[str, ...] = ("nearest", "head match", "rule-based")
+CANDIDATE_LABELS = {"mentions": "head words of earlier mentions", "words": "every word of the window"}
+
+SMALL_DOCUMENTS = 4  # documents per split in the small (test) configuration; the book reads them all
+
+
+def load_coref(split: str = "test", *, data_dir=None) -> list[CorefDocument]:
+    """GUM documents of a split with their OntoGUM mentions (documents without an OntoGUM file are left out)."""
+    root = resolve_data_dir(data_dir) / "gum" / "ontogum"
+    docs = []
+    for doc in load_gum(split, root=data_dir):
+        path = root / f"{doc.doc_id}.conll"
+        if path.is_file():
+            docs.append(build_document(doc, path))
+    if not docs:
+        raise FileNotFoundError(f"{root}: no OntoGUM files for GUM {split}")
+    return docs
+
+
+def _word_tokens(tokenizer, words: list[str]) -> list[int]:
+    enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
+    counts = np.bincount([w for w in enc.word_ids() if w is not None], minlength=len(words))
+    return np.maximum(counts, 1).tolist()  # a word with no token is encoded as [UNK]
+
+
+def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", max_length: int = 128) -> list[tuple[int, int]]:
+    """Word ranges ``[start, end)`` of the windows read from a document.
+
+    ``truncated``: the document's first words that fit (the paper). ``windows``: windows that
+    overlap by half, covering the whole document.
+    """
+    budget = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    counts = _word_tokens(tokenizer, doc.words)
+    spans = [(0, window_words(counts, 0, budget))]
+    while setting == "windows" and spans[-1][1] < len(doc.words):
+        start, end = spans[-1]
+        nxt = start + max(1, (end - start) // 2)
+        spans.append((nxt, window_words(counts, nxt, budget)))
+    return spans
+
+
+@dataclass
+class CorefRun:
+    """Correctness of every head ``[layer, head, query]`` and baseline ``[baseline, query]``, per query.
+
+    ``head_correct`` picks among the head words of earlier mentions (the default candidates);
+    ``word_correct`` among every other word of the window (see :mod:`helpers.coref.stats`)."""
+
+    split: str
+    setting: str
+    head_correct: np.ndarray
+    baseline_correct: np.ndarray
+    kinds: np.ndarray
+    documents: np.ndarray
+    n_documents: int
+    examples: list[tuple[CorefDocument, int, int, Query]]
+    store: object = None  # the windows' word-level maps (an AttentionStore), indexed by window
+    word_correct: np.ndarray | None = None
+
+    def example(self, layer: int, head: int, *, min_gap: int = 3, max_gap: int = 20):
+        """The first evaluated mention (document order) that head ``(layer, head)`` resolves correctly with
+        its nearest antecedent ``min_gap..max_gap`` words earlier, as ``(words, map, document id)``: the
+        passage from that antecedent's head word to the mention's, and the head's attention over it
+        (rows renormalised). ``None`` if there is none."""
+        for doc, w, start, q in self.examples:
+            lo = max(q.correct)
+            if not min_gap <= q.head - lo <= max_gap:
+                continue
+            attn = self.store[w][layer, head]
+            cols = np.asarray(q.candidates) + 1
+            if cols[attn[q.head + 1, cols].argmax()] - 1 in q.correct:
+                sub = attn[lo + 1 : q.head + 2, lo + 1 : q.head + 2]
+                return doc.words[start + lo : start + q.head + 1], sub / sub.sum(-1, keepdims=True), doc.doc_id
+        return None
+
+    def _mask(self, kind: str) -> np.ndarray:
+        return np.ones(len(self.kinds), bool) if kind == "all" else self.kinds == kind
+
+    def counts(self) -> dict[str, int]:
+        return {k: int(self._mask(k).sum()) for k in ("all", *MENTION_TYPES)}
+
+    def _correct(self, candidates: CandidateSet) -> np.ndarray:
+        if candidates not in CANDIDATE_SETS:
+            raise ValueError(f"candidates {candidates!r}: choose one of {', '.join(CANDIDATE_SETS)}")
+        return self.head_correct if candidates == "mentions" else self.word_correct
+
+    def accuracy(self, candidates: CandidateSet = "mentions") -> dict[str, np.ndarray]:
+        """``{type: [layer, head]}`` accuracy in percent, heads choosing among ``candidates``."""
+        correct = self._correct(candidates)
+        return {k: 100.0 * correct[..., self._mask(k)].mean(-1) if self._mask(k).any()
+                else np.full(correct.shape[:2], np.nan) for k in ("all", *MENTION_TYPES)}
+
+    def baseline_accuracy(self) -> dict[str, dict[str, float]]:
+        return {name: {k: float(100.0 * self.baseline_correct[b, self._mask(k)].mean()) if self._mask(k).any() else float("nan")
+                       for k in ("all", *MENTION_TYPES)} for b, name in enumerate(BASELINES)}
+
+    def best_head(self, candidates: CandidateSet = "mentions") -> tuple[int, int]:
+        acc = self.accuracy(candidates)["all"]
+        layer, head = np.unravel_index(int(np.nanargmax(acc)), acc.shape)
+        return int(layer), int(head)
+
+    def head_interval(self, layer: int, head: int, kind: str = "all", *, n_boot: int = 1000, seed: int = 0,
+                      candidates: CandidateSet = "mentions"):
+        """95% bootstrap interval of one head's accuracy, resampling documents."""
+        mask = self._mask(kind)
+        correct = np.bincount(self.documents[mask], weights=self._correct(candidates)[layer, head, mask],
+                              minlength=self.n_documents)
+        total = np.bincount(self.documents[mask], minlength=self.n_documents)
+        return bootstrap_interval(correct, total, n_boot=n_boot, seed=seed)
+
+
+def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = 128,
+              max_documents: int | None = None, data_dir=None, cache_root: str | os.PathLike | None = None,
+              progress: bool = False, execution: Execution | None = None) -> CorefRun:
+    """Score every head and the baselines on one GUM split.
+
+    With a distributed ``execution`` each cache shard's windows are extracted and scored by the
+    heads on a worker (:func:`coref_shard`); the rest runs here, in the same order as locally."""
+    docs = load_coref(split, data_dir=data_dir)[:max_documents]
+    spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
+    batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
+                         model_max=lm.max_positions)
+    onto = resolve_data_dir(data_dir) / "gum" / "ontogum"
+    digest = file_digest([onto / f"{doc.doc_id}.conll" for doc in docs])
+    seen: set[tuple[int, int, int, str]] = set()  # a mention is evaluated in the first window holding it
+    pending: dict[int, list[Query]] = {}
+    for w, (d, s, e) in enumerate(spans):
+        kept = []
+        for q in queries_in_window(docs[d], s, e, w):
+            key = (d, q.mention.start, q.mention.end, q.mention.chain)
+            if key not in seen:
+                seen.add(key)
+                kept.append(q)
+        pending[w] = kept
+    if execution is not None and execution.distributed:
+        from helpers.pipeline.engine import run_shards
+        from helpers.pipeline.extraction import plan_extraction
+
+        plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest)
+        payloads = [[pending.get(ex.index, []) for ex in shard] for shard in plan.store.shards]
+        store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
+                                  progress=progress)
+        scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
+    else:
+        store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest)
+        scored = ((ex, _predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
+                  for ex, attn in store)
+    heads, words, base, kinds, doc_ids, examples = [], [], [], [], [], []
+    for example, prediction in scored:
+        w = example.index
+        queries = pending.get(w, [])
+        if not queries:
+            continue
+        d, s, _ = spans[w]
+        heads.append(prediction[0])
+        words.append(prediction[1])
+        for q in queries:
+            preds = baseline_predictions(q, s)
+            base.append([preds[b] is not None and preds[b] in q.correct for b in BASELINES])
+            kinds.append(q.mention.kind)
+            doc_ids.append(d)
+            examples.append((docs[d], w, s, q))
+    L, H = lm.n_layers, lm.n_heads
+    stack = lambda parts: np.concatenate(parts, axis=-1) if parts else np.zeros((L, H, 0), bool)  # noqa: E731
+    return CorefRun(split, setting, stack(heads),
+                    np.asarray(base, dtype=bool).T.reshape(len(BASELINES), -1), np.asarray(kinds), np.asarray(doc_ids),
+                    len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store, stack(words))
+
+
+def _predictions(attn: np.ndarray, queries: list[Query]) -> tuple[np.ndarray, np.ndarray]:
+    """Every head's correctness on ``queries`` with mentions, then words, as candidates."""
+    return head_predictions(attn, queries), head_predictions(attn, queries, candidates="words")
+
+
+def coref_shard(items: list, payload: list) -> list:
+    """One shard's head predictions (a distributed task): ``items`` are its ``(example, attn)`` pairs,
+    ``payload`` the queries of each example; ``None`` where an example has none."""
+    return [_predictions(attn, queries) if queries else None for (_, attn), queries in zip(items, payload)]
+
+
+def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = ("mentions",)) -> list[dict]:
+    """Table 2 rows: the head chosen on dev (All accuracy) scored on test, the in-sample best head on test, for
+    each of ``candidate_sets`` (rows labelled with the candidates unless only the default is asked for), then
+    the baselines on test."""
+    rows = []
+    for candidates in candidate_sets:
+        acc = test.accuracy(candidates)
+        tag = "" if tuple(candidate_sets) == ("mentions",) else f", candidates: {CANDIDATE_LABELS[candidates]}"
+        layer, head = dev.best_head(candidates)
+        rows.append({"system": f"head {head_label(layer, head)} (chosen on dev{tag})",
+                     **{k: float(acc[k][layer, head]) for k in ("all", *MENTION_TYPES)},
+                     "interval": test.head_interval(layer, head, candidates=candidates)})
+        in_l, in_h = test.best_head(candidates)
+        rows.append({"system": f"head {head_label(in_l, in_h)} (best on test, in-sample{tag})",
+                     **{k: float(acc[k][in_l, in_h]) for k in ("all", *MENTION_TYPES)},
+                     "interval": test.head_interval(in_l, in_h, candidates=candidates)})
+    for name, values in test.baseline_accuracy().items():
+        rows.append({"system": name, **values, "interval": None})
+    return rows

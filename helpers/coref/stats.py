@@ -1,0 +1,122 @@
+"""Coreference data and antecedent selection (paper §4.3, Table 2).
+
+> We compute antecedent selection accuracy: what percent of the time does the head word of a
+> coreferent mention most attend to the head of one of that mention's antecedents. — §4.3
+
+Data: OntoGUM (GUM's coreference in the OntoNotes scheme: no singletons, no predicative mentions),
+aligned token by token with the GUM dependency files of the same document. A mention's **head
+word** is the word of its span whose syntactic head lies outside the span (the leftmost such word
+if there are several). Its **type** comes from the head's part of speech: pronoun (UPOS PRON),
+proper name (PROPN), else nominal. Number and gender come from the head word's UD features; person
+only from a pronoun's (UD English marks Person on pronouns alone; Stanford's sieve system, which the
+paper follows, also sets person only for pronouns), so a noun's person is unknown.
+
+Definitions the paper leaves open, fixed here:
+
+- **Window.** A document is read as one sequence of whole words, ``[CLS] w_1 ... w_k [SEP]``, as
+  many words as fit in 128 tokens (the paper: "we truncate documents to 128 tokens").
+- **Evaluated mentions.** Every mention inside the window with at least one earlier mention of its
+  chain (an antecedent) inside the window.
+- **Candidates** (:data:`CANDIDATE_SETS`). ``"mentions"`` (default): the head words of every mention
+  in the window whose head word comes before the current mention's head word. ``"words"``: every
+  other word of the window, as §4.1's "whichever other word receives the most attention" reads
+  literally. A head picks the candidate word its attention from the current head word weighs most
+  (ties: earliest); it is correct if that word is the head word of an antecedent.
+- **Baselines** use the mention candidates: the nearest; the nearest with the same head word (no
+  such candidate counts as wrong); and four sieves (exact string match, head word match,
+  number/gender/person agreement, where an unknown value agrees with anything; any mention), the
+  nearest candidate of the first sieve that offers one. String and head-word matches compare
+  lower-cased words.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+
+from helpers.data.ontogum import CorefDocument, Mention
+
+MENTION_TYPES: tuple[str, ...] = ("pronoun", "proper", "nominal")
+CandidateSet = Literal["mentions", "words"]
+CANDIDATE_SETS: tuple[str, ...] = ("mentions", "words")
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+@dataclass(frozen=True)
+class Query:
+    """One evaluated mention in a window: its head word, candidates and correct candidates (window word indices)."""
+
+    mention: Mention
+    head: int
+    candidates: tuple[int, ...]  # candidate head words, ascending
+    correct: frozenset[int]
+    window: int
+    earlier: tuple[Mention, ...] = ()  # the candidate mentions, by head word
+
+
+def window_words(word_tokens: Sequence[int], start: int, budget: int) -> int:
+    """End (exclusive) of the longest run of whole words from ``start`` whose tokens fit in ``budget``."""
+    total, end = 0, start
+    while end < len(word_tokens) and total + word_tokens[end] <= budget:
+        total += word_tokens[end]
+        end += 1
+    return max(end, start + 1)
+
+
+def queries_in_window(doc: CorefDocument, start: int, end: int, window: int) -> list[Query]:
+    """Evaluated mentions of the window ``[start, end)`` of word indices (indices made window-relative)."""
+    inside = [m for m in doc.mentions if m.start >= start and m.end < end]
+    out = []
+    for m in inside:
+        earlier = [c for c in inside if c.head < m.head]
+        antecedents = [c for c in earlier if c.chain == m.chain]
+        if not antecedents:
+            continue
+        out.append(Query(m, m.head - start, tuple(sorted({c.head - start for c in earlier})),
+                         frozenset(c.head - start for c in antecedents), window, tuple(earlier)))
+    return out
+
+
+def agree(a: Mention, b: Mention) -> bool:
+    """Number, gender and person agree; an unknown (``None``) value agrees with anything."""
+    return all(x is None or y is None or x == y for x, y in
+               ((a.number, b.number), (a.gender, b.gender), (a.person, b.person)))
+
+
+def baseline_predictions(query: Query, start: int) -> dict[str, int | None]:
+    """Predicted candidate word (window-relative) of each baseline for one query (``None``: no answer).
+
+    ``start`` is the window's first word in the document."""
+    m = query.mention
+    earlier = list(query.earlier)  # sorted by head word
+    nearest = lambda pool: (pool[-1].head - start) if pool else None  # noqa: E731
+    same_head = [c for c in earlier if c.head_word == m.head_word]
+    sieves = [[c for c in earlier if c.words == m.words], same_head, [c for c in earlier if agree(c, m)], earlier]
+    rule = next((nearest(pool) for pool in sieves if pool), None)
+    return {"nearest": nearest(earlier), "head match": nearest(same_head), "rule-based": rule}
+
+
+def candidate_words(query: Query, n_words: int, candidates: CandidateSet = "mentions") -> np.ndarray:
+    """Window-relative candidate words of a query, ascending: earlier mentions' head words, or every other word."""
+    if candidates not in CANDIDATE_SETS:
+        raise ValueError(f"candidates {candidates!r}: choose one of {', '.join(CANDIDATE_SETS)}")
+    if candidates == "mentions":
+        return np.asarray(query.candidates, dtype=np.int64)
+    return np.array([w for w in range(n_words) if w != query.head], dtype=np.int64)
+
+
+def head_predictions(attn: np.ndarray, queries: Sequence[Query], candidates: CandidateSet = "mentions") -> np.ndarray:
+    """``[layer, head, query]`` correctness of every head: does the most-attended candidate word
+    (from the query's head word) belong to an antecedent? ``attn`` is the window's word-level map
+    ``[layer, head, word + 2, word + 2]`` ([CLS] first); ``candidates`` as in :func:`candidate_words`."""
+    L, H = attn.shape[:2]
+    out = np.zeros((L, H, len(queries)), dtype=bool)
+    for q, query in enumerate(queries):
+        cols = candidate_words(query, attn.shape[-1] - 2, candidates) + 1
+        scores = attn[:, :, query.head + 1, cols]  # [layer, head, candidate]
+        chosen = cols[scores.argmax(-1)] - 1
+        out[:, :, q] = np.isin(chosen, list(query.correct))
+    return out

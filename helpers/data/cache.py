@@ -1,0 +1,284 @@
+"""A disk cache of extracted attention maps: sharded, float32, keyed, atomic, resumable.
+
+:func:`extract` is the entry point chapters use. It encodes nothing itself: give it an
+:class:`~helpers.core.encoding.EncodedBatch` and it returns an :class:`AttentionStore` that streams
+``(example, attn [layer, head, n, n])`` from disk.
+
+The cache key is a SHA-256 of the model fingerprint (every weight), the encoded data (every token
+id and word alignment, so a change to a corpus file or tokenizer changes it), the source files'
+digest when given, and the settings (level, word mode, length limit, token types, shard size).
+Each shard is an ``.npz`` written to a temporary file and renamed into place, so an interrupted run
+keeps every finished shard and resumes from the next. A shard that fails to load (truncated, bad
+CRC) or whose recorded key or indices disagree is recomputed.
+
+>>> from helpers import load_model, encode_words, extract
+>>> lm = load_model()
+>>> batch = encode_words(lm.tokenizer, [["A", "cat", "sat", "."]])
+>>> store = extract(lm, batch, level="word")
+>>> for example, attn in store:
+...     pass
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from helpers.config import cache_dir, refresh_results
+from helpers.core.encoding import Encoded, EncodedBatch
+from helpers.core.extract import Level, convert, iter_attention
+from helpers.core.models import LoadedModel
+from helpers.core.wordlevel import WordMode
+from helpers.data.files import (
+    _TMP_SUFFIX,
+    atomic_write,
+    remove_stale_tmp,
+    strict_dumps,
+)
+
+FORMAT_VERSION = 2  # 2: shards hold float32 maps (1: float16)
+
+# Shards keep the model's float32 weights: rounding to float16 merges near-equal weights into ties that
+# move argmax-based scores (Table 1, Table 2, Figure 5); see the book's deviations page for the measured cost.
+SHARD_DTYPE = np.float32
+MAPS: tuple[str, ...] = ("weights", "norms")  # attention weights, or norm-based maps (helpers.norms.stats)
+
+
+class StaleCacheError(RuntimeError):
+    """A cache entry does not match what was asked for and no model is at hand to recompute it."""
+
+
+def cache_key(
+    lm: LoadedModel,
+    batch: EncodedBatch,
+    *,
+    level: Level,
+    word_mode: WordMode,
+    shard_size: int,
+    source_digest: str | None = None,
+    maps: str = "weights",
+) -> str:
+    """Hex key naming one extraction: model weights, encoded data, source files and settings."""
+    settings = {
+        "format": FORMAT_VERSION,
+        "model": lm.fingerprint(),
+        "data": batch.digest(),
+        "sources": source_digest,
+        "level": level,
+        "word_mode": word_mode if level == "word" else None,
+        "max_length": batch.max_length,
+        "token_types": lm.token_types,
+        "shard_size": shard_size,
+    }
+    if maps != "weights":  # weight maps keep the keys they always had
+        from helpers.core.norm_maps import VERSION as norms_version
+
+        settings["maps"] = {"kind": maps, "version": norms_version}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def write_cache_json(path: Path, payload: dict) -> None:
+    try:
+        text = strict_dumps(payload, indent=1, sort_keys=True)
+    except ValueError as err:
+        raise ValueError(f"{path}: not cached: {err}") from None
+    atomic_write(path, lambda h: h.write(text.encode()))
+
+
+@dataclass
+class AttentionStore:
+    """Extracted maps of one corpus and settings, streamed from disk shard by shard.
+
+    Iterate for ``(example, attn)`` pairs (float32 ``[layer, head, n, n]``, length-bucket order), or
+    index by the caller's example index: ``store[i]``. ``skipped`` lists inputs over the length
+    limit; ``summary()`` gives counts for reports.
+    """
+
+    batch: EncodedBatch
+    directory: Path | None
+    shards: list[list[Encoded]]
+    n_layers: int
+    n_heads: int
+    level: str
+    word_mode: str
+    stats: dict = field(default_factory=dict)
+    maps: str = "weights"
+    _lm: LoadedModel | None = field(default=None, repr=False)
+    _loaded: tuple[int, dict] | None = field(default=None, repr=False)
+
+    @property
+    def examples(self) -> list[Encoded]:
+        return self.batch.examples
+
+    @property
+    def skipped(self) -> list[int]:
+        return self.batch.skipped
+
+    def __len__(self) -> int:
+        return len(self.batch.examples)
+
+    def summary(self) -> dict:
+        return {**self.batch.summary(), **self.stats, "level": self.level,
+                "word_mode": self.word_mode if self.level == "word" else None,
+                "cache": str(self.directory) if self.directory else None}
+
+    def _shard_maps(self, number: int) -> dict[int, np.ndarray]:
+        if self._loaded is not None and self._loaded[0] == number:
+            return self._loaded[1]
+        if self.directory is None:
+            maps = {ex.index: a for ex, a in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
+                                                                      word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
+        else:
+            maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads)
+        self._loaded = (number, maps)
+        return maps
+
+    def shard_maps(self, number: int) -> dict[int, np.ndarray]:
+        """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index."""
+        return self._shard_maps(number)
+
+    def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
+        return self.items()
+
+    def items(self, dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
+        """``(example, attn)`` pairs with maps as ``dtype`` (the stored dtype, float32: no copy; ``np.float16``
+        halves the memory of maps kept by the caller)."""
+        for number, shard in enumerate(self.shards):
+            maps = self._shard_maps(number)
+            for ex in shard:
+                yield ex, convert(maps[ex.index], dtype)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        for number, shard in enumerate(self.shards):
+            if any(ex.index == index for ex in shard):
+                return convert(self._shard_maps(number)[index], np.float32)
+        if index in self.batch.skipped:
+            raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
+        raise KeyError(f"no example with index {index}")
+
+
+def _map_iterator(maps: str):
+    """``iter_attention`` for weight maps, :func:`helpers.core.norm_maps.iter_norm_maps` for norm maps."""
+    if maps not in MAPS:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(MAPS)}")
+    if maps == "norms":
+        from helpers.core.norm_maps import iter_norm_maps
+
+        return iter_norm_maps
+    return iter_attention
+
+
+def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
+                indices: list[int] | None = None) -> dict[int, np.ndarray]:
+    """Load one shard (every member, so zip CRCs are checked); raise ValueError if it is unusable."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in ("key", "indices", "sizes", "offsets", "data")}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as err:
+        raise ValueError(f"{path}: unreadable cache shard ({err})") from err
+    if key is not None and str(arrays["key"]) != key:
+        raise ValueError(f"{path}: shard belongs to another extraction (stale key)")
+    if indices is not None and arrays["indices"].tolist() != list(indices):
+        raise ValueError(f"{path}: shard holds other examples than expected (stale)")
+    maps = {}
+    for i, (index, n) in enumerate(zip(arrays["indices"].tolist(), arrays["sizes"].tolist())):
+        start, stop = arrays["offsets"][i], arrays["offsets"][i + 1]
+        if stop - start != n_layers * n_heads * n * n:
+            raise ValueError(f"{path}: example {index} has a wrong size (corrupted)")
+        maps[index] = arrays["data"][start:stop].reshape(n_layers, n_heads, n, n)
+    return maps
+
+
+def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]], dtype=None) -> None:
+    dtype = np.dtype(SHARD_DTYPE if dtype is None else dtype)
+    sizes = np.array([a.shape[-1] for _, a in pairs], dtype=np.int64)
+    flat = [convert(a, dtype).ravel() for _, a in pairs]
+    offsets = np.concatenate([[0], np.cumsum([f.size for f in flat])]).astype(np.int64)
+    payload = {
+        "key": np.array(key),
+        "indices": np.array([ex.index for ex, _ in pairs], dtype=np.int64),
+        "sizes": sizes,
+        "offsets": offsets,
+        "data": np.concatenate(flat) if flat else np.zeros(0, dtype),
+    }
+    atomic_write(path, lambda h: np.savez(h, **payload))
+
+
+def _finished_bytes(directory: Path) -> int:
+    """Bytes of the finished files in ``directory`` (temporary files of writers are not counted)."""
+    total = 0
+    for path in directory.iterdir():
+        if path.name.endswith(_TMP_SUFFIX):
+            continue
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            continue  # removed meanwhile
+    return total
+
+
+def cache_entries(cache_root: str | os.PathLike | None = None, *, remove_stale: bool = False) -> list[dict]:
+    """Metadata of every extraction in the cache, with its size on disk in bytes (finished files only).
+
+    ``remove_stale=True`` first deletes temporary files left by killed writers (:func:`remove_stale_tmp`).
+    """
+    root = cache_dir(cache_root)
+    entries = []
+    if not root.is_dir():
+        return entries
+    if remove_stale:
+        for folder in ("artifacts", "parsed", "results"):
+            remove_stale_tmp(root / folder)
+    for meta_path in sorted(root.glob("*/meta.json")):
+        if remove_stale:
+            remove_stale_tmp(meta_path.parent)
+        try:
+            meta = json.loads(meta_path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError("not an object")
+        except (OSError, ValueError):
+            meta = {"key": meta_path.parent.name, "corrupted": True}
+        meta["bytes"] = _finished_bytes(meta_path.parent)
+        entries.append(meta)
+    return entries
+
+
+# ----------------------------------------------------------------------------- small artifacts
+
+
+def artifact_path(kind: str, key: dict, suffix: str, cache_root: str | os.PathLike | None = None) -> Path:
+    """Where a derived artifact (statistics, a fitted head ...) keyed by ``key`` lives in the cache."""
+    digest = hashlib.sha256(json.dumps({"format": FORMAT_VERSION, **key}, sort_keys=True, default=str).encode())
+    return cache_dir(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike | None = None,
+                refresh: bool = False) -> dict:
+    """``compute()`` once per ``key`` and keep its JSON result; a corrupted file is recomputed.
+
+    The stored file records its key, so a file that does not match (stale) is recomputed too. A
+    value holding NaN or Infinity is refused (``ValueError``, nothing stored), and a stored file
+    holding one (written by an older version) counts as corrupted.
+    """
+    path = artifact_path(kind, key, ".json", cache_root)
+    if path.is_file() and not (refresh or refresh_results()):
+        try:
+            stored = json.loads(path.read_text(), parse_constant=_refuse_constant)
+            if stored.get("key") == json.loads(json.dumps(key, default=str)):
+                return stored["value"]
+        except (OSError, ValueError, AttributeError):
+            pass
+    value = compute()
+    remove_stale_tmp(path.parent)
+    write_cache_json(path, {"key": json.loads(json.dumps(key, default=str)), "value": value})
+    return value

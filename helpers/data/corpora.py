@@ -1,0 +1,269 @@
+"""The corpora: GUM documents with paragraphs and splits, UD English EWT, any UD file, and downloads.
+
+All file and network I/O for corpora lives here. A corpus is named by a *spec*:
+
+- ``"gum:train"``, ``"gum:dev"``, ``"gum:test"``, ``"gum:test2"`` (GENTLE, out of domain);
+- ``"ewt:dev"`` (UD English EWT dev);
+- a path to any ``.conllu`` file.
+
+>>> from helpers.data.corpora import load_treebank, load_gum
+>>> sentences = load_treebank("gum:test")                    # doctest: +SKIP
+>>> docs = load_gum("dev")                                   # doctest: +SKIP
+>>> docs[0].doc_id, len(docs[0].paragraphs)                  # doctest: +SKIP
+('GUM_academic_exposure', 24)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from helpers.config import data_dir
+from helpers.data.conllu_io import Sentence, read_conllu
+
+GumSplit = Literal["train", "dev", "test", "test2"]
+GUM_SPLITS: tuple[str, ...] = ("train", "dev", "test", "test2")
+MANIFEST = Path(__file__).with_name("data_manifest.json")
+
+
+class EmptyCorpusError(ValueError):
+    """A corpus spec resolved to no sentences."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document's sentences in order, grouped into paragraphs (each a list of sentences)."""
+
+    doc_id: str
+    sentences: tuple[Sentence, ...]
+
+    @property
+    def paragraphs(self) -> list[list[Sentence]]:
+        paras: list[list[Sentence]] = []
+        for sent in self.sentences:
+            if sent.new_par or not paras:
+                paras.append([])
+            paras[-1].append(sent)
+        return paras
+
+
+def _gum_root(root: str | os.PathLike | None) -> Path:
+    gum = data_dir(root) / "gum"
+    if not (gum / "dep").is_dir():
+        raise FileNotFoundError(
+            f"{gum / 'dep'}: GUM dependency files not found. Run "
+            "`python -m helpers download` or pass --data-dir pointing at a folder with gum/dep/."
+        )
+    return gum
+
+
+def parse_splits(splits_md: Path) -> dict[str, list[str]]:
+    """Read GUM's ``splits.md`` into ``{"dev": [doc ids], "test": [...], "test2": [...]}``."""
+    if not splits_md.is_file():
+        raise FileNotFoundError(f"{splits_md}: GUM split list not found")
+    splits: dict[str, list[str]] = {}
+    current = None
+    for line in splits_md.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^#+\s*(\w+)\s*$", line)
+        if heading:
+            current = heading.group(1).lower()
+            splits.setdefault(current, [])
+            continue
+        item = re.match(r"^\s*[*-]\s*(\S+)\s*$", line)
+        if item and current is not None:
+            splits[current].append(item.group(1))
+    return splits
+
+
+def gum_split_documents(split: GumSplit, *, root: str | os.PathLike | None = None) -> list[str]:
+    """Document ids of a GUM split present on disk, in sorted order.
+
+    ``train`` is every document not listed under dev, test or test2 (GUM's convention). Documents
+    listed in ``splits.md`` but absent from ``gum/dep`` (the reddit texts, not distributed) are
+    left out.
+    """
+    if split not in GUM_SPLITS:
+        raise ValueError(f"GUM split {split!r}: choose one of {', '.join(GUM_SPLITS)}")
+    gum = _gum_root(root)
+    present = sorted(p.stem for p in (gum / "dep").glob("*.conllu"))
+    listed = parse_splits(gum / "splits.md")
+    if split == "train":
+        held_out = {d for s in ("dev", "test", "test2") for d in listed.get(s, [])}
+        return [d for d in present if d not in held_out]
+    wanted = set(listed.get(split, []))
+    return [d for d in present if d in wanted]
+
+
+def load_gum(split: GumSplit = "test", *, root: str | os.PathLike | None = None) -> list[Document]:
+    """GUM documents of a split, each with its sentences and paragraphs."""
+    gum = _gum_root(root)
+    docs = []
+    for doc_id in gum_split_documents(split, root=root):
+        docs.append(Document(doc_id, _read(gum / "dep" / f"{doc_id}.conllu", doc_id)))
+    if not docs:
+        raise EmptyCorpusError(f"GUM split {split!r} in {gum}: no documents found")
+    return docs
+
+
+PARSE_VERSION = 2  # part of the parsed-file cache key: bump when Sentence or read_conllu changes (2: trees checked)
+
+
+@lru_cache(maxsize=1024)
+def _read_cached(path: Path, doc_id: str | None, mtime_ns: int | None = None) -> tuple[Sentence, ...]:
+    return tuple(_parse_with_disk_cache(path, doc_id))
+
+
+def _parse_with_disk_cache(path: Path, doc_id: str | None) -> list[Sentence]:
+    """:func:`read_conllu`, with its result kept as JSON in the cache directory (``parsed/``), keyed by the
+    file's bytes: parsing GUM train takes ~6 s, reading it back ~0.5 s, and every chapter's kernel reads
+    it. An unreadable cache file is parsed again; a cache that cannot be written is skipped."""
+    from helpers.config import cache_dir
+    from helpers.data.files import atomic_write  # helpers.cache imports this module
+
+    key = hashlib.sha256(f"{PARSE_VERSION}\0{doc_id}\0".encode() + path.read_bytes()).hexdigest()[:32]
+    stored = cache_dir() / "parsed" / f"{key}.json"
+    try:
+        rows = json.loads(stored.read_text(encoding="utf-8"))
+        return [Sentence(**{**row, **{k: tuple(v) for k, v in row.items() if isinstance(v, list)}}, source=str(path))
+                for row in rows]
+    except (OSError, ValueError, TypeError):
+        pass
+    sentences = read_conllu(path, doc_id=doc_id)
+    rows = [{k: v for k, v in vars(s).items() if k != "source"} for s in sentences]
+    try:
+        atomic_write(stored, lambda h: h.write(json.dumps(rows, ensure_ascii=False).encode("utf-8")))
+    except OSError:
+        pass
+    return sentences
+
+
+def _read(path: Path, doc_id: str | None = None) -> tuple[Sentence, ...]:
+    return _read_cached(path, doc_id, path.stat().st_mtime_ns)
+
+
+def corpus_files(spec: str, *, root: str | os.PathLike | None = None) -> list[Path]:
+    """The files a corpus spec reads (used to key caches on the data)."""
+    if spec.startswith("gum:"):
+        gum = _gum_root(root)
+        return [gum / "dep" / f"{d}.conllu" for d in gum_split_documents(spec[4:], root=root)]
+    if spec == "ewt:dev":
+        path = data_dir(root) / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: UD English EWT dev not found; run `python -m helpers download`")
+        return [path]
+    path = Path(spec).expanduser()
+    if path.suffix in (".conllu", ".conll") or path.exists():
+        if path.is_dir():
+            raise IsADirectoryError(f"{spec}: is a directory, not a CoNLL-U file")
+        if not path.is_file():
+            raise FileNotFoundError(f"{spec}: no such CoNLL-U file")
+        return [path.resolve()]
+    raise ValueError(
+        f"corpus {spec!r}: use gum:train, gum:dev, gum:test, gum:test2, ewt:dev or a path to a .conllu file"
+    )
+
+
+def load_treebank(
+    spec: str, *, root: str | os.PathLike | None = None, max_sentences: int | None = None
+) -> list[Sentence]:
+    """Sentences of a corpus spec, in file order (GUM: documents sorted by id), at most ``max_sentences``."""
+    if max_sentences is not None and max_sentences < 1:
+        raise ValueError(f"--max-sentences {max_sentences}: must be at least 1")
+    sentences: list[Sentence] = []
+    for path in corpus_files(spec, root=root):
+        doc = path.stem if spec.startswith("gum:") else None
+        sentences.extend(_read(path, doc))
+        if max_sentences is not None and len(sentences) >= max_sentences:
+            break
+    if not sentences:
+        raise EmptyCorpusError(f"corpus {spec!r}: no sentences found")
+    return sentences[:max_sentences] if max_sentences is not None else sentences
+
+
+def file_digest(paths: list[Path]) -> str:
+    """SHA-256 over the names and bytes of files (the data part of cache keys)."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(Path(path).name.encode())
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- downloads
+
+
+def manifest() -> dict:
+    """The pinned corpus files: upstream URL (at a fixed commit), SHA-256 and size of each."""
+    return json.loads(MANIFEST.read_text(encoding="utf-8"))
+
+
+def verify(root: str | os.PathLike | None = None) -> dict[str, list[str]]:
+    """Check the corpora on disk against the manifest: ``{"ok": [...], "missing": [...], "mismatch": [...]}``."""
+    base = data_dir(root, must_exist=False)
+    report: dict[str, list[str]] = {"ok": [], "missing": [], "mismatch": []}
+    for entry in manifest()["files"]:
+        path = base / entry["path"]
+        if not path.is_file():
+            report["missing"].append(entry["path"])
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
+            report["mismatch"].append(entry["path"])
+        else:
+            report["ok"].append(entry["path"])
+    return report
+
+
+def download(
+    target: str | os.PathLike, *, only: Literal["gum", "ewt"] | None = None, progress: bool = True
+) -> dict[str, int]:
+    """Fetch the corpora from their public sources at the pinned commits and check every checksum.
+
+    Files already present with the right checksum are kept. Each file is written atomically, so an
+    interrupted download resumes where it stopped. Raises ``ValueError`` on a checksum mismatch
+    (the bad download is not kept).
+    """
+    from tqdm.auto import tqdm
+
+    target = Path(target).expanduser().resolve()
+    info = manifest()
+    entries = [
+        e
+        for e in info["files"]
+        if only is None or e["path"].startswith("gum/" if only == "gum" else "ud-english-ewt/")
+    ]
+    counts = {"fetched": 0, "kept": 0, "optional_missing": 0}
+    for entry in tqdm(entries, desc="corpora", disable=not progress):
+        path = target / entry["path"]
+        if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]:
+            counts["kept"] += 1
+            continue
+        try:
+            with urllib.request.urlopen(entry["url"], timeout=60) as response:
+                payload = response.read()
+        except OSError as err:
+            if entry.get("optional"):
+                counts["optional_missing"] += 1
+                continue
+            raise OSError(f"download of {entry['url']} failed: {err}") from err
+        digest = hashlib.sha256(payload).hexdigest()
+        if digest != entry["sha256"]:
+            raise ValueError(
+                f"{entry['url']}: checksum mismatch (got {digest[:12]}, want {entry['sha256'][:12]}); "
+                "the upstream file changed or the download was corrupted. Nothing was written."
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+            tmp.write(payload)
+        os.replace(tmp.name, path)
+        counts["fetched"] += 1
+    for name, corpus_dir in (("gum", "gum"), ("ewt", "ud-english-ewt")):
+        if only in (None, name):
+            (target / corpus_dir).mkdir(parents=True, exist_ok=True)
+            (target / corpus_dir / "COMMIT").write_text(info["corpora"][name]["commit"] + "\n")
+    return counts

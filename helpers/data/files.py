@@ -1,0 +1,151 @@
+"""Every file the package writes goes through here: atomic writes (a temporary file renamed into
+place, so readers never see half a file) and JSON text that refuses NaN and infinities (JSON has
+neither; an undefined number is written as null).
+
+>>> strict_dumps({"uas": 81.2})
+'{"uas": 81.2}'
+>>> strict_dumps({"rows": [1.0, float("nan")]})
+Traceback (most recent call last):
+...
+ValueError: refusing to write nan at rows[1]: JSON has no NaN or Infinity (an undefined number should be null)
+>>> nan_to_null({"rows": [1.0, float("nan")]})
+{'rows': [1.0, None]}
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+
+def strict_dumps(payload, **kwargs) -> str:
+    """``json.dumps`` that refuses NaN and infinities with a ``ValueError`` naming where the first one is."""
+    try:
+        return json.dumps(payload, allow_nan=False, **kwargs)
+    except ValueError as err:
+        where = non_finite(payload)
+        if where is None:
+            raise
+        raise ValueError(f"refusing to write {where[1]} at {where[0] or 'the top level'}: JSON has no NaN or "
+                         "Infinity (an undefined number should be null)") from err
+
+
+def non_finite(value, path: str = "") -> tuple[str, float] | None:
+    """``(path, value)`` of the first NaN or infinity inside ``value``, e.g. ``("rows.Attn.mean", nan)``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    if isinstance(value, dict):
+        items = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub_path, item in items:
+        found = non_finite(item, sub_path)
+        if found is not None:
+            return found
+    return None
+
+
+def nan_to_null(value):
+    """``value`` with every NaN or infinite float replaced by ``None``: an undefined number (e.g. an
+    accuracy over zero mentions) is ``null`` in JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: nan_to_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [nan_to_null(v) for v in value]
+    return value
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
+
+
+_TMP_SUFFIX = ".tmp"
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]  # tells this machine's writers from others'
+STALE_TMP_SECONDS = 3600  # a temporary file of unknown owner this old is from a killed run
+
+
+def atomic_write(path: Path, write) -> None:
+    """Write ``path`` through a temporary file renamed into place, so readers never see half a file.
+
+    The temporary file is named ``<name>.<host>-<pid>.<random>.tmp``, which lets :func:`remove_stale_tmp`
+    tell a killed writer's leftovers from a live one's. The file gets the mode an ordinary
+    ``open()`` would give (``0o666`` less the umask), not ``mkstemp``'s private 0600, so a cache or
+    report can be shared.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{_HOST}-{os.getpid()}.", suffix=_TMP_SUFFIX)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_tmp(directory: Path) -> int:
+    """Delete temporary files left in ``directory`` by writers that were killed (SIGKILL, power loss).
+
+    A file whose writer process (on this machine) no longer exists is removed; any file older than
+    :data:`STALE_TMP_SECONDS` is removed too (written on another machine, or its process id reused).
+    A live writer's recent file is kept (two runs may share a cache). Returns how many were removed.
+    """
+    removed = 0
+    try:
+        candidates = list(Path(directory).glob(f"*{_TMP_SUFFIX}"))
+    except OSError:
+        return 0
+    for tmp in candidates:
+        parts = tmp.name[: -len(_TMP_SUFFIX)].rsplit(".", 2)
+        host, _, pid = parts[1].partition("-") if len(parts) == 3 else ("", "", "")
+        try:
+            stale = time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS  # also covers a reused pid
+            if not stale and host == _HOST and pid.isdigit():
+                stale = int(pid) != os.getpid() and not _pid_alive(int(pid))
+            if stale:
+                tmp.unlink()
+                removed += 1
+        except OSError:
+            continue  # gone already, or not ours to delete
+    return removed
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write(Path(path).expanduser(), lambda h: h.write(text.encode()))
+
+
+def write_json(path: str | os.PathLike, payload, **kwargs) -> None:
+    """Write ``payload`` as JSON atomically (``indent=1`` unless given); refuses NaN and Infinity,
+    naming where the first one is."""
+    write_text(path, strict_dumps(payload, **{"indent": 1, **kwargs}) + "\n")

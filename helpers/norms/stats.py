@@ -1,0 +1,181 @@
+"""Norm-based attention maps (Kobayashi, Kuribayashi, Yokoi and Inui, 2020) and their statistics.
+
+> [W]e propose measuring the norm of the weighted transformed vector ||alpha f(x)|| [...] as an
+> indicator of the contribution of each input. — Kobayashi et al. (2020), "Attention is Not Only a
+> Weight: Analyzing Transformers with Vector Norms", §3
+
+A self-attention layer's output at token ``i`` decomposes over heads ``h`` and attended tokens ``j``
+(see :mod:`helpers.core.internals`; ``x W`` convention, ``W_O^h`` the rows ``h*d:(h+1)*d`` of ``W_O``)::
+
+    out_i = sum_h sum_j alpha^h_ij f_h(x_j) + b_O,      f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h
+
+The *norm map* of head ``h`` is ``N^h_ij = ||alpha^h_ij f_h(x_j)|| = alpha^h_ij ||f_h(x_j)||``
+(alpha >= 0), ``[layer, head, query, key]`` like the weight maps; ``b_O`` belongs to no token and is
+left out, as in the paper. ``x_j W_V + b_V`` is the value projection's own output, captured with a
+forward hook in the same forward pass that returns the weights (no second run); ``||f_h(x_j)||`` is
+computed as ``sqrt(v G_h v^T)`` with the head's Gram matrix ``G_h = W_O^h (W_O^h)^T [d, d]``, which
+costs ``d`` rather than ``hidden`` products per value vector.
+
+Word-level norm maps use the conversion of the weight maps, ``R N S`` (:mod:`helpers.core.wordlevel`):
+the norm *to* a split word is the sum over its tokens (an upper bound of the norm of the summed
+vectors, equal when they point the same way) and the norm *from* a split word the mean over its
+tokens. Rows of norm maps do not sum to 1.
+
+Statistics (:class:`NormAccumulator`) are shares per query row, then means over rows and segments:
+``share_i(kind) = sum_{j in kind} M_ij / sum_j M_ij`` for kinds [CLS], [SEP], "." or "," and every
+other token, under ``M = alpha`` (rows sum to 1: the surface chapter's statistics) and ``M = N``
+(a row whose norms are all 0 adds 0 to every kind). Special tokens are found by role
+(``tokenizer.cls_token_id`` / ``sep_token_id``, see :func:`helpers.surface.stats.token_masks`). The
+Spearman correlation between weights and norms of a head is taken over the ``n * n`` query-key pairs
+of each segment (ties ranked by their mean rank) and averaged over segments.
+
+>>> for example, attn, norms in iter_weights_and_norms(lm, batch):     # doctest: +SKIP
+...     acc.add(attn, norms, kind_masks(lm.tokenizer, example.input_ids))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.core.encoding import EncodedBatch
+from helpers.core.labels import head_label
+from helpers.core.models import LoadedModel
+from helpers.core.norm_maps import iter_weights_and_norms
+from helpers.surface.stats import token_masks
+
+KINDS: tuple[str, ...] = ("cls", "sep", "punct", "other")
+
+
+# ------------------------------------------------------------------------------ statistics
+
+
+def kind_masks(tokenizer, input_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """Masks of :data:`KINDS` over one input's tokens: [CLS] and [SEP] by role, "." / ",", and the rest."""
+    masks = token_masks(tokenizer, input_ids)
+    special = masks["cls"] | masks["sep"]
+    punct = masks["punct"] & ~special
+    return {"cls": masks["cls"], "sep": masks["sep"], "punct": punct, "other": ~(special | punct)}
+
+
+def kind_shares(maps: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
+    """``[kind, layer, head]``: per query row, the share of the row's total on each kind, averaged over rows.
+
+    ``maps`` is ``[layer, head, query, key]`` (weights or norms); rows summing to 0 add 0 to every kind.
+    """
+    M = np.asarray(maps, dtype=np.float64)
+    totals = M.sum(-1)  # [layer, head, query]
+    safe = np.where(totals > 0, totals, 1.0)
+    return np.stack([(M[..., masks[k]].sum(-1) / safe).mean(-1) for k in KINDS])
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """0-based ranks along the last axis of a 2-D array, ties given their mean rank (as scipy's ``rankdata``).
+
+    One sort of every row at once; equal values are found as runs in the sorted rows.
+    """
+    rows, n = x.shape
+    order = np.argsort(x, axis=-1)
+    ordered = np.take_along_axis(x, order, axis=-1)
+    starts = np.ones((rows, n), dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]  # a new run of equal values (each row starts one)
+    run = np.cumsum(starts.ravel()) - 1  # run id of every sorted position, rows never share a run
+    first = np.flatnonzero(starts.ravel())  # flat position where each run starts
+    length = np.bincount(run)
+    mean_position = first + (length - 1) / 2.0 - (first // n) * n  # within its row
+    ranks = np.empty((rows, n), dtype=np.float64)
+    np.put_along_axis(ranks, order, mean_position[run].reshape(rows, n), axis=-1)
+    return ranks
+
+
+def spearman_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``[layer, head]`` Spearman correlation of two ``[layer, head, query, key]`` maps over their query-key pairs.
+
+    A head whose weights or norms are constant over the segment gets NaN.
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    shape = a.shape[:2]
+    ra, rb = average_ranks(a.reshape(-1, a.shape[2] * a.shape[3])), average_ranks(b.reshape(-1, b.shape[2] * b.shape[3]))
+    ra -= ra.mean(-1, keepdims=True)
+    rb -= rb.mean(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (ra * rb).sum(-1) / np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
+    return rho.reshape(shape)
+
+
+@dataclass
+class NormStats:
+    """Per-head means over segments: ``weights`` and ``norms`` shares ``[kind, layer, head]`` (kinds as
+    :data:`KINDS`) and ``spearman`` ``[layer, head]``."""
+
+    weights: np.ndarray
+    norms: np.ndarray
+    spearman: np.ndarray
+    n_segments: int
+
+    def share(self, measure: str, kind: str) -> np.ndarray:
+        """``[layer, head]`` share of ``kind`` under ``measure`` ("weights" or "norms")."""
+        return getattr(self, measure)[KINDS.index(kind)]
+
+    def layer_share(self, measure: str, kind: str) -> np.ndarray:
+        """``[layer]`` mean over heads."""
+        return self.share(measure, kind).mean(axis=1)
+
+    def to_json(self) -> dict:
+        """``{"segments", "heads": {"L-H": {"weights", "norms", "spearman"}}, "layers": {"1": {...}}}``."""
+        def row(w, n, s):
+            return {"weights": {k: round(float(v), 6) for k, v in zip(KINDS, w)},
+                    "norms": {k: round(float(v), 6) for k, v in zip(KINDS, n)},
+                    "spearman": None if not np.isfinite(s) else round(float(s), 6)}
+        n_layers, n_heads = self.spearman.shape
+        heads = {head_label(l, h): row(self.weights[:, l, h], self.norms[:, l, h], self.spearman[l, h])
+                 for l in range(n_layers) for h in range(n_heads)}
+        with np.errstate(invalid="ignore"):
+            spear = [np.nanmean(s) if np.isfinite(s).any() else np.nan for s in self.spearman]
+        layers = {str(l + 1): row(self.weights[:, l].mean(-1), self.norms[:, l].mean(-1), spear[l]) for l in range(n_layers)}
+        return {"segments": self.n_segments, "heads": heads, "layers": layers}
+
+    def to_cache(self) -> dict:
+        return {"weights": self.weights.tolist(), "norms": self.norms.tolist(),
+                "spearman": np.where(np.isfinite(self.spearman), self.spearman, -9.0).tolist(), "n_segments": self.n_segments}
+
+    @classmethod
+    def from_cache(cls, payload: dict) -> "NormStats":
+        spear = np.asarray(payload["spearman"], dtype=np.float64)
+        return cls(np.asarray(payload["weights"]), np.asarray(payload["norms"]), np.where(spear < -1.5, np.nan, spear),
+                   payload["n_segments"])
+
+
+@dataclass
+class NormAccumulator:
+    """Streaming means of :func:`kind_shares` (weights and norms) and :func:`spearman_per_head` per segment."""
+
+    weights: np.ndarray | float = 0.0
+    norms: np.ndarray | float = 0.0
+    spearman_sum: np.ndarray | float = 0.0
+    spearman_count: np.ndarray | float = 0.0
+    count: int = 0
+
+    def add(self, attn: np.ndarray, norms: np.ndarray, masks: dict[str, np.ndarray]) -> None:
+        self.weights = self.weights + kind_shares(attn, masks)
+        self.norms = self.norms + kind_shares(norms, masks)
+        rho = spearman_per_head(attn, norms)
+        finite = np.isfinite(rho)
+        self.spearman_sum = self.spearman_sum + np.where(finite, rho, 0.0)
+        self.spearman_count = self.spearman_count + finite
+        self.count += 1
+
+    def result(self) -> NormStats:
+        if self.count == 0:
+            raise ValueError("no segments were added")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            spearman = np.where(self.spearman_count > 0, self.spearman_sum / np.maximum(self.spearman_count, 1), np.nan)
+        return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count)
+
+
+def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False) -> NormStats:
+    """Every statistic above in one streaming pass of weights and norms (no corpus of maps in memory)."""
+    acc = NormAccumulator()
+    for example, attn, norms in iter_weights_and_norms(lm, batch, batch_size=batch_size, progress=progress):
+        acc.add(attn, norms, kind_masks(lm.tokenizer, example.input_ids))
+    return acc.result()

@@ -1,0 +1,144 @@
+"""Command-line argument types and input checks, shared by :mod:`helpers.cli` and the chapter pipelines.
+
+Each type checks one value and says what is wrong, so a bad option stops the command at once with
+``error: argument --epochs: must be at least 1 (got 0)`` (exit status 2), before any model loads:
+
+>>> import argparse
+>>> parser = argparse.ArgumentParser()
+>>> _ = parser.add_argument("--epochs", type=positive_int, default=3)
+>>> parser.parse_args(["--epochs", "2"]).epochs
+2
+
+Every numeric option of every command uses an :class:`IntRange` or :class:`FloatRange` (a test
+enumerates the parsers and tries values outside each range). A command whose inputs are not named
+by ``--conllu`` or ``--corpus`` declares them with ``parser.set_defaults(check_inputs=...)``; the
+CLI calls that hook before loading the model (see :func:`check_corpora`).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+
+class IntRange:
+    """An integer in ``[minimum, maximum]`` (``maximum=None``: no upper bound)."""
+
+    def __init__(self, minimum: int, maximum: int | None = None):
+        self.minimum, self.maximum = minimum, maximum
+        self.__name__ = repr(self)
+
+    def __repr__(self) -> str:
+        return f"IntRange({self.minimum}, {self.maximum})"
+
+    def __call__(self, text: str) -> int:
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < self.minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {self.minimum} (got {value})")
+        if self.maximum is not None and value > self.maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {self.maximum} (got {value})")
+        return value
+
+
+class FloatRange:
+    """A finite number in ``[minimum, maximum]`` (NaN and infinities are refused)."""
+
+    def __init__(self, minimum: float, maximum: float | None = None):
+        self.minimum, self.maximum = minimum, maximum
+        self.__name__ = repr(self)
+
+    def __repr__(self) -> str:
+        return f"FloatRange({self.minimum}, {self.maximum})"
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number (got {text!r})")
+        if value < self.minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {self.minimum} (got {value})")
+        if self.maximum is not None and value > self.maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {self.maximum} (got {value})")
+        return value
+
+
+positive_int = IntRange(1)
+"""Counts: sentences, segments, seeds, epochs, permutations, batch sizes."""
+
+seed_int = IntRange(0, 2**32 - 1)
+"""Random seeds (what NumPy, ``random`` and torch all accept)."""
+
+max_length_int = IntRange(3)
+"""Input length limits in tokens: two special tokens and at least one word."""
+
+
+def device(text: str) -> str:
+    """A torch device that exists on this machine (``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
+    import torch
+
+    try:
+        dev = torch.device(text)
+    except (RuntimeError, ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device; use cpu, cuda, cuda:N or mps") from None
+    if dev.type == "cpu":
+        return text
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: CUDA is not available on this machine (torch {torch.__version__}); use --device cpu")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise argparse.ArgumentTypeError(f"{text!r}: this machine has {count} CUDA device(s), numbered from 0")
+        return text
+    if dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise argparse.ArgumentTypeError(f"{text!r}: Apple MPS is not available on this machine; use --device cpu")
+        return text
+    if dev.type == "xpu":
+        if not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+            raise argparse.ArgumentTypeError(f"{text!r}: no Intel XPU on this machine; use --device cpu")
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: device type {dev.type!r} is not supported; use cpu, cuda or mps")
+
+
+def check_output_path(path: str | os.PathLike, option: str = "--json") -> None:
+    """Raise ``ValueError`` naming ``option`` unless a file can be written at ``path``.
+
+    Checks what a later write needs: ``path`` is not a directory, its folder is a folder (or can
+    be created) and a file can be created there (tried with a temporary file, removed at once).
+    """
+    import tempfile
+    from pathlib import Path
+
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise ValueError(f"{option} {path}: is a directory; give a file name, e.g. {target / 'result.json'}")
+    folder = target.parent
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{option} {path}: {existing} is a file, not a folder")
+    try:
+        if existing == folder:
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
+            os.close(fd)
+            os.unlink(probe)
+        else:  # the folder would be created: try that where it would start
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".write-test-"))
+    except OSError as err:
+        raise ValueError(f"{option} {path}: cannot write in {existing} ({err.strerror or err})") from None
+
+
+def check_corpora(args: argparse.Namespace, *specs: str) -> None:
+    """Read every corpus ``spec`` (``gum:train``, ``ewt:dev``, a path ...) the way the command will, so a
+    missing or malformed file is reported before the model loads (parsed files stay cached in memory)."""
+    from helpers.data.corpora import load_treebank
+
+    for spec in specs:
+        load_treebank(spec, root=args.data_dir, max_sentences=getattr(args, "max_sentences", None))

@@ -1,0 +1,293 @@
+"""Where extraction and statistics run: in this process (``local``) or on a Dask distributed cluster.
+
+Every analysis here is one forward pass per batch followed by a sum over sentences, so the work
+splits along the cache's own shards (:func:`helpers.pipeline.extraction.plan_extraction`): one task per shard
+loads or extracts that shard's maps, writes a missing shard to the shared cache (atomically, under
+the same key as a local run) and returns the shard's *partial statistics*; the driver merges the
+partials in shard order, so the result does not depend on which worker ran what or when, and is
+identical to a local run's.
+
+>>> from helpers.pipeline.engine import Execution
+>>> Execution.resolve(engine=None, workers=2, address=None)
+Execution(engine='dask', workers=2, address=None)
+
+Why Dask distributed, not Ray:
+
+- the workload is a flat bag of independent, retryable tasks (one per shard) with small results;
+  Dask's scheduler already re-runs the tasks of a worker that dies (``allowed-failures``), which is
+  exactly the recovery we need, and nothing needs Ray's stateful actors: a :class:`ModelPlugin`
+  (a Dask ``WorkerPlugin``) holds the model, loaded once per worker process;
+- it is pure Python and light (``dask`` + ``distributed``, a few MB, wheels for every platform),
+  against Ray's several hundred MB of binaries and its own object store and dashboard processes;
+- the same code runs on a local cluster (``--workers N``: ``LocalCluster`` of N single-threaded
+  worker processes on 127.0.0.1) and on an existing one (``--address tcp://host:8786``, started
+  with ``dask scheduler`` / ``dask worker``, or by dask-jobqueue / dask-kubernetes / dask-cuda).
+
+The engine is an optional extra: ``pip install -r requirements-distributed.txt`` (or
+``pip install -e .[distributed]``); nothing imports Dask unless a distributed engine is chosen.
+Workers must see the same cache folder as the driver (a shared file system on a real cluster) and
+the same model (its weights are checked: a worker with other weights refuses the task).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+ENGINES: tuple[str, ...] = ("local", "dask")
+EXTRA_HINT = "install the optional extra: pip install -r requirements-distributed.txt (or pip install -e .[distributed])"
+
+# task(items, payload) -> partial: items are one shard's (Encoded, stored map [layer, head, n, n]) in
+# example-index order, payload is what the caller gave for that shard (e.g. its gold trees).
+ShardTask = Callable[[list, Any], Any]
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How to run: ``engine`` ``local`` (this process) or ``dask``; ``workers`` starts a local cluster
+    of that many worker processes; ``address`` joins an existing scheduler."""
+
+    engine: str = "local"
+    workers: int | None = None
+    address: str | None = None
+
+    @property
+    def distributed(self) -> bool:
+        return self.engine != "local"
+
+    @classmethod
+    def resolve(cls, *, engine: str | None, workers: int | None, address: str | None) -> "Execution":
+        """Check the three options together; ``--workers`` or ``--address`` alone select ``dask``."""
+        if workers is not None and address is not None:
+            raise ValueError("--workers and --address exclude each other: start a local cluster of N workers, "
+                             "or join the cluster at ADDR")
+        if engine is None:
+            engine = "dask" if (workers is not None or address is not None) else "local"
+        if engine not in ENGINES:
+            raise ValueError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        if engine == "local" and (workers is not None or address is not None):
+            option = "--workers" if workers is not None else "--address"
+            raise ValueError(f"{option} needs a distributed engine: drop --engine local (or use --engine dask)")
+        if engine == "dask":
+            try:
+                import distributed  # noqa: F401
+            except ImportError:
+                raise ValueError(f"--engine dask: Dask distributed is not installed; {EXTRA_HINT}") from None
+        return cls(engine, workers, address)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "Execution":
+        return cls.resolve(engine=getattr(args, "engine", None), workers=getattr(args, "workers", None),
+                           address=getattr(args, "address", None))
+
+
+def add_execution_args(parser: argparse.ArgumentParser) -> None:
+    """``--engine``, ``--workers`` and ``--address`` (checked together by :meth:`Execution.resolve`)."""
+    from helpers.pipeline.argtypes import positive_int
+
+    group = parser.add_argument_group("execution")
+    group.add_argument("--engine", choices=ENGINES, default=None,
+                       help="local: this process (default); dask: a Dask distributed cluster, one task per cache shard")
+    group.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                       help="start a local cluster of N worker processes (selects --engine dask)")
+    group.add_argument("--address", default=None, metavar="ADDR",
+                       help="join an existing Dask scheduler, e.g. tcp://10.0.0.1:8786 (selects --engine dask); "
+                            "workers must share --cache-dir")
+
+
+# ------------------------------------------------------------------------------ the model on workers
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a worker needs to load the driver's model itself: the name or folder, random init, seed, device."""
+
+    model: str | None
+    random_init: bool = False
+    seed: int = 0
+    device: str | None = None
+
+    @classmethod
+    def of(cls, lm) -> "ModelSpec":
+        return cls(lm.spec, lm.random_init, lm.seed if lm.seed is not None else 0, str(lm.device))
+
+    @property
+    def name(self) -> str:
+        """The plugin name of this model on a cluster (one plugin, so one loaded model, per spec)."""
+        text = json.dumps([self.model, self.random_init, self.seed, self.device])
+        return "bert-attention-model-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def load(self):
+        from helpers.core.models import load_model
+
+        return load_model(self.model, random_init=self.random_init, seed=self.seed, device=self.device)
+
+
+def _worker_plugin_class():
+    from distributed import WorkerPlugin
+
+    class ModelPlugin(WorkerPlugin):
+        """Holds one model per worker process, loaded at the first task (not in the event loop) and kept."""
+
+        def __init__(self, spec: ModelSpec):
+            self.spec = spec
+            self._lm = None
+            self._lock = threading.Lock()
+
+        def __getstate__(self):
+            return {"spec": self.spec}
+
+        def __setstate__(self, state):
+            self.spec, self._lm, self._lock = state["spec"], None, threading.Lock()
+
+        def setup(self, worker):
+            self._lm = None
+
+        def model(self):
+            with self._lock:
+                if self._lm is None:
+                    self._lm = self.spec.load()
+                    self._fingerprint = self._lm.fingerprint()
+                return self._lm, self._fingerprint
+
+    return ModelPlugin
+
+
+def _worker_model(spec: ModelSpec, fingerprint: str):
+    """The model of ``spec`` held by this worker's plugin; refuses one whose weights differ from the driver's."""
+    from distributed import get_worker
+
+    plugin = get_worker().plugins.get(spec.name)
+    if plugin is None:
+        raise RuntimeError(f"worker {get_worker().address} has no model plugin {spec.name}")
+    lm, worker_fingerprint = plugin.model()
+    if worker_fingerprint != fingerprint:
+        raise ValueError(f"worker {get_worker().address} loaded other weights for {spec.model or 'the default model'} "
+                         "than the driver: install the same model on every worker")
+    return lm
+
+
+def _dask_shard(spec: ModelSpec, fingerprint: str, key: str, path: str, shard: list, level: str, word_mode: str,
+                batch_size: int, maps_kind: str, task: ShardTask | None, payload: Any) -> tuple[bool, Any]:
+    """One task: this shard's maps (read if valid, else extracted and written atomically), then ``task``."""
+    from helpers.pipeline.extraction import load_or_compute_shard
+
+    lm = _worker_model(spec, fingerprint)
+    maps, computed = load_or_compute_shard(lm, key, Path(path), shard, level=level, word_mode=word_mode,
+                                           batch_size=batch_size, maps=maps_kind)
+    partial = None if task is None else task([(ex, maps[ex.index]) for ex in shard], payload)
+    return computed, partial
+
+
+# ------------------------------------------------------------------------------------ running
+
+
+def local_cluster(n_workers: int):
+    """A ``LocalCluster`` of ``n_workers`` single-threaded processes on 127.0.0.1, no dashboard."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address=None, silence_logs=40)
+
+
+@contextmanager
+def session(execution: Execution):
+    """An :class:`Execution` for several runs in a row: with ``workers``, one local cluster started here
+    and joined by its address (so a command scoring two splits starts it once); otherwise unchanged."""
+    if not execution.distributed or execution.address is not None:
+        yield execution
+        return
+    with local_cluster(execution.workers or 2) as cluster:
+        yield Execution(execution.engine, None, cluster.scheduler_address)
+
+
+def _client(execution: Execution):
+    """``(client, cluster or None)`` for ``execution``: a new local cluster, or the one at ``--address``."""
+    from distributed import Client
+
+    if execution.address is not None:
+        try:
+            return Client(execution.address, timeout="20s"), None
+        except (OSError, TimeoutError, ValueError) as err:
+            raise OSError(f"--address {execution.address}: cannot reach a Dask scheduler there ({err})") from None
+    cluster = local_cluster(execution.workers or 2)
+    return Client(cluster), cluster
+
+
+def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,
+               payloads: Sequence[Any] | None = None, progress: bool = False) -> tuple[Any, list]:
+    """Make every shard of ``plan`` (a :class:`~helpers.pipeline.extraction.ExtractionPlan`) and run ``task`` on each.
+
+    Returns ``(store, partials)``: the finished :class:`~helpers.data.cache.AttentionStore` (``meta.json``
+    complete) and ``task``'s results in shard order (empty without a task). ``payloads[k]`` goes to
+    the task of shard ``k``. On the local engine shards are made and reduced here in order; on
+    ``dask`` each is a task on the cluster, retried elsewhere if its worker dies.
+    """
+    from helpers.pipeline.extraction import finish_extraction, load_or_compute_shard
+
+    store = plan.store
+    shards = store.shards
+    level, word_mode, batch_size = store.level, store.word_mode, store.stats.get("batch_size", 32)
+    payloads = list(payloads) if payloads is not None else [None] * len(shards)
+    if len(payloads) != len(shards):
+        raise ValueError(f"{len(payloads)} payloads for {len(shards)} shards")
+    if plan.todo:
+        plan.mark_incomplete()
+    if not execution.distributed:
+        partials, computed = [], 0
+        for number, shard in enumerate(shards):
+            maps, made = load_or_compute_shard(lm, plan.key, plan.shard_path(number), shard, level=level,
+                                               word_mode=word_mode, batch_size=batch_size, maps=store.maps)
+            computed += made
+            if task is not None:
+                partials.append(task([(ex, maps[ex.index]) for ex in shard], payloads[number]))
+        return finish_extraction(plan, computed), partials
+    return _run_dask(lm, plan, execution, task, payloads, progress)
+
+
+def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    from helpers.pipeline.extraction import finish_extraction
+
+    store = plan.store
+    spec = ModelSpec.of(lm)
+    fingerprint = plan.meta["model_fingerprint"]
+    client, cluster = _client(execution)
+    try:
+        client.register_plugin(_worker_plugin_class()(spec), name=spec.name)
+        run = hashlib.sha256(f"{plan.key}-{id(plan)}-{plan.start}".encode()).hexdigest()[:8]
+        futures = [
+            client.submit(_dask_shard, spec, fingerprint, plan.key, str(plan.shard_path(number)), shard,
+                          store.level, store.word_mode, store.stats.get("batch_size", 32), store.maps, task,
+                          payloads[number],
+                          key=f"shard-{number:05d}-{run}", pure=False)
+            for number, shard in enumerate(store.shards)
+        ]
+        results: dict[int, tuple[bool, Any]] = {}
+        number_of = {f.key: k for k, f in enumerate(futures)}
+        with tqdm(total=len(futures), desc=f"{store.level}-level shards on Dask", unit="shard",
+                  disable=not progress) as bar:
+            for future in as_completed(futures):
+                number = number_of[future.key]
+                try:
+                    results[number] = future.result()
+                except (OSError, ValueError):
+                    raise  # a bad input or an unwritable cache, said on the worker: the usual one-line error
+                except Exception as err:  # e.g. KilledWorker: the shard's workers died more than allowed-failures times
+                    raise OSError(f"--engine dask: shard {number} of {plan.directory} failed on the cluster "
+                                  f"({type(err).__name__}: {err})") from err
+                bar.update(1)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    computed = len(plan.todo)  # as a local run counts them, whichever task (or retry) wrote each
+    partials = [results[k][1] for k in range(len(store.shards))] if task is not None else []
+    return finish_extraction(plan, computed), partials

@@ -1,0 +1,237 @@
+"""Extraction of a corpus into the cache: plan the shards, compute the missing ones (here or on the
+distributed engine), and stream the maps back (:class:`~helpers.data.cache.AttentionStore`).
+
+>>> store = extract(lm, batch, level="word")          # cached on disk, keyed by model, data and settings  # doctest: +SKIP
+>>> sentences, store = extract_treebank(lm, "gum:test")                                                # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from helpers.config import cache_dir
+from helpers.core.encoding import Encoded, EncodedBatch
+from helpers.core.extract import Level, bucket
+from helpers.core.models import LoadedModel
+from helpers.core.wordlevel import WordMode
+from helpers.data import cache as store_format
+from helpers.data.cache import (
+    FORMAT_VERSION,
+    AttentionStore,
+    _map_iterator,
+    _read_shard,
+    _write_shard,
+    cache_key,
+    write_cache_json,
+)
+from helpers.data.files import remove_stale_tmp
+
+
+@dataclass
+class ExtractionPlan:
+    """What :func:`extract` found before computing: the store, its key and folder, and the shards to do.
+
+    Shared by the local loop in :func:`extract` and the distributed engine (:mod:`helpers.pipeline.engine`),
+    which computes ``todo`` on its workers and then calls :func:`finish_extraction`.
+    """
+
+    store: AttentionStore
+    key: str
+    directory: Path
+    meta: dict
+    on_disk: dict | None
+    todo: list[int]
+    recomputed: int
+    start: float
+
+    def shard_path(self, number: int) -> Path:
+        return self.directory / f"shard-{number:05d}.npz"
+
+    def mark_incomplete(self) -> None:
+        """Record that shards are being written (``meta.json`` with ``complete: false``)."""
+        self.meta["complete"] = False
+        write_cache_json(self.directory / "meta.json", self.meta)
+
+
+def plan_extraction(
+    lm: LoadedModel,
+    batch: EncodedBatch,
+    *,
+    level: Level = "word",
+    word_mode: WordMode = "mean",
+    cache: bool = True,
+    cache_root: str | os.PathLike | None = None,
+    source_digest: str | None = None,
+    batch_size: int = 32,
+    shard_size: int = 256,
+    maps: str = "weights",
+) -> ExtractionPlan | AttentionStore:
+    """The shards of ``batch`` and which of them the cache lacks (each present shard is read and checked).
+
+    With ``cache=False`` returns the streaming :class:`AttentionStore` itself (nothing to plan).
+    """
+    if not batch.examples:
+        raise ValueError(
+            f"nothing to extract: all {len(batch.skipped)} inputs exceed --max-length {batch.max_length}"
+            if batch.skipped else "nothing to extract: the corpus is empty"
+        )
+    shards = [
+        sorted(group, key=lambda e: e.index)
+        for group in bucket(batch.examples, batch_size=shard_size)
+    ]
+    _map_iterator(maps)  # an unknown kind is refused here
+    store = AttentionStore(batch, None, shards, lm.n_layers, lm.n_heads, level, word_mode,
+                           stats={"batch_size": batch_size}, maps=maps, _lm=lm)
+    if not cache:
+        return store
+    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
+                    maps=maps)
+    directory = cache_dir(cache_root) / key
+    store.directory = directory
+    meta_path = directory / "meta.json"
+    meta = {
+        "format": FORMAT_VERSION, "key": key, "model": lm.label, "model_fingerprint": lm.fingerprint(),
+        "level": level, "word_mode": word_mode if level == "word" else None, "n_layers": lm.n_layers,
+        "n_heads": lm.n_heads, "examples": len(batch.examples), "skipped": batch.skipped,
+        "max_length": batch.max_length, "shards": len(shards), "dtype": np.dtype(store_format.SHARD_DTYPE).name, "complete": False,
+    }
+    if maps != "weights":
+        meta["maps"] = maps
+    remove_stale_tmp(directory)  # leftovers of a writer killed mid-shard
+    on_disk = None
+    if meta_path.is_file():
+        try:
+            on_disk = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            on_disk = None  # damaged metadata: rewritten below
+    if isinstance(on_disk, dict) and on_disk.get("complete") and on_disk.get("key") == key:
+        meta = dict(on_disk)
+    todo, recomputed = [], 0
+    for number, shard in enumerate(shards):
+        path = directory / f"shard-{number:05d}.npz"
+        if path.is_file():
+            try:
+                _read_shard(path, lm.n_layers, lm.n_heads, key, [ex.index for ex in shard])
+                continue
+            except ValueError:
+                recomputed += 1
+        todo.append(number)
+    return ExtractionPlan(store, key, directory, meta, on_disk, todo, recomputed, time.perf_counter())
+
+
+def compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
+                  word_mode: WordMode, batch_size: int, maps: str = "weights") -> list[tuple[Encoded, np.ndarray]]:
+    """Extract one shard's maps (:data:`SHARD_DTYPE`, by example index) and write them atomically to ``path``."""
+    pairs = list(_map_iterator(maps)(lm, shard, level=level, word_mode=word_mode,
+                                     batch_size=batch_size, progress=False, dtype=store_format.SHARD_DTYPE))
+    pairs.sort(key=lambda p: p[0].index)
+    _write_shard(path, plan_key, pairs)
+    return pairs
+
+
+def load_or_compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
+                          word_mode: WordMode, batch_size: int,
+                          maps: str = "weights") -> tuple[dict[int, np.ndarray], bool]:
+    """``(maps by example index, computed)``: the shard at ``path`` if it is valid, else extracted and written."""
+    try:
+        return _read_shard(path, lm.n_layers, lm.n_heads, plan_key, [ex.index for ex in shard]), False
+    except ValueError:
+        pairs = compute_shard(lm, plan_key, path, shard, level=level, word_mode=word_mode, batch_size=batch_size,
+                              maps=maps)
+        return {ex.index: a for ex, a in pairs}, True
+
+
+def finish_extraction(plan: ExtractionPlan, computed: int) -> AttentionStore:
+    """Check every shard is on disk, mark ``meta.json`` complete and fill the store's counts."""
+    store, shards = plan.store, plan.store.shards
+    missing = [k for k in range(len(shards)) if not plan.shard_path(k).is_file()]
+    if missing:
+        raise OSError(f"{plan.directory}: cache shards keep disappearing while being written "
+                      f"({len(missing)} missing); is another process clearing the cache?")
+    plan.meta["complete"] = True
+    if computed or plan.meta != plan.on_disk:  # after every computation, and whenever the file is damaged or missing
+        write_cache_json(plan.directory / "meta.json", plan.meta)
+    store.stats.update({
+        "shards": len(shards), "shards_computed": computed, "shards_reused": len(shards) - len(plan.todo),
+        "shards_recomputed": plan.recomputed, "seconds": round(time.perf_counter() - plan.start, 3),
+    })
+    store._lm = None
+    return store
+
+
+def extract(
+    lm: LoadedModel,
+    batch: EncodedBatch,
+    *,
+    level: Level = "word",
+    word_mode: WordMode = "mean",
+    cache: bool = True,
+    cache_root: str | os.PathLike | None = None,
+    source_digest: str | None = None,
+    batch_size: int = 32,
+    shard_size: int = 256,
+    progress: bool = True,
+    maps: str = "weights",
+) -> AttentionStore:
+    """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
+
+    ``maps="norms"`` stores norm-based maps ``||alpha_ij f(x_j)||`` (:mod:`helpers.norms.stats`) instead of weights.
+    With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
+    """
+    from tqdm.auto import tqdm
+
+    plan = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=cache, cache_root=cache_root,
+                           source_digest=source_digest, batch_size=batch_size, shard_size=shard_size, maps=maps)
+    if isinstance(plan, AttentionStore):
+        return plan
+    shards = plan.store.shards
+
+    def compute(numbers: list[int]) -> None:
+        plan.mark_incomplete()
+        bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level {'attention' if maps == 'weights' else maps}",
+                   unit="ex", disable=not progress)
+        try:
+            for number in numbers:
+                pairs = compute_shard(lm, plan.key, plan.shard_path(number), shards[number], level=level,
+                                      word_mode=word_mode, batch_size=batch_size, maps=maps)
+                bar.update(len(pairs))
+        finally:
+            bar.close()
+
+    computed = 0
+    missing = plan.todo
+    for _ in range(3):  # shards deleted while this run wrote others (the cache was cleared) are redone
+        if not missing:
+            break
+        compute(missing)
+        computed += len(missing)
+        missing = [k for k in range(len(shards)) if not plan.shard_path(k).is_file()]
+    return finish_extraction(plan, computed)
+
+
+def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
+                    data_dir=None):
+    """``(sentences, batch, source_digest)``: a treebank's sentences, encoded, and its files' digest."""
+    from helpers.core.encoding import encode_words
+    from helpers.data.corpora import corpus_files, file_digest, load_treebank
+
+    sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
+    batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
+    return sentences, batch, file_digest(corpus_files(spec, root=data_dir))
+
+
+def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
+                     word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
+                     progress: bool = False, shard_size: int = 256, maps: str = "weights"):
+    """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files);
+    ``maps="norms"`` for norm-based maps."""
+    sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                               data_dir=data_dir)
+    store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
+                    source_digest=digest, shard_size=shard_size, maps=maps)
+    return sentences, store

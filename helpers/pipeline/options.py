@@ -1,0 +1,88 @@
+"""What every command shares: the :class:`Command` record the CLI's table lists, the common options
+(model, data, cache, device, output), loading the model they name, and the corpus options.
+
+Sections describe their command in ``helpers/<section>/command.py`` as ``COMMAND = Command(...)``;
+:mod:`helpers.cli` lists them in one explicit table. Nothing here imports the CLI.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Callable
+
+from helpers import config
+from helpers.pipeline.argtypes import (
+    device,
+    max_length_int,
+    positive_int,
+    seed_int,
+)
+
+Handler = Callable[[argparse.Namespace], dict]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One sub-command: ``python -m helpers NAME``; ``arguments`` adds its options, ``handler`` returns the JSON."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Handler
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model, data and cache")
+    group.add_argument("--model", default=None, metavar="NAME",
+                       help="Hugging Face name or local directory (default: the offline all-MiniLM-L6-v2)")
+    group.add_argument("--random-init", nargs="?", const="paper", default=False, choices=("paper", "all"),
+                       help="random weights in the model's architecture: the paper's control keeps the pre-trained word "
+                            "and position embeddings (default); 'all' randomises every weight")
+    group.add_argument("--seed", type=seed_int, default=0, help="seed for random init and sampling (default 0)")
+    group.add_argument("--data-dir", default=None, metavar="DIR",
+                       help=f"corpora folder (default ${config.DATA_ENV}, else ../shared/data)")
+    group.add_argument("--cache-dir", default=None, metavar="DIR",
+                       help=f"cache of maps, parsed treebanks and results (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
+    group.add_argument("--device", type=device, default=None,
+                       help="torch device, e.g. cpu or cuda (default cpu); checked before anything loads")
+    group.add_argument("--json", default=None, metavar="OUT", help="write the result as JSON to OUT")
+    group.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def load(args: argparse.Namespace):
+    """The model named by the common options."""
+    from helpers.core.models import load_model
+
+    return load_model(args.model, random_init=args.random_init, seed=args.seed, device=args.device)
+
+
+# --------------------------------------------------------------------------------- extract
+
+
+def add_corpus_args(parser: argparse.ArgumentParser, *, default: str = "gum:test") -> None:
+    parser.add_argument("--corpus", default=default,
+                        help="gum:train|dev|test|test2, ewt:dev, segments, or a .conllu path (default %(default)s)")
+    parser.add_argument("--conllu", default=None, metavar="FILE", help="a CoNLL-U file (overrides --corpus)")
+    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
+                        help="use only the first N sentences, in file order")
+    parser.add_argument("--max-length", type=max_length_int, default=128,
+                        help="longest input in tokens, special tokens included; longer ones are skipped and counted")
+
+
+def encode_corpus(args: argparse.Namespace, lm):
+    """The :class:`EncodedBatch` and source-file digest for the corpus options."""
+    from helpers.core.encoding import encode_words
+    from helpers.data.corpora import corpus_files, file_digest, load_gum, load_treebank
+    from helpers.data.segments import encode_segments, paper_segments
+
+    spec = args.conllu or args.corpus
+    if spec == "segments":
+        split = args.segment_source.removeprefix("gum:")
+        docs = load_gum(split, root=args.data_dir)
+        segs = paper_segments(docs, lm.tokenizer, n=args.segments, max_length=args.max_length, seed=args.seed)
+        files = corpus_files(f"gum:{split}", root=args.data_dir)
+        return encode_segments(lm.tokenizer, segs, max_length=args.max_length), file_digest(files), "token"
+    sentences = load_treebank(spec, root=args.data_dir, max_sentences=args.max_sentences)
+    batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=args.max_length,
+                         model_max=lm.max_positions)
+    return batch, file_digest(corpus_files(spec, root=args.data_dir)), None

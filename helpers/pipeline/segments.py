@@ -1,0 +1,84 @@
+"""The segments of paper §3 and §6, built once for the surface and clustering chapters and written by
+``python -m helpers segments --json OUT`` so that anyone can recompute the statistics on identical inputs.
+
+>>> segs, batch = draw_segments(lm, n_segments=1000, seed=0)          # doctest: +SKIP
+>>> segment_tokens(batch)["mean"] >= 120                               # doctest: +SKIP
+True
+"""
+from __future__ import annotations
+
+import argparse
+
+from helpers.core.encoding import EncodedBatch
+from helpers.core.models import LoadedModel
+from helpers.data.corpora import load_gum
+from helpers.data.segments import (
+    SEGMENT_SOURCES,
+    VERSION,
+    Segment,
+    SegmentSource,
+    encode_segments,
+    paper_segments,
+    segment_tokens,
+    split_position,
+)
+from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
+from helpers.pipeline.options import Command, load
+
+DEFAULT_SOURCE: SegmentSource = "documents"
+
+
+def draw_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,
+                  max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE,
+                  data_dir=None) -> tuple[list[Segment], EncodedBatch]:
+    """``(segments, encoded)``: the segments of a GUM split (see :mod:`helpers.data.segments`) and their model inputs;
+    ``encoded.examples[k].index == k``."""
+    docs = load_gum(split, root=data_dir)
+    segs = paper_segments(docs, lm.tokenizer, n=n_segments, max_length=max_length, seed=seed, source=segments_from)
+    return segs, encode_segments(lm.tokenizer, segs, max_length=max_length)
+
+
+def build_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,
+                   max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None) -> EncodedBatch:
+    """The encoded segments of a GUM split (see :func:`draw_segments`)."""
+    return draw_segments(lm, split=split, n_segments=n_segments, seed=seed, max_length=max_length,
+                         segments_from=segments_from, data_dir=data_dir)[1]
+
+
+def segments_key(segments_from: SegmentSource) -> dict:
+    """The construction's part of the cache keys of results computed on segments."""
+    return {"segments_from": segments_from, "segments_v": VERSION}
+
+
+def segments_json(lm: LoadedModel, segments: list[Segment], batch: EncodedBatch) -> dict:
+    """``{"model", "segments": [{"doc", "input_ids", "split"}]}``: ``split`` is the index of the first token of
+    the second part (the contract of ``python -m helpers segments``), plus ``segment_tokens``."""
+    return {"model": lm.label,
+            "segments": [{"doc": segments[ex.index].doc_id, "input_ids": ex.input_ids.tolist(),
+                          "split": split_position(lm.tokenizer, segments[ex.index])} for ex in batch.examples],
+            "segment_tokens": segment_tokens(batch)}
+
+
+def add_segment_args(parser: argparse.ArgumentParser) -> None:
+    """``--segments``, ``--segments-from`` and ``--max-length``, shared by the segments, surface and cluster commands."""
+    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000)")
+    parser.add_argument("--segments-from", choices=SEGMENT_SOURCES, default=DEFAULT_SOURCE,
+                        help="documents: sentences of a GUM train document accumulated to the length limit and split "
+                             "at a random sentence boundary (the authors' construction, default); paragraphs: pairs of "
+                             "consecutive paragraphs (shorter)")
+    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
+
+
+def _segments_args(parser: argparse.ArgumentParser) -> None:
+    add_segment_args(parser)
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))
+
+
+def cmd_segments(args: argparse.Namespace) -> dict:
+    lm = load(args)
+    segs, batch = draw_segments(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
+                                segments_from=args.segments_from, data_dir=args.data_dir)
+    return segments_json(lm, segs, batch)
+
+
+COMMAND = Command("segments", "the GUM train segments of paper §3 and §6, as model input ids", _segments_args, cmd_segments)

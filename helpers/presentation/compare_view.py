@@ -1,0 +1,114 @@
+"""Tables and charts of the model comparison (chapter 08): verdicts side by side, depth profiles, values.
+"""
+from __future__ import annotations
+
+from helpers.claims import by_id
+from helpers.compare.run import DEPTH_STATISTICS, ModelResult, compare_json
+
+# ------------------------------------------------------------------------------- chapter views
+
+
+def verdict_frame(results: list[ModelResult]):
+    """``[claim id, model spec]`` table of verdicts (pandas), rows in the paper's order."""
+    import pandas as pd
+
+    payload = compare_json(results)
+    return pd.DataFrame({m["spec"]: {c["id"]: c["results"].get(m["spec"], {}).get("verdict") for c in payload["claims"]}
+                         for m in payload["models"]}, index=[c["id"] for c in payload["claims"]])
+
+
+VERDICT_COLOURS = {"reproduced": "#c7e9c0", "partly": "#fdd0a2", "not reproduced": "#fcbba1"}
+
+
+def compare_html(results: list[ModelResult]) -> str:
+    """Every claim x model as an HTML table: the paper's number, then each model's number with its
+    verdict on a coloured background (green reproduced, orange partly, red not)."""
+    from html import escape
+
+    payload = compare_json(results)
+    head = "".join(f"<th>{escape(r.card['name'])}<br><small>{r.card['layers']} x {r.card['heads']}</small></th>"
+                   for r in results)
+    rows = []
+    for c in payload["claims"]:
+        cells = []
+        for r in results:
+            got = c["results"].get(r.spec)
+            if got is None:
+                cells.append("<td>—</td>")
+                continue
+            value = "—" if got["value"] is None else f"{got['value']:.3g}"
+            cells.append(f'<td style="background:{VERDICT_COLOURS[got["verdict"]]}" title="{escape(got["ours"])}">'
+                         f"<b>{escape(got['verdict'])}</b><br><small>{escape(value)}</small></td>")
+        rows.append(f"<tr><td>§{escape(c['section'])}</td><td><code>{escape(c['id'])}</code><br>{escape(c['claim'])}</td>"
+                    f"<td>{escape(c['paper'])}</td>{''.join(cells)}</tr>")
+    return (f"<table class='dataframe'><thead><tr><th>§</th><th>claim</th><th>paper (BERT-base)</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def depth_frame(results: list[ModelResult]):
+    """Long table ``model, layer, relative_depth, series, value`` of the depth profiles; relative depth
+    is ``(layer index + 1) / number of layers`` so models of different depths share an axis. Entropy
+    rows have ``series`` ``"entropy"`` (and ``"uniform"`` for the uniform attention's)."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        if not r.depth:
+            continue
+        n = len(r.depth["entropy"])
+        for key in (*DEPTH_STATISTICS, "entropy"):
+            for layer, v in enumerate(r.depth[key]):
+                rows.append({"model": r.card["name"], "layer": layer + 1, "relative_depth": (layer + 1) / n,
+                             "series": DEPTH_STATISTICS.get(key, key), "value": float(v)})
+    return pd.DataFrame(rows, columns=["model", "layer", "relative_depth", "series", "value"])
+
+
+def value_frame(results: list[ModelResult], ids: list[str]):
+    """Long table ``model, id, value, verdict`` of the claims ``ids`` (missing values left out)."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        table = by_id(r.claims)
+        for cid in ids:
+            c = table.get(cid)
+            if c is not None and c.value is not None:
+                rows.append({"model": r.card["name"], "id": cid, "value": float(c.value), "verdict": c.verdict})
+    return pd.DataFrame(rows, columns=["model", "id", "value", "verdict"])
+
+
+def depth_chart(results: list[ModelResult], *, entropy: bool = False, width: int = 260, height: int = 220):
+    """Attention to [CLS], [SEP] and punctuation (or, with ``entropy``, the entropy) by relative depth,
+    one line per model."""
+    import altair as alt
+
+    from helpers.presentation.charts import PALETTE
+
+    frame = depth_frame(results)
+    frame = frame[frame["series"] == "entropy"] if entropy else frame[frame["series"] != "entropy"]
+    models = list(dict.fromkeys(frame["model"]))
+    color = alt.Color("model:N", sort=models, scale=alt.Scale(domain=models, range=PALETTE[: len(models)]), title=None)
+    base = alt.Chart(frame).mark_line(point=True).encode(
+        x=alt.X("relative_depth:Q", title="Relative depth (layer / layers)", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("value:Q", title="Avg. entropy (nats)" if entropy else "Avg. attention"),
+        color=color, tooltip=["model:N", "layer:Q", alt.Tooltip("value:Q", format=".3f")])
+    if entropy:
+        return base.properties(width=width * 2, height=height)
+    return base.properties(width=width, height=height).facet(column=alt.Column("series:N", title=None,
+                                                                               sort=list(DEPTH_STATISTICS.values())))
+
+
+def value_chart(results: list[ModelResult], ids: list[str], *, y_title: str, width: int = 420, height: int = 220):
+    """Grouped bars of each model's value for the claims ``ids`` (tooltip: the verdict)."""
+    import altair as alt
+
+    from helpers.presentation.charts import PALETTE
+
+    frame = value_frame(results, ids)
+    models = list(dict.fromkeys(frame["model"]))
+    return alt.Chart(frame).mark_bar().encode(
+        x=alt.X("id:N", sort=ids, title=None), xOffset=alt.XOffset("model:N", sort=models),
+        y=alt.Y("value:Q", title=y_title),
+        color=alt.Color("model:N", sort=models, scale=alt.Scale(domain=models, range=PALETTE[: len(models)]), title=None),
+        tooltip=["model:N", "id:N", alt.Tooltip("value:Q", format=".1f"), "verdict:N"],
+    ).properties(width=width, height=height)

@@ -1,0 +1,183 @@
+"""Explore a sentence you type: its head view, one head's heat map and the word each word's head is
+predicted to be by that head (paper §4.1: "whichever other word receives the most attention weight").
+
+Everything is word-level, as in §4: ``[CLS] w_1 ... w_n [SEP]`` maps ``[layer, head, word, word]``
+(split words merged as in :func:`helpers.word_level`). Heads are chosen and shown as 1-based
+``"layer-head"``; word positions in the table are 1-based (``[CLS]`` is 0). It needs no network
+(see :mod:`helpers.presentation.views`).
+
+>>> import helpers
+>>> lm = helpers.load_model()
+>>> helpers.explore("The keys to the cabinet are on the table.", lm=lm)   # in a notebook  # doctest: +SKIP
+>>> ex = analyse("The cat sat on the mat.", lm)                            # no widgets
+>>> predicted_heads(ex.attn, ex.words, layer=0, head=0)                   # a DataFrame     # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from helpers.core.encoding import encode_words
+from helpers.core.extract import attention_for
+from helpers.core.labels import head_label
+from helpers.presentation import views
+from helpers.syntax.stats import DIRECTIONS, predict_heads
+
+# words and punctuation marks apart, apostrophes kept inside words ("isn't", "cat's")
+WORD_PATTERN = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
+
+
+def split_words(text: str) -> list[str]:
+    """Words of a typed sentence: runs of letters/digits (with inner apostrophes) and single punctuation marks."""
+    return WORD_PATTERN.findall(text)
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """One sentence's word-level maps ``attn: [layer, head, word, word]`` over ``words`` ([CLS] ... [SEP])."""
+
+    words: tuple[str, ...]
+    attn: np.ndarray
+    model: str
+
+
+def analyse(text: str | Sequence[str], lm, *, max_length: int = 128) -> Exploration:
+    """Word-level attention of ``text`` (a string, split by :func:`split_words`, or a list of words)."""
+    words = split_words(text) if isinstance(text, str) else [str(w) for w in text]
+    if len(words) < 2:
+        raise ValueError(f"text: {len(words)} word(s) found in {text!r}; at least two are needed")
+    batch = encode_words(lm.tokenizer, [words], max_length=max_length)
+    if not batch.examples:
+        raise ValueError(f"text: longer than max_length={max_length} tokens; shorten it or raise max_length")
+    (attn,) = attention_for(lm, batch, level="word")
+    return Exploration(words=("[CLS]", *words, "[SEP]"), attn=np.asarray(attn), model=getattr(lm, "label", lm.name))
+
+
+def predicted_heads(attn: np.ndarray, words: Sequence[str], *, layer: int, head: int,
+                    direction: str = DIRECTIONS[0]):
+    """For head ``(layer, head)`` (0-based), each word's predicted head as a table with 1-based positions.
+
+    ``direction="dependent-to-head"``: the word a word attends to most; ``"head-to-dependent"``: the
+    word that attends most to it ([CLS], [SEP] and the word itself never count; ties go to the
+    earliest word, as in :func:`helpers.syntax.stats.predict_heads`). ``weight`` is that attention weight.
+    """
+    import pandas as pd
+
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction={direction!r}: choose one of {', '.join(DIRECTIONS)}")
+    attn = np.asarray(attn)
+    d = DIRECTIONS.index(direction)
+    preds = predict_heads(attn[layer : layer + 1, head : head + 1])[d, 0, 0]  # 1-based word positions
+    rows = []
+    for i, p in enumerate(preds.tolist(), start=1):
+        weight = attn[layer, head, i, p] if d == 0 else attn[layer, head, p, i]
+        rows.append({"position": i, "word": words[i], "predicted head": p, "head word": words[p],
+                     "weight": round(float(weight), 3)})
+    return pd.DataFrame(rows)
+
+
+def most_confident_head(attn: np.ndarray) -> tuple[int, int]:
+    """0-based ``(layer, head)`` whose words attend most sharply to one other word
+    (highest mean over words of the largest weight on another word, [CLS]/[SEP] excluded)."""
+    a = np.asarray(attn, dtype=np.float64)[..., 1:-1, 1:-1].copy()
+    n = a.shape[-1]
+    a[..., np.arange(n), np.arange(n)] = -np.inf
+    score = a.max(-1).mean(-1)
+    layer, head = np.unravel_index(int(score.argmax()), score.shape)
+    return int(layer), int(head)
+
+
+class Explorer:
+    """The panel :func:`explore` returns: a sentence box, head and direction pickers, the head view,
+    the chosen head's heat map and the table of :func:`predicted_heads`. ``exploration`` and
+    ``table`` hold the current data."""
+
+    def __init__(self, text: str | Sequence[str], lm, *, layer: int | None, head: int | None,
+                 direction: str, max_length: int):
+        import ipywidgets as w
+
+        self.lm, self.max_length = lm, max_length
+        self.exploration = analyse(text, lm, max_length=max_length)
+        n_layers, n_heads = self.exploration.attn.shape[:2]
+        if (layer is None) != (head is None):
+            raise ValueError("layer, head: give both (0-based) or neither")
+        if layer is None:
+            layer, head = most_confident_head(self.exploration.attn)
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(f"layer={layer}, head={head}: 0-based, within {n_layers} layers x {n_heads} heads")
+        self.sentence = w.Text(value=text if isinstance(text, str) else " ".join(text), description="sentence",
+                               continuous_update=False, layout=w.Layout(width="95%"))
+        self.head = w.Dropdown(options=[(head_label(l, h), (l, h)) for l in range(n_layers) for h in range(n_heads)],
+                               value=(layer, head), description="head")
+        self.direction = w.ToggleButtons(options=list(DIRECTIONS), value=direction, description="direction")
+        self.message = w.HTML()
+        self.libraries, self.view, self.map, self.predictions = (w.Output() for _ in range(4))
+        self.libraries.append_display_data(_html(views.libraries_html(mode="always")))  # drawn first, once
+        self.widget = w.VBox([
+            self.libraries, self.sentence, w.HBox([self.head, self.direction]), self.message,
+            w.HTML("<b>Head view</b> (word level; the chosen head is preselected)"), self.view,
+            w.HBox([self.map, w.VBox([w.HTML("<b>Predicted head of each word</b>"), self.predictions])]),
+        ])
+        self.sentence.observe(self._new_sentence, names="value")
+        self.head.observe(self._redraw, names="value")
+        self.direction.observe(self._redraw, names="value")
+        self._draw(view=True)
+
+    @property
+    def table(self):
+        layer, head = self.head.value
+        return predicted_heads(self.exploration.attn, self.exploration.words, layer=layer, head=head,
+                               direction=self.direction.value)
+
+    def _new_sentence(self, change) -> None:
+        try:
+            self.exploration = analyse(change["new"], self.lm, max_length=self.max_length)
+        except ValueError as err:
+            self.message.value = f'<span style="color:#a33">{err}</span>'
+            return
+        self.message.value = ""
+        self._draw(view=True)
+
+    def _redraw(self, change) -> None:
+        self._draw(view=change["owner"] is self.head)
+
+    def _draw(self, *, view: bool) -> None:
+        ex = self.exploration
+        layer, head = self.head.value
+        with views.libraries_mode("never"):  # the panel's first output carries them
+            if view:
+                self.view.outputs = ()
+                self.view.append_display_data(_html(views.head_view_html(ex.attn, ex.words, layer=layer, heads=[head])))
+            self.map.outputs = ()
+            self.map.append_display_data(views.head_heatmap(
+                ex.attn[layer, head], ex.words, title=f"Head {head_label(layer, head)} of {ex.model}", size=260))
+            self.predictions.outputs = ()
+            self.predictions.append_display_data(self.table.style.hide(axis="index").format(precision=3))
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+
+def _html(text: str):
+    from IPython.display import HTML
+
+    return HTML(text)
+
+
+def explore(text: str | Sequence[str], *, lm=None, layer: int | None = None, head: int | None = None,
+            direction: str = DIRECTIONS[0], max_length: int = 128) -> Explorer:
+    """An interactive panel for ``text`` with ``lm`` (default: :func:`helpers.load_model`'s offline model).
+
+    ``layer``/``head`` (0-based) choose the starting head, by default :func:`most_confident_head`.
+    Type another sentence in its box, pick a head or a direction: the views and table follow.
+    """
+    if lm is None:
+        from helpers.core.models import load_model
+
+        lm = load_model()
+    return Explorer(text, lm, layer=layer, head=head, direction=direction, max_length=max_length)

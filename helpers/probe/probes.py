@@ -1,0 +1,455 @@
+"""Attention-based probing classifiers (paper §5, Table 3), batched over sentences with padding masks.
+
+For dependent ``i`` the candidates are ``[ROOT, w_1 .. w_n]``. From a sentence's word-level maps
+``A [layer, head, n + 2, n + 2]`` ([CLS] first, [SEP] last) we build ``2K`` feature maps
+(``K = layers * heads``; the maps and their transposes):
+
+- candidate word ``j``: ``A_k[i, j]`` (dependent attends to candidate) and ``A_k[j, i]`` (candidate
+  attends to dependent);
+- candidate ROOT: ``r_s A_k[i, CLS] + r_e A_k[i, SEP]`` for the maps, and ``r_s A_k[CLS, i] +
+  r_e A_k[SEP, i]`` for the transposes, with ``r_s, r_e`` learned (as in the original code).
+
+Probes (logits over candidates; softmax cross-entropy per word):
+
+- **Attn**: ``sum_k w_k F_k[i, c]`` — the paper's ``sum_k w_k a^k_ij + u_k a^k_ji``.
+- **Attn + words**: ``sum_k (W [v_i; v_c] + b)_k F_k[i, c]`` with frozen word vectors ``v``
+  (``v_ROOT = 0``). The ROOT column and the word columns are aligned (the original code shifted the
+  word vectors by one position: ROOT got ``v_1``, word ``j`` got ``v_{j+1}``); ``misaligned=True``
+  reproduces that shift.
+- **Distances + words**: one hidden layer, ``tanh(256)``, over ``[v_i; v_c]`` and eight distance
+  features (paper footnote 5), no attention.
+
+A word is never its own head (the diagonal is masked; the original did not mask it). UAS excludes
+punctuation, as in the paper. :func:`mst_heads` decodes a full tree with Chu-Liu-Edmonds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+ProbeKind = Literal["attn", "attn+words", "distances+words"]
+N_DISTANCE = 8
+# Adam learning rates, chosen on GUM dev with the offline default model (3 epochs of GUM train):
+# attention weights are small numbers, so the attention-only probe needs large steps to reach
+# large weights (at 2e-3 it was still far from converged after 3 epochs: 46.8 dev UAS against 54.9).
+LEARNING_RATES = {"attn": 0.1, "attn+words": 0.02, "distances+words": 5e-3}
+
+
+@dataclass
+class ProbeData:
+    """Sentences for probing: word-level maps (float16), gold heads, punctuation masks, word vectors.
+
+    Two forms with the same batches: in memory (``maps`` and ``vectors`` per sentence; small data,
+    tests) or *spilled* (``maps`` and ``vectors`` empty, the padded batches read one at a time from a
+    file on disk, see :mod:`helpers.probe.batches`), so memory does not grow with the corpus.
+    ``groups`` (optional) partitions the sentences; a batch never mixes two groups (the spilled form
+    groups by cache shard, so it can be built one shard at a time).
+    """
+
+    maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each (empty when spilled)
+    heads: list[np.ndarray]         # [n], 0 = ROOT
+    punct: list[np.ndarray]         # [n] bool
+    vectors: list[np.ndarray]       # [n, dim] (empty when spilled)
+    skipped: int = 0
+    names: list[str] = field(default_factory=list)
+    n_maps: int = 0  # layers * heads, read from the maps
+    groups: list[list[int]] | None = None
+    dim_: int = 0    # word-vector size (read from the vectors when in memory)
+    batch_size: int | None = None  # the batches' size when none is asked for (the spilled size)
+    spilled: object | None = field(default=None, repr=False)  # a probe_batches.DiskBatches
+
+    def __post_init__(self) -> None:
+        if self.maps and not self.n_maps:
+            self.n_maps = int(self.maps[0].shape[0] * self.maps[0].shape[1])
+        if self.vectors and not self.dim_:
+            self.dim_ = int(self.vectors[0].shape[1])
+
+    def __len__(self) -> int:
+        return len(self.heads)
+
+    def release_maps(self, batch_size: int) -> None:
+        """Build the padded batches for ``batch_size`` once, then drop the per-sentence maps (memory)."""
+        prepared(self, batch_size)
+        self.maps = []
+
+    @property
+    def dim(self) -> int:
+        return self.dim_
+
+    def batches(self, size: int, *, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
+        """Sentence indices grouped by length (little padding) within each of ``groups``, optionally in a
+        seeded random order."""
+        out = []
+        for group in (self.groups if self.groups is not None else [range(len(self))]):
+            order = sorted(group, key=lambda i: (len(self.heads[i]), i))
+            out.extend(order[i : i + size] for i in range(0, len(order), size))
+        if shuffle:
+            np.random.default_rng(seed).shuffle(out)
+        return out
+
+
+@dataclass
+class Batch:
+    """Padded tensors of a group of sentences (float32: no cast in the training loop).
+
+    ``features [batch, n, n + 1, 2K]`` holds the word columns (candidate 0, ROOT, is filled from
+    ``root_parts [batch, n, 2K, 2]``: the [CLS] and [SEP] entries mixed by the learned ``r_s, r_e``).
+    """
+
+    features: torch.Tensor
+    root_parts: torch.Tensor
+    heads: torch.Tensor      # [batch, n] (-100 for padding)
+    punct: torch.Tensor      # [batch, n] bool
+    vectors: torch.Tensor    # [batch, n, dim]
+    mask: torch.Tensor       # [batch, n] bool, real words
+    cand_mask: torch.Tensor  # [batch, n, n + 1] bool, allowed candidates
+    indices: tuple[int, ...] = ()
+
+    def word_vectors(self, misaligned: bool = False) -> torch.Tensor:
+        """``[batch, n, dim]``; with ``misaligned`` the original code's shift (word j gets word j + 1's
+        vector, the last word none)."""
+        if not misaligned:
+            return self.vectors
+        return torch.cat([self.vectors[:, 1:], torch.zeros_like(self.vectors[:, :1])], dim=1)
+
+
+def make_batch(data: ProbeData, indices: Sequence[int]) -> Batch:
+    """Pad sentences ``indices`` into tensors (see :class:`Batch`)."""
+    n = max(len(data.heads[i]) for i in indices)
+    B, K, dim = len(indices), data.n_maps, data.dim
+    feats = torch.zeros(B, n, n + 1, 2 * K)
+    root = torch.zeros(B, n, 2 * K, 2)
+    vectors = torch.zeros(B, n, dim)
+    for b, i in enumerate(indices):
+        A = torch.from_numpy(data.maps[i])  # float16; the copies below convert
+        m = A.shape[-1] - 2
+        A = A.reshape(K, m + 2, m + 2)
+        # features: the K maps [query, key, K], then the K transposes; [CLS] (0) and [SEP] (m + 1) feed ROOT
+        for part, view in ((slice(None, K), A.permute(1, 2, 0)), (slice(K, None), A.permute(2, 1, 0))):
+            feats[b, :m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
+            root[b, :m, part, 0] = view[1 : m + 1, 0]
+            root[b, :m, part, 1] = view[1 : m + 1, m + 1]
+        vectors[b, :m] = torch.from_numpy(data.vectors[i].astype(np.float32))
+    return assemble_batch(data, indices, feats, root, vectors)
+
+
+def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor, root: torch.Tensor,
+                   vectors: torch.Tensor) -> Batch:
+    """A :class:`Batch` from its padded ``feats``, ``root`` and ``vectors`` and the sentences' gold heads and
+    punctuation (the labels and masks are rebuilt from ``data``: small, never stored)."""
+    B, n = len(indices), max(len(data.heads[i]) for i in indices)
+    heads = torch.full((B, n), -100, dtype=torch.long)
+    punct = torch.zeros(B, n, dtype=torch.bool)
+    mask = torch.zeros(B, n, dtype=torch.bool)
+    cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
+    for b, i in enumerate(indices):
+        m = len(data.heads[i])
+        heads[b, :m] = torch.from_numpy(data.heads[i].astype(np.int64))
+        punct[b, :m] = torch.from_numpy(data.punct[i])
+        mask[b, :m] = True
+        cand[b, :m, : m + 1] = True
+        cand[b, torch.arange(m), torch.arange(m) + 1] = False  # never its own head
+    return Batch(feats, root, heads, punct, vectors, mask, cand, tuple(indices))
+
+
+def prepared(data: ProbeData, batch_size: int | None = None) -> Sequence[Batch]:
+    """Every batch of ``data``: the spilled batches, read from disk one at a time, or else built once and
+    kept in memory (features cached across epochs, seeds and probes)."""
+    if data.spilled is not None:
+        if batch_size is not None and batch_size != data.spilled.batch_size:
+            raise ValueError(f"batches of {batch_size} asked for, but the data was spilled in batches of "
+                             f"{data.spilled.batch_size}")
+        return data.spilled
+    batch_size = batch_size or data.batch_size or 32
+    cache = data.__dict__.setdefault("_batches", {})
+    if batch_size not in cache:
+        cache[batch_size] = [make_batch(data, group) for group in data.batches(batch_size)]
+    return cache[batch_size]
+
+
+def distance_features(n: int) -> torch.Tensor:
+    """``[n, n + 1, 8]`` features of paper footnote 5 for dependent i and candidate c (c = 0 is ROOT):
+    signed relative distance / n split into right and left, indicators for c = i, i - 1, i + 1,
+    i - 2, i + 2, and ROOT."""
+    i = torch.arange(1, n + 1)[:, None].float()
+    c = torch.arange(0, n + 1)[None, :].float()
+    is_root = (c == 0).expand(n, n + 1)
+    d = (c - i)
+    out = torch.stack([
+        torch.where(d > 0, d / n, 0.0), torch.where(d < 0, -d / n, 0.0),
+        (d == 0).float(), (d == -1).float(), (d == 1).float(), (d == -2).float(), (d == 2).float(),
+        is_root.float(),
+    ], dim=-1)
+    out[is_root] = torch.tensor([0, 0, 0, 0, 0, 0, 0, 1.0])
+    return out
+
+
+def distance_parts(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`distance_features` of a padded length ``n`` split so that each sentence divides by its *own*
+    length: ``(indicators, distances)``, both ``[n, n + 1, 8]``; for a sentence of ``m`` words the
+    features are ``indicators + distances / m`` (the same as ``distance_features(m)`` on its rows)."""
+    full = distance_features(n)
+    distances = torch.zeros_like(full)
+    distances[..., :2] = full[..., :2] * n
+    indicators = full.clone()
+    indicators[..., :2] = 0
+    return indicators, distances
+
+
+class AttentionProbe(nn.Module):
+    """Attn (``with_words=False``) or Attn + words probe."""
+
+    def __init__(self, n_features: int, dim: int = 0, *, with_words: bool = False):
+        super().__init__()
+        self.with_words = with_words
+        self.root = nn.Parameter(torch.tensor([1.0, 1.0]))  # r_s, r_e
+        if with_words:
+            self.dep = nn.Linear(dim, n_features, bias=True)   # W acting on v_i
+            self.cand = nn.Linear(dim, n_features, bias=False)  # W acting on v_c
+            for layer in (self.dep, self.cand):
+                nn.init.normal_(layer.weight, std=0.01)
+            nn.init.constant_(self.dep.bias, 1.0 / n_features)
+        else:
+            self.w = nn.Parameter(torch.full((n_features,), 1.0 / n_features))
+
+    def forward(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+        F = batch.features                                            # [b, n, n + 1, 2K]
+        b, n, c1, k = F.shape
+        root = batch.root_parts @ self.root                           # [b, n, 2K]: the ROOT column's features
+        if not self.with_words:
+            words = F[:, :, 1:] @ self.w                              # [b, n, n]
+            logits = torch.cat([(root @ self.w)[..., None], words], dim=-1)
+        else:
+            v = batch.word_vectors(misaligned)
+            a = self.dep(v)                                           # [b, n, 2K] (includes the bias)
+            c = self.cand(v)                                          # [b, n, 2K]; ROOT's vector is 0
+            # words[i, j] = sum_k a[i,k] F[i,j,k] + sum_k c[j,k] F[i,j,k]. The second half of the features
+            # is the first half transposed (F[i,j,K+k] = F[j,i,k]), so the second sum is
+            # sum_k c'[j,k] F[j,i,k] with c' = c with its halves swapped: both sums are products of the same
+            # rows F[x, :, :] with one vector each, one batched matrix product and one pass over F.
+            half = k // 2
+            rhs = torch.stack([a, torch.cat([c[..., half:], c[..., :half]], dim=-1)], dim=-1)  # [b, n, 2K, 2]
+            both = torch.bmm(F[:, :, 1:].reshape(b * n, c1 - 1, k), rhs.reshape(b * n, k, 2)).reshape(b, n, c1 - 1, 2)
+            words = both[..., 0] + both[..., 1].transpose(1, 2)
+            logits = torch.cat([(root * a).sum(-1, keepdim=True), words], dim=-1)
+        return logits.masked_fill(~batch.cand_mask, -1e9)
+
+
+class PairTanhScores(torch.autograd.Function):
+    """``scores[b, i, c] = w . tanh(dep[b, i] + cand[b, c] + dist[i, c] + scaled[i, c] * inv[b])``: the hidden
+    layer of the Distances + words probe, fused and computed a few sentences at a time (``scaled`` and
+    ``inv [b]`` are optional: the distance features divided by each sentence's own length).
+
+    Plain autograd of this expression materialises several ``[batch, n, n + 1, hidden]`` temporaries
+    (the sum, its tanh, the gradient through tanh, the outer product of the output layer's gradient);
+    here one tanh tensor per chunk of ``rows`` sentences is kept, and the backward pass turns it into
+    the gradient in place. About twice as fast as plain autograd on CPU (see ``tests/test_probes.py``
+    for the check against it). Shapes: ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist [n, n + 1, H]``,
+    ``w [H]`` -> ``[b, n, n + 1]``. Differentiable once (the saved tensors are reused in place).
+    """
+
+    @staticmethod
+    def forward(ctx, dep, cand, dist, w, rows: int = 4, scaled=None, inv=None):
+        hidden, scores = [], []
+        for start in range(0, dep.shape[0], rows):
+            t = dep[start : start + rows, :, None, :] + cand[start : start + rows, None, :, :]
+            t.add_(dist)
+            if scaled is not None:
+                t.add_(scaled * inv[start : start + rows, None, None, None])
+            t.tanh_()
+            scores.append(t @ w)
+            hidden.append(t)
+        ctx.hidden, ctx.rows, ctx.scaled = hidden, rows, scaled is not None
+        ctx.save_for_backward(w, inv if scaled is not None else None)
+        return torch.cat(scores)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        w, inv = ctx.saved_tensors
+        g_dep, g_cand, g_dist, g_scaled, g_w = [], [], torch.zeros(()), torch.zeros(()), torch.zeros_like(w)
+        start = 0
+        for t in ctx.hidden:
+            g = grad[start : start + t.shape[0]]
+            g_w = g_w + (g.reshape(1, -1) @ t.reshape(-1, t.shape[-1])).reshape(-1)
+            t.mul_(t).neg_().add_(1).mul_(w).mul_(g[..., None])  # d score / d pre-activation
+            g_dep.append(t.sum(2))
+            g_cand.append(t.sum(1))
+            g_dist = g_dist + t.sum(0)
+            if ctx.scaled:
+                g_scaled = g_scaled + torch.einsum("bich,b->ich", t, inv[start : start + t.shape[0]])
+            start += t.shape[0]
+        ctx.hidden = None
+        return (torch.cat(g_dep), torch.cat(g_cand), g_dist, g_w, None,
+                g_scaled if ctx.scaled else None, None)
+
+
+class DistanceProbe(nn.Module):
+    """Distances + words: ``w2 . tanh(W1 [v_i; v_c; distances] + b1)`` (first layer factorised, hidden
+    layer fused in :class:`PairTanhScores`)."""
+
+    def __init__(self, dim: int, hidden: int = 256):
+        super().__init__()
+        self.dep = nn.Linear(dim, hidden)
+        self.cand = nn.Linear(dim, hidden, bias=False)
+        self.dist = nn.Linear(N_DISTANCE, hidden, bias=False)
+        self.out = nn.Linear(hidden, 1)
+
+    def forward(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+        n = batch.heads.shape[1]
+        v = batch.word_vectors(misaligned)
+        v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)
+        indicators, distances = distance_parts(n)  # relative distances divided by each sentence's length
+        inv = 1.0 / batch.mask.sum(1).clamp(min=1).to(v.dtype)
+        logits = PairTanhScores.apply(self.dep(v), self.cand(v_cand), self.dist(indicators), self.out.weight[0], 4,
+                                      self.dist(distances), inv) + self.out.bias
+        return logits.masked_fill(~batch.cand_mask, -1e9)
+
+
+def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
+    if kind == "attn":
+        return AttentionProbe(2 * data.n_maps)
+    if kind == "attn+words":
+        return AttentionProbe(2 * data.n_maps, data.dim, with_words=True)
+    if kind == "distances+words":
+        return DistanceProbe(data.dim)
+    raise ValueError(f"probe {kind!r}: choose attn, attn+words or distances+words")
+
+
+def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
+            misaligned: bool = False) -> list[np.ndarray]:
+    """Logits ``[n, n + 1]`` of every sentence (in order); batches of ``batch_size`` (default 64, or the
+    spilled data's own size)."""
+    if batch_size is None and data.spilled is None:
+        batch_size = data.batch_size or 64
+    out: list[np.ndarray | None] = [None] * len(data)
+    model.eval()
+    with torch.no_grad():
+        for batch in _for_model(prepared(data, batch_size), model):
+            logits = model(batch, misaligned)
+            for b, i in enumerate(batch.indices):
+                n = len(data.heads[i])
+                out[i] = logits[b, :n, : n + 1].numpy()
+    return out  # type: ignore[return-value]
+
+
+def _for_model(batches: Sequence[Batch], model: nn.Module) -> Sequence[Batch]:
+    """Spilled batches without their attention features when ``model`` reads none (less to read)."""
+    if isinstance(model, DistanceProbe) and hasattr(batches, "without_features"):
+        return batches.without_features()
+    return batches
+
+
+def uas(logits: Sequence[np.ndarray], data: ProbeData, *, decode: Literal["greedy", "mst"] = "greedy") -> float:
+    """Unlabelled attachment score (percent), punctuation excluded."""
+    correct = total = 0
+    for scores, heads, punct in zip(logits, data.heads, data.punct):
+        pred = scores.argmax(-1) if decode == "greedy" else mst_heads(scores)
+        keep = ~punct
+        correct += int((pred[keep] == heads[keep]).sum())
+        total += int(keep.sum())
+    return 100.0 * correct / max(total, 1)
+
+
+def right_branching_uas(data: ProbeData) -> float:
+    """Every word's head is the next word; the last word attaches to ROOT (punctuation excluded)."""
+    correct = total = 0
+    for heads, punct in zip(data.heads, data.punct):
+        n = len(heads)
+        pred = np.arange(2, n + 2)
+        pred[-1] = 0
+        correct += int((pred[~punct] == heads[~punct]).sum())
+        total += int((~punct).sum())
+    return 100.0 * correct / max(total, 1)
+
+
+def chu_liu_edmonds(scores: np.ndarray) -> np.ndarray:
+    """Maximum spanning arborescence rooted at node 0 of a dense graph, ``scores[head, dependent]``
+    (``-inf`` for a missing edge). Returns ``heads`` with ``heads[0] = -1``. Recursive cycle
+    contraction (Chu-Liu-Edmonds), O(n^3) at worst, no Python loop over edges."""
+    scores = np.array(scores, dtype=np.float64)
+    n = scores.shape[0]
+    scores[:, 0] = -np.inf
+    np.fill_diagonal(scores, -np.inf)
+    heads = scores.argmax(axis=0)
+    heads[0] = -1
+    cycle = _find_cycle(heads)
+    if cycle is None:
+        return heads
+    in_cycle = np.zeros(n, bool)
+    in_cycle[cycle] = True
+    keep = np.flatnonzero(~in_cycle)  # node 0 is never in a cycle
+    m = len(keep)
+    contracted = np.full((m + 1, m + 1), -np.inf)
+    contracted[:m, :m] = scores[np.ix_(keep, keep)]
+    entering = scores[np.ix_(keep, cycle)] - scores[heads[cycle], cycle][None, :]  # [m, |C|]
+    enter_at = cycle[entering.argmax(axis=1)]
+    contracted[:m, m] = entering.max(axis=1)
+    leaving = scores[np.ix_(cycle, keep)]  # [|C|, m]
+    leave_from = cycle[leaving.argmax(axis=0)]
+    contracted[m, :m] = leaving.max(axis=0)
+    sub = chu_liu_edmonds(contracted)
+    out = heads.copy()
+    for j in range(1, m):
+        out[keep[j]] = leave_from[j] if sub[j] == m else keep[sub[j]]
+    u = sub[m]
+    out[enter_at[u]] = keep[u]
+    return out
+
+
+def _find_cycle(heads: np.ndarray) -> np.ndarray | None:
+    n = len(heads)
+    state = np.zeros(n, np.int8)  # 0 new, 1 on the current path, 2 done
+    for start in range(1, n):
+        path, node = [], start
+        while node > 0 and state[node] == 0:
+            state[node] = 1
+            path.append(node)
+            node = heads[node]
+        if node > 0 and state[node] == 1:
+            return np.array(path[path.index(node):])
+        state[path] = 2
+    return None
+
+
+def mst_heads(scores: np.ndarray) -> np.ndarray:
+    """Heads (0 = ROOT) of the maximum spanning tree over ``scores [dependent, candidate]`` (candidate 0 =
+    ROOT, logits or log-probabilities), decoded with :func:`chu_liu_edmonds`."""
+    n = scores.shape[0]
+    graph = np.full((n + 1, n + 1), -np.inf)
+    graph[:, 1:] = np.where(scores > -1e8, scores, -np.inf).T  # graph[head, dependent]
+    return chu_liu_edmonds(graph)[1:]
+
+
+def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int = 0, epochs: int = 3,
+                batch_size: int | None = None, lr: float | None = None, misaligned: bool = False) -> tuple[nn.Module, dict]:
+    """Train with Adam (``lr`` default :data:`LEARNING_RATES`) on ``train`` (cross-entropy summed over a
+    sentence's words, averaged over the batch's sentences); keep the epoch with the best UAS on ``dev``.
+    ``batch_size`` defaults to 32 (or the spilled data's own size).
+    Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
+    lr = LEARNING_RATES[kind] if lr is None else lr
+    torch.manual_seed(seed)
+    model = build_probe(kind, train)
+    optim = torch.optim.Adam(model.parameters(), lr=lr)
+    history, best, best_state = [], -1.0, None
+    batches = _for_model(prepared(train, batch_size), model)
+    for epoch in range(epochs):
+        model.train()
+        for k in np.random.default_rng(seed * 1000 + epoch).permutation(len(batches)):
+            batch = batches[k]
+            logits = model(batch, misaligned)
+            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
+                                               ignore_index=-100, reduction="sum") / len(batch.indices)
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+        score = uas(predict(model, dev, misaligned=misaligned), dev)
+        history.append(round(score, 3))
+        if score > best:
+            best, best_state = score, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    return model, {"dev_uas": history, "best_epoch": int(np.argmax(history)) + 1}

@@ -1,0 +1,239 @@
+"""Paper §5 end to end: cached word-level maps of GUM train/dev/test and EWT dev -> probes trained
+with three seeds -> Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
+
+>>> table = run_probes(lm, seeds=(0, 1, 2))                              # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from helpers import paper
+from helpers.core.encoding import EncodedBatch
+from helpers.core.extract import convert
+from helpers.core.models import LoadedModel, load_model
+from helpers.data.cache import cached_json
+from helpers.data.corpora import corpus_files, file_digest
+from helpers.pipeline.extraction import extract_treebank
+from helpers.probe.probes import (
+    ProbeData,
+    predict,
+    right_branching_uas,
+    train_probe,
+    uas,
+)
+
+
+def load_glove(path: str | Path) -> dict[str, np.ndarray]:
+    """Vectors of a GloVe-format text file (``word v_1 ... v_d`` per line), keyed by lower-cased word."""
+    vectors: dict[str, np.ndarray] = {}
+    dim = None
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            parts = line.rstrip().split(" ")
+            if len(parts) < 2:
+                continue
+            if dim is None:
+                dim = len(parts) - 1
+            if len(parts) - 1 != dim:
+                raise ValueError(f"{path}:{number}: {len(parts) - 1} numbers, expected {dim} like the first line")
+            try:
+                vectors.setdefault(parts[0].lower(), np.asarray(parts[1:], dtype=np.float32))
+            except ValueError as err:
+                raise ValueError(f"{path}:{number}: not a number in the vector ({err})") from err
+    if not vectors:
+        raise ValueError(f"{path}: no vectors found")
+    return vectors
+
+
+def word_vectors(lm: LoadedModel, examples, glove: dict[str, np.ndarray] | None = None, *,
+                 embeddings: np.ndarray | None = None) -> dict[int, np.ndarray]:
+    """``{example index: [n_words, dim]}`` for an :class:`EncodedBatch` or a list of its examples: GloVe
+    vectors (unknown words: zero) or else the model's static input embeddings averaged over each word's
+    tokens (``embeddings``: that matrix, when the caller already has it)."""
+    examples = examples.examples if isinstance(examples, EncodedBatch) else examples
+    out = {}
+    if glove is not None:
+        dim = len(next(iter(glove.values())))
+        for ex in examples:
+            out[ex.index] = np.stack([glove.get(w.lower(), np.zeros(dim, np.float32)) for w in ex.words])
+        return out
+    E = input_embeddings(lm) if embeddings is None else embeddings
+    for ex in examples:
+        sums = np.zeros((ex.n_words + 2, E.shape[1]), np.float32)
+        np.add.at(sums, ex.word_of_token, E[ex.input_ids])
+        counts = np.bincount(ex.word_of_token, minlength=ex.n_words + 2)[:, None]
+        out[ex.index] = (sums / np.maximum(counts, 1))[1:-1]
+    return out
+
+
+def input_embeddings(lm: LoadedModel) -> np.ndarray:
+    """The model's static input (word-piece) embeddings, ``[vocab, dim]`` float32."""
+    return lm.model.get_input_embeddings().weight.detach().float().cpu().numpy()
+
+
+def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None = None, glove=None,
+               glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = 128,
+               data_dir=None, cache_root=None, progress: bool = False, batch_size: int | None = None,
+               shard_size: int = 256, spill: bool = True) -> ProbeData:
+    """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus.
+
+    With ``batch_size`` and ``spill`` the padded batches are spilled to disk beside the cached maps
+    (built one cache shard at a time, reused by later runs) and streamed back: memory stays flat
+    whatever the corpus size. Without ``batch_size`` or with ``spill=False`` every map is kept in
+    memory (``batch_size`` is then the default size of its batches). Sentences are in cache-shard
+    order in both forms, and batches never cross a shard, so both give the same batches.
+    """
+    from helpers.probe.batches import load_spilled, spill
+
+    sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                        data_dir=data_dir, cache_root=cache_root, progress=progress,
+                                        shard_size=shard_size)
+    source = vectors_from or lm
+    order = [ex for shard in store.shards for ex in shard]
+    position = {ex.index: p for p, ex in enumerate(order)}
+    groups = [[position[ex.index] for ex in shard] for shard in store.shards]
+    heads = [np.asarray(sentences[ex.index].heads) for ex in order]
+    punct = [np.array([u == "PUNCT" or r == "punct" for u, r in zip(sentences[ex.index].upos, sentences[ex.index].deprels)])
+             for ex in order]
+    names = [sentences[ex.index].sent_id for ex in order]
+    E = None if glove is not None else input_embeddings(source)
+
+    if batch_size is None or not spill:
+        vectors = word_vectors(source, order, glove, embeddings=E)
+        maps = dict((ex.index, attn) for ex, attn in store.items(np.float16))
+        return ProbeData([maps[ex.index] for ex in order], heads, punct, [vectors[ex.index] for ex in order],
+                         skipped=len(store.skipped), names=names, groups=groups, batch_size=batch_size)
+
+    data = ProbeData([], heads, punct, [], skipped=len(store.skipped), names=names, groups=groups,
+                     batch_size=batch_size)
+    key = json.dumps({"store": store.directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
+                      "batch_size": batch_size}, sort_keys=True)
+    path = store.directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
+    spilled = load_spilled(data, path, key)
+    if spilled is None:
+        def shards():
+            for number, shard in enumerate(store.shards):
+                maps = store.shard_maps(number)
+                vectors = word_vectors(source, shard, glove, embeddings=E)
+                yield ([position[ex.index] for ex in shard], [convert(maps[ex.index], np.float16) for ex in shard],
+                       [vectors[ex.index] for ex in shard])
+        spilled = spill(data, shards(), path, key, batch_size)
+    data.spilled = spilled
+    return data
+
+
+def _summary(values: list[float]) -> dict:
+    return {"mean": round(float(np.mean(values)), 2), "sd": round(float(np.std(values, ddof=1)), 2) if len(values) > 1 else 0.0,
+            "runs": [round(v, 2) for v in values]}
+
+
+VERSION = 3  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards;
+#             3: Distances + words divides relative distances by the sentence's own length, not the padded one)
+
+SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
+TRAIN_BATCH, EVAL_BATCH = 32, 64  # sentences per batch (training; evaluation)
+
+SEEDS, EPOCHS = (0, 1, 2), 3          # the chapter's seeds and epochs
+SMALL_SENTENCES, SMALL_EPOCHS = 300, 2  # the small (test) configuration
+
+
+def probe_corpora(train: str | None = None, dev: str | None = None, tests: list[str] | tuple[str, ...] | None = None
+                  ) -> dict[str, str]:
+    """``{"train": spec, "dev": spec, <test name>: spec, ...}``: the paper's GUM/EWT default, or the given
+    corpus names / CoNLL-U files. The default's test sets are named ``test`` (GUM test) and ``ewt`` (EWT
+    dev); given test sets are named ``test`` (the first), then ``test2``, ``test3`` ..."""
+    default = dict(SPECS)
+    out = {"train": train or default["train"], "dev": dev or default["dev"]}
+    if not tests:
+        out.update(test=default["test"], ewt=default["ewt"])
+    else:
+        out.update({("test" if k == 0 else f"test{k + 1}"): spec for k, spec in enumerate(tests)})
+    return out
+
+
+def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path: str | None = None,
+               max_sentences: int | None = None, max_length: int = 128, data_dir=None, cache_root=None,
+               progress: bool = False, refresh: bool = False, corpora: dict[str, str] | None = None) -> dict:
+    """Every row of Table 3 on each test set (default: GUM test and EWT dev), mean and spread over ``seeds``
+    (cached on disk, keyed by the model, the corpus files, the word vectors and the settings).
+
+    ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks.
+    Memory does not grow with the corpora: batches are spilled to disk and streamed (see
+    :mod:`helpers.probe.batches`)."""
+    corpora = corpora or probe_corpora()
+    key = {"model": lm.fingerprint(), "v": VERSION, "seeds": list(seeds), "epochs": epochs,
+           "max_sentences": max_sentences, "max_length": max_length,
+           "glove": file_digest([Path(glove_path)]) if glove_path else None,
+           "data": {name: file_digest(corpus_files(spec, root=data_dir)) for name, spec in corpora.items()}}
+    if corpora != probe_corpora():
+        key["specs"] = corpora
+    return cached_json("probes", key, lambda: _run_probes(lm, seeds=seeds, epochs=epochs, glove_path=glove_path,
+                                                         max_sentences=max_sentences, max_length=max_length,
+                                                         data_dir=data_dir, cache_root=cache_root, progress=progress,
+                                                         corpora=corpora),
+                       cache_root=cache_root, refresh=refresh)
+
+
+def control_model(lm: LoadedModel, seed: int = 0) -> LoadedModel:
+    """The random-init control of ``lm``: the same architecture and tokenizer, random weights."""
+    return load_model(lm.spec, random_init=True, seed=seed,
+                      device=lm.device)
+
+
+def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, max_length, data_dir, cache_root,
+                progress, corpora) -> dict:
+    start = time.perf_counter()
+    glove = load_glove(glove_path) if glove_path else None
+    kw = dict(max_sentences=max_sentences, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
+              progress=progress, glove=glove, glove_digest=file_digest([Path(glove_path)]) if glove_path else None)
+    size = {name: TRAIN_BATCH if name == "train" else EVAL_BATCH for name in corpora}
+    sets = {name: probe_data(lm, spec, batch_size=size[name], **kw) for name, spec in corpora.items()}
+    control = control_model(lm)
+    random_sets = {name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], **kw)
+                   for name, spec in corpora.items()}
+    del control  # its maps are on disk now
+    tests = [name for name in corpora if name not in ("train", "dev")]
+    t_data = time.perf_counter() - start
+    rows: dict[str, dict] = {"Right-branching": {name: _summary([right_branching_uas(sets[name])]) for name in tests}}
+    configs = [("Distances + words", "distances+words", sets, False), ("Random-init Attn + words", "attn+words", random_sets, False),
+               ("Attn", "attn", sets, False), ("Attn + words", "attn+words", sets, False),
+               ("Attn + words (original misalignment)", "attn+words", sets, True)]
+    t_train = time.perf_counter()
+    for label, kind, data, misaligned in configs:
+        results: dict[str, list] = {"dev": [], "test": [], "test_mst": [], **{name: [] for name in tests if name != "test"},
+                                    "epochs": []}
+        for seed in (seeds[:1] if misaligned else seeds):  # the bug's effect: one seed is enough
+            model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned)
+            results["dev"].append(max(info["dev_uas"]))
+            results["epochs"].append(info["best_epoch"])
+            for name in tests:
+                logits = predict(model, data[name], misaligned=misaligned)
+                results[name].append(uas(logits, data[name]))
+                if name == "test":
+                    results["test_mst"].append(uas(logits, data[name], decode="mst"))
+        rows[label] = {k: (_summary(v) if k != "epochs" else v) for k, v in results.items()}
+    return {
+        "model": lm.label, "word_vectors": f"GloVe file {glove_path}" if glove_path else f"{lm.label} static input embeddings",
+        "corpora": corpora,
+        "sentences": {k: len(v) for k, v in sets.items()}, "skipped": {k: v.skipped for k, v in sets.items()},
+        "seeds": list(seeds), "epochs": epochs, "rows": rows,
+        "seconds": {"data": round(t_data, 1), "training": round(time.perf_counter() - t_train, 1),
+                    "total": round(time.perf_counter() - start, 1)},
+        "paper": dict(paper.TABLE3),
+    }
+
+
+def seed_interval(runs: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """Student-t interval of the mean over seeds (``None`` with fewer than two runs: unknown)."""
+    from scipy import stats
+
+    if len(runs) < 2:
+        return None
+    mean, sem = float(np.mean(runs)), float(np.std(runs, ddof=1) / np.sqrt(len(runs)))
+    half = float(stats.t.ppf((1 + level) / 2, len(runs) - 1)) * sem
+    return (mean - half, mean + half)

@@ -1,0 +1,4 @@
+"""Paper §3, surface-level patterns: ``stats`` (streaming per-head statistics), ``gradients`` and
+``mlm`` (the gradient analysis), ``run`` (the chapter's run, cached), ``claims`` (verdicts) and
+``command`` (``python -m helpers surface``). Chapter: ``notebooks/03_surface.ipynb``.
+"""

@@ -1,0 +1,138 @@
+"""Paper §3 end to end: segments -> one streaming pass of statistics -> gradients -> claims.
+
+Used by the chapter notebook and by ``python -m helpers surface --json OUT`` alike, so both report
+the same numbers. Results are cached on disk, keyed by the model's weights, the encoded segments
+and the settings.
+
+>>> report = run_surface(lm, n_segments=1000, seed=0)                  # doctest: +SKIP
+>>> report.stats.heads_above("prev")                                    # doctest: +SKIP
+['2-3', '3-5']
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers.core.encoding import EncodedBatch
+from helpers.core.extract import iter_attention
+from helpers.core.models import LoadedModel
+from helpers.data.cache import cached_json
+from helpers.data.segments import SegmentSource, segment_tokens
+from helpers.pipeline.segments import (
+    DEFAULT_SOURCE,
+    build_segments,
+    segments_key,
+)
+from helpers.surface import gradients as gradients_mod
+from helpers.surface import stats as surface_mod
+from helpers.surface.gradients import gradient_importance
+from helpers.surface.mlm import mlm_head
+from helpers.surface.stats import (
+    SPECIALIST_THRESHOLD,
+    SurfaceAccumulator,
+    SurfaceStats,
+    token_masks,
+)
+
+SEGMENTS, SMALL_SEGMENTS = 1000, 40  # the chapters' segments: the paper's 1,000; the small (test) configuration
+SEP_MAJORITY = 0.5        # §3.2: "over half of BERT's attention in layers 6-10 focuses on [SEP]"
+SEP_SELF = 0.9            # §3.2: [SEP] attends to [SEP] "more than 90%"
+
+
+@dataclass
+class SurfaceReport:
+    model: str
+    segments: dict
+    stats: SurfaceStats
+    gradients: dict | None
+    mlm: dict | None
+    batch: EncodedBatch
+    segments_from: str = DEFAULT_SOURCE
+
+    def to_json(self) -> dict:
+        s = self.stats
+        return {
+            "model": self.model, "segments": self.segments, "segments_from": self.segments_from,
+            "segment_tokens": segment_tokens(self.batch), **s.to_json(),
+            "layer_means": {k: s.layer_means(k).round(6).tolist() for k in s.per_head},
+            "prev_heads": s.heads_above("prev"), "next_heads": s.heads_above("next"),
+            "threshold": SPECIALIST_THRESHOLD, "gradients": self.gradients, "mlm_head": self.mlm,
+        }
+
+
+def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False) -> SurfaceStats:
+    """Every §3 statistic in one streaming pass: no map of the corpus is held in memory."""
+    acc = SurfaceAccumulator()
+    for example, attn in iter_attention(lm, batch, level="token", batch_size=batch_size, progress=progress):
+        acc.add(attn, token_masks(lm.tokenizer, example.input_ids))
+    return acc.result()
+
+
+def _stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
+    return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types, "v": surface_mod.VERSION,
+            **segments_key(segments_from)}
+
+
+def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_from: SegmentSource = DEFAULT_SOURCE,
+                              cache_root: str | os.PathLike | None = None, progress: bool = False) -> SurfaceStats:
+    """:func:`surface_statistics`, cached on disk (keyed by the model's weights, the encoded segments and their
+    construction)."""
+    return SurfaceStats.from_json(cached_json(
+        "surface-stats", _stats_key(lm, batch, segments_from), lambda: surface_statistics(lm, batch, progress=progress).to_json(),
+        cache_root=cache_root))
+
+
+def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
+                segments_from: SegmentSource = DEFAULT_SOURCE, gradients: bool = True,
+                gradient_segments: int | None = None, data_dir=None,
+                cache_root: str | os.PathLike | None = None, progress: bool = False) -> SurfaceReport:
+    """Statistics (cached), the masked-LM head and gradient importance (cached) for one model.
+
+    The analysed segments come from GUM train (``segments_from``: see :mod:`helpers.data.segments`); the
+    masked-LM head of a model without one is fitted on other GUM train segments (seed + 1) and
+    evaluated on GUM dev segments."""
+    seg = dict(max_length=max_length, segments_from=segments_from, data_dir=data_dir)
+    batch = build_segments(lm, n_segments=n_segments, seed=seed, **seg)
+    key = _stats_key(lm, batch, segments_from)
+    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root, progress=progress)
+    grads = mlm = None
+    if gradients:
+        train = build_segments(lm, n_segments=n_segments, seed=seed + 1, **seg)
+        heldout = build_segments(lm, split="dev", n_segments=max(n_segments // 5, 20), seed=seed + 1, **seg)
+        head, mlm = mlm_head(lm, train, heldout, seed=seed, cache_root=cache_root)
+        grad_batch = batch if gradient_segments is None else EncodedBatch(
+            batch.examples[:gradient_segments], [], batch.max_length)
+        grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": {k: v for k, v in mlm.items() if k != "cached"}, "seed": seed,
+                                                  "grad_v": gradients_mod.VERSION},
+                            lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
+                            cache_root=cache_root)
+    return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch, segments_from)
+
+
+def sep_self_attention(stats: SurfaceStats) -> tuple[float, int]:
+    """``(attention from [SEP] to [SEP], layers)``: the mean over the half of the layers (at least one)
+    with the most attention to [SEP]."""
+    sep_layers = stats.layer_means("sep")
+    top = np.argsort(sep_layers)[::-1][: max(1, len(sep_layers) // 2)]
+    return float(stats.per_head["sep_sep"][top].mean()), len(top)
+
+
+def figure1_heads(stats: SurfaceStats) -> dict[str, tuple[int, int]]:
+    """Figure 1's four example heads, chosen by rule: the head with the highest value of each pattern."""
+    return {"attends broadly": stats.best_head("entropy"), "attends to the next token": stats.best_head("next"),
+            "attends to [SEP]": stats.best_head("sep"), "attends to periods and commas": stats.best_head("punct")}
+
+
+def example_segment(lm: LoadedModel, batch: EncodedBatch, *, min_tokens: int = 30, max_tokens: int = 50) -> int:
+    """Position in ``batch.examples`` of the first segment of ``min_tokens..max_tokens`` tokens that holds
+    both a period and a comma (Figure 1's example, chosen by rule)."""
+    for position, ex in enumerate(batch.examples):
+        tokens = set(lm.tokenizer.convert_ids_to_tokens(ex.input_ids.tolist()))
+        if min_tokens <= len(ex) <= max_tokens and {".", ","} <= {t.lstrip("Ġ") for t in tokens}:
+            return position
+    return int(np.argmin([abs(len(ex) - max_tokens) for ex in batch.examples]))
+
+
+# ------------------------------------------------------------------------------------- CLI

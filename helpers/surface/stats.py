@@ -1,0 +1,144 @@
+"""Surface-level statistics of attention (paper §3: Figures 2 and 4, and the counts of §3.1).
+
+Definitions follow the authors' ``General_Analysis`` notebook (see ``../shared/paper``): every
+statistic is computed per segment and then averaged over segments with equal weight. For one
+segment of ``n`` tokens and one head with map ``A [query, key]``:
+
+=============  =========================================================  =================
+statistic      numerator                                                  denominator
+=============  =========================================================  =================
+``self``       sum_i A[i, i]                                              n
+``next``       sum_i A[i, i+1]  (attention to the *next* token)           n
+``prev``       sum_i A[i, i-1]  (attention to the *previous* token)       n
+``cls``        sum_i A[i, j] over j = [CLS]                                n
+``sep``        sum_i A[i, j] over j = any [SEP]                            n
+``punct``      sum_i A[i, j] over j = "." or ","                           n
+``sep_sep``    sum over i = [SEP], j = [SEP]                               number of [SEP]
+``rest_sep``   sum over i != [SEP], j = [SEP]                              n - number of [SEP]
+``entropy``    mean_i H(A'[i])                                             (a mean)
+``entropy_cls``  H(A'[0]), the row of [CLS]                                (one row)
+=============  =========================================================  =================
+
+Every row counts, including [CLS], [SEP] and the edge rows that have no neighbour (they add 0 to
+``next``/``prev`` but stay in ``n``), as in the original. Entropy is in nats of the smoothed row
+``A' = 0.9999 A + 0.0001 / n``; the original computed this in float16, where 0.9999 rounds to 1.0;
+we compute in float64 with 0.9999 as written. ``uniform_entropy`` is the mean over segments of
+``log n``, the entropy of uniform attention.
+
+>>> acc = SurfaceAccumulator()
+>>> for example, attn in helpers.iter_attention(lm, batch):          # doctest: +SKIP
+...     acc.add(attn, token_masks(lm.tokenizer, example.input_ids))
+>>> stats = acc.result()                                             # doctest: +SKIP
+>>> stats.per_head["next"].shape                                     # [layer, head]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from helpers.core.encoding import special_token_ids
+from helpers.core.labels import head_label
+
+STATISTICS: tuple[str, ...] = (
+    "self", "prev", "next", "cls", "sep", "punct", "sep_sep", "rest_sep", "entropy", "entropy_cls",
+)
+ENTROPY_SMOOTHING = 1e-4  # A' = (1 - s) A + s / n, as in the original notebook
+VERSION = 1  # part of cache keys: bump when a definition changes
+SPECIALIST_THRESHOLD = 0.5  # §3.1: "put >50% of their attention on the previous / next token"
+
+
+def token_masks(tokenizer, input_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """Boolean masks over one input's tokens: ``cls``, ``sep`` and ``punct`` (exactly "." or ",").
+
+    Byte-level BPE vocabularies write a period after a space as "Ġ."; both spellings count.
+    """
+    ids = np.asarray(input_ids)
+    tokens = tokenizer.convert_ids_to_tokens(ids.tolist())
+    special = special_token_ids(tokenizer)  # by role: [CLS]/[SEP] in BERT, <s>/</s> in RoBERTa and MPNet
+    return {
+        "cls": ids == special["cls"],
+        "sep": ids == special["sep"],
+        "punct": np.array([t.lstrip("Ġ▁") in (".", ",") and len(t.lstrip("Ġ▁")) == 1 for t in tokens]),
+    }
+
+
+def segment_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every statistic of :data:`STATISTICS` for one segment, each ``[layer, head]``.
+
+    ``attn`` is ``[layer, head, query, key]``; all layers and heads are handled at once.
+    """
+    A = np.asarray(attn, dtype=np.float64)
+    n = A.shape[-1]
+    sep, cls, punct = masks["sep"], masks["cls"], masks["punct"]
+    if sep.sum() == 0:
+        raise ValueError("segment has no [SEP] token: surface statistics need the [CLS] A [SEP] B [SEP] layout")
+    to_sep = A[..., sep].sum(-1)  # [layer, head, query]
+    smoothed = (1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / n
+    entropy = -(smoothed * np.log(smoothed)).sum(-1)  # [layer, head, query]
+    cls_row = int(np.flatnonzero(cls)[0]) if cls.any() else 0
+    return {
+        "self": np.diagonal(A, 0, 2, 3).sum(-1) / n,
+        "next": np.diagonal(A, 1, 2, 3).sum(-1) / n,
+        "prev": np.diagonal(A, -1, 2, 3).sum(-1) / n,
+        "cls": A[..., cls].sum((-1, -2)) / n,
+        "sep": to_sep.sum(-1) / n,
+        "punct": A[..., punct].sum((-1, -2)) / n,
+        "sep_sep": to_sep[..., sep].sum(-1) / sep.sum(),
+        "rest_sep": to_sep[..., ~sep].sum(-1) / max(int((~sep).sum()), 1),
+        "entropy": entropy.mean(-1),
+        "entropy_cls": entropy[..., cls_row],
+    }
+
+
+@dataclass
+class SurfaceStats:
+    """Per-head averages ``[layer, head]`` over ``n_segments`` segments, and the uniform entropy."""
+
+    per_head: dict[str, np.ndarray]
+    uniform_entropy: float
+    n_segments: int
+
+    def heads_above(self, statistic: str, threshold: float = SPECIALIST_THRESHOLD) -> list[str]:
+        """1-based labels of heads whose ``statistic`` exceeds ``threshold``, by layer then head."""
+        layers, heads = np.nonzero(self.per_head[statistic] > threshold)
+        return [head_label(l, h) for l, h in zip(layers, heads)]
+
+    def best_head(self, statistic: str) -> tuple[int, int]:
+        """0-based ``(layer, head)`` with the largest ``statistic``."""
+        values = self.per_head[statistic]
+        layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+        return int(layer), int(head)
+
+    def layer_means(self, statistic: str) -> np.ndarray:
+        """``[layer]`` mean over heads."""
+        return self.per_head[statistic].mean(axis=1)
+
+    def to_json(self) -> dict:
+        return {"per_head": {k: v.round(6).tolist() for k, v in self.per_head.items()},
+                "uniform_entropy": round(float(self.uniform_entropy), 6), "n_segments": self.n_segments}
+
+    @classmethod
+    def from_json(cls, payload: dict) -> "SurfaceStats":
+        return cls({k: np.asarray(v) for k, v in payload["per_head"].items()}, payload["uniform_entropy"],
+                   payload["n_segments"])
+
+
+@dataclass
+class SurfaceAccumulator:
+    """Streaming mean of :func:`segment_statistics` (``add`` one segment at a time, then ``result``)."""
+
+    sums: dict[str, np.ndarray] = field(default_factory=dict)
+    log_n: float = 0.0
+    count: int = 0
+
+    def add(self, attn: np.ndarray, masks: dict[str, np.ndarray]) -> None:
+        for name, value in segment_statistics(attn, masks).items():
+            self.sums[name] = self.sums.get(name, 0.0) + value
+        self.log_n += float(np.log(attn.shape[-1]))
+        self.count += 1
+
+    def result(self) -> SurfaceStats:
+        if self.count == 0:
+            raise ValueError("no segments were added")
+        return SurfaceStats({k: v / self.count for k, v in self.sums.items()}, self.log_n / self.count, self.count)

@@ -1,0 +1,235 @@
+"""Single heads as dependency parsers (paper §4.2, Table 1), scored with array operations.
+
+> For a given attention head and word, we take whichever other word receives the most attention
+> weight as that model's prediction. — Clark et al. (2019), §4.1
+
+Rules (the CLI contract of ``python -m helpers heads``):
+
+- word-level maps ``[layer, head, word, word]`` with [CLS] first and [SEP] last; [CLS] and [SEP]
+  are never candidates and a word never predicts itself;
+- two directions per head: ``dependent-to-head`` (the word the dependent attends to most is its
+  predicted head) and ``head-to-dependent`` (the transposed map: the word that attends most *to* a
+  dependent is its predicted head);
+- ties go to the earliest word; words whose gold head is the root are not counted; ``all`` counts
+  every other word (punctuation included); accuracy is in percent;
+- the baseline is the best fixed relative offset for the relation, ``offset`` in
+  :data:`OFFSETS` (a word at position p predicts p + offset; outside the sentence is wrong).
+
+Ties between heads of equal accuracy go to the lowest layer, then head, then
+``dependent-to-head``; between offsets, to the first in :data:`OFFSETS` (smallest distance,
+previous before next).
+
+>>> scorer = HeadScorer()
+>>> for example, attn in store:                          # word-level maps     # doctest: +SKIP
+...     scorer.add(attn, sentences[example.index])
+>>> scores = scorer.result()                                                    # doctest: +SKIP
+>>> scores.best("det")                                                          # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Sequence
+
+import numpy as np
+
+from helpers.core.labels import head_label
+from helpers.data.conllu_io import Sentence
+
+DIRECTIONS: tuple[str, ...] = ("dependent-to-head", "head-to-dependent")
+OFFSETS: tuple[int, ...] = (-1, 1, -2, 2, -3, 3)
+ALL = "all"
+POSSESSIVE_MARKERS = ("'s", "'", "’s", "’")
+
+
+def predict_heads(attn: np.ndarray) -> np.ndarray:
+    """Predicted head (1-based word index) of every word, for both directions, ``[direction, layer, head, word]``.
+
+    ``attn`` is one sentence's word-level map ``[layer, head, n + 2, n + 2]`` ([CLS] and [SEP] included).
+    """
+    A = np.asarray(attn, dtype=np.float32)
+    both = np.stack([A, np.swapaxes(A, -1, -2)])[..., 1:-1, 1:-1].copy()  # drop [CLS]/[SEP] rows and columns
+    n = both.shape[-1]
+    both[..., np.arange(n), np.arange(n)] = -np.inf  # a word never predicts itself
+    return both.argmax(axis=-1) + 1  # argmax takes the earliest of ties
+
+
+def offset_predictions(n_words: int) -> np.ndarray:
+    """``[offset, word]`` 1-based predictions of :data:`OFFSETS` (0 where outside the sentence)."""
+    positions = np.arange(1, n_words + 1)
+    preds = positions[None, :] + np.array(OFFSETS)[:, None]
+    return np.where((preds >= 1) & (preds <= n_words), preds, 0)
+
+
+def possessive_targets(sentence: Sentence, relation: str = "nmod:poss") -> list[tuple[int, int]]:
+    """``(word, proxy)`` 0-based pairs for the paper's possessive convention.
+
+    > head 7-6 marks 's as the dependent for the poss relation [...] (the accuracy in Table 1 counts
+    > 's as correct). — §4.2
+
+    For a ``relation`` word followed by "'s" (or "'"), the prediction *for the 's token* is judged
+    against the possessor's gold head.
+    """
+    pairs = []
+    for i, rel in enumerate(sentence.deprels):
+        if rel == relation and i + 1 < len(sentence) and sentence.words[i + 1].lower() in POSSESSIVE_MARKERS:
+            pairs.append((i, i + 1))
+    return pairs
+
+
+@dataclass
+class HeadScores:
+    """Word-level correctness of every head, direction and offset over a corpus.
+
+    ``word_correct`` is ``[direction, layer, head, word]`` over the counted words (gold head not the
+    root); ``word_relation`` indexes ``relations``; ``word_sentence`` is each word's sentence.
+    """
+
+    relations: list[str]
+    word_relation: np.ndarray
+    word_sentence: np.ndarray
+    word_correct: np.ndarray
+    offset_correct: np.ndarray  # [offset, word]
+    n_sentences: int
+
+    @cached_property
+    def _onehot(self) -> np.ndarray:
+        """``[word, relation]`` membership (every word is also in ``all``)."""
+        onehot = np.zeros((len(self.word_relation), len(self.relations)), dtype=np.float32)
+        onehot[np.arange(len(self.word_relation)), self.word_relation] = 1.0
+        onehot[:, self.relations.index(ALL)] = 1.0
+        return onehot
+
+    @cached_property
+    def counts(self) -> dict[str, int]:
+        totals = self._onehot.sum(0)
+        return {r: int(c) for r, c in zip(self.relations, totals)}
+
+    def _percent(self, correct: np.ndarray) -> np.ndarray:
+        """Percent correct per relation from ``[..., word]`` booleans (one matrix product)."""
+        totals = np.maximum(self._onehot.sum(0), 1).astype(np.float64)
+        return 100.0 * (correct.astype(np.float32) @ self._onehot).astype(np.float64) / totals
+
+    @cached_property
+    def _accuracy(self) -> np.ndarray:
+        return self._percent(self.word_correct)
+
+    def accuracy(self) -> np.ndarray:
+        """``[direction, layer, head, relation]`` accuracy in percent (one matrix product)."""
+        return self._accuracy
+
+    @cached_property
+    def _baseline(self) -> np.ndarray:
+        return self._percent(self.offset_correct)
+
+    def baseline_accuracy(self) -> np.ndarray:
+        """``[offset, relation]`` accuracy in percent."""
+        return self._baseline
+
+    def best(self, relation: str, accuracy: np.ndarray | None = None) -> dict:
+        """Best head and best offset baseline for ``relation`` (ties as in the module docstring)."""
+        r = self.relations.index(relation)
+        acc = self.accuracy() if accuracy is None else accuracy
+        per = acc[..., r]  # [direction, layer, head]
+        # order: layer, head, direction -> move direction last before argmax (first max wins)
+        flat = np.moveaxis(per, 0, -1).ravel()
+        layer, head, direction = np.unravel_index(int(np.argmax(flat)), np.moveaxis(per, 0, -1).shape)
+        base = self.baseline_accuracy()[:, r]
+        k = int(np.argmax(base))
+        return {"count": self.counts[relation], "best_head": head_label(layer, head),
+                "direction": DIRECTIONS[direction], "accuracy": round(float(per[direction, layer, head]), 4),
+                "baseline_accuracy": round(float(base[k]), 4), "baseline_offset": int(OFFSETS[k]),
+                "_index": (int(direction), int(layer), int(head))}
+
+    def table(self) -> dict[str, dict]:
+        """Every relation with at least one counted word: the ``relations`` object of the CLI JSON."""
+        acc = self.accuracy()
+        out = {}
+        for relation, count in self.counts.items():
+            if count:
+                row = self.best(relation, acc)
+                row.pop("_index")
+                out[relation] = row
+        return out
+
+    def head_correct(self, relation: str, index: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Per-sentence ``(correct, total)`` of one ``(direction, layer, head)`` on ``relation``."""
+        mask = np.ones(len(self.word_relation), bool) if relation == ALL else (
+            self.word_relation == self.relations.index(relation))
+        d, l, h = index
+        correct = np.bincount(self.word_sentence[mask], weights=self.word_correct[d, l, h, mask],
+                              minlength=self.n_sentences)
+        total = np.bincount(self.word_sentence[mask], minlength=self.n_sentences)
+        return correct, total
+
+
+@dataclass
+class HeadScorer:
+    """Streaming accumulation of :func:`predict_heads` against gold trees (``add`` then ``result``).
+
+    With ``possessive`` set, words of that relation followed by "'s" are judged by the prediction for
+    the "'s" token (the paper's convention, a labelled variant).
+    """
+
+    possessive: str | None = None
+    relations: list[str] = field(default_factory=lambda: [ALL])
+    _rel: list[np.ndarray] = field(default_factory=list)
+    _sent: list[np.ndarray] = field(default_factory=list)
+    _correct: list[np.ndarray] = field(default_factory=list)
+    _offset: list[np.ndarray] = field(default_factory=list)
+    n_sentences: int = 0
+    _index_of: dict = field(default_factory=lambda: {ALL: 0})
+
+    def add(self, attn: np.ndarray, sentence: Sentence, *, index: int | None = None) -> None:
+        """Score one sentence; ``index`` (default: order of arrival) identifies it for bootstraps."""
+        index = self.n_sentences if index is None else index
+        n = len(sentence)
+        if attn.shape[-1] != n + 2:
+            raise ValueError(f"{sentence.sent_id}: map has {attn.shape[-1]} positions, expected {n} words + 2")
+        gold = np.asarray(sentence.heads)
+        preds = predict_heads(attn)  # [direction, layer, head, word]
+        offsets = offset_predictions(n)
+        if self.possessive:
+            for word, proxy in possessive_targets(sentence, self.possessive):
+                preds[..., word] = preds[..., proxy]
+                offsets[:, word] = offsets[:, proxy]
+        counted = gold != 0
+        index_of = self._index_of
+        for rel in sentence.deprels:
+            if rel not in index_of:
+                index_of[rel] = len(self.relations)
+                self.relations.append(rel)
+        rel_index = np.array([index_of[r] for r in sentence.deprels])
+        self._rel.append(rel_index[counted])
+        self._sent.append(np.full(int(counted.sum()), index))
+        self._correct.append((preds == gold)[..., counted])
+        self._offset.append((offsets == gold)[:, counted])
+        self.n_sentences = max(self.n_sentences, index + 1)
+
+    def result(self) -> HeadScores:
+        if not self._rel:
+            raise ValueError("no sentences were scored")
+        return HeadScores(list(self.relations), np.concatenate(self._rel), np.concatenate(self._sent),
+                          np.concatenate(self._correct, axis=-1), np.concatenate(self._offset, axis=-1), self.n_sentences)
+
+
+def score_heads(store, sentences: Sequence[Sentence], *, possessive: str | None = None) -> HeadScores:
+    """Score every head of a word-level :class:`~helpers.data.cache.AttentionStore` against ``sentences``."""
+    scorer = HeadScorer(possessive=possessive)
+    for example, attn in store:  # streamed: one map at a time
+        scorer.add(attn, sentences[example.index], index=example.index)
+    return scorer.result()
+
+
+def bootstrap_interval(correct: np.ndarray, total: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval (percent) of ``sum(correct) / sum(total)``, resampling sentences."""
+    keep = total > 0
+    correct, total = correct[keep], total[keep]
+    if total.sum() == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(total), size=(n_boot, len(total)))
+    acc = 100.0 * correct[idx].sum(1) / np.maximum(total[idx].sum(1), 1)
+    lo, hi = np.percentile(acc, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return float(lo), float(hi)
