@@ -10,7 +10,7 @@ from helpers.data.ontogum import CorefAlignmentError, Mention, build_document, r
 from helpers.coref.stats import Query, agree, baseline_predictions, head_predictions, queries_in_window, window_words
 from helpers.data.corpora import Document
 
-FIX = __import__("pathlib").Path(__file__).parent / "fixtures"
+FIX = __import__("pathlib").Path(__file__).parents[1] / "fixtures"
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from helpers.presentation import compare_view as view
 from helpers.claims import PARTLY, REPRODUCED, NOT_REPRODUCED, Claim
 from helpers.cli import main
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def test_section_key():
@@ -60,7 +60,7 @@ def test_findings_group_by_pretrained_verdicts():
 
 
 def _data(root: Path, toy_conllu: Path) -> Path:
-    """Toy corpora shaped like ../shared/data (as tests/test_claims.py builds them)."""
+    """Toy corpora shaped like ../shared/data (as tests/unit/test_claims.py builds them)."""
     data = root / "data"
     (data / "gum" / "dep").mkdir(parents=True)
     (data / "gum" / "ontogum").mkdir(parents=True)

@@ -229,7 +229,7 @@ def test_claims_command_json(tiny_model_dir, toy_conllu, tmp_path):
 
     from helpers.cli import main
 
-    fix = Path(__file__).parent / "fixtures"
+    fix = Path(__file__).parents[1] / "fixtures"
     data = tmp_path / "data"
     (data / "gum" / "dep").mkdir(parents=True)
     (data / "gum" / "ontogum").mkdir(parents=True)
