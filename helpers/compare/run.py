@@ -191,7 +191,7 @@ def compare_model(spec: str, *, seed: int = 0, device=None, figures: bool = True
     from helpers.core.models import load_model
 
     name, random_init = parse_spec(spec)
-    lm = load_model(name, random_init=random_init, seed=seed, device=device)
+    lm = load_model(name, random_init=random_init, seed=seed, device=device, cache_root=sizes.get("cache_root"))
     try:
         card = lm.card()
         claims = cached_claims(lm, **sizes)

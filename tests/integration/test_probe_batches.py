@@ -19,7 +19,7 @@ def random_treebank(path, count: int, seed: int = 0) -> None:
         heads = np.zeros(n, int)
         for k, node in enumerate(order[1:], start=1):
             heads[node - 1] = order[rng.integers(0, k)]
-        lines += [f"# sent_id = s{s}", f"# text = x"]
+        lines += [f"# sent_id = s{s}", "# text = x"]
         for i in range(n):
             word = WORDS[rng.integers(len(WORDS))]
             upos = "PUNCT" if word == "." else "NOUN"
