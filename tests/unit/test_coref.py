@@ -96,6 +96,7 @@ def test_coref_command_json(tiny_model_dir, tmp_path):
     result = json.loads(out.read_text())
     assert result["mentions"] == {"all": 3, "pronoun": 1, "proper": 1, "nominal": 1}
     assert np.asarray(result["per_head"]["all"]).shape == (2, 4)
+    # tolerance: a percentage of small counts (relative 1e-6)
     assert result["baselines"]["rule-based"]["all"] == pytest.approx(100 * 2 / 3)
     assert result["paper"]["Head 5-4"]["all"] == 65
     words = result["every_word_candidates"]
