@@ -160,9 +160,10 @@ def code_digest() -> str:
     import hashlib
     from pathlib import Path
 
+    package = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 

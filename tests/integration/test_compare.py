@@ -160,3 +160,18 @@ def test_relative_depth_and_charts():
         chart.to_dict()
     html = view.compare_html([shallow, deep])
     assert html.count("<tr>") == 3 and view.VERDICT_COLOURS[NOT_REPRODUCED] in html
+
+
+def test_code_digest_covers_every_module_of_the_package(tmp_path, monkeypatch):
+    """A change to any rule in any layer (not only helpers/compare/) changes the cached claims' key."""
+    import helpers.compare.run as run_mod
+
+    before = cmp.code_digest()
+    target = Path(run_mod.__file__).resolve().parents[1] / "syntax" / "claims.py"
+    original = target.read_bytes()
+    try:
+        target.write_bytes(original + b"\n# a changed rule\n")
+        assert cmp.code_digest() != before
+    finally:
+        target.write_bytes(original)
+    assert cmp.code_digest() == before
