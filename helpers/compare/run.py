@@ -17,6 +17,7 @@ import gc
 import math
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from helpers.claims import VERDICTS, Claim, by_id
 
@@ -154,13 +155,13 @@ def depth_profile(lm, *, n_segments: int | None, small: bool | None, max_length:
     return out
 
 
-def code_digest() -> str:
-    """SHA-256 of the ``helpers`` package's Python sources: part of the key of cached claims, so that a
-    change to any rule, threshold or analysis recomputes them."""
+def code_digest(package: Path | None = None) -> str:
+    """SHA-256 of the ``helpers`` package's Python sources (every layer; ``package``: another copy of
+    it): part of the key of cached claims, so that a change to any rule, threshold or analysis
+    recomputes them."""
     import hashlib
-    from pathlib import Path
 
-    package = Path(__file__).resolve().parents[1]
+    package = Path(package) if package is not None else Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
