@@ -18,11 +18,12 @@ from helpers.cluster.stats import (
     hierarchical_order,
     layer_similarity,
 )
-from helpers.core.extract import iter_attention
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
+from helpers.pipeline.engine import Execution, map_shards
+from helpers.pipeline.extraction import plan_extraction
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
     build_segments,
@@ -97,7 +98,7 @@ class ClusterResult:
 
 
 def linguistic_heads(lm: LoadedModel, *, data_dir=None, cache_root=None, max_sentences: int | None = None,
-                     max_documents: int | None = None) -> dict[str, str]:
+                     max_documents: int | None = None, execution: Execution | None = None) -> dict[str, str]:
     """``{"L-H": description}`` for heads found in the syntax and coreference chapters, chosen on GUM dev:
     the best head of each Table-1 relation where it beats the offset baseline by at least
     :data:`~helpers.syntax.claims.SPECIALISED_MARGIN` points, and the best coreference head."""
@@ -105,42 +106,65 @@ def linguistic_heads(lm: LoadedModel, *, data_dir=None, cache_root=None, max_sen
     from helpers.syntax.claims import SPECIALISED_MARGIN
     from helpers.syntax.run import run_heads, table1_relations
 
-    dev = run_heads(lm, "gum:dev", max_sentences=max_sentences, data_dir=data_dir, cache_root=cache_root)
+    dev = run_heads(lm, "gum:dev", max_sentences=max_sentences, data_dir=data_dir, cache_root=cache_root,
+                    execution=execution)
     table = dev.scores.table()
     found: dict[str, list[str]] = {}
     for rel in table1_relations(dev.scores)[1:]:
         if table[rel]["accuracy"] - table[rel]["baseline_accuracy"] >= SPECIALISED_MARGIN:
             found.setdefault(table[rel]["best_head"], []).append(rel)
     labels = {head: "syntax: " + ", ".join(rels) for head, rels in found.items()}
-    layer, head = run_coref(lm, "dev", max_documents=max_documents, data_dir=data_dir, cache_root=cache_root).best_head()
+    layer, head = run_coref(lm, "dev", max_documents=max_documents, data_dir=data_dir, cache_root=cache_root,
+                            execution=execution).best_head()
     key = head_label(layer, head)
     labels[key] = labels[key] + "; coreference" if key in labels else "coreference"
     return labels
 
 
-def js_distances(lm: LoadedModel, batch, *, progress: bool = False) -> tuple[np.ndarray, int]:
-    """``([head, head] summed JS, tokens)`` over every query token of every segment, streamed."""
-    acc = JSAccumulator(lm.n_layers * lm.n_heads)
-    for _, attn in iter_attention(lm, batch, level="token", progress=progress):
-        acc.add(attn)
+def js_distances(lm: LoadedModel, batch, *, progress: bool = False, execution: Execution | None = None,
+                 batch_size: int = 32) -> tuple[np.ndarray, int]:
+    """``([head, head] summed JS, tokens)`` over every query token of every segment, streamed.
+
+    Shard by shard as :func:`helpers.surface.run.surface_statistics`: each shard's sums
+    (:func:`js_shard`) are made here or on a worker and merged in shard order."""
+    store = plan_extraction(lm, batch, level="token", cache=False, batch_size=batch_size)
+    n_heads_total = lm.n_layers * lm.n_heads
+    parts = map_shards(lm, store, execution=execution or Execution(), task=js_shard,
+                       payloads=[n_heads_total] * len(store.shards), progress=progress)
+    acc = JSAccumulator(n_heads_total)
+    for part in parts:
+        acc.merge(part)
     return acc.result(), acc.tokens
+
+
+def js_shard(stream, n_heads_total: int) -> JSAccumulator:
+    """Summed JS distances of one shard's ``(example, attn)`` pairs (a task of :func:`~helpers.pipeline.engine.map_shards`)."""
+    acc = JSAccumulator(n_heads_total)
+    for _, attn in stream:
+        acc.add(attn)
+    return acc
 
 
 def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
                 segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
-                cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False) -> ClusterResult:
-    """Distances (cached), MDS coordinates, behaviour labels and the layer-similarity test."""
+                cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False,
+                execution: Execution | None = None) -> ClusterResult:
+    """Distances (cached), MDS coordinates, behaviour labels and the layer-similarity test.
+
+    ``execution`` says where the distances and surface statistics run (:mod:`helpers.pipeline.engine`);
+    MDS and the permutation test run here."""
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
                            data_dir=data_dir, cache_root=cache_root)
     key = {"model": lm.fingerprint(), "data": batch.digest(), "v": VERSION, **segments_key(segments_from)}
 
     def compute() -> dict:
-        D, tokens = js_distances(lm, batch, progress=progress)
+        D, tokens = js_distances(lm, batch, progress=progress, execution=execution)
         return {"distance": D.tolist(), "tokens": tokens}
 
     stored = cached_json("js-distances", key, compute, cache_root=cache_root)
     D = np.asarray(stored["distance"])
-    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root)  # same segments
+    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root,
+                                      execution=execution)  # same segments
     order, _ = hierarchical_order(D)
     return ClusterResult(lm.label, D, embed_mds(D, seed=seed), behaviours(stats), stats, lm.n_layers, lm.n_heads,
                          len(batch.examples), stored["tokens"], layer_similarity(D, lm.n_heads, n_perm=n_perm, seed=seed),

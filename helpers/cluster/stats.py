@@ -110,6 +110,16 @@ class JSAccumulator:
         self.tokens += int(np.shape(attn)[-1])
         self.segments += 1
 
+    def merge(self, other: "JSAccumulator") -> "JSAccumulator":
+        """Add ``other``'s segments (another shard's partial) to this accumulator, in place; returns it."""
+        if other.n_heads_total != self.n_heads_total:
+            raise ValueError(f"cannot merge sums over {other.n_heads_total} heads into sums over {self.n_heads_total}")
+        if other.total is not None:
+            self.total = other.total.copy() if self.total is None else self.total + other.total
+        self.tokens += other.tokens
+        self.segments += other.segments
+        return self
+
     def result(self) -> np.ndarray:
         if self.total is None:
             raise ValueError("no segments were added")

@@ -5,19 +5,22 @@ import argparse
 
 from helpers.norms.run import norms_json, run_norms
 from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
+from helpers.pipeline.engine import Execution, add_execution_args
 from helpers.pipeline.options import Command, load
 
 
 def _norms_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000, as the surface command)")
     parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
+    add_execution_args(parser)
     parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))  # segments come from GUM train
 
 
 def cmd_norms(args: argparse.Namespace) -> dict:
     lm = load(args)
     report = run_norms(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
-                       data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet)
+                       data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet,
+                       execution=Execution.from_args(args))
     return norms_json(report)
 
 

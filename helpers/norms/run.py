@@ -21,6 +21,7 @@ from helpers.core.models import LoadedModel
 from helpers.core.norm_maps import VERSION as NORM_MAPS_VERSION
 from helpers.data.cache import cached_json
 from helpers.norms.stats import NormStats, norm_statistics
+from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import extract_treebank
 from helpers.pipeline.segments import build_segments
 from helpers.syntax.stats import HeadScores, score_heads
@@ -47,12 +48,14 @@ def _stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
 
 
 def run_norms(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128, data_dir=None,
-              cache_root: str | os.PathLike | None = None, progress: bool = False) -> NormsReport:
-    """Shares under weights and norms and their correlation over the surface chapter's segments (cached)."""
+              cache_root: str | os.PathLike | None = None, progress: bool = False,
+              execution: Execution | None = None) -> NormsReport:
+    """Shares under weights and norms and their correlation over the surface chapter's segments (cached;
+    computed where ``execution`` says, :mod:`helpers.pipeline.engine`)."""
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
                            cache_root=cache_root)
     stats = NormStats.from_cache(cached_json(
-        "norm-stats", _stats_key(lm, batch), lambda: norm_statistics(lm, batch, progress=progress).to_cache(),
+        "norm-stats", _stats_key(lm, batch), lambda: norm_statistics(lm, batch, progress=progress, execution=execution).to_cache(),
         cache_root=cache_root))
     return NormsReport(lm.label, batch.summary(), stats, batch)
 

@@ -41,7 +41,6 @@ import numpy as np
 from helpers.core.encoding import EncodedBatch
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
-from helpers.core.norm_maps import iter_weights_and_norms
 from helpers.surface.stats import token_masks
 
 KINDS: tuple[str, ...] = ("cls", "sep", "punct", "other")
@@ -165,6 +164,15 @@ class NormAccumulator:
         self.spearman_count = self.spearman_count + finite
         self.count += 1
 
+    def merge(self, other: "NormAccumulator") -> "NormAccumulator":
+        """Add ``other``'s segments (another shard's partial) to this accumulator, in place; returns it."""
+        self.weights = self.weights + other.weights
+        self.norms = self.norms + other.norms
+        self.spearman_sum = self.spearman_sum + other.spearman_sum
+        self.spearman_count = self.spearman_count + other.spearman_count
+        self.count += other.count
+        return self
+
     def result(self) -> NormStats:
         if self.count == 0:
             raise ValueError("no segments were added")
@@ -173,9 +181,30 @@ class NormAccumulator:
         return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count)
 
 
-def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False) -> NormStats:
-    """Every statistic above in one streaming pass of weights and norms (no corpus of maps in memory)."""
+def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False,
+                    execution=None) -> NormStats:
+    """Every statistic above in one streaming pass of weights and norms (no corpus of maps in memory).
+
+    Shard by shard as :func:`helpers.surface.run.surface_statistics`: each shard's sums (:func:`norms_shard`)
+    are made here or, with a distributed ``execution`` (:class:`helpers.pipeline.engine.Execution`), on a
+    worker, and merged in shard order."""
+    from helpers.pipeline.engine import Execution, map_shards
+    from helpers.pipeline.extraction import plan_extraction
+
+    store = plan_extraction(lm, batch, level="token", cache=False, batch_size=batch_size)
+    payloads = [{ex.index: kind_masks(lm.tokenizer, ex.input_ids) for ex in shard} for shard in store.shards]
+    parts = map_shards(lm, store, execution=execution or Execution(), task=norms_shard, payloads=payloads,
+                       maps="weights+norms", progress=progress)
     acc = NormAccumulator()
-    for example, attn, norms in iter_weights_and_norms(lm, batch, batch_size=batch_size, progress=progress):
-        acc.add(attn, norms, kind_masks(lm.tokenizer, example.input_ids))
+    for part in parts:
+        acc.merge(part)
     return acc.result()
+
+
+def norms_shard(stream, masks: dict) -> NormAccumulator:
+    """Partial sums of one shard's ``(example, attn, norms)`` triples (a task of
+    :func:`~helpers.pipeline.engine.map_shards`); ``masks`` maps each example's index to its :func:`kind_masks`."""
+    acc = NormAccumulator()
+    for example, attn, norms in stream:
+        acc.add(attn, norms, masks[example.index])
+    return acc

@@ -34,10 +34,11 @@ import argparse
 import hashlib
 import json
 import threading
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 ENGINES: tuple[str, ...] = ("local", "dask")
 EXTRA_HINT = "install the optional extra: pip install -r requirements-distributed.txt (or pip install -e .[distributed])"
@@ -248,6 +249,114 @@ def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,
                 partials.append(task([(ex, maps[ex.index]) for ex in shard], payloads[number]))
         return finish_extraction(plan, computed), partials
     return _run_dask(lm, plan, execution, task, payloads, progress)
+
+
+# ------------------------------------------------------------------------------ streaming statistics
+
+# task(stream, payload) -> partial: stream yields one shard's (Encoded, map [layer, head, n, n]) -- or
+# (Encoded, weights, norms) for MAPS_STREAMED "weights+norms" -- in forward-pass order, each map made on
+# the spot and dropped after use; payload is what the caller gave for that shard (e.g. its token masks).
+StreamTask = Callable[[Iterator, Any], Any]
+STREAMED_MAPS: tuple[str, ...] = ("weights", "norms", "weights+norms")
+
+
+def _shard_stream(lm, shard: list, *, level: str, word_mode: str, batch_size: int, maps: str) -> Iterator:
+    """One shard's maps, computed batch by batch (the shard's forward passes, in length order), never stored."""
+    if maps == "weights+norms":
+        if level != "token":
+            raise ValueError(f"maps {maps!r} are token-level only (got level {level!r})")
+        from helpers.core.norm_maps import iter_weights_and_norms
+
+        return iter_weights_and_norms(lm, shard, batch_size=batch_size)
+    if maps == "norms":
+        from helpers.core.norm_maps import iter_norm_maps as iterate
+    elif maps == "weights":
+        from helpers.core.extract import iter_attention as iterate
+    else:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(STREAMED_MAPS)}")
+    return iterate(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size)
+
+
+def _dask_stream(spec: ModelSpec, fingerprint: str, shard: list, level: str, word_mode: str, batch_size: int,
+                 maps: str, task: StreamTask, payload: Any) -> Any:
+    """One streaming task: this shard's maps made on the worker and reduced by ``task``; nothing is written."""
+    lm = _worker_model(spec, fingerprint)
+    return task(_shard_stream(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, maps=maps),
+                payload)
+
+
+def map_shards(lm, store, *, execution: Execution, task: StreamTask, payloads: Sequence[Any] | None = None,
+               maps: str | None = None, progress: bool = False) -> list:
+    """Run ``task`` on every shard of ``store`` with maps computed on the spot; the partials in shard order.
+
+    For statistics over maps too large to cache (token-level segment maps): ``store`` is the
+    uncached :class:`~helpers.data.cache.AttentionStore` of ``plan_extraction(..., cache=False)``, whose
+    ``shards`` (the cache's layout), level, word mode and batch size are used as they are; ``maps`` is
+    ``"weights"``, ``"norms"`` or ``"weights+norms"`` (default: the store's own kind). Each shard runs
+    the same forward passes (``batch_size`` examples, in length order) on either engine, so a merge of
+    the partials in shard order gives the same numbers locally and on a cluster. Nothing is written to
+    the cache: the caller caches the merged result. On ``dask`` a dead worker's shard is rerun elsewhere.
+    """
+    shards = store.shards
+    maps = store.maps if maps is None else maps
+    if maps not in STREAMED_MAPS:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(STREAMED_MAPS)}")
+    level, word_mode, batch_size = store.level, store.word_mode, store.stats.get("batch_size", 32)
+    payloads = list(payloads) if payloads is not None else [None] * len(shards)
+    if len(payloads) != len(shards):
+        raise ValueError(f"{len(payloads)} payloads for {len(shards)} shards")
+    from tqdm.auto import tqdm
+
+    desc = f"{level}-level {'attention' if maps == 'weights' else maps}"
+    if not execution.distributed:
+        partials = []
+        with tqdm(total=sum(len(s) for s in shards), desc=desc, unit="ex", disable=not progress) as bar:
+            for shard, payload in zip(shards, payloads):
+                stream = _shard_stream(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, maps=maps)
+                partials.append(task(_counted(stream, bar), payload))
+        return partials
+    spec = ModelSpec.of(lm)
+    client, cluster = _client(execution)
+    try:
+        client.register_plugin(_worker_plugin_class()(spec), name=spec.name)
+        run = uuid.uuid4().hex[:8]  # tasks of two calls on one cluster never share a key
+        futures = [client.submit(_dask_stream, spec, lm.fingerprint(), shard, level, word_mode, batch_size, maps,
+                                 task, payload, key=f"stream-{number:05d}-{run}", pure=False)
+                   for number, (shard, payload) in enumerate(zip(shards, payloads))]
+        results = _gather_in_order(futures, desc=f"{desc} shards on Dask", what="shard", progress=progress)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return results
+
+
+def _counted(stream: Iterator, bar) -> Iterator:
+    for item in stream:
+        yield item
+        bar.update(1)
+
+
+def _gather_in_order(futures: list, *, desc: str, what: str, progress: bool) -> list:
+    """The futures' results in submission order, gathered as they complete; a task that failed for good
+    (e.g. ``KilledWorker``: its workers died more than ``allowed-failures`` times) becomes an OSError."""
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    number_of = {f.key: k for k, f in enumerate(futures)}
+    results: dict[int, Any] = {}
+    with tqdm(total=len(futures), desc=desc, unit=what, disable=not progress) as bar:
+        for future in as_completed(futures):
+            number = number_of[future.key]
+            try:
+                results[number] = future.result()
+            except (OSError, ValueError):
+                raise  # a bad input or an unwritable cache, said on the worker: the usual one-line error
+            except Exception as err:
+                raise OSError(f"--engine dask: {what} {number} failed on the cluster "
+                              f"({type(err).__name__}: {err})") from err
+            bar.update(1)
+    return [results[k] for k in range(len(futures))]
 
 
 def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):

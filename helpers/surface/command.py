@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from helpers.pipeline.argtypes import check_corpora, positive_int
+from helpers.pipeline.engine import Execution, add_execution_args
 from helpers.pipeline.options import Command, load
 from helpers.pipeline.segments import (
     add_segment_args,
@@ -17,6 +18,7 @@ def _surface_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-gradients", action="store_true", help="skip the masked-LM gradient analysis")
     parser.add_argument("--gradient-segments", type=positive_int, default=None,
                         help="use only the first N segments for gradients (default: all)")
+    add_execution_args(parser)  # the statistics; the masked-LM head and the gradients run here
     parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train", *([] if a.no_gradients else ["gum:dev"])))
 
 
@@ -24,7 +26,8 @@ def cmd_surface(args: argparse.Namespace) -> dict:
     lm = load(args)
     report = run_surface(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
                          segments_from=args.segments_from, gradients=not args.no_gradients, gradient_segments=args.gradient_segments,
-                         data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet)
+                         data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet,
+                         execution=Execution.from_args(args))
     return {**report.to_json(), "claims": [c.to_json() for c in claims(report)]}
 
 

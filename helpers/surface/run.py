@@ -16,10 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers.core.encoding import EncodedBatch
-from helpers.core.extract import iter_attention
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
+from helpers.pipeline.engine import Execution, map_shards
+from helpers.pipeline.extraction import plan_extraction
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
     build_segments,
@@ -62,12 +63,31 @@ class SurfaceReport:
         }
 
 
-def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False) -> SurfaceStats:
-    """Every §3 statistic in one streaming pass: no map of the corpus is held in memory."""
+def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False,
+                       execution: Execution | None = None) -> SurfaceStats:
+    """Every §3 statistic in one streaming pass: no map of the corpus is held in memory.
+
+    The segments are cut into the cache's shards (:func:`~helpers.pipeline.extraction.plan_extraction`,
+    nothing cached); each shard's maps are made and reduced (:func:`surface_shard`) here or, with a
+    distributed ``execution``, on a worker, and the partials are merged in shard order, so both give
+    the same numbers."""
+    store = plan_extraction(lm, batch, level="token", cache=False, batch_size=batch_size)
+    payloads = [{ex.index: token_masks(lm.tokenizer, ex.input_ids) for ex in shard} for shard in store.shards]
+    parts = map_shards(lm, store, execution=execution or Execution(), task=surface_shard, payloads=payloads,
+                       progress=progress)
     acc = SurfaceAccumulator()
-    for example, attn in iter_attention(lm, batch, level="token", batch_size=batch_size, progress=progress):
-        acc.add(attn, token_masks(lm.tokenizer, example.input_ids))
+    for part in parts:
+        acc.merge(part)
     return acc.result()
+
+
+def surface_shard(stream, masks: dict) -> SurfaceAccumulator:
+    """Partial statistics of one shard (a task of :func:`~helpers.pipeline.engine.map_shards`): ``stream``
+    yields its ``(example, attn)`` pairs, ``masks`` maps each example's index to its :func:`token_masks`."""
+    acc = SurfaceAccumulator()
+    for example, attn in stream:
+        acc.add(attn, masks[example.index])
+    return acc
 
 
 def _stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
@@ -76,19 +96,25 @@ def _stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSourc
 
 
 def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_from: SegmentSource = DEFAULT_SOURCE,
-                              cache_root: str | os.PathLike | None = None, progress: bool = False) -> SurfaceStats:
+                              cache_root: str | os.PathLike | None = None, progress: bool = False,
+                              execution: Execution | None = None) -> SurfaceStats:
     """:func:`surface_statistics`, cached on disk (keyed by the model's weights, the encoded segments and their
-    construction)."""
+    construction; not by where they were computed: both engines give the same result)."""
     return SurfaceStats.from_json(cached_json(
-        "surface-stats", _stats_key(lm, batch, segments_from), lambda: surface_statistics(lm, batch, progress=progress).to_json(),
+        "surface-stats", _stats_key(lm, batch, segments_from),
+        lambda: surface_statistics(lm, batch, progress=progress, execution=execution).to_json(),
         cache_root=cache_root))
 
 
 def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
                 segments_from: SegmentSource = DEFAULT_SOURCE, gradients: bool = True,
                 gradient_segments: int | None = None, data_dir=None,
-                cache_root: str | os.PathLike | None = None, progress: bool = False) -> SurfaceReport:
+                cache_root: str | os.PathLike | None = None, progress: bool = False,
+                execution: Execution | None = None) -> SurfaceReport:
     """Statistics (cached), the masked-LM head and gradient importance (cached) for one model.
+
+    ``execution`` says where the statistics run (:mod:`helpers.pipeline.engine`); the masked-LM head and
+    the gradients always run in this process.
 
     The analysed segments come from GUM train (``segments_from``: see :mod:`helpers.data.segments`); the
     masked-LM head of a model without one is fitted on other GUM train segments (seed + 1) and
@@ -96,7 +122,8 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
     seg = dict(max_length=max_length, segments_from=segments_from, data_dir=data_dir, cache_root=cache_root)
     batch = build_segments(lm, n_segments=n_segments, seed=seed, **seg)
     key = _stats_key(lm, batch, segments_from)
-    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root, progress=progress)
+    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root, progress=progress,
+                                      execution=execution)
     grads = mlm = None
     if gradients:
         train = build_segments(lm, n_segments=n_segments, seed=seed + 1, **seg)

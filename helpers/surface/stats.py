@@ -138,6 +138,16 @@ class SurfaceAccumulator:
         self.log_n += float(np.log(attn.shape[-1]))
         self.count += 1
 
+    def merge(self, other: "SurfaceAccumulator") -> "SurfaceAccumulator":
+        """Add ``other``'s segments (e.g. another shard's partial, see :func:`helpers.pipeline.engine.map_shards`)
+        to this accumulator, in place; returns it. Merging shards' partials in one fixed order gives the
+        same sums however the shards were computed."""
+        for name, value in other.sums.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value
+        self.log_n += other.log_n
+        self.count += other.count
+        return self
+
     def result(self) -> SurfaceStats:
         if self.count == 0:
             raise ValueError("no segments were added")
