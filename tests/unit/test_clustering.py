@@ -100,3 +100,22 @@ def test_cluster_command_json(tiny_model_dir, fake_data, tmp_path):
     K = 2 * 4
     assert np.asarray(result["distance"]).shape == (K, K) and np.asarray(result["coordinates"]).shape == (K, 2)
     assert len(result["behaviours"]) == K and result["labels"][:2] == ["1-1", "1-2"]
+
+
+def test_merged_partials_equal_one_accumulator():
+    """Shards' partials merged in order == one accumulator fed every segment; other head counts are refused."""
+    segments = [maps(seed, n=n) for seed, n in zip(range(10, 16), (5, 9, 4, 7, 7, 6))]
+    whole = JSAccumulator(6)
+    for attn in segments:
+        whole.add(attn)
+    merged = JSAccumulator(6)
+    for chunk in (segments[:2], [], segments[2:5], segments[5:]):
+        part = JSAccumulator(6)
+        for attn in chunk:
+            part.add(attn)
+        assert merged.merge(part) is merged
+    # tolerance: the same float64 sums of float32 terms in another grouping
+    np.testing.assert_allclose(merged.result(), whole.result(), rtol=1e-13, atol=1e-15)
+    assert (merged.tokens, merged.segments) == (whole.tokens, whole.segments) == (38, 6)
+    with pytest.raises(ValueError, match="4 heads"):
+        JSAccumulator(6).merge(JSAccumulator(4))

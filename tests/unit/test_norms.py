@@ -194,3 +194,34 @@ def test_special_tokens_found_by_role_for_roberta(tiny_bpe_model_dir):
     assert masks["punct"].sum() == 1 and sum(m.astype(int) for m in masks.values()).tolist() == [1] * len(ids)
     ((_, norms),) = iter_norm_maps(lm, batch)
     assert np.abs(norms - norm_maps_reference(lm, ids)).max() < TOLERANCE
+
+
+def test_merged_partials_equal_one_accumulator():
+    """Shards' partials merged in order == one accumulator fed every segment, NaN correlations included."""
+    rng = np.random.default_rng(7)
+    segments = []
+    for n in (4, 6, 5, 6, 3):
+        attn = rng.dirichlet(np.ones(n), size=(2, 3, n))
+        norms = attn * rng.random(n)
+        if n == 5:
+            norms[0, 1] = 1.0  # a constant map: no correlation for head 1-2 in this segment
+        masks = {"cls": np.eye(n, dtype=bool)[0], "sep": np.eye(n, dtype=bool)[n - 1],
+                 "punct": np.eye(n, dtype=bool)[1], "other": ~np.eye(n, dtype=bool)[[0, 1, n - 1]].any(0)}
+        segments.append((attn, norms, masks))
+    whole = NormAccumulator()
+    for segment in segments:
+        whole.add(*segment)
+    merged = NormAccumulator()
+    for chunk in (segments[:1], [], segments[1:3], segments[3:]):
+        part = NormAccumulator()
+        for segment in chunk:
+            part.add(*segment)
+        assert merged.merge(part) is merged
+    a, b = whole.result(), merged.result()
+    assert b.n_segments == a.n_segments == 5
+    np.testing.assert_array_equal(merged.spearman_count, whole.spearman_count)
+    assert merged.spearman_count[0, 1] == 4  # the constant map was left out of that head's mean
+    # tolerance: the same float64 terms summed in another grouping
+    np.testing.assert_allclose(b.weights, a.weights, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(b.norms, a.norms, rtol=1e-13, atol=1e-15)  # as above
+    np.testing.assert_allclose(b.spearman, a.spearman, rtol=1e-13, atol=1e-15)  # as above

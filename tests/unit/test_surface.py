@@ -128,3 +128,34 @@ def test_specialist_heads_and_claims():
     assert claims["broad-attention-lower-layers"] == "reproduced"
     assert claims["cls-broad-last-layer"] == "not reproduced"
     assert "sep-gradient-small" not in claims  # no gradients, no claim
+
+
+def test_merged_partials_equal_one_accumulator():
+    """Shards' partials merged in order == one accumulator fed every segment (an empty partial included)."""
+    rng = np.random.default_rng(5)
+    segments = []
+    for n in (5, 8, 6, 9, 8, 4, 7):
+        attn = rng.dirichlet(np.ones(n) * 0.3, size=(2, 3, n))
+        segments.append((attn, masks_for(n, sep=(2, n - 1), punct=(1,))))
+    whole = SurfaceAccumulator()
+    for attn, masks in segments:
+        whole.add(attn, masks)
+    parts = []
+    for chunk in (segments[:3], [], segments[3:4], segments[4:]):
+        part = SurfaceAccumulator()
+        for attn, masks in chunk:
+            part.add(attn, masks)
+        parts.append(part)
+    merged = SurfaceAccumulator()
+    for part in parts:
+        assert merged.merge(part) is merged
+    a, b = whole.result(), merged.result()
+    assert b.n_segments == a.n_segments == len(segments)
+    # tolerance: the same float64 terms summed in another grouping
+    np.testing.assert_allclose(b.uniform_entropy, a.uniform_entropy, rtol=1e-13)
+    for name in STATISTICS:
+        np.testing.assert_allclose(b.per_head[name], a.per_head[name], rtol=1e-13, atol=1e-15)  # as above
+    # a merge adds: merging a part twice counts its segments twice
+    twice = SurfaceAccumulator().merge(parts[0]).merge(parts[0])
+    np.testing.assert_allclose(twice.sums["next"], 2 * parts[0].sums["next"])
+    assert twice.count == 6
