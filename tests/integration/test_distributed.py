@@ -214,3 +214,152 @@ def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster):
     with pytest.raises(ValueError, match="loaded other weights"):
         run_shards(tiny_lm, plan, execution=Execution("dask", address=cluster.scheduler_address))
     assert not list(tmp_path.glob("*/shard-*.npz"))
+
+
+# ------------------------------------------------------------------------------ surface, cluster, norms
+
+SEGMENT_DOCS, SEGMENT_SENTENCES, SEGMENTS = 40, 60, 300  # 300 segments of at most 32 tokens: two shards (256 + 44)
+
+
+@pytest.fixture(scope="module")
+def segment_data(tmp_path_factory):
+    """A GUM-shaped data folder whose train split (every document: no dev or test listed) yields
+    more than 256 segments of at most 32 tokens, so they fill two shards of different lengths."""
+    root = tmp_path_factory.mktemp("segment-data")
+    dep = root / "gum" / "dep"
+    dep.mkdir(parents=True)
+    for d in range(SEGMENT_DOCS):
+        _write_corpus(dep / f"GUM_train_{d:02d}.conllu", n=SEGMENT_SENTENCES, seed=100 + d)
+    (root / "gum" / "splits.md").write_text("# Splits\n\n## dev\n\n## test\n\n")
+    return root
+
+
+SEGMENT_COMMANDS = {
+    "surface": ["surface", "--no-gradients"],
+    "cluster": ["cluster", "--no-linguistic", "--permutations", "50"],
+    "norms": ["norms"],
+}
+
+
+def _segments_run(command, model, data, tmp_path, name, *extra):
+    args = [*SEGMENT_COMMANDS[command], "--model", str(model), "--data-dir", str(data),
+            "--segments", str(SEGMENTS), "--max-length", "32", *extra]
+    return _run(args, tmp_path / f"{command}-{name}.json", tmp_path / f"cache-{name}")
+
+
+def test_streamed_shards_merge_to_one_pass(tiny_lm):
+    """The local sharded path (map_shards + merge in shard order) equals one accumulator fed every
+    segment in one pass, as the commands computed before they were sharded."""
+    from helpers.cluster.run import js_distances
+    from helpers.cluster.stats import JSAccumulator
+    from helpers.core.encoding import encode_ids
+    from helpers.core.extract import iter_attention
+    from helpers.core.norm_maps import iter_weights_and_norms
+    from helpers.norms.stats import NormAccumulator, kind_masks, norm_statistics
+    from helpers.pipeline.extraction import plan_extraction
+    from helpers.surface.run import surface_statistics
+    from helpers.surface.stats import SurfaceAccumulator, token_masks
+
+    rng = np.random.default_rng(3)
+    ids = []
+    for _ in range(300):
+        a, b = rng.integers(5, 23, int(rng.integers(1, 12))), rng.integers(5, 23, int(rng.integers(1, 12)))
+        ids.append([2, *a, 3, *b, 3])  # [CLS] A [SEP] B [SEP] in the toy vocabulary
+    batch = encode_ids(ids, max_length=32)
+    assert len(plan_extraction(tiny_lm, batch, level="token", cache=False).shards) == 2
+    tok = tiny_lm.tokenizer
+
+    surface, js, norms = SurfaceAccumulator(), JSAccumulator(tiny_lm.n_layers * tiny_lm.n_heads), NormAccumulator()
+    for ex, attn in iter_attention(tiny_lm, batch, level="token"):
+        surface.add(attn, token_masks(tok, ex.input_ids))
+        js.add(attn)
+    for ex, attn, nm in iter_weights_and_norms(tiny_lm, batch):
+        norms.add(attn, nm, kind_masks(tok, ex.input_ids))
+
+    got = surface_statistics(tiny_lm, batch)
+    assert got.n_segments == 300
+    for name, value in surface.result().per_head.items():
+        # tolerance: the same float64 terms, summed per shard and then merged
+        np.testing.assert_allclose(got.per_head[name], value, rtol=1e-12, atol=1e-15)
+    D, tokens = js_distances(tiny_lm, batch)
+    assert tokens == js.tokens
+    np.testing.assert_allclose(D, js.result(), rtol=1e-12, atol=1e-15)  # as above
+    ours, one = norm_statistics(tiny_lm, batch), norms.result()
+    for field in ("weights", "norms", "spearman"):
+        np.testing.assert_allclose(getattr(ours, field), getattr(one, field), rtol=1e-12, atol=1e-15)  # as above
+
+
+@pytest.mark.parametrize("command", sorted(SEGMENT_COMMANDS))
+def test_segment_statistics_on_a_cluster_same_json_as_local(command, tiny_model_dir, segment_data, tmp_path, cluster):
+    """Each shard's token-level maps are made and reduced on a worker (nothing cached), the partials
+    merged in shard order: byte-identical JSON to the local run."""
+    local = _segments_run(command, tiny_model_dir, segment_data, tmp_path, "local")
+    dask = _segments_run(command, tiny_model_dir, segment_data, tmp_path, "dask", "--address", cluster.scheduler_address)
+    assert dask == local
+    result = json.loads(local)
+    assert (result.get("n_segments") or result.get("segments")) == SEGMENTS
+    for cache in ("cache-local", "cache-dask"):  # statistics only: no token-level maps were written
+        assert not list((tmp_path / cache).glob("*/shard-*.npz"))
+    # the cached statistics at full float64 precision (the JSON keeps 6 decimals), under the same keys
+    cached = {p.name: p.read_bytes() for p in (tmp_path / "cache-local" / "artifacts").glob("*.json")}
+    assert cached and cached == {p.name: p.read_bytes() for p in (tmp_path / "cache-dask" / "artifacts").glob("*.json")}
+
+
+def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, tmp_path, cluster):
+    """--workers 2 starts its own cluster; on the shared cluster one worker kills itself (SIGKILL) when
+    it starts the second shard's task, the scheduler reruns it elsewhere, and the JSON is the local run's."""
+    from distributed import Client, WorkerPlugin
+
+    flag = tmp_path / "killed"
+
+    class KillOnce(WorkerPlugin):
+        def __init__(self, flag):
+            self.flag = str(flag)
+
+        def transition(self, key, start, finish, **kwargs):
+            if finish == "executing" and str(key).startswith("stream-00001-"):
+                try:
+                    os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    return
+                import signal
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    local = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "local")
+    assert _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "workers", "--workers", "2") == local
+    with Client(cluster) as client:
+        client.register_plugin(KillOnce(flag), name="kill-once-stream")
+        try:
+            dask = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "killed",
+                                 "--address", cluster.scheduler_address)
+        finally:
+            client.unregister_worker_plugin("kill-once-stream")
+    assert flag.exists(), "no worker was killed: the test did not test recovery"
+    assert dask == local
+
+
+def test_map_shards_gives_partials_in_shard_order(tiny_lm, cluster):
+    """Three shards (two partials merge the same in either order; three do not): the cluster's
+    partials come back in shard order, each from its own payload and its shard's examples in the
+    local run's forward-pass order, whichever worker finished first."""
+    from helpers.core.encoding import encode_ids
+    from helpers.pipeline.engine import map_shards
+    from helpers.pipeline.extraction import plan_extraction
+
+    rng = np.random.default_rng(4)
+    batch = encode_ids([[2, *rng.integers(5, 23, int(rng.integers(1, 20))), 3] for _ in range(600)], max_length=32)
+    store = plan_extraction(tiny_lm, batch, level="token", cache=False)
+    assert len(store.shards) == 3
+
+    def seen(stream, payload):  # nested: pickled by value for the workers
+        return payload, [(ex.index, attn.shape) for ex, attn in stream]
+
+    payloads = [f"shard {k}" for k in range(3)]
+    local = map_shards(tiny_lm, store, execution=Execution("local"), task=seen, payloads=payloads)
+    dask = map_shards(tiny_lm, store, execution=Execution("dask", address=cluster.scheduler_address), task=seen,
+                      payloads=payloads)
+    assert dask == local
+    assert [p for p, _ in local] == payloads
+    assert [sorted(i for i, _ in items) for _, items in local] == [[ex.index for ex in s] for s in store.shards]
+    with pytest.raises(ValueError, match="2 payloads for 3 shards"):
+        map_shards(tiny_lm, store, execution=Execution("local"), task=seen, payloads=payloads[:2])
