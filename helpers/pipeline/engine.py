@@ -5,7 +5,16 @@ splits along the cache's own shards (:func:`helpers.pipeline.extraction.plan_ext
 loads or extracts that shard's maps, writes a missing shard to the shared cache (atomically, under
 the same key as a local run) and returns the shard's *partial statistics*; the driver merges the
 partials in shard order, so the result does not depend on which worker ran what or when, and is
-identical to a local run's.
+identical to a local run's. Two ways to run the tasks:
+
+- :func:`run_shards` (``extract``, ``heads``, ``coref``): the shard's maps are cached, so a task reads
+  or writes them, then reduces them;
+- :func:`map_shards` (``surface``, ``cluster``, ``norms``): token-level maps of segments are too large
+  to cache, so a task makes its shard's maps on the spot (weights, norms, or both from one forward
+  pass), reduces them as they stream and writes nothing; the driver caches the merged statistics.
+  The local engine runs the same shards with the same forward-pass batches (a shard of 256 examples
+  holds whole batches of 32, so the batches, and their padding, are a one-pass run's), which makes
+  the two engines' results identical; the accumulators' ``merge`` methods combine the partials.
 
 >>> from helpers.pipeline.engine import Execution
 >>> Execution.resolve(engine=None, workers=2, address=None)
