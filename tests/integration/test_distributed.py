@@ -93,6 +93,18 @@ def test_bad_execution_options_exit_2(argv, toy_conllu, tiny_model_dir, capsys):
     assert len(err) == 1 and ("--workers" in err[0] or "--engine" in err[0])
 
 
+@pytest.mark.parametrize("command", ["surface", "cluster", "norms"])
+@pytest.mark.parametrize("argv, message", [(["--workers", "0"], "--workers: must be at least 1"),
+                                           (["--engine", "spark"], "--engine: invalid choice"),
+                                           (["--engine", "local", "--workers", "2"], "--workers needs a distributed engine")])
+def test_segment_commands_check_execution_options(command, argv, message, tiny_model_dir, fake_data, capsys):
+    """The three segment commands know the execution options (not "unrecognized arguments") and check them."""
+    rc = main([command, "--model", str(tiny_model_dir), "--data-dir", str(fake_data), "--segments", "3", *argv])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
 def test_shard_partials_merge_to_the_local_scores(tiny_lm, corpus, tmp_path):
     """run_shards (local loop) + heads_shard + merge_heads == extract + score_heads, relation order included."""
     from helpers.pipeline.extraction import encode_treebank, extract, plan_extraction
