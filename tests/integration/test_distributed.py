@@ -107,10 +107,10 @@ def test_segment_commands_check_execution_options(command, argv, message, tiny_m
 
 def test_shard_partials_merge_to_the_local_scores(tiny_lm, corpus, tmp_path):
     """run_shards (local loop) + heads_shard + merge_heads == extract + score_heads, relation order included."""
-    from helpers.pipeline.extraction import encode_treebank, extract, plan_extraction
     from helpers.pipeline.engine import run_shards
-    from helpers.syntax.stats import score_heads
+    from helpers.pipeline.extraction import encode_treebank, extract, plan_extraction
     from helpers.syntax.run import heads_shard, merge_heads
+    from helpers.syntax.stats import score_heads
 
     sentences, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32)
     reference = score_heads(extract(tiny_lm, batch, cache_root=tmp_path / "a", source_digest=digest,
@@ -217,8 +217,8 @@ def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, tmp_path, cluster
 def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster):
     """A worker whose model differs from the driver's (here: the driver's recorded fingerprint is
     altered) refuses the shard with a ValueError naming the worker, instead of writing other maps."""
-    from helpers.pipeline.extraction import encode_treebank, plan_extraction
     from helpers.pipeline.engine import run_shards
+    from helpers.pipeline.extraction import encode_treebank, plan_extraction
 
     _, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32, max_sentences=20)
     plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path, source_digest=digest)
