@@ -55,6 +55,8 @@ def typed_numbers(text: str) -> list[str]:
     for line_start, line in _prose_lines(text):
         for m in BARE.finditer(line):
             at = line_start + m.start()
+            if text[max(0, at - 2):at] == "**":
+                continue  # a bold caption: reported above
             before = " ".join(text[max(0, at - CONTEXT):at].split())
             if not PAPER_CONTEXT.search(before):
                 problems.append(f"{m.group(0)!r} after {before[-30:]!r}: say 'paper {m.group(0)}' or use {{numref}}`label`")
