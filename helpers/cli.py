@@ -64,7 +64,7 @@ def cmd_info(args: argparse.Namespace) -> dict:
         check = verify(root)
         out["data"] = {
             "dir": str(root),
-            "gum_documents": {s: len(gum_split_documents(s, root=root)) for s in GUM_SPLITS},
+            "gum_documents": {s: len(gum_split_documents(s, data_dir=root)) for s in GUM_SPLITS},
             "ewt_dev": (root / "ud-english-ewt" / "en_ewt-ud-dev.conllu").is_file(),
             "pinned_files_ok": len(check["ok"]), "missing": len(check["missing"]),
             "checksum_mismatch": check["mismatch"][:20],
@@ -224,12 +224,13 @@ def preflight(args: argparse.Namespace) -> None:
         where = "--cache-dir" if getattr(args, "cache_dir", None) else f"${config.CACHE_ENV}"
         raise NotADirectoryError(f"{where} {cache}: is a file, not a folder")
     if getattr(args, "model", None) and args.command not in ("download", "install-model"):
-        resolve_source(args.model)  # a local directory without config.json, an extra not installed
+        resolve_source(args.model, cache_root=args.cache_dir)  # a local directory without config.json, an extra not installed
     spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
     if spec == "segments":
-        load_gum(args.segment_source.removeprefix("gum:"), root=args.data_dir)
+        load_gum(args.segment_source.removeprefix("gum:"), data_dir=args.data_dir, cache_root=args.cache_dir)
     elif spec:
-        load_treebank(spec, root=args.data_dir, max_sentences=getattr(args, "max_sentences", None))
+        load_treebank(spec, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),
+                      cache_root=args.cache_dir)
     glove = getattr(args, "glove", None)
     if glove:
         path = Path(glove).expanduser()
@@ -284,9 +285,6 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.data.conllu_io import ConllError
 
     handler = next(c.handler for c in COMMANDS if c.name == args.command)
-    previous_cache = os.environ.get(config.CACHE_ENV)
-    if getattr(args, "cache_dir", None):  # every cache of this run (parsed treebanks too) goes there
-        os.environ[config.CACHE_ENV] = str(config.cache_dir(args.cache_dir))
     try:
         preflight(args)
         result = handler(args)
@@ -297,9 +295,4 @@ def main(argv: list[str] | None = None) -> int:
     except (ConllError, ModelNotAvailableError, config.DataNotFoundError, OSError, ValueError) as err:
         print("error: " + str(err).replace("\n", " "), file=sys.stderr)
         return 2
-    finally:
-        if previous_cache is None:
-            os.environ.pop(config.CACHE_ENV, None)
-        else:
-            os.environ[config.CACHE_ENV] = previous_cache
     return _output(args, result)

@@ -114,7 +114,7 @@ def _check_claims_inputs(args: argparse.Namespace) -> None:
 
     check_corpora(args, "gum:train", "gum:dev", "gum:test", "ewt:dev")
     for split in ("dev", "test"):
-        coref_run.load_coref(split, data_dir=args.data_dir)
+        coref_run.load_coref(split, data_dir=args.data_dir, cache_root=args.cache_dir)
 
 
 def add_size_args(parser: argparse.ArgumentParser, *,

@@ -131,7 +131,7 @@ def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
                 cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False) -> ClusterResult:
     """Distances (cached), MDS coordinates, behaviour labels and the layer-similarity test."""
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
-                           data_dir=data_dir)
+                           data_dir=data_dir, cache_root=cache_root)
     key = {"model": lm.fingerprint(), "data": batch.digest(), "v": VERSION, **segments_key(segments_from)}
 
     def compute() -> dict:

@@ -26,7 +26,7 @@ def _check_compare_inputs(args: argparse.Namespace) -> None:
     args.models = parse_specs(args.models) if args.models is not None else default_specs(args.cache_dir)
     for spec in args.models:
         name, _ = parse_spec(spec)
-        resolve_source(name)
+        resolve_source(name, cache_root=args.cache_dir)
     _check_claims_inputs(args)
 
 

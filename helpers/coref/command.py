@@ -24,7 +24,7 @@ def _coref_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--setting", default="truncated", choices=("truncated", "windows"),
                         help="truncated: first 128 tokens of each document (paper); windows: whole documents")
     parser.add_argument("--max-length", type=max_length_int, default=128)
-    parser.set_defaults(check_inputs=lambda a: [load_coref(s, data_dir=a.data_dir) for s in (a.split, a.select_on)])
+    parser.set_defaults(check_inputs=lambda a: [load_coref(s, data_dir=a.data_dir, cache_root=a.cache_dir) for s in (a.split, a.select_on)])
     add_execution_args(parser)
 
 

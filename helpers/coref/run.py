@@ -39,11 +39,11 @@ CANDIDATE_LABELS = {"mentions": "head words of earlier mentions", "words": "ever
 SMALL_DOCUMENTS = 4  # documents per split in the small (test) configuration; the book reads them all
 
 
-def load_coref(split: str = "test", *, data_dir=None) -> list[CorefDocument]:
+def load_coref(split: str = "test", *, data_dir=None, cache_root=None) -> list[CorefDocument]:
     """GUM documents of a split with their OntoGUM mentions (documents without an OntoGUM file are left out)."""
     root = resolve_data_dir(data_dir) / "gum" / "ontogum"
     docs = []
-    for doc in load_gum(split, root=data_dir):
+    for doc in load_gum(split, data_dir=data_dir, cache_root=cache_root):
         path = root / f"{doc.doc_id}.conll"
         if path.is_file():
             docs.append(build_document(doc, path))
@@ -151,7 +151,7 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
 
     With a distributed ``execution`` each cache shard's windows are extracted and scored by the
     heads on a worker (:func:`coref_shard`); the rest runs here, in the same order as locally."""
-    docs = load_coref(split, data_dir=data_dir)[:max_documents]
+    docs = load_coref(split, data_dir=data_dir, cache_root=cache_root)[:max_documents]
     spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
     batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
                          model_max=lm.max_positions)

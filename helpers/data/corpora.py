@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from helpers.config import data_dir
+from helpers.config import data_dir as resolve_data_dir
 from helpers.data.conllu_io import Sentence, read_conllu
 
 GumSplit = Literal["train", "dev", "test", "test2"]
@@ -54,8 +54,8 @@ class Document:
         return paras
 
 
-def _gum_root(root: str | os.PathLike | None) -> Path:
-    gum = data_dir(root) / "gum"
+def _gum_root(data_dir: str | os.PathLike | None) -> Path:
+    gum = resolve_data_dir(data_dir) / "gum"
     if not (gum / "dep").is_dir():
         raise FileNotFoundError(
             f"{gum / 'dep'}: GUM dependency files not found. Run "
@@ -82,7 +82,7 @@ def parse_splits(splits_md: Path) -> dict[str, list[str]]:
     return splits
 
 
-def gum_split_documents(split: GumSplit, *, root: str | os.PathLike | None = None) -> list[str]:
+def gum_split_documents(split: GumSplit, *, data_dir: str | os.PathLike | None = None) -> list[str]:
     """Document ids of a GUM split present on disk, in sorted order.
 
     ``train`` is every document not listed under dev, test or test2 (GUM's convention). Documents
@@ -91,7 +91,7 @@ def gum_split_documents(split: GumSplit, *, root: str | os.PathLike | None = Non
     """
     if split not in GUM_SPLITS:
         raise ValueError(f"GUM split {split!r}: choose one of {', '.join(GUM_SPLITS)}")
-    gum = _gum_root(root)
+    gum = _gum_root(data_dir)
     present = sorted(p.stem for p in (gum / "dep").glob("*.conllu"))
     listed = parse_splits(gum / "splits.md")
     if split == "train":
@@ -101,12 +101,13 @@ def gum_split_documents(split: GumSplit, *, root: str | os.PathLike | None = Non
     return [d for d in present if d in wanted]
 
 
-def load_gum(split: GumSplit = "test", *, root: str | os.PathLike | None = None) -> list[Document]:
-    """GUM documents of a split, each with its sentences and paragraphs."""
-    gum = _gum_root(root)
+def load_gum(split: GumSplit = "test", *, data_dir: str | os.PathLike | None = None,
+             cache_root: str | os.PathLike | None = None) -> list[Document]:
+    """GUM documents of a split, each with its sentences and paragraphs (parsed trees kept in ``cache_root``)."""
+    gum = _gum_root(data_dir)
     docs = []
-    for doc_id in gum_split_documents(split, root=root):
-        docs.append(Document(doc_id, _read(gum / "dep" / f"{doc_id}.conllu", doc_id)))
+    for doc_id in gum_split_documents(split, data_dir=data_dir):
+        docs.append(Document(doc_id, _read(gum / "dep" / f"{doc_id}.conllu", doc_id, cache_root)))
     if not docs:
         raise EmptyCorpusError(f"GUM split {split!r} in {gum}: no documents found")
     return docs
@@ -116,19 +117,20 @@ PARSE_VERSION = 2  # part of the parsed-file cache key: bump when Sentence or re
 
 
 @lru_cache(maxsize=1024)
-def _read_cached(path: Path, doc_id: str | None, mtime_ns: int | None = None) -> tuple[Sentence, ...]:
-    return tuple(_parse_with_disk_cache(path, doc_id))
+def _read_cached(path: Path, doc_id: str | None, mtime_ns: int | None = None, cache_root: str | None = None
+                 ) -> tuple[Sentence, ...]:
+    return tuple(_parse_with_disk_cache(path, doc_id, cache_root))
 
 
-def _parse_with_disk_cache(path: Path, doc_id: str | None) -> list[Sentence]:
+def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.PathLike | None = None) -> list[Sentence]:
     """:func:`read_conllu`, with its result kept as JSON in the cache directory (``parsed/``), keyed by the
     file's bytes: parsing GUM train takes ~6 s, reading it back ~0.5 s, and every chapter's kernel reads
     it. An unreadable cache file is parsed again; a cache that cannot be written is skipped."""
     from helpers.config import cache_dir
-    from helpers.data.files import atomic_write  # helpers.cache imports this module
+    from helpers.data.files import atomic_write
 
     key = hashlib.sha256(f"{PARSE_VERSION}\0{doc_id}\0".encode() + path.read_bytes()).hexdigest()[:32]
-    stored = cache_dir() / "parsed" / f"{key}.json"
+    stored = cache_dir(cache_root) / "parsed" / f"{key}.json"
     try:
         rows = json.loads(stored.read_text(encoding="utf-8"))
         return [Sentence(**{**row, **{k: tuple(v) for k, v in row.items() if isinstance(v, list)}}, source=str(path))
@@ -144,17 +146,17 @@ def _parse_with_disk_cache(path: Path, doc_id: str | None) -> list[Sentence]:
     return sentences
 
 
-def _read(path: Path, doc_id: str | None = None) -> tuple[Sentence, ...]:
-    return _read_cached(path, doc_id, path.stat().st_mtime_ns)
+def _read(path: Path, doc_id: str | None = None, cache_root: str | os.PathLike | None = None) -> tuple[Sentence, ...]:
+    return _read_cached(path, doc_id, path.stat().st_mtime_ns, None if cache_root is None else str(cache_root))
 
 
-def corpus_files(spec: str, *, root: str | os.PathLike | None = None) -> list[Path]:
+def corpus_files(spec: str, *, data_dir: str | os.PathLike | None = None) -> list[Path]:
     """The files a corpus spec reads (used to key caches on the data)."""
     if spec.startswith("gum:"):
-        gum = _gum_root(root)
-        return [gum / "dep" / f"{d}.conllu" for d in gum_split_documents(spec[4:], root=root)]
+        gum = _gum_root(data_dir)
+        return [gum / "dep" / f"{d}.conllu" for d in gum_split_documents(spec[4:], data_dir=data_dir)]
     if spec == "ewt:dev":
-        path = data_dir(root) / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
+        path = resolve_data_dir(data_dir) / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: UD English EWT dev not found; run `python -m helpers download`")
         return [path]
@@ -171,15 +173,19 @@ def corpus_files(spec: str, *, root: str | os.PathLike | None = None) -> list[Pa
 
 
 def load_treebank(
-    spec: str, *, root: str | os.PathLike | None = None, max_sentences: int | None = None
+    spec: str, *, data_dir: str | os.PathLike | None = None, max_sentences: int | None = None,
+    cache_root: str | os.PathLike | None = None,
 ) -> list[Sentence]:
-    """Sentences of a corpus spec, in file order (GUM: documents sorted by id), at most ``max_sentences``."""
+    """Sentences of a corpus spec, in file order (GUM: documents sorted by id), at most ``max_sentences``.
+
+    ``data_dir``: the corpora folder (default :func:`helpers.config.data_dir`); ``cache_root``: where parsed
+    trees are kept (default :func:`helpers.config.cache_dir`)."""
     if max_sentences is not None and max_sentences < 1:
         raise ValueError(f"--max-sentences {max_sentences}: must be at least 1")
     sentences: list[Sentence] = []
-    for path in corpus_files(spec, root=root):
+    for path in corpus_files(spec, data_dir=data_dir):
         doc = path.stem if spec.startswith("gum:") else None
-        sentences.extend(_read(path, doc))
+        sentences.extend(_read(path, doc, cache_root))
         if max_sentences is not None and len(sentences) >= max_sentences:
             break
     if not sentences:
@@ -204,9 +210,9 @@ def manifest() -> dict:
     return json.loads(MANIFEST.read_text(encoding="utf-8"))
 
 
-def verify(root: str | os.PathLike | None = None) -> dict[str, list[str]]:
+def verify(data_dir: str | os.PathLike | None = None) -> dict[str, list[str]]:
     """Check the corpora on disk against the manifest: ``{"ok": [...], "missing": [...], "mismatch": [...]}``."""
-    base = data_dir(root, must_exist=False)
+    base = resolve_data_dir(data_dir, must_exist=False)
     report: dict[str, list[str]] = {"ok": [], "missing": [], "mismatch": []}
     for entry in manifest()["files"]:
         path = base / entry["path"]

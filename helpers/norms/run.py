@@ -49,7 +49,8 @@ def _stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
 def run_norms(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128, data_dir=None,
               cache_root: str | os.PathLike | None = None, progress: bool = False) -> NormsReport:
     """Shares under weights and norms and their correlation over the surface chapter's segments (cached)."""
-    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir)
+    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
+                           cache_root=cache_root)
     stats = NormStats.from_cache(cached_json(
         "norm-stats", _stats_key(lm, batch), lambda: norm_statistics(lm, batch, progress=progress).to_cache(),
         cache_root=cache_root))

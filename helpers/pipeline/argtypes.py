@@ -141,4 +141,5 @@ def check_corpora(args: argparse.Namespace, *specs: str) -> None:
     from helpers.data.corpora import load_treebank
 
     for spec in specs:
-        load_treebank(spec, root=args.data_dir, max_sentences=getattr(args, "max_sentences", None))
+        load_treebank(spec, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),
+                      cache_root=getattr(args, "cache_dir", None))

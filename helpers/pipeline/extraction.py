@@ -215,14 +215,14 @@ def extract(
 
 
 def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
-                    data_dir=None):
+                    data_dir=None, cache_root: str | os.PathLike | None = None):
     """``(sentences, batch, source_digest)``: a treebank's sentences, encoded, and its files' digest."""
     from helpers.core.encoding import encode_words
     from helpers.data.corpora import corpus_files, file_digest, load_treebank
 
-    sentences = load_treebank(spec, root=data_dir, max_sentences=max_sentences)
+    sentences = load_treebank(spec, data_dir=data_dir, max_sentences=max_sentences, cache_root=cache_root)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=max_length, model_max=lm.max_positions)
-    return sentences, batch, file_digest(corpus_files(spec, root=data_dir))
+    return sentences, batch, file_digest(corpus_files(spec, data_dir=data_dir))
 
 
 def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
@@ -231,7 +231,7 @@ def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = 
     """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files);
     ``maps="norms"`` for norm-based maps."""
     sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
-                                               data_dir=data_dir)
+                                               data_dir=data_dir, cache_root=cache_root)
     store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
                     source_digest=digest, shard_size=shard_size, maps=maps)
     return sentences, store

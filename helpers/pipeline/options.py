@@ -53,7 +53,8 @@ def load(args: argparse.Namespace):
     """The model named by the common options."""
     from helpers.core.models import load_model
 
-    return load_model(args.model, random_init=args.random_init, seed=args.seed, device=args.device)
+    return load_model(args.model, random_init=args.random_init, seed=args.seed, device=args.device,
+                      cache_root=args.cache_dir)
 
 
 # --------------------------------------------------------------------------------- extract
@@ -78,11 +79,11 @@ def encode_corpus(args: argparse.Namespace, lm):
     spec = args.conllu or args.corpus
     if spec == "segments":
         split = args.segment_source.removeprefix("gum:")
-        docs = load_gum(split, root=args.data_dir)
+        docs = load_gum(split, data_dir=args.data_dir, cache_root=args.cache_dir)
         segs = paper_segments(docs, lm.tokenizer, n=args.segments, max_length=args.max_length, seed=args.seed)
-        files = corpus_files(f"gum:{split}", root=args.data_dir)
+        files = corpus_files(f"gum:{split}", data_dir=args.data_dir)
         return encode_segments(lm.tokenizer, segs, max_length=args.max_length), file_digest(files), "token"
-    sentences = load_treebank(spec, root=args.data_dir, max_sentences=args.max_sentences)
+    sentences = load_treebank(spec, data_dir=args.data_dir, max_sentences=args.max_sentences, cache_root=args.cache_dir)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=args.max_length,
                          model_max=lm.max_positions)
-    return batch, file_digest(corpus_files(spec, root=args.data_dir)), None
+    return batch, file_digest(corpus_files(spec, data_dir=args.data_dir)), None

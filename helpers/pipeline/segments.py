@@ -30,19 +30,20 @@ DEFAULT_SOURCE: SegmentSource = "documents"
 
 def draw_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,
                   max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE,
-                  data_dir=None) -> tuple[list[Segment], EncodedBatch]:
+                  data_dir=None, cache_root=None) -> tuple[list[Segment], EncodedBatch]:
     """``(segments, encoded)``: the segments of a GUM split (see :mod:`helpers.data.segments`) and their model inputs;
     ``encoded.examples[k].index == k``."""
-    docs = load_gum(split, root=data_dir)
+    docs = load_gum(split, data_dir=data_dir, cache_root=cache_root)
     segs = paper_segments(docs, lm.tokenizer, n=n_segments, max_length=max_length, seed=seed, source=segments_from)
     return segs, encode_segments(lm.tokenizer, segs, max_length=max_length)
 
 
 def build_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,
-                   max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None) -> EncodedBatch:
+                   max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
+                   cache_root=None) -> EncodedBatch:
     """The encoded segments of a GUM split (see :func:`draw_segments`)."""
     return draw_segments(lm, split=split, n_segments=n_segments, seed=seed, max_length=max_length,
-                         segments_from=segments_from, data_dir=data_dir)[1]
+                         segments_from=segments_from, data_dir=data_dir, cache_root=cache_root)[1]
 
 
 def segments_key(segments_from: SegmentSource) -> dict:
@@ -77,7 +78,7 @@ def _segments_args(parser: argparse.ArgumentParser) -> None:
 def cmd_segments(args: argparse.Namespace) -> dict:
     lm = load(args)
     segs, batch = draw_segments(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
-                                segments_from=args.segments_from, data_dir=args.data_dir)
+                                segments_from=args.segments_from, data_dir=args.data_dir, cache_root=args.cache_dir)
     return segments_json(lm, segs, batch)
 
 

@@ -247,7 +247,7 @@ class PairTanhScores(torch.autograd.Function):
     Plain autograd of this expression materialises several ``[batch, n, n + 1, hidden]`` temporaries
     (the sum, its tanh, the gradient through tanh, the outer product of the output layer's gradient);
     here one tanh tensor per chunk of ``rows`` sentences is kept, and the backward pass turns it into
-    the gradient in place. About twice as fast as plain autograd on CPU (see ``tests/test_probes.py``
+    the gradient in place. About twice as fast as plain autograd on CPU (see ``tests/unit/test_probes.py``
     for the check against it). Shapes: ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist [n, n + 1, H]``,
     ``w [H]`` -> ``[b, n, n + 1]``. Differentiable once (the saved tensors are reused in place).
     """

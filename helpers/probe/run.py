@@ -169,7 +169,7 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
     key = {"model": lm.fingerprint(), "v": VERSION, "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
            "glove": file_digest([Path(glove_path)]) if glove_path else None,
-           "data": {name: file_digest(corpus_files(spec, root=data_dir)) for name, spec in corpora.items()}}
+           "data": {name: file_digest(corpus_files(spec, data_dir=data_dir)) for name, spec in corpora.items()}}
     if corpora != probe_corpora():
         key["specs"] = corpora
     return cached_json("probes", key, lambda: _run_probes(lm, seeds=seeds, epochs=epochs, glove_path=glove_path,

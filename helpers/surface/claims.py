@@ -27,7 +27,7 @@ GRADIENT_SMALL = 0.5      # §3.2 "very small": [SEP] gradient below half of tha
 
 
 # ----------------------------------------------------------------------------------- claims
-# One rule per claim, on plain numbers (tested on both sides of every threshold in tests/test_claims.py).
+# One rule per claim, on plain numbers (tested on both sides of every threshold in tests/unit/test_claims.py).
 
 
 def verdict_position_heads(n_heads: int, best_share: float) -> Verdict:

@@ -93,7 +93,7 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
     The analysed segments come from GUM train (``segments_from``: see :mod:`helpers.data.segments`); the
     masked-LM head of a model without one is fitted on other GUM train segments (seed + 1) and
     evaluated on GUM dev segments."""
-    seg = dict(max_length=max_length, segments_from=segments_from, data_dir=data_dir)
+    seg = dict(max_length=max_length, segments_from=segments_from, data_dir=data_dir, cache_root=cache_root)
     batch = build_segments(lm, n_segments=n_segments, seed=seed, **seg)
     key = _stats_key(lm, batch, segments_from)
     stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root, progress=progress)

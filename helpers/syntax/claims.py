@@ -27,7 +27,7 @@ CLAIM_RELATIONS = {"det": "det-head", "obj": "obj-head", "nmod:poss": "poss-head
 
 
 # ----------------------------------------------------------------------------------- claims
-# One rule per claim, on plain numbers (tested on both sides of every threshold in tests/test_claims.py).
+# One rule per claim, on plain numbers (tested on both sides of every threshold in tests/unit/test_claims.py).
 # Every verdict rests on the head chosen on GUM dev and scored on GUM test, with its 95% bootstrap interval.
 
 

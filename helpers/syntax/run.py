@@ -63,7 +63,7 @@ def run_heads(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None,
         from helpers.pipeline.extraction import encode_treebank, plan_extraction
 
         sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                                   data_dir=data_dir)
+                                                   data_dir=data_dir, cache_root=cache_root)
         plan = plan_extraction(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root,
                                source_digest=digest)
         payloads = [([sentences[ex.index] for ex in shard], possessive) for shard in plan.store.shards]

@@ -188,7 +188,7 @@ def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, tmp_path, cluster
     import shutil
     from pathlib import Path
 
-    fixtures = Path(__file__).parent / "fixtures"
+    fixtures = Path(__file__).parents[1] / "fixtures"
     data = tmp_path / "data"
     (data / "gum" / "dep").mkdir(parents=True)
     (data / "gum" / "ontogum").mkdir(parents=True)

@@ -35,6 +35,7 @@ def maps(layers=2, heads=3, n=6, seed=0) -> np.ndarray:
 def test_packed_weights_round_trip_within_half_a_step():
     attn = maps()
     raw = np.frombuffer(base64.b64decode(views.pack_weights(attn)), dtype=np.uint8).reshape(attn.shape)
+    # tolerance: one byte per weight: round(255 w) is off by at most half a step
     np.testing.assert_allclose(raw / 255.0, attn, atol=0.5 / 255 + 1e-9)
     assert views.pack_weights(np.array([[[[0.0, 1.0]]]])) == base64.b64encode(bytes([0, 255])).decode()
 
@@ -132,6 +133,7 @@ def test_drawn_line_opacities_are_the_weights(tmp_path):
     assert len(lines) == len(tokens) ** 2
     for line in lines:
         i, j = int(line["left-token-index"]), int(line["right-token-index"])
+        # tolerance: the opacity is round(255 w) / 255: half a step, plus the SVG's decimal printing
         assert float(line["stroke-opacity"]) == pytest.approx(attn[layer, head, i, j], abs=0.5 / 255 + 1e-6)
     others = soup.select(f'#attention g:not([head-index="{head}"]) > g > line')
     assert others and all(float(line["stroke-opacity"]) == 0 for line in others)

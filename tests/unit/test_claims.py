@@ -87,8 +87,10 @@ def test_surface_claims_ids_from_constructed_stats():
     assert list(got) == ["prev-token-heads", "next-token-heads", "sep-attention-middle-layers", "sep-self-attention",
                          "broad-attention-lower-layers", "cls-broad-last-layer", "sep-gradient-small"]
     assert got["prev-token-heads"].verdict == PARTLY and got["next-token-heads"].verdict == NOT_REPRODUCED
+    # tolerance: a ratio of constructed floats (pytest.approx: relative 1e-6)
     assert got["sep-attention-middle-layers"].verdict == PARTLY and got["sep-attention-middle-layers"].value == pytest.approx(0.3)
     assert got["broad-attention-lower-layers"].verdict == PARTLY and got["broad-attention-lower-layers"].value == 2
+    # tolerance: a ratio of constructed floats (relative 1e-6)
     assert got["sep-gradient-small"].value == pytest.approx(0.1) and got["sep-gradient-small"].verdict == REPRODUCED
     # the surface command's JSON keeps its claim/paper/ours/verdict rows
     # the surface command's JSON "claims" keeps its claim/paper/ours/verdict keys (and adds id, section, value)
@@ -162,6 +164,7 @@ def test_coref_claim_from_constructed_runs():
     base = np.stack([np.arange(n) % 10 < 2, np.arange(n) % 10 < 5, np.arange(n) % 10 < 7])  # 20, 50, 70
     run = co.CorefRun("test", "windows", heads, base, kinds, docs, n // 4, [])
     (claim,) = co.claims(run, run)
+    # tolerance: a percentage of constructed counts (relative 1e-6)
     assert claim.id == "coref-head" and claim.value == pytest.approx(90.0)
     assert "2-1" in claim.ours and claim.verdict == REPRODUCED  # 90 > 50 + 10, above 70 - 5, interval clear of both
 
@@ -193,6 +196,7 @@ def test_seed_interval_against_scipy():
     runs = [60.0, 61.0, 63.0]
     lo, hi = pr.seed_interval(runs)
     ref = stats.t.interval(0.95, 2, loc=np.mean(runs), scale=stats.sem(runs))
+    # tolerance: the same percentile formula on the same draws; only float summation order differs
     assert (lo, hi) == pytest.approx(ref)
     assert pr.seed_interval([60.0]) is None
 
@@ -229,7 +233,7 @@ def test_claims_command_json(tiny_model_dir, toy_conllu, tmp_path):
 
     from helpers.cli import main
 
-    fix = Path(__file__).parent / "fixtures"
+    fix = Path(__file__).parents[1] / "fixtures"
     data = tmp_path / "data"
     (data / "gum" / "dep").mkdir(parents=True)
     (data / "gum" / "ontogum").mkdir(parents=True)

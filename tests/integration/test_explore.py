@@ -52,6 +52,7 @@ def test_predicted_heads_match_slow_loops(tiny_lm):
                     best, weight = slow_prediction(ex.attn, layer, head, row.position, direction)
                     assert row._3 == best  # "predicted head"
                     assert row._4 == ex.words[best]  # "head word"
+                    # tolerance: the table shows weights rounded to 3 decimals
                     assert row.weight == pytest.approx(weight, abs=5e-4)
 
 

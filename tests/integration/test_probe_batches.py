@@ -19,7 +19,7 @@ def random_treebank(path, count: int, seed: int = 0) -> None:
         heads = np.zeros(n, int)
         for k, node in enumerate(order[1:], start=1):
             heads[node - 1] = order[rng.integers(0, k)]
-        lines += [f"# sent_id = s{s}", f"# text = x"]
+        lines += [f"# sent_id = s{s}", "# text = x"]
         for i in range(n):
             word = WORDS[rng.integers(len(WORDS))]
             upos = "PUNCT" if word == "." else "NOUN"
@@ -52,6 +52,7 @@ def test_spilled_probe_equals_in_memory(tiny_lm, tmp_path, kind):
     for a, b in zip(logits_s, logits_m):
         np.testing.assert_array_equal(a, b)  # the same float32 inputs: bit for bit
     for name in state_s:
+        # tolerance: exact: spilled and in-memory batches hold the same bytes, so training is bit-identical
         torch.testing.assert_close(state_s[name], state_m[name], rtol=0, atol=0)
 
     # a second run reuses the spilled file instead of rebuilding it
@@ -72,6 +73,7 @@ def test_damaged_spill_is_rebuilt(tiny_lm, tmp_path):
         handle.truncate(first.spilled.path.stat().st_size // 2)
     second = probe_data(tiny_lm, str(train_file), **kw)
     for a, b in zip(reference, second.spilled):
+        # tolerance: exact: the spill file stores features as they were built
         torch.testing.assert_close(a, b.features, rtol=0, atol=0)
 
 

@@ -10,22 +10,22 @@ from helpers.data.corpora import EmptyCorpusError, gum_split_documents, load_gum
 
 def test_splits_and_paragraphs(fake_data):
     assert parse_splits(fake_data / "gum" / "splits.md")["test"] == ["GUM_c", "GUM_reddit_x"]
-    assert gum_split_documents("train", root=fake_data) == ["GUM_a"]
-    assert gum_split_documents("test", root=fake_data) == ["GUM_c"]  # absent reddit doc left out
-    assert gum_split_documents("test2", root=fake_data) == ["GENTLE_d"]
-    (doc,) = load_gum("dev", root=fake_data)
+    assert gum_split_documents("train", data_dir=fake_data) == ["GUM_a"]
+    assert gum_split_documents("test", data_dir=fake_data) == ["GUM_c"]  # absent reddit doc left out
+    assert gum_split_documents("test2", data_dir=fake_data) == ["GENTLE_d"]
+    (doc,) = load_gum("dev", data_dir=fake_data)
     assert doc.doc_id == "GUM_b" and [len(p) for p in doc.paragraphs] == [2, 1]
     with pytest.raises(ValueError, match="GUM split 'valid'"):
-        gum_split_documents("valid", root=fake_data)
+        gum_split_documents("valid", data_dir=fake_data)
 
 
 def test_treebank_specs(fake_data, toy_conllu):
-    assert len(load_treebank("gum:train", root=fake_data)) == 3
+    assert len(load_treebank("gum:train", data_dir=fake_data)) == 3
     assert len(load_treebank(str(toy_conllu), max_sentences=2)) == 2
     with pytest.raises(ValueError, match="corpus 'wsj'"):
-        load_treebank("wsj", root=fake_data)
+        load_treebank("wsj", data_dir=fake_data)
     with pytest.raises(FileNotFoundError, match="EWT"):
-        load_treebank("ewt:dev", root=fake_data)
+        load_treebank("ewt:dev", data_dir=fake_data)
 
 
 def test_parsed_files_are_cached_on_disk(toy_conllu, tmp_path, monkeypatch):
@@ -98,8 +98,8 @@ def test_manifest_pins_every_shipped_file():
 
 @pytest.mark.slow
 def test_real_corpora_sizes(shared_data):
-    assert len(gum_split_documents("dev", root=shared_data)) >= 30
+    assert len(gum_split_documents("dev", data_dir=shared_data)) >= 30
     assert corpora.verify(shared_data)["mismatch"] == []
     ewt = shared_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
     n_ids = sum(line.startswith("# sent_id") for line in ewt.read_text(encoding="utf-8").splitlines())
-    assert len(load_treebank("ewt:dev", root=shared_data)) == n_ids
+    assert len(load_treebank("ewt:dev", data_dir=shared_data)) == n_ids

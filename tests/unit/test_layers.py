@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "helpers"
+PACKAGE = Path(__file__).resolve().parents[2] / "helpers"
 LAYERS = {
     "config": 0, "paper": 0, "claims": 0,
     "core": 1, "data": 2, "pipeline": 3,

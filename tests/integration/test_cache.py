@@ -15,15 +15,16 @@ def batch(tiny_lm):
     return encode_words(tiny_lm.tokenizer, SENTS)
 
 
-def test_cached_maps_equal_live_maps_within_float16(tiny_lm, batch, tmp_path):
+def test_cached_maps_equal_live_maps(tiny_lm, batch, tmp_path):
     store = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
     assert store.stats["shards_computed"] == 3
     live = {ex.index: a for ex, a in iter_attention(tiny_lm, batch, level="word")}
     got = {ex.index: a for ex, a in store}
     assert sorted(got) == sorted(live)
     for i in live:
-        np.testing.assert_allclose(got[i], live[i], atol=1e-3)
-    np.testing.assert_allclose(store[4], live[4], atol=1e-3)
+        # tolerance: stored as float32 (no rounding); shards batch other neighbours, and padding moves float32 softmax sums by ~1e-7
+        np.testing.assert_allclose(got[i], live[i], atol=1e-6)
+    np.testing.assert_allclose(store[4], live[4], atol=1e-6)  # as above
     again = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
     assert again.stats["shards_reused"] == 3 and again.stats["shards_computed"] == 0
 

@@ -83,6 +83,7 @@ def test_mst_valid_tree_and_matches_networkx():
                     g.add_edge(c, i + 1, weight=scores[i, c])
         ref = nx.maximum_spanning_arborescence(g)
         best = sum(scores[d - 1, h] for h, d in ref.edges())
+        # tolerance: a sum of the same float64 scores (relative 1e-6)
         assert sum(scores[i, heads[i]] for i in range(n)) == pytest.approx(best)
 
 
@@ -153,6 +154,7 @@ def test_distance_probe_does_not_depend_on_the_batch():
         alone = model(make_batch(data, [short]))[0]
         padded = model(make_batch(data, [short, long]))[0]
     m = len(data.heads[short])
+    # tolerance: float32: padding changes the length of the softmax/matmul reductions
     torch.testing.assert_close(padded[:m, : m + 1], alone[:m, : m + 1], rtol=1e-5, atol=1e-5)
     indicators, distances = distance_parts(len(data.heads[long]))
     torch.testing.assert_close(indicators[:m, : m + 1] + distances[:m, : m + 1] / m, distance_features(m))
@@ -195,11 +197,13 @@ def test_attn_words_logits_follow_the_formula(misaligned):
             for i in range(m):
                 weights_root = probe.dep(v[b, i])  # [v_i; 0]
                 root = r_s * batch.root_parts[b, i, :, 0] + r_e * batch.root_parts[b, i, :, 1]
+                # tolerance: float32 dot product of ~100 terms against an explicit sum
                 assert torch.allclose(logits[b, i, 0], (weights_root * root).sum(), atol=1e-4)
                 for j in range(m):
                     if j == i:
                         continue
                     weights = probe.dep(v[b, i]) + probe.cand(v[b, j])  # W [v_i; v_j] + b
+                    # tolerance: as above
                     assert torch.allclose(logits[b, i, j + 1], (weights * batch.features[b, i, j + 1]).sum(), atol=1e-4)
 
 
@@ -212,6 +216,7 @@ def test_glove_reader(tmp_path):
     f = tmp_path / "g.txt"
     f.write_text("the 0.1 0.2\nCat 0.3 0.4\n")
     vectors = load_glove(f)
+    # tolerance: parsed from decimal text into float32
     assert set(vectors) == {"the", "cat"} and vectors["cat"].tolist() == pytest.approx([0.3, 0.4])
     f.write_text("the 0.1 0.2\ncat 0.3\n")
     with pytest.raises(ValueError, match=r"g.txt:2: 1 numbers, expected 2"):

@@ -121,6 +121,7 @@ def test_segment_tokens_and_split_position(tiny_lm):
     tok = tiny_lm.tokenizer
     batch = encode_ids([[1] * 5, [1] * 9, [1] * 10], max_length=128)
     lengths = [5, 9, 10]
+    # tolerance: a float mean (relative 1e-6)
     assert segment_tokens(batch) == {"count": 3, "mean": pytest.approx(np.mean(lengths)), "median": 9.0,
                                      "min": 5, "max": 10}
     seg = Segment("d", 0, (9, 11), (10, 12, 13))
@@ -163,6 +164,7 @@ def test_surface_and_cluster_report_the_segments_they_use(tiny_model_dir, fake_d
     out = tmp_path / "out.json"
     assert main(["segments", *common, "--json", str(out)]) == 0
     lengths = [len(s["input_ids"]) for s in json.loads(out.read_text())["segments"]]
+    # tolerance: a float mean (relative 1e-6)
     expected = {"count": len(lengths), "mean": pytest.approx(np.mean(lengths)), "median": float(np.median(lengths)),
                 "min": min(lengths), "max": max(lengths)}
     for command in (["surface", "--no-gradients"], ["cluster", "--no-linguistic", "--permutations", "10"]):

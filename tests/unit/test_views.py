@@ -17,6 +17,7 @@ def test_rows_round_trip_every_weight():
     rows = attention_rows(attn)
     assert len(rows) == 2 * 3 * 4
     for r in rows:
+        # tolerance: chart rows keep 3 decimals
         np.testing.assert_allclose(r["w"], attn[r["layer"] - 1, r["head"] - 1, r["query"]], atol=5e-4)
         assert r["k"] == [0, 1, 2, 3]
     spec = heatmap(attn, list("abcd")).to_dict()
@@ -46,6 +47,7 @@ def test_formula_reproduces_extracted_maps(tiny_lm):
     attn = forward_attentions(tiny_lm, [ex])[0]
     for layer in range(tiny_lm.n_layers):
         np.testing.assert_allclose(recompute_attention(tiny_lm, ex.input_ids, layer=layer).numpy(),
+                                   # tolerance: float32 recomputation of the same formula (hooks against the model's own output)
                                    attn[layer].numpy(), atol=1e-6)
 
 

@@ -60,6 +60,7 @@ def test_matches_slow_reference_on_random_maps():
     fast = segment_statistics(attn, masks_for(8))
     slow = reference(attn, masks_for(8))
     for name in STATISTICS:
+        # tolerance: the same float64 arithmetic in another order
         np.testing.assert_allclose(fast[name], slow[name], rtol=1e-10, err_msg=name)
 
 
@@ -101,6 +102,7 @@ def test_accumulator_weights_segments_equally_and_round_trips():
     np.testing.assert_allclose(result.uniform_entropy, (np.log(4) + np.log(8)) / 2)
     np.testing.assert_allclose(result.per_head["next"], (3 / 16 + 7 / 8) / 2)
     again = SurfaceStats.from_json(json.loads(json.dumps(result.to_json())))
+    # tolerance: the JSON round trip keeps 6 decimals
     np.testing.assert_allclose(again.per_head["next"], result.per_head["next"], rtol=1e-5)
     with pytest.raises(ValueError, match="no segments"):
         SurfaceAccumulator().result()

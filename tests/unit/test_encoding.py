@@ -74,4 +74,5 @@ def test_byte_level_bpe_alignment_and_pair_template(tiny_bpe_model_dir):
     assert pair_template(lm.tokenizer) == ([bos], [eos, eos], [eos])
     (_, attn), = list(iter_attention(lm, batch, level="word"))
     assert attn.shape == (2, 4, 6, 6)
+    # tolerance: float32 softmax rows sum to 1 within a few ulps times the row length
     np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-5)

@@ -10,7 +10,7 @@ from helpers.data.ontogum import CorefAlignmentError, Mention, build_document, r
 from helpers.coref.stats import Query, agree, baseline_predictions, head_predictions, queries_in_window, window_words
 from helpers.data.corpora import Document
 
-FIX = __import__("pathlib").Path(__file__).parent / "fixtures"
+FIX = __import__("pathlib").Path(__file__).parents[1] / "fixtures"
 
 
 @pytest.fixture
@@ -96,6 +96,7 @@ def test_coref_command_json(tiny_model_dir, tmp_path):
     result = json.loads(out.read_text())
     assert result["mentions"] == {"all": 3, "pronoun": 1, "proper": 1, "nominal": 1}
     assert np.asarray(result["per_head"]["all"]).shape == (2, 4)
+    # tolerance: a percentage of small counts (relative 1e-6)
     assert result["baselines"]["rule-based"]["all"] == pytest.approx(100 * 2 / 3)
     assert result["paper"]["Head 5-4"]["all"] == 65
     words = result["every_word_candidates"]

@@ -28,7 +28,9 @@ def maps(seed, L=2, H=3, n=7, alpha=0.5):
 def test_matches_scipy_reference_float64_and_float32(chunk):
     attn = maps(0)  # 6 heads: chunks of 4 leave a partial last chunk
     ref = js_reference(attn)
+    # tolerance: float64 against scipy's float64: only summation order differs
     np.testing.assert_allclose(segment_js(attn, dtype=torch.float64, chunk=chunk).numpy(), ref, rtol=1e-6, atol=1e-12)
+    # tolerance: float32 inputs: ~7 significant digits, logs of small weights lose a few more
     np.testing.assert_allclose(segment_js(attn.astype(np.float32)).numpy(), ref, rtol=1e-4, atol=1e-6)
 
 
@@ -40,7 +42,7 @@ def test_properties():
     assert (D >= 0).all()
     same = np.stack([attn[0], attn[0]])  # two identical layers: JS(x, x) = 0 across them
     D2 = segment_js(same, dtype=torch.float64).numpy()
-    np.testing.assert_allclose(D2[:3, 3:].diagonal(), 0.0, atol=1e-12)
+    np.testing.assert_allclose(D2[:3, 3:].diagonal(), 0.0, atol=1e-12)  # identical rows: zero up to float64 round-off
     n = attn.shape[-1]
     upper = n * np.log(2)  # JS of each row is at most log 2
     assert D.max() <= upper
@@ -51,6 +53,7 @@ def test_scipy_single_row():
     attn = np.stack([np.tile(p, (3, 1)), np.tile(q, (3, 1))])[None]  # one layer, two heads, 3 identical rows
     ps, qs = smooth(torch.tensor(p)).numpy(), smooth(torch.tensor(q)).numpy()
     expected = 3 * jensenshannon(ps, qs) ** 2  # scipy gives the square root of the divergence
+    # tolerance: float64, a closed-form expected value
     np.testing.assert_allclose(segment_js(attn, dtype=torch.float64).numpy()[0, 1], expected, rtol=1e-10)
 
 
@@ -59,7 +62,7 @@ def test_accumulator_sums_segments():
     acc.add(maps(2, n=5))
     acc.add(maps(3, n=9))
     expected = js_reference(maps(2, n=5)) + js_reference(maps(3, n=9))
-    np.testing.assert_allclose(acc.result(), expected, rtol=1e-4)
+    np.testing.assert_allclose(acc.result(), expected, rtol=1e-4)  # the accumulator works in float32
     assert acc.tokens == 14 and acc.segments == 2
 
 

@@ -47,6 +47,7 @@ def test_heads_and_keys_rebuild_the_attention_output():
         f = torch.einsum("htd,hdo->hto", v, output_weight(parts, lm.n_heads))  # [head, token, hidden]
         rebuilt = torch.einsum("hij,hjo->io", out.attentions[layer][0], f) + parts.output.bias
         torch.set_grad_enabled(True)
+        # tolerance: float32 rebuild of the layer output from its parts (TOLERANCE above)
         assert torch.allclose(rebuilt, seen.raw["output"][layer][0], atol=TOLERANCE)
 
 
@@ -109,6 +110,7 @@ def test_spearman_matches_scipy_with_ties():
     ours = spearman_per_head(a, b)
     for l in range(2):
         for h in range(3):
+            # tolerance: both rank in float64; scipy averages ties the same way
             assert ours[l, h] == pytest.approx(spearmanr(a[l, h].ravel(), b[l, h].ravel()).statistic, abs=1e-9)
     const = spearman_per_head(np.ones((1, 1, 3, 3)), b[:1, :1, :3, :3])
     assert np.isnan(const).all()
@@ -130,6 +132,7 @@ def test_accumulator_round_trips_and_json_layout():
     assert set(payload["heads"]) == {f"{l}-{h}" for l in (1, 2) for h in (1, 2, 3)} and set(payload["layers"]) == {"1", "2"}
     row = payload["heads"]["2-3"]
     assert set(row) == {"weights", "norms", "spearman"} and set(row["weights"]) == set(KINDS)
+    # tolerance: float32 norms against the float64 statistic
     assert row["norms"]["sep"] == pytest.approx(stats.norms[KINDS.index("sep"), 1, 2], abs=1e-6)
 
 
@@ -166,8 +169,9 @@ def test_norms_command_writes_the_contract(tiny_model_dir, fake_data, tmp_path):
     assert set(result) == {"model", "segments", "heads", "layers"} and result["segments"] >= 1
     assert len(result["heads"]) == 2 * 4 and set(result["layers"]) == {"1", "2"}
     for row in result["heads"].values():
+        # tolerance: shares computed in float32 sum to 1 within float32 round-off
         assert sum(row["weights"].values()) == pytest.approx(1.0, abs=1e-5)
-        assert sum(row["norms"].values()) == pytest.approx(1.0, abs=1e-5)
+        assert sum(row["norms"].values()) == pytest.approx(1.0, abs=1e-5)  # as above
         assert -1 <= row["spearman"] <= 1
 
 

@@ -31,13 +31,14 @@ def test_matches_slow_reference(mode, seed):
     attn = random_maps(rng, 2, 3, len(align))
     fast = word_level(attn, align, mode=mode)
     slow = word_level_reference(attn, align, mode=mode)
-    np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(fast.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-6)  # float32 batched matrices against the float64 loop
+    np.testing.assert_allclose(fast.sum(-1), 1.0, atol=1e-5)  # float32 rows sum to 1 within round-off
 
 
 def test_unsplit_words_leave_map_unchanged():
     rng = np.random.default_rng(1)
     attn = random_maps(rng, 1, 2, 5)
+    # tolerance: identity alignment: only float round-off
     np.testing.assert_allclose(word_level(attn, np.arange(5)), attn, rtol=1e-6)
 
 
@@ -69,7 +70,7 @@ def test_batched_torch_matches_per_example():
     for b, a in enumerate(aligns):
         n = a.max() + 1
         np.testing.assert_allclose(out[b, :, :, :n, :n], word_level_reference(attn[b, :, :, : len(a), : len(a)], a),
-                                   rtol=1e-5, atol=1e-6)
+                                   rtol=1e-5, atol=1e-6)  # float32 batched conversion against the float64 reference
 
 
 def test_bad_mode_is_named():

@@ -5,7 +5,7 @@ The server, its kernel and Chromium run together in a new network namespace (``u
 only loopback exists, so nothing *can* leave; Chromium's DevTools protocol also records every request
 the page makes, and the test asserts that each went to 127.0.0.1. The notebook is a temporary copy
 (with one cell appended that opens :func:`helpers.presentation.explore`), so nothing in the repository is written.
-Run as a script (``python tests/test_jupyterlab.py drive ROOT NOTEBOOK``) it is the driver that runs
+Run as a script (``python tests/book/test_jupyterlab.py drive ROOT NOTEBOOK``) it is the driver that runs
 inside the namespace and prints its findings as JSON.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import urlopen
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "notebooks/02_attention_maps.ipynb"  # bertviz head and model views, Altair heat maps
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EXPLORER_CELL = 'helpers.explore("The keys to the cabinet are on the table.", lm=lm)'

@@ -26,7 +26,7 @@ from helpers.cli import build_parser, main
 from helpers.data.conllu_io import ConllError, read_conllu, tree_problem
 from helpers.core.encoding import encode_words
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = """# sent_id = s1
 # text = The cat sat on the mat.

@@ -1,6 +1,7 @@
 """The command line: JSON output, skipped counts, and one-line errors naming the culprit."""
 import json
 import os
+from pathlib import Path
 
 from helpers.cli import main
 
@@ -10,11 +11,14 @@ def test_extract_writes_json(tiny_model_dir, toy_conllu, tmp_path, capsys):
     conllu = tmp_path / "toy.conllu"  # a path not parsed before in this process
     conllu.write_bytes(toy_conllu.read_bytes())
     before = os.environ.get("BERT_ATTENTION_CACHE")
+    default_parsed = Path(before) / "parsed"  # the cache the environment names (the suite's isolated one)
+    parsed_before = set(default_parsed.glob("*.json"))
     rc = main(["extract", "--conllu", str(conllu), "--model", str(tiny_model_dir), "--max-length", "8",
                "--json", str(out), "--quiet", "--cache-dir", str(tmp_path / "c")])
     assert rc == 0
     assert len(list((tmp_path / "c" / "parsed").glob("*.json"))) == 1  # --cache-dir holds every cache
-    assert os.environ.get("BERT_ATTENTION_CACHE") == before
+    assert os.environ.get("BERT_ATTENTION_CACHE") == before  # passed down as cache_root, not through the environment
+    assert set(default_parsed.glob("*.json")) == parsed_before
     result = json.loads(out.read_text())
     assert result["examples"] == 3 and result["used"] == 1 and result["skipped_over_length"] == 2
     assert result["skipped_indices"] == [0, 2] and result["level"] == "word"

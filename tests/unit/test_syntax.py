@@ -111,6 +111,7 @@ def test_vectorised_accuracy_matches_slow_loops():
                             good += pred == s.heads[i]
                             total += 1
                     expected = 100.0 * good / total if total else 0.0
+                    # tolerance: a fraction of small counts (relative 1e-6)
                     assert acc[d, l, h, scores.relations.index(rel)] == pytest.approx(expected)
 
 
@@ -207,6 +208,7 @@ def test_argmax_scores_from_cached_maps_equal_float64_on_near_ties(tmp_path):
         return scorer.result().accuracy()[0, ..., 0]  # dependent-to-head, "all"
 
     reference = reference_accuracy(maps, sents)
+    # tolerance: the same float64 counts, accumulated in another order
     np.testing.assert_allclose(score([stored[0], stored[1]]), reference, atol=1e-9)
     assert not np.allclose(score(rounded), reference)  # float16 storage would have moved the scores
 

@@ -10,7 +10,7 @@ from helpers.presentation import compare_view as view
 from helpers.claims import PARTLY, REPRODUCED, NOT_REPRODUCED, Claim
 from helpers.cli import main
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def test_section_key():
@@ -60,7 +60,7 @@ def test_findings_group_by_pretrained_verdicts():
 
 
 def _data(root: Path, toy_conllu: Path) -> Path:
-    """Toy corpora shaped like ../shared/data (as tests/test_claims.py builds them)."""
+    """Toy corpora shaped like ../shared/data (as tests/unit/test_claims.py builds them)."""
     data = root / "data"
     (data / "gum" / "dep").mkdir(parents=True)
     (data / "gum" / "ontogum").mkdir(parents=True)
@@ -160,3 +160,17 @@ def test_relative_depth_and_charts():
         chart.to_dict()
     html = view.compare_html([shallow, deep])
     assert html.count("<tr>") == 3 and view.VERDICT_COLOURS[NOT_REPRODUCED] in html
+
+
+def test_code_digest_covers_every_module_of_the_package(tmp_path):
+    """A change to any rule in any layer (not only helpers/compare/) changes the cached claims' key."""
+    import shutil
+
+    import helpers.compare.run as run_mod
+
+    copy = tmp_path / "helpers"
+    shutil.copytree(Path(run_mod.__file__).resolve().parents[1], copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert cmp.code_digest(copy) == cmp.code_digest()
+    with open(copy / "syntax" / "claims.py", "a") as handle:
+        handle.write("\n# a changed rule\n")
+    assert cmp.code_digest(copy) != cmp.code_digest()
