@@ -50,6 +50,40 @@ def toy_conllu() -> Path:
     return FIXTURES / "toy.conllu"
 
 
+def write_toy_data(root: Path, *, treebanks: bool = True) -> Path:
+    """Toy corpora shaped like ``../shared/data`` under ``root/data``: two GUM documents with OntoGUM
+    coreference (``GUM_dev_coref`` in dev, ``GUM_toy_coref`` in test) and, with ``treebanks``, the toy
+    treebank as GUM_a (train: unlisted), GUM_b (dev), GUM_c (test) and as UD English EWT dev."""
+    data = root / "data"
+    (data / "gum" / "dep").mkdir(parents=True)
+    (data / "gum" / "ontogum").mkdir(parents=True)
+    for name in ("GUM_dev_coref", "GUM_toy_coref"):
+        shutil.copy(FIXTURES / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
+        shutil.copy(FIXTURES / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
+    dev, test = ["GUM_dev_coref"], ["GUM_toy_coref"]
+    if treebanks:
+        for name in ("GUM_a", "GUM_b", "GUM_c"):  # documents with paragraphs (segments)
+            shutil.copy(FIXTURES / "toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
+        dev, test = ["GUM_b", *dev], ["GUM_c", *test]
+        (data / "ud-english-ewt").mkdir()
+        shutil.copy(FIXTURES / "toy.conllu", data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
+    listing = lambda names: "".join(f"  * {n}\n" for n in names)  # noqa: E731
+    (data / "gum" / "splits.md").write_text(f"## dev\n\n{listing(dev)}\n## test\n\n{listing(test)}")
+    return data
+
+
+@pytest.fixture
+def toy_data(tmp_path) -> Path:
+    """:func:`write_toy_data` in this test's temporary folder (treebanks and coreference)."""
+    return write_toy_data(tmp_path)
+
+
+@pytest.fixture
+def toy_coref_data(tmp_path) -> Path:
+    """:func:`write_toy_data` with the two coreference documents only."""
+    return write_toy_data(tmp_path, treebanks=False)
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """The real corpora, or skip when this machine has none."""

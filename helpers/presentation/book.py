@@ -48,6 +48,14 @@ def glue_text(name: str, value, fmt: str | None = None) -> None:
 MISSING = "—"  # a cell with nothing to show (never "NaN")
 
 
+def default(function, parameter: str):
+    """The default of ``function``'s keyword ``parameter``, so that prose states a rule's number from the
+    code that applies it: ``glue_text("min_words", default(example_sentence, "min_words"))``."""
+    import inspect
+
+    return inspect.signature(function).parameters[parameter].default
+
+
 def _cell(value) -> str:
 
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -306,7 +306,7 @@ def _bertviz_html(script_name: str, attn: np.ndarray, tokens: Sequence[str], par
               "tokens": format_special_chars([str(t) for t in tokens]), "params": params}
     script = (Path(bertviz.__file__).parent / script_name).read_text()
     if "PYTHON_PARAMS" not in script:
-        raise RuntimeError(f"bertviz's {script_name} no longer has the PYTHON_PARAMS marker: update helpers/views.py")
+        raise RuntimeError(f"bertviz's {script_name} no longer has the PYTHON_PARAMS marker: update helpers/presentation/views.py")
     script = _safe_source(script.replace("PYTHON_PARAMS", "PARAMS"))
     key = _bertviz_key()
     note = ""

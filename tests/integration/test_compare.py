@@ -59,27 +59,11 @@ def test_findings_group_by_pretrained_verdicts():
     assert cmp.id_list(["x", "w", "y"]) == "x, w and y" and cmp.id_list([]) == "none"
 
 
-def _data(root: Path, toy_conllu: Path) -> Path:
-    """Toy corpora shaped like ../shared/data (as tests/unit/test_claims.py builds them)."""
-    data = root / "data"
-    (data / "gum" / "dep").mkdir(parents=True)
-    (data / "gum" / "ontogum").mkdir(parents=True)
-    for name in ("GUM_a", "GUM_b", "GUM_c"):
-        shutil.copy(toy_conllu, data / "gum" / "dep" / f"{name}.conllu")
-    for name in ("GUM_dev_coref", "GUM_toy_coref"):
-        shutil.copy(FIXTURES / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
-        shutil.copy(FIXTURES / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
-    (data / "gum" / "splits.md").write_text("## dev\n\n  * GUM_b\n  * GUM_dev_coref\n\n## test\n\n  * GUM_c\n  * GUM_toy_coref\n")
-    (data / "ud-english-ewt").mkdir()
-    shutil.copy(toy_conllu, data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
-    return data
-
-
-def test_compare_command_equals_claims(tiny_model_dir, toy_conllu, tmp_path):
+def test_compare_command_equals_claims(tiny_model_dir, toy_data, tmp_path):
     """compare on the tiny model and its random-init copy: the contract's layout, and each model's
     rows equal to ``claims`` run alone on the same inputs (the pre-trained one in a separate cache,
     so its numbers are computed twice independently)."""
-    data = _data(tmp_path, toy_conllu)
+    data = toy_data
     sizes = ["--segments", "3", "--seeds", "2", "--epochs", "1", "--permutations", "20", "--max-length", "60"]
     common = ["--data-dir", str(data), "--quiet"]
     out = tmp_path / "compare.json"
@@ -164,7 +148,6 @@ def test_relative_depth_and_charts():
 
 def test_code_digest_covers_every_module_of_the_package(tmp_path):
     """A change to any rule in any layer (not only helpers/compare/) changes the cached claims' key."""
-    import shutil
 
     import helpers.compare.run as run_mod
 

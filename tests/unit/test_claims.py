@@ -226,25 +226,12 @@ def test_cluster_rule_both_sides():
 # --------------------------------------------------------------------------------------- CLI
 
 
-def test_claims_command_json(tiny_model_dir, toy_conllu, tmp_path):
+def test_claims_command_json(tiny_model_dir, toy_data, tmp_path):
     """``python -m helpers claims`` on the tiny random BERT and toy corpora: every section, one layout."""
-    import shutil
-    from pathlib import Path
 
     from helpers.cli import main
 
-    fix = Path(__file__).parents[1] / "fixtures"
-    data = tmp_path / "data"
-    (data / "gum" / "dep").mkdir(parents=True)
-    (data / "gum" / "ontogum").mkdir(parents=True)
-    for name in ("GUM_a", "GUM_b", "GUM_c"):  # documents with paragraphs (segments); GUM_a is train (unlisted)
-        shutil.copy(toy_conllu, data / "gum" / "dep" / f"{name}.conllu")
-    for name in ("GUM_dev_coref", "GUM_toy_coref"):
-        shutil.copy(fix / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
-        shutil.copy(fix / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
-    (data / "gum" / "splits.md").write_text("## dev\n\n  * GUM_b\n  * GUM_dev_coref\n\n## test\n\n  * GUM_c\n  * GUM_toy_coref\n")
-    (data / "ud-english-ewt").mkdir()
-    shutil.copy(toy_conllu, data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
+    data = toy_data
     out = tmp_path / "claims.json"
     rc = main(["claims", "--model", str(tiny_model_dir), "--data-dir", str(data), "--segments", "3", "--seeds", "2",
                "--epochs", "1", "--permutations", "20", "--max-length", "60", "--json", str(out), "--quiet",

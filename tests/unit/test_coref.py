@@ -78,16 +78,9 @@ def test_window_words_respects_budget():
     assert window_words([1, 2, 3, 1], 0, 3) == 2 and window_words([5, 1], 0, 3) == 1
 
 
-def test_coref_command_json(tiny_model_dir, tmp_path):
-    import shutil
+def test_coref_command_json(tiny_model_dir, toy_coref_data, tmp_path):
 
-    data = tmp_path / "data"
-    (data / "gum" / "dep").mkdir(parents=True)
-    (data / "gum" / "ontogum").mkdir(parents=True)
-    for name in ("GUM_toy_coref", "GUM_dev_coref"):
-        shutil.copy(FIX / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
-        shutil.copy(FIX / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
-    (data / "gum" / "splits.md").write_text("## dev\n\n  * GUM_dev_coref\n\n## test\n\n  * GUM_toy_coref\n")
+    data = toy_coref_data
     out = tmp_path / "coref.json"
     rc = main(["coref", "--model", str(tiny_model_dir), "--data-dir", str(data), "--json", str(out), "--quiet",
                "--max-length", "60",

@@ -166,7 +166,7 @@ def near_tie_maps(s, n_layers=2, n_heads=3, gap=1e-4, seed=0):
 
 def reference_accuracy(maps, sentences):
     """Slow float64 loop: dependent-to-head accuracy of every head over all counted words."""
-    correct = total = 0
+    total = 0
     out = None
     for attn, s in zip(maps, sentences):
         A = np.asarray(attn, dtype=np.float64)

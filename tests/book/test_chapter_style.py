@@ -1,0 +1,199 @@
+"""The chapters read like the paper, checked on the notebooks' JSON (nothing is executed):
+
+- figures, tables and chapters are numbered by the book (``{numref}``, ``{doc}``), never typed by hand;
+  references to the *paper's* figures and tables ("cf. paper Figure 2", "the paper's Table 1") stay text;
+- cells that only feed values to the prose (glue) are not shown in the pages;
+- every chapter with claims asserts, in the small configuration, that the claims it shows are those of
+  :func:`helpers.results.section_claims` for the same run (the "Results at a glance" rows).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+CHAPTERS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("*.ipynb"))
+
+GLUE_CALLS = {"glue", "glue_text", "glue_claims"}
+HIDDEN = {"remove-cell", "remove-input", "hide-input"}  # the code of a plumbing cell never shows
+NOT_SHOWN = HIDDEN | {"hide-cell"}  # at most a "click to show" toggle (the setup cells)
+
+
+def _cells(path: Path, kind: str) -> list[tuple[int, dict, str]]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return [(i, c, "".join(c["source"])) for i, c in enumerate(nb["cells"]) if c["cell_type"] == kind]
+
+
+def _tags(cell: dict) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+# ---------------------------------------------------------------- figure and table numbers
+
+# A caption typed in bold ("**Figure 1**", "**Table 1.**") or a book-style number ("Table 3.1",
+# "Figure 2.5"), or a chapter number ("Chapter 2"): the book numbers these, so a typed one drifts.
+TYPED = [
+    (re.compile(r"\*\*\s*(Figure|Fig\.|Table)\s*\d"), "a caption typed in bold: put it in the cell's mystnb metadata"),
+    (re.compile(r"\b(Figures?|Fig\.|Tables?)\s+\d+\.\d+"), "a book-style number typed by hand: use {numref}`label`"),
+    (re.compile(r"\bChapters?\s+\d"), "a chapter number typed by hand: use {doc}`text <notebook>`"),
+]
+# Any other "Figure N" / "Table N" must be the paper's: said so just before it ("paper", "§", the
+# authors, Kobayashi et al.), or in a heading or a quotation of the paper.
+BARE = re.compile(r"\b(Figures?|Fig\.|Tables?)\s+\d")
+PAPER_CONTEXT = re.compile(r"paper|§|authors|Kobayashi|Clark", re.IGNORECASE)
+CONTEXT = 60  # characters before the reference in which the paper must be named
+
+
+def typed_numbers(text: str) -> list[str]:
+    """The hand-typed figure, table and chapter numbers of one Markdown text, each with the reason."""
+    problems = [f"{m.group(0)!r}: {why}" for pattern, why in TYPED for m in pattern.finditer(text)]
+    for line_start, line in _prose_lines(text):
+        for m in BARE.finditer(line):
+            at = line_start + m.start()
+            if text[max(0, at - 2):at] == "**":
+                continue  # a bold caption: reported above
+            before = " ".join(text[max(0, at - CONTEXT):at].split())
+            if not PAPER_CONTEXT.search(before):
+                problems.append(f"{m.group(0)!r} after {before[-30:]!r}: say 'paper {m.group(0)}' or use {{numref}}`label`")
+    return problems
+
+
+def _prose_lines(text: str):
+    """``(offset, line)`` of the lines that are neither headings nor quotations (which name the paper's
+    figures freely)."""
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if not line.lstrip().startswith(("#", ">")):
+            yield offset, line
+        offset += len(line)
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_hand_typed_figure_or_table_numbers(path):
+    problems = [f"cell {i}: {p}" for i, _, text in _cells(path, "markdown") for p in typed_numbers(text)]
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+def test_typed_number_rule_on_examples():
+    # what a chapter must not write ...
+    for text in ("**Figure 1** (cf. paper Figure 2). Each point ...", "**Table 1.** Every claim",
+                 "see Chapter 3, Table 3.1", "(Chapter 2, Figure 2.5, same segments)",
+                 "These groups are read off Table 1's verdicts", "Figure 3 shows every head"):
+        assert typed_numbers(text), text
+    # ... and what it may: the paper's numbers, said to be the paper's, or in headings and quotations
+    for text in ("(cf. paper Figure 2, top; Kobayashi et al., Figure 3)", "the paper's Figure 2 redrawn",
+                 "*Paper §3: Figures 1-4.*", "(§3.2, Figure 2)", "## Examples (Figure 5)", "> see bottom of Figure 2)",
+                 "{numref}`fig-surface-gradients` shows", "the paper saw many (Figure 6)"):
+        assert not typed_numbers(text), text
+
+
+# ---------------------------------------------------------------- plumbing cells
+
+
+def _is_glue(node: ast.AST) -> bool:
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    func = node.value.func
+    return (func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)) in GLUE_CALLS
+
+
+def only_glue(body: list[ast.stmt]) -> bool:
+    """Every statement is a glue call, or a loop or condition over glue calls only."""
+    return bool(body) and all(_is_glue(s) or (isinstance(s, (ast.For, ast.If)) and only_glue(s.body) and
+                                             (not s.orelse or only_glue(s.orelse))) for s in body)
+
+
+def shows_nothing_but_glues(tree: ast.Module) -> bool:
+    """The cell glues values for the prose and displays nothing: no value as its last statement, no print."""
+    calls = [n.func for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    names = {f.id if isinstance(f, ast.Name) else getattr(f, "attr", None) for f in calls}
+    last = tree.body[-1] if tree.body else None
+    displays = isinstance(last, ast.Expr) and not _is_glue(last)
+    return bool(names & GLUE_CALLS) and not displays and not names & {"print", "display"}
+
+
+def _parsed_code_cells(path: Path):
+    for i, cell, text in _cells(path, "code"):
+        try:
+            yield i, cell, ast.parse(text)
+        except SyntaxError:  # IPython magics: not plumbing cells
+            continue
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
+def test_plumbing_cells_are_hidden(path):
+    problems = []
+    for i, cell, tree in _parsed_code_cells(path):
+        if only_glue(tree.body) and not _tags(cell) & HIDDEN:
+            problems.append(f"cell {i} only glues values: tag it remove-cell (or hide-input)")
+        elif shows_nothing_but_glues(tree) and not _tags(cell) & NOT_SHOWN:
+            problems.append(f"cell {i} computes values for the prose and shows nothing: tag it remove-cell")
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+def test_plumbing_rule_on_examples():
+    assert only_glue(ast.parse('glue_text("a", 1)\n# a comment\nglue_text("b", x, ".1f")\n').body)
+    assert only_glue(ast.parse('for k in ks:\n    glue_text(k, 1)\n').body)
+    assert not only_glue(ast.parse('glue_text("a", 1)\nchart(x)\n').body)
+    assert shows_nothing_but_glues(ast.parse('d = f(x)\nglue_text("d", d)\n'))
+    assert not shows_nothing_but_glues(ast.parse('glue_text("d", 1)\ntable(frame)\n'))
+    assert not shows_nothing_but_glues(ast.parse('d = f(x)\nchart(d)\n'))
+
+
+# ---------------------------------------------------------------- chapter claims = summary claims
+
+
+def _checks_section_claims(tree: ast.Module, section: str) -> bool:
+    """``if small_run(): ... assert <...> == <... section_claims("<section>", lm) ...>``."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.If) and "small_run" in ast.unparse(node.test)):
+            continue
+        for a in (n for n in ast.walk(node) if isinstance(n, ast.Assert)):
+            compare = a.test
+            calls = [c for c in ast.walk(compare) if isinstance(c, ast.Call)]
+            called = {ast.unparse(c.func) for c in calls}
+            if (isinstance(compare, ast.Compare) and isinstance(compare.ops[0], ast.Eq)
+                    and any(ast.unparse(c.func).endswith("section_claims") and c.args
+                            and isinstance(c.args[0], ast.Constant) and c.args[0].value == section for c in calls)
+                    and not any(f.endswith(("claims_table", "claims_html", "table")) for f in called)):
+                return True
+            # the records themselves (or their to_json()) are compared, never a rendering of them
+    return False
+
+
+def _sections():
+    from helpers.results import SECTIONS
+
+    return SECTIONS
+
+
+@pytest.mark.parametrize("section", ["surface", "syntax", "coref", "probe", "cluster"])
+def test_chapter_asserts_its_claims_in_the_small_configuration(section):
+    notebook, _ = _sections()[section]
+    path = NOTEBOOKS / f"{notebook}.ipynb"
+    cells = list(_parsed_code_cells(path))
+    i, cell, tree = cells[-1]
+    assert _checks_section_claims(tree, section), (
+        f"{path.name}: the last code cell must assert, when small_run(), that the chapter's claims equal "
+        f"section_claims({section!r}, lm) (the records, not a rendered table)")
+    assert "remove-cell" in _tags(cell), f"{path.name}: cell {i} (the claims check) must be tagged remove-cell"
+
+
+def test_every_claims_section_is_checked():
+    assert set(_sections()) == {"surface", "syntax", "coref", "probe", "cluster"}
+
+
+def test_claims_check_rule_on_examples():
+    good = ('if small_run():\n    from helpers.results import section_claims\n'
+            '    assert [c.to_json() for c in claims] == [c.to_json() for c in section_claims("surface", lm)]\n')
+    assert _checks_section_claims(ast.parse(good), "surface")
+    assert not _checks_section_claims(ast.parse(good), "syntax")
+    rendered = ('if small_run():\n    assert claims_table(claims).equals(claims_table(section_claims("surface", lm)))\n')
+    assert not _checks_section_claims(ast.parse(rendered), "surface")
+    unguarded = 'assert claims == section_claims("surface", lm)\n'
+    assert not _checks_section_claims(ast.parse(unguarded), "surface")
