@@ -375,3 +375,27 @@ def test_map_shards_gives_partials_in_shard_order(tiny_lm, cluster):
     assert [sorted(i for i, _ in items) for _, items in local] == [[ex.index for ex in s] for s in store.shards]
     with pytest.raises(ValueError, match="2 payloads for 3 shards"):
         map_shards(tiny_lm, store, execution=Execution("local"), task=seen, payloads=payloads[:2])
+
+
+def test_cluster_with_linguistic_heads_on_a_cluster(tiny_model_dir, toy_data, tmp_path, cluster):
+    """cluster's every model step on the cluster: distances and surface statistics (streamed tasks)
+    and the heads and coref runs that mark linguistic heads (cached-shard tasks, on GUM dev trees and
+    OntoGUM): the same JSON as locally. Those runs use 128-token inputs, so the tiny model is resaved
+    with room for 128 positions."""
+    import torch
+    from distributed import Client, get_task_stream
+    from transformers import BertModel, BertTokenizer
+
+    config = BertModel.from_pretrained(tiny_model_dir).config
+    config.max_position_embeddings = 128
+    torch.manual_seed(1)
+    wide = tmp_path / "tiny-128"
+    BertModel(config).save_pretrained(wide)
+    BertTokenizer.from_pretrained(tiny_model_dir).save_pretrained(wide)
+    args = ["cluster", "--model", str(wide), "--data-dir", str(toy_data), "--segments", "3", "--permutations", "20"]
+    local = _run(args, tmp_path / "local.json", tmp_path / "cache-local")
+    with Client(cluster) as client, get_task_stream(client) as tasks:
+        dask = _run([*args, "--address", cluster.scheduler_address], tmp_path / "dask.json", tmp_path / "cache-dask")
+    assert dask == local and json.loads(local)["linguistic"]
+    ran = {str(task["key"]).split("-")[0] for task in tasks.data}
+    assert ran == {"stream", "shard"}, ran  # both kinds of task ran on the cluster
