@@ -41,6 +41,8 @@ import numpy as np
 from helpers.core.encoding import EncodedBatch
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
+from helpers.pipeline.engine import Execution, map_shards
+from helpers.pipeline.extraction import plan_extraction
 from helpers.surface.stats import token_masks
 
 KINDS: tuple[str, ...] = ("cls", "sep", "punct", "other")
@@ -182,15 +184,12 @@ class NormAccumulator:
 
 
 def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False,
-                    execution=None) -> NormStats:
+                    execution: Execution | None = None) -> NormStats:
     """Every statistic above in one streaming pass of weights and norms (no corpus of maps in memory).
 
     Shard by shard as :func:`helpers.surface.run.surface_statistics`: each shard's sums (:func:`norms_shard`)
-    are made here or, with a distributed ``execution`` (:class:`helpers.pipeline.engine.Execution`), on a
+    are made here or, with a distributed ``execution``, on a
     worker, and merged in shard order."""
-    from helpers.pipeline.engine import Execution, map_shards
-    from helpers.pipeline.extraction import plan_extraction
-
     store = plan_extraction(lm, batch, level="token", cache=False, batch_size=batch_size)
     payloads = [{ex.index: kind_masks(lm.tokenizer, ex.input_ids) for ex in shard} for shard in store.shards]
     parts = map_shards(lm, store, execution=execution or Execution(), task=norms_shard, payloads=payloads,

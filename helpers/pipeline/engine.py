@@ -263,7 +263,7 @@ def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,
 # ------------------------------------------------------------------------------ streaming statistics
 
 # task(stream, payload) -> partial: stream yields one shard's (Encoded, map [layer, head, n, n]) -- or
-# (Encoded, weights, norms) for MAPS_STREAMED "weights+norms" -- in forward-pass order, each map made on
+# (Encoded, weights, norms) for "weights+norms" -- in forward-pass order, each map made on
 # the spot and dropped after use; payload is what the caller gave for that shard (e.g. its token masks).
 StreamTask = Callable[[Iterator, Any], Any]
 STREAMED_MAPS: tuple[str, ...] = ("weights", "norms", "weights+norms")
