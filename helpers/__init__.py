@@ -17,6 +17,7 @@ from helpers.config import cache_dir, data_dir, small_run
 from helpers.data.conllu_io import ConllError, Sentence, read_conllu
 from helpers.data.corpora import Document, load_gum, load_treebank
 from helpers.core.encoding import Encoded, EncodedBatch, encode_ids, encode_texts, encode_words
+from helpers.presentation import charts, views  # helpers.charts.save_chart, helpers.views.load_javascript
 from helpers.presentation.explore import explore
 from helpers.core.extract import attention_for, iter_attention
 from helpers.core.labels import head_label, parse_head_label
@@ -26,7 +27,7 @@ from helpers.data.segments import Segment, encode_segments, paper_segments
 from helpers.core.wordlevel import word_level
 
 __all__ = [
-    "AttentionStore", "attention_for", "ConllError", "DEFAULT_MODEL", "Document", "Encoded", "EncodedBatch",
+    "AttentionStore", "attention_for", "charts", "explore", "views", "ConllError", "DEFAULT_MODEL", "Document", "Encoded", "EncodedBatch",
     "LoadedModel", "ModelNotAvailableError", "Segment", "Sentence", "cache_dir", "data_dir",
     "encode_ids", "encode_segments", "encode_texts", "encode_words", "extract", "head_label",
     "iter_attention", "load_gum", "load_model", "load_treebank", "paper_segments",

@@ -127,3 +127,16 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     finally:
         PACKAGE = saved
     assert {"helpers.presentation.views", "helpers.data.cache"} <= found | {t for t in found}, found
+
+
+def test_public_names_are_what_the_readme_calls():
+    """``import helpers`` gives the functions (not modules) the README uses; the modules keep their paths."""
+    import inspect
+
+    import helpers
+    import helpers.core.extract
+
+    for name in ("extract", "explore", "load_model", "load_treebank", "encode_words", "attention_for"):
+        assert callable(getattr(helpers, name)) and not inspect.ismodule(getattr(helpers, name)), name
+    assert callable(helpers.charts.save_chart) and callable(helpers.views.load_javascript)
+    assert helpers.extract is not helpers.core.extract and inspect.ismodule(helpers.core.extract)
