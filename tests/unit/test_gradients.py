@@ -99,3 +99,19 @@ def test_surface_command_json(tiny_model_dir, fake_data, tmp_path):
     assert np.asarray(result["per_head"]["sep"]).shape == (2, 4)
     assert set(result["gradients"]) >= {"sep", "punct", "other"} and len(result["gradients"]["sep"]) == 2
     assert result["n_segments"] == 1 and result["claims"]
+
+
+def test_backward_batch_shrinks_with_model_width_and_depth():
+    """16 segments per backward pass for the 6 x 384 default, 4 for a 12 x 768 base-size model: the
+    activations a backward pass keeps grow with segments x layers x hidden size."""
+    from types import SimpleNamespace
+
+    from helpers.surface.gradients import gradient_batch_size
+
+    def fake(layers, hidden):
+        return SimpleNamespace(n_layers=layers, model=SimpleNamespace(config=SimpleNamespace(hidden_size=hidden)))
+
+    assert gradient_batch_size(fake(6, 384)) == 16
+    assert gradient_batch_size(fake(12, 768)) == 4
+    assert gradient_batch_size(fake(24, 1024)) == 2
+    assert gradient_batch_size(fake(48, 4096)) == 1
