@@ -50,7 +50,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from helpers.config import PROJECT_ROOT  # the repository: .book_assets/ lives there
+
 Libraries = Literal["once", "always", "never"]
 
 # npm package -> minified file inside it (as in book/_ext/offline_assets.py)

@@ -140,3 +140,16 @@ def test_public_names_are_what_the_readme_calls():
         assert callable(getattr(helpers, name)) and not inspect.ismodule(getattr(helpers, name)), name
     assert callable(helpers.charts.save_chart) and callable(helpers.views.load_javascript)
     assert helpers.extract is not helpers.core.extract and inspect.ismodule(helpers.core.extract)
+
+
+def test_the_repository_is_found_from_every_layer():
+    """Files beside the package (``.book_assets/``, ``../shared/data``) are found from one definition
+    of the repository root, whatever sub-package asks (a module moved one level deeper once pointed
+    its own ``parents[1]`` at ``helpers/``)."""
+    from helpers import config
+    from helpers.presentation import views
+
+    assert (config.PROJECT_ROOT / "helpers" / "__init__.py").is_file()
+    assert views.PROJECT_ROOT == config.PROJECT_ROOT
+    if "BOOK_ASSETS_DIR" not in __import__("os").environ:
+        assert views.npm_dir() == config.PROJECT_ROOT / ".book_assets" / "node_modules"
