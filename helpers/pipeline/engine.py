@@ -369,9 +369,6 @@ def _gather_in_order(futures: list, *, desc: str, what: str, progress: bool) -> 
 
 
 def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
-    from distributed import as_completed
-    from tqdm.auto import tqdm
-
     from helpers.pipeline.extraction import finish_extraction
 
     store = plan.store
@@ -388,24 +385,12 @@ def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
                           key=f"shard-{number:05d}-{run}", pure=False)
             for number, shard in enumerate(store.shards)
         ]
-        results: dict[int, tuple[bool, Any]] = {}
-        number_of = {f.key: k for k, f in enumerate(futures)}
-        with tqdm(total=len(futures), desc=f"{store.level}-level shards on Dask", unit="shard",
-                  disable=not progress) as bar:
-            for future in as_completed(futures):
-                number = number_of[future.key]
-                try:
-                    results[number] = future.result()
-                except (OSError, ValueError):
-                    raise  # a bad input or an unwritable cache, said on the worker: the usual one-line error
-                except Exception as err:  # e.g. KilledWorker: the shard's workers died more than allowed-failures times
-                    raise OSError(f"--engine dask: shard {number} of {plan.directory} failed on the cluster "
-                                  f"({type(err).__name__}: {err})") from err
-                bar.update(1)
+        results = _gather_in_order(futures, desc=f"{store.level}-level shards on Dask", what="shard",
+                                   progress=progress)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
     computed = len(plan.todo)  # as a local run counts them, whichever task (or retry) wrote each
-    partials = [results[k][1] for k in range(len(store.shards))] if task is not None else []
+    partials = [partial for _, partial in results] if task is not None else []
     return finish_extraction(plan, computed), partials

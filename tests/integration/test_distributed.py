@@ -195,19 +195,9 @@ def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
     assert a == b and a["shards_computed"] == 2
 
 
-def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, tmp_path, cluster):
+def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, toy_coref_data, tmp_path, cluster):
     """coref scores two splits on the cluster (predictions per shard on the workers) as locally."""
-    import shutil
-    from pathlib import Path
-
-    fixtures = Path(__file__).parents[1] / "fixtures"
-    data = tmp_path / "data"
-    (data / "gum" / "dep").mkdir(parents=True)
-    (data / "gum" / "ontogum").mkdir(parents=True)
-    for name in ("GUM_toy_coref", "GUM_dev_coref"):
-        shutil.copy(fixtures / "coref_toy.conllu", data / "gum" / "dep" / f"{name}.conllu")
-        shutil.copy(fixtures / "coref_toy.conll", data / "gum" / "ontogum" / f"{name}.conll")
-    (data / "gum" / "splits.md").write_text("## dev\n\n  * GUM_dev_coref\n\n## test\n\n  * GUM_toy_coref\n")
+    data = toy_coref_data
     args = ["coref", "--model", str(tiny_model_dir), "--data-dir", str(data), "--max-length", "60"]
     local = _run(args, tmp_path / "local.json", tmp_path / "cache-local")
     dask = _run([*args, "--address", cluster.scheduler_address], tmp_path / "dask.json", tmp_path / "cache-dask")
