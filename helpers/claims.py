@@ -22,7 +22,6 @@ PARTLY: Verdict = "partly"
 NOT_REPRODUCED: Verdict = "not reproduced"
 VERDICTS: tuple[Verdict, ...] = (REPRODUCED, PARTLY, NOT_REPRODUCED)  # best first
 FIELDS = ("id", "section", "claim", "paper", "ours", "value", "verdict")  # the JSON layout of one claim
-MISSING = "—"  # shown where there is nothing to show (never "NaN")
 
 
 @dataclass(frozen=True)

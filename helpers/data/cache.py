@@ -40,6 +40,7 @@ from helpers.data.files import (
     atomic_write,
     remove_stale_tmp,
     strict_dumps,
+    write_text,
 )
 
 FORMAT_VERSION = 2  # 2: shards hold float32 maps (1: float16)
@@ -88,7 +89,7 @@ def write_cache_json(path: Path, payload: dict) -> None:
         text = strict_dumps(payload, indent=1, sort_keys=True)
     except ValueError as err:
         raise ValueError(f"{path}: not cached: {err}") from None
-    atomic_write(path, lambda h: h.write(text.encode()))
+    write_text(path, text)
 
 
 @dataclass
