@@ -37,7 +37,8 @@ def _compare_args(parser: argparse.ArgumentParser) -> None:
                     help="models to compare: default (the offline default), a Hugging Face name, a local directory "
                          "or an installed extra (mpnet-base), each optionally prefixed with random: (random-init "
                          f"copy, seeded by --seed); default ${COMPARE_ENV}, else default,random:default and "
-                         "mpnet-base when installed")
+                         "mpnet-base when installed (with $BERT_ATTENTION_MODEL set: that model and its random: copy "
+                         "first)")
     summary.add_size_args(
         parser,
         sentences_help="first N sentences of each treebank for §4.2 and §5, and the first ceil(N / "

@@ -64,18 +64,20 @@ def installed_optional_specs(cache_root=None) -> list[str]:
 
 
 def default_specs(cache_root=None, *, small: bool | None = None) -> list[str]:
-    """The chapter's models: ``$BERT_ATTENTION_COMPARE`` when set, else the offline default, its
-    random-init control and each installed optional extra (``mpnet-base``), the book's model
-    (``$BERT_ATTENTION_MODEL``) in place of the default when set, the extras left out in
-    the small configuration (``small``; default :func:`~helpers.config.small_run`) to keep tests fast."""
+    """The chapter's models: ``$BERT_ATTENTION_COMPARE`` when set, else the book's model
+    (``$BERT_ATTENTION_MODEL``, else the offline default) and its random-init control, then the
+    offline default when the book analyses another model, then each installed optional extra
+    (``mpnet-base``); the small configuration (``small``; default :func:`~helpers.config.small_run`)
+    keeps only the first two, to keep tests fast."""
     from helpers.config import small_run
 
     env = os.environ.get(COMPARE_ENV, "").strip()
     if env:
         return parse_specs(env, where=f"${COMPARE_ENV}")
     book = book_spec()
-    extras = [] if (small_run() if small is None else small) else installed_optional_specs(cache_root)
-    return [book, RANDOM_PREFIX + book, *(e for e in extras if e != book)]
+    if small_run() if small is None else small:
+        return [book, RANDOM_PREFIX + book]
+    return list(dict.fromkeys([book, RANDOM_PREFIX + book, DEFAULT_SPEC, *installed_optional_specs(cache_root)]))
 
 
 def book_spec() -> str:
@@ -130,6 +132,8 @@ class ModelResult:
     claims: list[Claim]
     depth: dict = field(default_factory=dict)
     sizes: dict = field(default_factory=dict)
+    seconds: float | None = None        # wall time of the model's run (isolated runs only)
+    peak_rss_gib: float | None = None   # peak resident memory of the process that ran it (isolated runs only)
 
     def to_json(self) -> dict:
         return {"spec": self.spec, "name": self.card["name"], "layers": self.card["layers"],
@@ -206,11 +210,43 @@ def compare_model(spec: str, *, seed: int = 0, device=None, figures: bool = True
     return ModelResult(spec, card, claims, depth, {k: v for k, v in sizes.items() if k not in ("data_dir", "cache_root", "progress")})
 
 
-def compare(specs: list[str], *, seed: int = 0, device=None, figures: bool = True, sizes_for=None, **sizes) -> list[ModelResult]:
+def compare(specs: list[str], *, seed: int = 0, device=None, figures: bool = True, sizes_for=None,
+            isolate: bool = False, **sizes) -> list[ModelResult]:
     """:func:`compare_model` for each SPEC in turn (one model in memory at a time). ``sizes_for(spec)``,
-    when given, returns per-model overrides of ``sizes``."""
-    return [compare_model(s, seed=seed, device=device, figures=figures, **{**sizes, **(sizes_for(s) if sizes_for else {})})
+    when given, returns per-model overrides of ``sizes``. With ``isolate``, each model is computed in
+    a child process of its own (:func:`compare_isolated`), so the caller never holds a model: the
+    chapter's kernel stays small and each model's peak memory is measured on its own."""
+    run = compare_isolated if isolate else compare_model
+    return [run(s, seed=seed, device=device, figures=figures, **{**sizes, **(sizes_for(s) if sizes_for else {})})
             for s in specs]
+
+
+def _measured(spec: str, **kwargs) -> ModelResult:
+    """:func:`compare_model` with its wall time and this process's peak resident memory (in a child)."""
+    import resource
+    import time
+
+    start = time.perf_counter()
+    result = compare_model(spec, **kwargs)
+    result.seconds = round(time.perf_counter() - start, 1)
+    result.peak_rss_gib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1024 ** 3, 2)  # KiB on Linux
+    return result
+
+
+def compare_isolated(spec: str, **kwargs) -> ModelResult:
+    """:func:`compare_model` in a freshly spawned child process (same environment, same cache), with
+    its ``seconds`` and ``peak_rss_gib`` filled in; a child that dies (out of memory, killed) raises an
+    error naming ``spec``, and what it had cached stays cached."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(_measured, spec, **kwargs).result()
+        except BrokenProcessPool as exc:
+            raise RuntimeError(f"compare: the process computing {spec!r} died (out of memory or killed); "
+                               "its finished analyses are cached, run again to resume") from exc
 
 
 def compare_json(results: list[ModelResult]) -> dict:

@@ -41,7 +41,8 @@ def test_specs(monkeypatch):
     assert cmp.chapter_sizes("random:default", small=True) == cmp.SMALL_REDUCED_SIZES
     assert cmp.chapter_sizes("mpnet-base", small=False) == cmp.REDUCED_SIZES
     monkeypatch.setenv("BERT_ATTENTION_MODEL", "mpnet-base")  # the book's model leads, at the chapters' sizes
-    assert cmp.default_specs(small=False) == ["mpnet-base", "random:mpnet-base"]
+    assert cmp.default_specs(small=False) == ["mpnet-base", "random:mpnet-base", "default"]  # the offline default too
+    assert cmp.default_specs(small=True) == ["mpnet-base", "random:mpnet-base"]
     assert cmp.chapter_sizes("mpnet-base", small=False) == {} and cmp.chapter_sizes("default", small=False) != {}
 
 
@@ -99,6 +100,24 @@ def test_compare_command_equals_claims(tiny_model_dir, toy_data, tmp_path):
             assert cmp.section_key(c["section"]) == row["section"] and c["paper"] == row["paper"]
             assert row["results"][spec] == \
                 {"ours": c["ours"], "value": c["value"], "verdict": c["verdict"]}, c["id"]
+
+
+def test_isolated_compare_equals_in_process(tiny_model_dir, toy_data, tmp_path):
+    """The chapter's ``isolate=True`` (each model in a spawned child process): the same claims and depth
+    profile as in-process, with the child's wall time and peak memory filled in; an error in the child
+    reaches the caller."""
+    sizes = dict(n_segments=3, max_sentences=100, max_documents=4, seeds=(0,), epochs=1, n_perm=20, max_length=60,
+                 small=False, data_dir=str(toy_data))
+    model = str(tiny_model_dir)
+    isolated = cmp.compare([model, "random:" + model], isolate=True, cache_root=str(tmp_path / "a"), **sizes)
+    local = cmp.compare([model, "random:" + model], cache_root=str(tmp_path / "b"), **sizes)
+    for got, want in zip(isolated, local):
+        assert [c.to_json() for c in got.claims] == [c.to_json() for c in want.claims]
+        assert got.depth == want.depth and got.card == want.card and got.sizes == want.sizes
+        assert got.seconds > 0 and 0.05 < got.peak_rss_gib < 20
+        assert want.seconds is None and want.peak_rss_gib is None  # measured only in a process of its own
+    with pytest.raises(Exception, match="nothing-here"):
+        cmp.compare([str(tmp_path / "nothing-here")], isolate=True, cache_root=str(tmp_path / "a"), **sizes)
 
 
 def test_compare_refuses_bad_specs(tmp_path, capsys):
