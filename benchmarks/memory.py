@@ -1,6 +1,7 @@
 """Benchmark: peak resident memory (and time) of every analysis command, on its full default inputs.
 
     python benchmarks/memory.py [--models default,mpnet-base] [--commands surface,heads,coref,probe,cluster]
+                                (coref is measured twice: the paper's truncated setting and --setting windows)
                                 [--extract] [--cold] [--small] [--out benchmarks/results/memory.json]
 
 Each command runs as ``python -m helpers COMMAND --model M`` in its own process; its peak resident set
@@ -29,6 +30,9 @@ from common import RESULTS, save
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("surface", "heads", "coref", "probe", "cluster")
 REQUIRED_ARGS = {"heads": ["--conllu", "gum:test"]}  # the default input of the Heads chapter
+# runs beside a command's default one: the chapter's heaviest setting (coreference over whole documents,
+# the windows its claims rest on: long inputs, the largest maps per cache shard)
+EXTRA_RUNS = {"coref": [("coref --setting windows", ["coref", "--setting", "windows"])]}
 # --small: shrunken inputs (a quick check of the machinery, not the budget)
 SMALL_ARGS = {"surface": ["--segments", "40", "--gradient-segments", "10"], "heads": ["--max-sentences", "100"],
               "coref": [], "probe": ["--max-sentences", "100", "--seeds", "1", "--epochs", "1"],
@@ -89,7 +93,8 @@ def main() -> None:
         budget = budget_bytes(info["layers"])
         print(f"{info['name']} ({info['layers']} x {info['heads']}): load + one forward pass "
               f"{floor['peak_rss_bytes'] / GIB:.2f} GiB; budget {budget / 1e9:.0f} GB")
-        runs = [(c, [c, *REQUIRED_ARGS.get(c, [])]) for c in args.commands.split(",") if c]
+        runs = [run for c in args.commands.split(",") if c
+                for run in [(c, [c, *REQUIRED_ARGS.get(c, [])]), *EXTRA_RUNS.get(c, [])]]
         if args.extract:
             runs.append(("extract gum:train (no cache)", ["extract", "--corpus", "gum:train", "--no-cache"]))
         for name, command in runs:

@@ -132,6 +132,7 @@ class AttentionStore:
     def _shard_maps(self, number: int) -> dict[int, np.ndarray]:
         if self._loaded is not None and self._loaded[0] == number:
             return self._loaded[1]
+        self._loaded = None  # one shard in memory at a time: the old one goes before the next is read
         if self.directory is None:
             maps = {ex.index: a for ex, a in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
                                                                       word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
@@ -149,11 +150,23 @@ class AttentionStore:
 
     def items(self, dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
         """``(example, attn)`` pairs with maps as ``dtype`` (the stored dtype, float32: no copy; ``np.float16``
-        halves the memory of maps kept by the caller)."""
-        for number, shard in enumerate(self.shards):
-            maps = self._shard_maps(number)
-            for ex in shard:
-                yield ex, convert(maps[ex.index], dtype)
+        halves the memory of maps kept by the caller).
+
+        One shard's maps are in memory at a time, and none once the iteration ends. The maps of a shard
+        are views of one buffer, so the last map of each shard is yielded as a copy: a caller still
+        holding it (a loop variable) while the next shard is read does not keep the whole shard alive.
+        """
+        try:
+            for number, shard in enumerate(self.shards):
+                maps = self._shard_maps(number)
+                for position, ex in enumerate(shard):
+                    attn = convert(maps[ex.index], dtype)
+                    if position == len(shard) - 1 and attn.base is not None:
+                        attn = attn.copy()
+                    yield ex, attn
+                del maps
+        finally:
+            self._loaded = None
 
     def __getitem__(self, index: int) -> np.ndarray:
         for number, shard in enumerate(self.shards):
@@ -197,18 +210,32 @@ def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
 
 
 def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]], dtype=None) -> None:
+    """One shard as an ``.npz`` (what ``np.savez`` writes: ``key``, ``indices``, ``sizes``, ``offsets``
+    and the flat ``data``), with ``data`` streamed map by map into the archive instead of concatenated
+    first, so writing a shard does not hold its maps twice."""
     dtype = np.dtype(SHARD_DTYPE if dtype is None else dtype)
     sizes = np.array([a.shape[-1] for _, a in pairs], dtype=np.int64)
     flat = [convert(a, dtype).ravel() for _, a in pairs]
     offsets = np.concatenate([[0], np.cumsum([f.size for f in flat])]).astype(np.int64)
-    payload = {
-        "key": np.array(key),
-        "indices": np.array([ex.index for ex, _ in pairs], dtype=np.int64),
-        "sizes": sizes,
-        "offsets": offsets,
-        "data": np.concatenate(flat) if flat else np.zeros(0, dtype),
-    }
-    atomic_write(path, lambda h: np.savez(h, **payload))
+    small = {"key": np.array(key), "indices": np.array([ex.index for ex, _ in pairs], dtype=np.int64),
+             "sizes": sizes, "offsets": offsets}
+    atomic_write(path, lambda handle: _savez_streamed(handle, small, "data", flat, dtype))
+
+
+def _savez_streamed(handle, arrays: dict[str, np.ndarray], name: str, parts: list[np.ndarray], dtype) -> None:
+    """``np.savez(handle, **arrays, name=np.concatenate(parts))`` without building the concatenation."""
+    from numpy.lib import format as npy
+
+    with zipfile.ZipFile(handle, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for member, value in arrays.items():
+            with archive.open(member + ".npy", "w", force_zip64=True) as out:
+                npy.write_array(out, np.asanyarray(value), allow_pickle=False)
+        with archive.open(name + ".npy", "w", force_zip64=True) as out:
+            header = {"descr": npy.dtype_to_descr(dtype), "fortran_order": False,
+                      "shape": (int(sum(p.size for p in parts)),)}
+            npy.write_array_header_1_0(out, header)
+            for part in parts:
+                out.write(np.ascontiguousarray(part, dtype=dtype).data)
 
 
 def _finished_bytes(directory: Path) -> int:

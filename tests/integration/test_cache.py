@@ -29,6 +29,49 @@ def test_cached_maps_equal_live_maps(tiny_lm, batch, tmp_path):
     assert again.stats["shards_reused"] == 3 and again.stats["shards_computed"] == 0
 
 
+def _buffer(a: np.ndarray) -> np.ndarray:
+    while a.base is not None:
+        a = a.base
+    return a
+
+
+def test_reading_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch):
+    """Streaming a cached store keeps one shard's buffer alive at a time, even while the caller still
+    holds the last map it was given (a loop variable), and none once the loop ends."""
+    import gc
+    import weakref
+
+    store = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
+    store = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)  # read back
+    stream = store.items()
+    first_shard = len(store.shards[0])
+    held = [next(stream) for _ in range(first_shard)]  # the whole first shard
+    buffer = weakref.ref(_buffer(next(iter(store._loaded[1].values()))))  # the shard's one buffer
+    last = held[-1][1]
+    assert np.shares_memory(held[0][1], buffer()) and not np.shares_memory(last, buffer())  # the last map is a copy
+    del held
+    gc.collect()
+    assert buffer() is not None  # still in use by the stream
+    alive_during_read = []
+    read = cache_mod._read_shard
+
+    def checking_read(*args, **kwargs):
+        gc.collect()
+        alive_during_read.append(buffer() is not None)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(cache_mod, "_read_shard", checking_read)
+    _, attn = next(stream)  # the second shard is read while `last` is still held
+    assert alive_during_read == [False], "the first shard was still in memory while the second was read"
+    second = weakref.ref(_buffer(next(iter(store._loaded[1].values()))))
+    del attn
+    for _ in stream:
+        pass
+    gc.collect()
+    assert second() is None and store._loaded is None  # nothing kept after the loop
+    np.testing.assert_array_equal(last, store[store.shards[0][-1].index])  # the copy holds the same numbers
+
+
 def test_settings_change_the_key(tiny_lm, batch, tmp_path):
     a = extract(tiny_lm, batch, level="word", cache_root=tmp_path, progress=False)
     b = extract(tiny_lm, batch, level="word", word_mode="first", cache_root=tmp_path, progress=False)
@@ -85,3 +128,29 @@ def test_everything_too_long_is_a_clear_error(tiny_lm):
     batch = encode_words(tiny_lm.tokenizer, [["the"] * 40], max_length=10)
     with pytest.raises(ValueError, match="all 1 inputs exceed --max-length 10"):
         extract(tiny_lm, batch, progress=False)
+
+
+def test_shard_file_is_what_numpy_savez_writes(tmp_path):
+    """The streamed shard writer gives the arrays ``np.savez`` of the concatenation would (read back with
+    ``np.load``), for several maps, float16 too, and for an empty shard."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(0)
+    for dtype, sizes in ((np.float32, (3, 5, 2)), (np.float16, (4,)), (np.float32, ())):
+        maps = [rng.random((2, 3, n, n)).astype(np.float32) for n in sizes]
+        pairs = [(SimpleNamespace(index=10 + i), m) for i, m in enumerate(maps)]  # the writer reads .index only
+        path = tmp_path / f"shard-{np.dtype(dtype).name}-{len(sizes)}.npz"
+        cache_mod._write_shard(path, "the-key", pairs, dtype=dtype)
+        with np.load(path, allow_pickle=False) as npz:
+            assert sorted(npz.files) == ["data", "indices", "key", "offsets", "sizes"]
+            assert str(npz["key"]) == "the-key"
+            assert npz["indices"].tolist() == [10 + i for i in range(len(sizes))]
+            assert npz["sizes"].tolist() == list(sizes)
+            want = np.concatenate([m.astype(dtype).ravel() for m in maps]) if maps else np.zeros(0, dtype)
+            assert npz["data"].dtype == np.dtype(dtype)
+            np.testing.assert_array_equal(npz["data"], want)
+            assert npz["offsets"].tolist() == [0, *np.cumsum([m.size for m in maps]).tolist()]
+        if maps:
+            back = cache_mod._read_shard(path, 2, 3)
+            for i, m in enumerate(maps):
+                np.testing.assert_array_equal(back[10 + i], m.astype(dtype).astype(back[10 + i].dtype))
