@@ -142,8 +142,14 @@ class AttentionStore:
         return maps
 
     def shard_maps(self, number: int) -> dict[int, np.ndarray]:
-        """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index."""
+        """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index
+        (kept until another shard is read or :meth:`release`)."""
         return self._shard_maps(number)
+
+    def release(self) -> None:
+        """Forget the shard kept by :meth:`shard_maps` or indexing (its memory goes once the caller's
+        references do)."""
+        self._loaded = None
 
     def __iter__(self) -> Iterator[tuple[Encoded, np.ndarray]]:
         return self.items()
@@ -166,7 +172,7 @@ class AttentionStore:
                     yield ex, attn
                 del maps
         finally:
-            self._loaded = None
+            self.release()
 
     def __getitem__(self, index: int) -> np.ndarray:
         for number, shard in enumerate(self.shards):

@@ -113,16 +113,18 @@ def spill(data: ProbeData, shards, path: Path, key: str, batch_size: int) -> Dis
                               list(vectors))
             meta["n_maps"], meta["dim"] = local.n_maps, local.dim
             for group in local.batches(batch_size):
-                batch = make_batch(local, group)
-                parts = (batch.features.half().numpy(), batch.root_parts.half().numpy(),
+                batch = make_batch(local, group, dtype=torch.float16)  # the maps' own precision: no float32 copy
+                parts = (batch.features.numpy(), batch.root_parts.numpy(),
                          batch.vectors.numpy().astype(np.float32, copy=False))
                 size = 0
                 for part in parts:
-                    handle.write(np.ascontiguousarray(part).tobytes())
+                    handle.write(np.ascontiguousarray(part).data)  # no bytes copy
                     size += part.nbytes
                 entries.append({"indices": [positions[i] for i in group], "n": int(batch.heads.shape[1]),
                                 "offset": offset, "bytes": size})
                 offset += size
+                del batch, parts
+            del local, maps, vectors  # this shard's maps go before the next shard is read
 
     atomic_write(path, write)
     index = {"format": FORMAT, "key": key, "batch_size": batch_size, **meta, "batches": entries}

@@ -117,12 +117,13 @@ class Batch:
         return torch.cat([self.vectors[:, 1:], torch.zeros_like(self.vectors[:, :1])], dim=1)
 
 
-def make_batch(data: ProbeData, indices: Sequence[int]) -> Batch:
-    """Pad sentences ``indices`` into tensors (see :class:`Batch`)."""
+def make_batch(data: ProbeData, indices: Sequence[int], dtype: torch.dtype = torch.float32) -> Batch:
+    """Pad sentences ``indices`` into tensors (see :class:`Batch`); ``features`` and ``root_parts`` as
+    ``dtype`` (the maps are float16, so ``torch.float16`` holds the same values in half the memory)."""
     n = max(len(data.heads[i]) for i in indices)
     B, K, dim = len(indices), data.n_maps, data.dim
-    feats = torch.zeros(B, n, n + 1, 2 * K)
-    root = torch.zeros(B, n, 2 * K, 2)
+    feats = torch.zeros(B, n, n + 1, 2 * K, dtype=dtype)
+    root = torch.zeros(B, n, 2 * K, 2, dtype=dtype)
     vectors = torch.zeros(B, n, dim)
     for b, i in enumerate(indices):
         A = torch.from_numpy(data.maps[i])  # float16; the copies below convert

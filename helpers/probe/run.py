@@ -119,9 +119,12 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
         def shards():
             for number, shard in enumerate(store.shards):
                 maps = store.shard_maps(number)
+                half = [convert(maps[ex.index], np.float16) for ex in shard]
+                del maps
+                store.release()  # the float32 shard goes before the batches are built
                 vectors = word_vectors(source, shard, glove, embeddings=E)
-                yield ([position[ex.index] for ex in shard], [convert(maps[ex.index], np.float16) for ex in shard],
-                       [vectors[ex.index] for ex in shard])
+                yield [position[ex.index] for ex in shard], half, [vectors[ex.index] for ex in shard]
+                del half
         spilled = spill(data, shards(), path, key, batch_size)
     data.spilled = spilled
     return data
