@@ -115,3 +115,19 @@ def test_backward_batch_shrinks_with_model_width_and_depth():
     assert gradient_batch_size(fake(12, 768)) == 4
     assert gradient_batch_size(fake(24, 1024)) == 2
     assert gradient_batch_size(fake(48, 4096)) == 1
+
+
+def test_chunked_mean_loss_equals_one_pass():
+    """The fitted head's reported losses, computed a chunk of tokens at a time, equal one cross-entropy
+    over every token (chunks that do not divide the count included)."""
+    import torch
+    from torch import nn
+
+    from helpers.surface.mlm import _mean_loss
+
+    torch.manual_seed(0)
+    head = nn.Linear(8, 30)
+    hidden, labels = torch.randn(50, 8), torch.randint(0, 30, (50,))
+    want = float(nn.functional.cross_entropy(head(hidden), labels))
+    for chunk in (7, 50, 1000):
+        assert abs(_mean_loss(head, hidden, labels, chunk=chunk) - want) < 1e-5
