@@ -137,7 +137,8 @@ def test_shard_file_is_what_numpy_savez_writes(tmp_path):
 
     rng = np.random.default_rng(0)
     for dtype, sizes in ((np.float32, (3, 5, 2)), (np.float16, (4,)), (np.float32, ())):
-        maps = [rng.random((2, 3, n, n)).astype(np.float32) for n in sizes]
+        padded = rng.random((len(sizes), 2, 3, 6, 6)).astype(np.float32)  # a padded batch, as extraction yields
+        maps = [padded[b, :, :, :n, :n] for b, n in enumerate(sizes)]  # views, not contiguous
         pairs = [(SimpleNamespace(index=10 + i), m) for i, m in enumerate(maps)]  # the writer reads .index only
         path = tmp_path / f"shard-{np.dtype(dtype).name}-{len(sizes)}.npz"
         cache_mod._write_shard(path, "the-key", pairs, dtype=dtype)
