@@ -224,13 +224,14 @@ def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]], 
     offsets = np.concatenate([[0], np.cumsum([int(np.prod(a.shape)) for _, a in pairs])]).astype(np.int64)
     small = {"key": np.array(key), "indices": np.array([ex.index for ex, _ in pairs], dtype=np.int64),
              "sizes": sizes, "offsets": offsets}
-    atomic_write(path, lambda handle: _savez_streamed(handle, small, "data", [a for _, a in pairs], dtype))
+    atomic_write(path, lambda handle: _savez_streamed(handle, small, "data", [a for _, a in pairs], dtype,
+                                                      length=int(offsets[-1])))
 
 
-def _savez_streamed(handle, arrays: dict[str, np.ndarray], name: str, parts: list, dtype) -> None:
+def _savez_streamed(handle, arrays: dict[str, np.ndarray], name: str, parts: list, dtype, *, length: int) -> None:
     """``np.savez(handle, **arrays, name=<the parts flattened and concatenated, as dtype>)`` without building
-    the concatenation: each part is made contiguous (a map is often a view of a padded batch) and written
-    in turn, so one part's copy at most is held."""
+    the concatenation (``length``: its number of elements): each part is made contiguous (a map is often a
+    view of a padded batch) and written in turn, so one part's copy at most is held."""
     from numpy.lib import format as npy
 
     with zipfile.ZipFile(handle, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
@@ -238,8 +239,7 @@ def _savez_streamed(handle, arrays: dict[str, np.ndarray], name: str, parts: lis
             with archive.open(member + ".npy", "w", force_zip64=True) as out:
                 npy.write_array(out, np.asanyarray(value), allow_pickle=False)
         with archive.open(name + ".npy", "w", force_zip64=True) as out:
-            header = {"descr": npy.dtype_to_descr(dtype), "fortran_order": False,
-                      "shape": (int(sum(int(np.prod(p.shape)) for p in parts)),)}
+            header = {"descr": npy.dtype_to_descr(dtype), "fortran_order": False, "shape": (length,)}
             npy.write_array_header_1_0(out, header)
             for part in parts:
                 out.write(np.ascontiguousarray(convert(part, dtype)).data)
