@@ -51,6 +51,24 @@ def bucket(examples: Sequence[Encoded], *, batch_size: int) -> list[list[Encoded
     return [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
 
 
+# Bytes of float32 attention one forward pass may return, ``[batch, layer, head, query, key]``: the
+# default model's at 32 examples of 128 tokens (6 x 12 x 128 x 128 x 4 x 32 = 144 MiB). The pass holds
+# it about twice (the model's per-layer tuple and its stack), so a 12 x 12 model at 128 tokens, or any
+# model at 512, would hold 2-16 times the default's; :func:`forward_parts` cuts such batches.
+FORWARD_ATTENTION_BYTES = 6 * 12 * 128 * 128 * 4 * 32
+
+
+def forward_parts(lm: LoadedModel, group: Sequence[Encoded]) -> list[Sequence[Encoded]]:
+    """``group`` (one length bucket) cut into forward passes whose attention stays within
+    :data:`FORWARD_ATTENTION_BYTES`, in order; one part when it already does (always, for the default
+    model at 128 tokens or fewer). Examples are independent, so the cut changes no map beyond float
+    round-off; both engines cut the same way, so their maps stay identical."""
+    n = max(len(e) for e in group)
+    per_example = lm.n_layers * lm.n_heads * n * n * 4
+    size = max(1, FORWARD_ATTENTION_BYTES // per_example)
+    return [group[i : i + size] for i in range(0, len(group), size)]
+
+
 def model_inputs(lm: LoadedModel, examples: Sequence[Encoded]) -> dict[str, torch.Tensor]:
     """Padded ``input_ids``, ``attention_mask`` and (all-zero) ``token_type_ids`` for a batch."""
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
@@ -114,10 +132,12 @@ def iter_attention(
     bar = tqdm(total=len(examples), desc=f"{level}-level attention", unit="ex", disable=not progress)
     try:
         for group in bucket(examples, batch_size=batch_size):
-            maps = batch_maps(lm, group, level=level, word_mode=word_mode)
-            for ex, attn in zip(group, maps):
-                yield ex, convert(attn, dtype)
-            bar.update(len(group))
+            for part in forward_parts(lm, group):
+                maps = batch_maps(lm, part, level=level, word_mode=word_mode)
+                for ex, attn in zip(part, maps):
+                    yield ex, convert(attn, dtype)
+                del maps
+                bar.update(len(part))
     finally:
         bar.close()
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from helpers.core.encoding import Encoded, EncodedBatch
-from helpers.core.extract import LEVELS, Level, bucket, convert, model_inputs
+from helpers.core.extract import LEVELS, Level, bucket, convert, forward_parts, model_inputs
 from helpers.core.internals import attention_parts, capture, output_weight
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode, batched_matrices, word_level_batch
@@ -81,9 +81,10 @@ def iter_norm_maps(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, 
     examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
     with tqdm(total=len(examples), desc=f"{level}-level norms", unit="ex", disable=not progress) as bar:
         for group in bucket(examples, batch_size=batch_size):
-            for ex, norms in zip(group, batch_norm_maps(lm, group, level=level, word_mode=word_mode)):
-                yield ex, convert(norms, dtype)
-            bar.update(len(group))
+            for part in forward_parts(lm, group):
+                for ex, norms in zip(part, batch_norm_maps(lm, part, level=level, word_mode=word_mode)):
+                    yield ex, convert(norms, dtype)
+                bar.update(len(part))
 
 
 def iter_weights_and_norms(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, batch_size: int = 32,
@@ -94,11 +95,13 @@ def iter_weights_and_norms(lm: LoadedModel, batch: EncodedBatch | Sequence[Encod
     examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
     with tqdm(total=len(examples), desc="weights and norms", unit="ex", disable=not progress) as bar:
         for group in bucket(examples, batch_size=batch_size):
-            attn, norms = forward_weights_and_norms(lm, group)
-            for b, ex in enumerate(group):
-                n = len(ex)
-                yield ex, convert(attn[b, :, :, :n, :n], np.float32), convert(norms[b, :, :, :n, :n], np.float32)
-            bar.update(len(group))
+            for part in forward_parts(lm, group):
+                attn, norms = forward_weights_and_norms(lm, part)
+                for b, ex in enumerate(part):
+                    n = len(ex)
+                    yield ex, convert(attn[b, :, :, :n, :n], np.float32), convert(norms[b, :, :, :n, :n], np.float32)
+                del attn, norms
+                bar.update(len(part))
 
 
 def norm_maps_reference(lm: LoadedModel, input_ids: np.ndarray) -> np.ndarray:

@@ -48,3 +48,61 @@ def test_token_types_are_zero_and_buckets_sorted(tiny_lm):
     groups = bucket(batch.examples, batch_size=2)
     lengths = [len(e) for g in groups for e in g]
     assert lengths == sorted(lengths) and [len(g) for g in groups] == [2, 2, 1]
+
+
+def test_forward_parts_cut_a_bucket_by_attention_bytes(tiny_lm, monkeypatch):
+    import helpers.core.extract as extract
+
+    batch = encode_words(tiny_lm.tokenizer, SENTS)
+    group = bucket(batch.examples, batch_size=8)[0]  # all five, sorted by length
+    longest = max(len(e) for e in group)
+    per_example = tiny_lm.n_layers * tiny_lm.n_heads * longest * longest * 4  # float32 [layer, head, n, n]
+    assert extract.forward_parts(tiny_lm, group) == [group]  # the default budget: one pass
+    monkeypatch.setattr(extract, "FORWARD_ATTENTION_BYTES", 2 * per_example + 1)
+    parts = extract.forward_parts(tiny_lm, group)
+    assert [len(p) for p in parts] == [2, 2, 1] and [e for p in parts for e in p] == list(group)
+    monkeypatch.setattr(extract, "FORWARD_ATTENTION_BYTES", 1)  # below one example: one example per pass
+    assert [len(p) for p in extract.forward_parts(tiny_lm, group)] == [1] * 5
+
+
+def test_cut_forward_passes_give_the_same_maps(tiny_lm, monkeypatch):
+    """A bucket cut into one-example passes (what a 12 x 12 model at 512 tokens gets) gives every map,
+    token and word level, weights and norms, as the uncut pass does."""
+    import helpers.core.extract as extract
+    from helpers.core.norm_maps import iter_norm_maps, iter_weights_and_norms
+
+    batch = encode_words(tiny_lm.tokenizer, SENTS)
+
+    def run():
+        out = {}
+        for level in ("token", "word"):
+            out[level] = {ex.index: a for ex, a in iter_attention(tiny_lm, batch, level=level, batch_size=8)}
+        out["norms"] = {ex.index: a for ex, a in iter_norm_maps(tiny_lm, batch, level="word", batch_size=8)}
+        out["both"] = {ex.index: np.stack([a, n]) for ex, a, n in iter_weights_and_norms(tiny_lm, batch, batch_size=8)}
+        return out
+
+    import helpers.core.norm_maps as norm_maps
+
+    passes = []  # the batch size of every forward pass
+
+    def counted(module, name):
+        original = getattr(module, name)
+
+        def wrapper(lm, examples):
+            passes.append(len(examples))
+            return original(lm, examples)
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(extract, "forward_attentions")
+    counted(norm_maps, "forward_weights_and_norms")
+    whole = run()
+    assert passes == [len(SENTS)] * 4  # one pass per level and kind
+    passes.clear()
+    monkeypatch.setattr(extract, "FORWARD_ATTENTION_BYTES", 1)
+    cut = run()
+    assert passes == [1] * (4 * len(SENTS))
+    for kind in whole:
+        assert sorted(cut[kind]) == list(range(len(SENTS)))
+        for i, maps in whole[kind].items():
+            # tolerance: float32; less padding in a one-example pass reorders the softmax and norm sums
+            np.testing.assert_allclose(cut[kind][i], maps, atol=1e-5)
