@@ -245,8 +245,10 @@ def compare_isolated(spec: str, **kwargs) -> ModelResult:
         try:
             return pool.submit(_measured, spec, **kwargs).result()
         except BrokenProcessPool as exc:
-            raise RuntimeError(f"compare: the process computing {spec!r} died (out of memory or killed); "
-                               "its finished analyses are cached, run again to resume") from exc
+            raise RuntimeError(f"compare: the process computing {spec!r} died (out of memory or killed; or, "
+                               "called from a script, the call is not under `if __name__ == \"__main__\":`, "
+                               "which a spawned process needs); its finished analyses are cached, run again "
+                               "to resume") from exc
 
 
 def compare_json(results: list[ModelResult]) -> dict:
