@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import platform
-import resource
 import statistics
 import time
 
 import numpy as np
 import torch
 
-from common import RESULTS, save
+from common import RESULTS, peak_rss_mib, save
 from helpers import encode_words, load_model, load_treebank
 from helpers.core.extract import batch_maps, bucket, convert, forward_attentions
 from helpers.core.wordlevel import batched_matrices, word_level_batch
@@ -92,7 +91,7 @@ def main() -> None:
     with torch.inference_mode():
         t_conv = best_of(args.repeats, batched_conversion)
     t_naive = best_of(1, naive_conversion)
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mib = peak_rss_mib()
 
     result = {
         "model": lm.label, "corpus": args.corpus, "sentences": len(batch.examples),
