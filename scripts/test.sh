@@ -18,4 +18,5 @@ export PATH="$PWD/.venv/bin:$PATH"
 # The distributed engine's tests run on a local two-worker Dask cluster: install the optional extra if missing.
 python -c "import distributed" 2>/dev/null || python -m pip install -q -r requirements-distributed.txt
 export BERT_ATTENTION_SMALL=1 HF_HUB_OFFLINE=1
-python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -q "$@"
+# --durations: the slowest tests, printed at the end of every run, to keep CI well under 20 minutes
+python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -q --durations=25 "$@"
