@@ -9,7 +9,9 @@ size is read from the kernel when it exits (``os.wait4``). By default the analys
 recomputed (``BERT_ATTENTION_REFRESH=1``) from the cached attention maps, so the figure is the memory of
 the analysis itself; the maps are extracted first if they are missing (run once with ``--cold`` and an
 empty ``--cache-dir`` to include extraction). ``--extract`` adds the extraction of GUM train without
-the cache (the largest corpus, one forward pass per batch). Two references are printed beside the
+the cache (the largest corpus, one forward pass per batch). ``--small`` runs each command once on
+shrunken inputs, as the cache finds them (a check of the machinery in the tests' small configuration,
+half the processes; not the budget). Two references are printed beside the
 budgets: the peak of a process that only loads the model and runs one forward pass (the floor any
 command pays) and the budget of issue #12 (probe: 3 GB for a 6 x 12 model, 4 GB for 12 x 12; the other
 commands the same).
@@ -35,7 +37,7 @@ REQUIRED_ARGS = {"heads": ["--conllu", "gum:test"]}  # the default input of the 
 EXTRA_RUNS = {"coref": [("coref --setting windows", ["coref", "--setting", "windows"])]}
 # --small: shrunken inputs (a quick check of the machinery, not the budget)
 SMALL_ARGS = {"surface": ["--segments", "40", "--gradient-segments", "10"], "heads": ["--max-sentences", "100"],
-              "coref": [], "probe": ["--max-sentences", "100", "--seeds", "1", "--epochs", "1"],
+              "coref": ["--max-documents", "4"], "probe": ["--max-sentences", "100", "--seeds", "1", "--epochs", "1"],
               "cluster": ["--segments", "40", "--permutations", "100"]}
 GIB = 1024 ** 3
 
@@ -85,6 +87,7 @@ def main() -> None:
     if args.cache_dir:
         env["BERT_ATTENTION_CACHE"] = args.cache_dir
     helpers = [sys.executable, "-m", "helpers"]
+    one_run = args.cold or args.small  # measure the first run as it comes, no warm-up run and no recomputation
     rows = []
     for model in args.models.split(","):
         info = json.loads(subprocess.run([*helpers, "info", "--model", model, "--quiet"], env=env, check=True,
@@ -101,11 +104,11 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 argv = [*helpers, *command, "--model", model, "--quiet", "--json", str(Path(tmp) / "out.json"),
                         *(SMALL_ARGS.get(command[0], []) if args.small else [])]
-                if not args.cold and not name.startswith("extract"):
+                if not one_run and not name.startswith("extract"):
                     warm = subprocess.run(argv, env=env, capture_output=True, text=True)  # maps (and results) in the cache
                     if warm.returncode != 0:
                         raise SystemExit(f"{' '.join(argv)} failed: {warm.stderr.strip()[-500:]}")
-                run_env = env if args.cold else {**env, "BERT_ATTENTION_REFRESH": "1"}
+                run_env = env if one_run else {**env, "BERT_ATTENTION_REFRESH": "1"}
                 result = measure(argv, run_env)
             row = {"model": info["name"], "layers": info["layers"], "heads": info["heads"], "command": name, **result,
                    "peak_rss_gib": round(result["peak_rss_bytes"] / GIB, 2),
@@ -116,7 +119,9 @@ def main() -> None:
             print(f"  {name:32s} peak {row['peak_rss_gib']:5.2f} GiB ({row['ratio_to_floor']:.1f}x the floor), "
                   f"{row['seconds']:7.1f} s, {'within' if row['within_budget'] else 'OVER'} the budget"
                   + (f", exit {row['exit_status']}: {row.get('error')}" if row["exit_status"] else ""))
-    save({"mode": "cold" if args.cold else "results recomputed from cached maps", "small": args.small,
+    mode = ("cold" if args.cold else "one run each, as the cache found them" if args.small
+            else "results recomputed from cached maps")
+    save({"mode": mode, "small": args.small,
           "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "rows": rows}, args.out)
 
 

@@ -12,7 +12,7 @@ from helpers.coref.stats import (
     MENTION_TYPES,
     CandidateSet,
 )
-from helpers.pipeline.argtypes import max_length_int
+from helpers.pipeline.argtypes import max_length_int, positive_int
 from helpers.pipeline.engine import Execution, add_execution_args, session
 from helpers.pipeline.options import Command, load
 
@@ -24,14 +24,16 @@ def _coref_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--setting", default="truncated", choices=("truncated", "windows"),
                         help="truncated: first 128 tokens of each document (paper); windows: whole documents")
     parser.add_argument("--max-length", type=max_length_int, default=128)
+    parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N",
+                        help="only the first N documents of each split (default: all)")
     parser.set_defaults(check_inputs=lambda a: [load_coref(s, data_dir=a.data_dir, cache_root=a.cache_dir) for s in (a.split, a.select_on)])
     add_execution_args(parser)
 
 
 def cmd_coref(args: argparse.Namespace) -> dict:
     lm = load(args)
-    kw = dict(setting=args.setting, max_length=args.max_length, data_dir=args.data_dir, cache_root=args.cache_dir,
-              progress=not args.quiet)
+    kw = dict(setting=args.setting, max_length=args.max_length, max_documents=args.max_documents,
+              data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet)
     with session(Execution.from_args(args)) as execution:  # one cluster for both splits
         test = run_coref(lm, args.split, execution=execution, **kw)
         dev = run_coref(lm, args.select_on, execution=execution, **kw)

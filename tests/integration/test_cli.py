@@ -43,3 +43,26 @@ def test_info_without_model(tmp_path, capsys):
     assert rc == 0
     result = json.loads(capsys.readouterr().out)
     assert "model" not in result and "error" in result["data"]
+
+
+def test_coref_max_documents(tiny_model_dir, toy_coref_data, tmp_path, capsys):
+    """--max-documents N scores only the first N documents of each split; N must be positive."""
+    gum = toy_coref_data / "gum"
+    for folder, suffix in (("dep", ".conllu"), ("ontogum", ".conll")):  # a second test document
+        (gum / folder / f"GUM_toy2_coref{suffix}").write_bytes((gum / folder / f"GUM_toy_coref{suffix}").read_bytes())
+    splits = gum / "splits.md"
+    splits.write_text(splits.read_text().replace("  * GUM_toy_coref\n", "  * GUM_toy_coref\n  * GUM_toy2_coref\n"))
+
+    def documents(*extra: str) -> int:
+        out = tmp_path / "coref.json"
+        rc = main(["coref", "--model", str(tiny_model_dir), "--data-dir", str(toy_coref_data), "--max-length", "60",
+                   "--quiet", "--json", str(out), "--cache-dir", str(tmp_path / "c"), *extra])
+        assert rc == 0
+        return json.loads(out.read_text())["documents"]
+
+    assert documents() == 2 and documents("--max-documents", "1") == 1
+    try:
+        main(["coref", "--model", str(tiny_model_dir), "--max-documents", "0"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "--max-documents" in capsys.readouterr().err
