@@ -54,14 +54,14 @@ def bucket(examples: Sequence[Encoded], *, batch_size: int) -> list[list[Encoded
 # Bytes of float32 attention one forward pass may return, ``[batch, layer, head, query, key]``: the
 # default model's at 32 examples of 128 tokens (6 x 12 x 128 x 128 x 4 x 32 = 144 MiB). The pass holds
 # it about twice (the model's per-layer tuple and its stack), so a 12 x 12 model at 128 tokens, or any
-# model at 512, would hold 2-16 times the default's; :func:`forward_parts` cuts such batches.
+# model at 512, would hold 2 to 32 times the default's; :func:`forward_parts` cuts such batches.
 FORWARD_ATTENTION_BYTES = 6 * 12 * 128 * 128 * 4 * 32
 
 
 def forward_parts(lm: LoadedModel, group: Sequence[Encoded]) -> list[Sequence[Encoded]]:
     """``group`` (one length bucket) cut into forward passes whose attention stays within
     :data:`FORWARD_ATTENTION_BYTES`, in order; one part when it already does (always, for the default
-    model at 128 tokens or fewer). Examples are independent, so the cut changes no map beyond float
+    model in the usual batches of 32 at 128 tokens or fewer). Examples are independent, so the cut changes no map beyond float
     round-off; both engines cut the same way, so their maps stay identical."""
     n = max(len(e) for e in group)
     per_example = lm.n_layers * lm.n_heads * n * n * 4

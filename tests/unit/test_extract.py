@@ -69,6 +69,7 @@ def test_cut_forward_passes_give_the_same_maps(tiny_lm, monkeypatch):
     """A bucket cut into one-example passes (what a 12 x 12 model at 512 tokens gets) gives every map,
     token and word level, weights and norms, as the uncut pass does."""
     import helpers.core.extract as extract
+    import helpers.core.norm_maps as norm_maps
     from helpers.core.norm_maps import iter_norm_maps, iter_weights_and_norms
 
     batch = encode_words(tiny_lm.tokenizer, SENTS)
@@ -80,8 +81,6 @@ def test_cut_forward_passes_give_the_same_maps(tiny_lm, monkeypatch):
         out["norms"] = {ex.index: a for ex, a in iter_norm_maps(tiny_lm, batch, level="word", batch_size=8)}
         out["both"] = {ex.index: np.stack([a, n]) for ex, a, n in iter_weights_and_norms(tiny_lm, batch, batch_size=8)}
         return out
-
-    import helpers.core.norm_maps as norm_maps
 
     passes = []  # the batch size of every forward pass
 
