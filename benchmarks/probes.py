@@ -1,24 +1,28 @@
-"""Benchmark: training steps of the probes (paper §5) against plain-autograd formulations.
+"""Benchmark: training epochs of the probes (paper §5) from spilled batches, against a plain read of the
+spill file and against plain-autograd formulations.
 
     python benchmarks/probes.py [--sentences 2000] [--corpus gum:train] [--layers 6 --heads 12 --dim 384]
 
-Times one epoch (forward, backward, Adam step over length-bucketed batches of 32 sentences) of
+The sentences have the lengths of the corpus; the maps are random (time does not depend on the values),
+so no model runs. Their padded batches are spilled to a temporary file exactly as ``probe`` does
+(:mod:`helpers.probe.batches`), and we time
 
-- Distances + words: the fused hidden layer (:class:`helpers.probe.probes.PairTanhScores`) against the
-  same network written with plain autograd (``out(tanh(dep + cand + dist))``);
-- Attn + words: one batched product over the features (transposed halves) against a batched
-  product plus an ``einsum`` for the candidate term;
+- a plain read of that file (the bytes, from the page cache): the floor of an epoch that reads the features;
+- one training epoch of each probe (forward, backward, Adam step over the streamed batches, as
+  :func:`helpers.probe.probes.train_probe` does), and an epoch of forward passes alone;
+- Distances + words against the same network written with plain autograd over padded batches
+  (``out(tanh(dep + cand + dist))``), and Attn + words against a batched product plus an ``einsum``.
 
-and an epoch of forward passes alone (the floor for the library's step). The sentences have the
-lengths of the corpus; the maps are random (time does not depend on the values), so no model runs.
 Both formulations start from the same weights and must give the same loss (checked). Writes
-benchmarks/results/probes.json.
+benchmarks/results/probes.json, with the ratio of each epoch to the plain read.
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,14 +30,17 @@ from torch import nn
 
 from common import RESULTS, save
 from helpers.data.corpora import load_treebank
+from helpers.probe.batches import spill
 from helpers.probe.probes import (
     AttentionProbe,
     DistanceProbe,
     ProbeData,
+    _for_model,
     build_probe,
-    distance_features,
     distance_parts,
     prepared,
+    probe_loss,
+    stream,
 )
 
 
@@ -78,16 +85,22 @@ def synthetic(lengths: list[int], layers: int, heads: int, dim: int, seed: int =
     return ProbeData(maps, gold, punct, vectors)
 
 
-def epoch(model: nn.Module, batches, *, train: bool = True) -> tuple[float, float]:
-    """(seconds, summed loss) of one pass over ``batches``."""
+def plain_loss(model: nn.Module, batch) -> torch.Tensor:
+    logits = model(batch)
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
+                                       ignore_index=-100, reduction="sum") / len(batch.indices)
+
+
+def epoch(model: nn.Module, batches, *, train: bool = True, fused: bool = True) -> tuple[float, float]:
+    """(seconds, summed loss) of one pass over ``batches`` (streamed as the library trains: ``fused`` uses
+    the library's training loss, else the cross-entropy of the model's logits)."""
     optim = torch.optim.Adam(model.parameters(), lr=1e-3)
     total = 0.0
+    batches = _for_model(batches, model)
     start = time.perf_counter()
-    for batch in batches:
+    for batch in stream(batches, range(len(batches))):
         with torch.set_grad_enabled(train):
-            logits = model(batch)
-            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
-                                               ignore_index=-100, reduction="sum") / len(batch.indices)
+            loss = probe_loss(model, batch) if (fused and train) else plain_loss(model, batch)
         if train:
             optim.zero_grad()
             loss.backward()
@@ -96,21 +109,35 @@ def epoch(model: nn.Module, batches, *, train: bool = True) -> tuple[float, floa
     return time.perf_counter() - start, total
 
 
-def compare(name: str, fast: nn.Module, plain: nn.Module, batches, repeats: int = 2) -> dict:
-    plain.load_state_dict(fast.state_dict())  # the same weights, the plain forward
-    epoch(copy.deepcopy(fast), batches[:5])  # warm-up (allocator, thread pool)
+def plain_read(path: Path) -> float:
+    """Seconds to read ``path`` whole (best of three: from the page cache)."""
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        with open(path, "rb") as handle:
+            while handle.read(1 << 24):
+                pass
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def compare(name: str, fast: nn.Module, plain: nn.Module | None, batches, read_seconds: float, repeats: int = 2) -> dict:
+    epoch(copy.deepcopy(fast), batches)  # warm-up (allocator, thread pool, page cache)
     # best of `repeats` fresh epochs each, from the same weights
-    fast_runs = [epoch(copy.deepcopy(fast), batches) for _ in range(repeats)]
-    plain_runs = [epoch(copy.deepcopy(plain), batches) for _ in range(repeats)]
-    (t_fast, loss_fast), (t_plain, loss_plain) = min(fast_runs), min(plain_runs)
+    t_fast, loss_fast = min(epoch(copy.deepcopy(fast), batches) for _ in range(repeats))
     t_forward = min(epoch(fast, batches, train=False)[0] for _ in range(repeats))
-    if not np.isclose(loss_fast, loss_plain, rtol=1e-4):
-        raise AssertionError(f"{name}: losses differ ({loss_fast} vs {loss_plain})")
-    row = {"seconds_epoch": round(t_fast, 3), "seconds_epoch_plain_autograd": round(t_plain, 3),
-           "seconds_forward_only": round(t_forward, 3), "speedup_over_plain": round(t_plain / t_fast, 2),
-           "ratio_training_over_forward": round(t_fast / t_forward, 2)}
-    print(f"{name}: epoch {t_fast:.2f} s, plain autograd {t_plain:.2f} s ({row['speedup_over_plain']}x), "
-          f"forward only {t_forward:.2f} s")
+    row = {"seconds_epoch": round(t_fast, 3), "seconds_forward_only": round(t_forward, 3),
+           "ratio_training_over_forward": round(t_fast / t_forward, 2),
+           "ratio_epoch_over_plain_read": round(t_fast / read_seconds, 2)}
+    text = f"{name}: epoch {t_fast:.2f} s ({row['ratio_epoch_over_plain_read']}x a plain read of the spill file)"
+    if plain is not None:
+        plain.load_state_dict(fast.state_dict())  # the same weights, the plain forward
+        t_plain, loss_plain = min(epoch(copy.deepcopy(plain), batches, fused=False) for _ in range(repeats))
+        if not np.isclose(loss_fast, loss_plain, rtol=1e-4):
+            raise AssertionError(f"{name}: losses differ ({loss_fast} vs {loss_plain})")
+        row.update(seconds_epoch_plain_autograd=round(t_plain, 3), speedup_over_plain=round(t_plain / t_fast, 2))
+        text += f", plain autograd {t_plain:.2f} s ({row['speedup_over_plain']}x)"
+    print(text + f", forward only {t_forward:.2f} s")
     return row
 
 
@@ -127,16 +154,27 @@ def main() -> None:
     torch.manual_seed(0)
     lengths = [len(s) for s in load_treebank(args.corpus, max_sentences=args.sentences)]
     data = synthetic(lengths, args.layers, args.heads, args.dim)
-    batches = prepared(data, 32)
-    data.maps = []
-    result = {
-        "corpus": args.corpus, "sentences": len(lengths), "mean_words": round(float(np.mean(lengths)), 1),
-        "maps": args.layers * args.heads, "dim": args.dim, "threads": torch.get_num_threads(),
-        "distances+words": compare("Distances + words", build_probe("distances+words", data),
-                                   PlainDistanceProbe(data.dim), batches),
-        "attn+words": compare("Attn + words", build_probe("attn+words", data),
-                              PlainAttentionProbe(2 * data.n_maps, data.dim, with_words=True), batches),
-    }
+    groups = [list(range(i, min(i + 256, len(lengths)))) for i in range(0, len(lengths), 256)]  # cache shards
+    data.groups = groups
+    spilled = ProbeData([], data.heads, data.punct, [], groups=groups, batch_size=32)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "probe-bench.bin"
+        spilled.spilled = spill(spilled, ((g, [data.maps[i] for i in g], [data.vectors[i] for i in g]) for g in groups),
+                                path, "benchmark", 32)
+        data.maps = []
+        read_seconds = plain_read(path)
+        print(f"plain read of the spill file ({path.stat().st_size / 2 ** 20:.0f} MiB): {read_seconds:.3f} s")
+        batches = spilled.spilled
+        result = {
+            "corpus": args.corpus, "sentences": len(lengths), "mean_words": round(float(np.mean(lengths)), 1),
+            "maps": args.layers * args.heads, "dim": args.dim, "threads": torch.get_num_threads(),
+            "spill_file_mib": round(path.stat().st_size / 2 ** 20, 1), "seconds_plain_read": round(read_seconds, 3),
+            "distances+words": compare("Distances + words", build_probe("distances+words", spilled),
+                                       PlainDistanceProbe(spilled.dim), batches, read_seconds),
+            "attn": compare("Attn", build_probe("attn", spilled), None, batches, read_seconds),
+            "attn+words": compare("Attn + words", build_probe("attn+words", spilled),
+                                  PlainAttentionProbe(2 * spilled.n_maps, spilled.dim, with_words=True), batches, read_seconds),
+        }
     save(result, args.out)
 
 

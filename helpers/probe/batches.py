@@ -70,8 +70,49 @@ class DiskBatches(Sequence):
         for k in range(len(self)):
             yield self[k]
 
+    def stream(self, order) -> Iterator[Batch]:
+        """The batches at ``order`` (indices), read into buffers sized for the largest batch and reused:
+        each batch is valid until the next one is read. The training loops read every batch once an
+        epoch; fresh tensors per batch would cost a page fault per 4 KiB, which took as long as the
+        arithmetic (an epoch of an attention probe is one read of the file, converted to float32)."""
+        K2, dim = 2 * self.index["n_maps"], self.index["dim"]
+        sizes = [self._sizes(k) for k in range(len(self))]
+        most = [max((z[i] for z in sizes), default=0) for i in range(3)]
+        half = np.empty(most[0] + most[1] if self.features else 0, np.float16)
+        full = torch.empty(half.size, dtype=torch.float32)
+        vec = np.empty(most[2], np.float32)
+        with open(self.path, "rb") as handle:
+            for k in order:
+                entry = self.index["batches"][int(k)]
+                indices, n, offset = entry["indices"], entry["n"], entry["offset"]
+                B = len(indices)
+                f, r, v = sizes[int(k)]
+                if self.features:
+                    handle.seek(offset)
+                    _read_into(handle, half[: f + r])
+                    flat = full[: f + r]
+                    flat.copy_(torch.from_numpy(half[: f + r]))
+                    feats, root = flat[:f].view(B, n, n + 1, K2), flat[f:].view(B, n, K2, 2)
+                else:
+                    feats, root = torch.zeros(B, n, n + 1, 0), torch.zeros(B, n, 0, 2)
+                    handle.seek(offset + 2 * (f + r))
+                _read_into(handle, vec[:v])
+                yield assemble_batch(self.data, indices, feats, root, torch.from_numpy(vec[:v]).view(B, n, dim))
+
+    def _sizes(self, k: int) -> tuple[int, int, int]:
+        """Element counts of batch ``k``'s features, root parts and word vectors."""
+        entry = self.index["batches"][k]
+        B, n, K2 = len(entry["indices"]), entry["n"], 2 * self.index["n_maps"]
+        return B * n * (n + 1) * K2, B * n * K2 * 2, B * n * self.index["dim"]
+
     def without_features(self) -> "DiskBatches":
         return DiskBatches(self.data, self.path, self.index, features=False)
+
+
+def _read_into(handle, out: np.ndarray) -> None:
+    """Fill ``out`` from ``handle`` (raises on a short read: a truncated file)."""
+    if handle.readinto(memoryview(out).cast("B")) != out.nbytes:
+        raise ValueError(f"{handle.name}: truncated probe batch file")
 
 
 def _read(handle, dtype, count: int) -> torch.Tensor:

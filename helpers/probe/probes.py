@@ -24,8 +24,9 @@ punctuation, as in the paper. :func:`mst_heads` decodes a full tree with Chu-Liu
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Iterator, Literal, Sequence
 
 import numpy as np
 import torch
@@ -222,7 +223,8 @@ class AttentionProbe(nn.Module):
         b, n, c1, k = F.shape
         root = batch.root_parts @ self.root                           # [b, n, 2K]: the ROOT column's features
         if not self.with_words:
-            words = F[:, :, 1:] @ self.w                              # [b, n, n]
+            # over every column of F (contiguous: no copy); column 0 (ROOT) is zero in F and is replaced
+            words = (F @ self.w)[..., 1:]                             # [b, n, n]
             logits = torch.cat([(root @ self.w)[..., None], words], dim=-1)
         else:
             v = batch.word_vectors(misaligned)
@@ -234,64 +236,105 @@ class AttentionProbe(nn.Module):
             # rows F[x, :, :] with one vector each, one batched matrix product and one pass over F.
             half = k // 2
             rhs = torch.stack([a, torch.cat([c[..., half:], c[..., :half]], dim=-1)], dim=-1)  # [b, n, 2K, 2]
-            both = torch.bmm(F[:, :, 1:].reshape(b * n, c1 - 1, k), rhs.reshape(b * n, k, 2)).reshape(b, n, c1 - 1, 2)
+            # every column of F (a view, no copy); column 0 (ROOT) is zero in F and is dropped
+            both = torch.bmm(F.view(b * n, c1, k), rhs.reshape(b * n, k, 2)).reshape(b, n, c1, 2)[:, :, 1:]
             words = both[..., 0] + both[..., 1].transpose(1, 2)
             logits = torch.cat([(root * a).sum(-1, keepdim=True), words], dim=-1)
         return logits.masked_fill(~batch.cand_mask, -1e9)
 
 
-class PairTanhScores(torch.autograd.Function):
-    """``scores[b, i, c] = w . tanh(dep[b, i] + cand[b, c] + dist[i, c] + scaled[i, c] * inv[b])``: the hidden
-    layer of the Distances + words probe, fused and computed a few sentences at a time (``scaled`` and
-    ``inv [b]`` are optional: the distance features divided by each sentence's own length).
+@contextmanager
+def one_thread():
+    """Torch's intra-op threads set to one inside (restored after): the per-sentence tensors of
+    Distances + words are too small to split, and when another process holds a core, threads that wait
+    for each other at every operation made an epoch 15 times slower (measured on a 2-core machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
-    Plain autograd of this expression materialises several ``[batch, n, n + 1, hidden]`` temporaries
-    (the sum, its tanh, the gradient through tanh, the outer product of the output layer's gradient);
-    here one tanh tensor per chunk of ``rows`` sentences is kept, and the backward pass turns it into
-    the gradient in place. About twice as fast as plain autograd on CPU (see ``tests/unit/test_probes.py``
-    for the check against it). Shapes: ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist [n, n + 1, H]``,
-    ``w [H]`` -> ``[b, n, n + 1]``. Differentiable once (the saved tensors are reused in place).
+
+_DISTANCE_FEATURES: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+
+
+def sentence_distance_features(m: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """:func:`distance_features` of a sentence of ``m`` words as ``[m * (m + 1), 8]`` (memoised: read-only)."""
+    if (m, dtype) not in _DISTANCE_FEATURES:
+        _DISTANCE_FEATURES[m, dtype] = distance_features(m).reshape(-1, N_DISTANCE).to(dtype)
+    return _DISTANCE_FEATURES[m, dtype]
+
+
+def _pair_hidden(dep: torch.Tensor, cand: torch.Tensor, dist_weight: torch.Tensor) -> torch.Tensor:
+    """``tanh(dep[i] + cand[c] + W_d f(i, c))`` for one sentence of ``m`` words, ``[m, m + 1, H]``, with
+    ``f`` its distance features (:func:`distance_features`, relative distances divided by its own length),
+    ``dep [m, H]``, ``cand [m + 1, H]``, ``dist_weight`` (``W_d``) ``[H, 8]``."""
+    m, hidden = dep.shape
+    t = (sentence_distance_features(m, dep.dtype) @ dist_weight.t()).view(m, m + 1, hidden)
+    t.add_(dep[:, None, :]).add_(cand[None, :, :])
+    return t.tanh_()
+
+
+class PairTanhLoss(torch.autograd.Function):
+    """The training loss of the Distances + words probe, fused: for each sentence of ``m`` words,
+    ``scores[i, c] = w . tanh(dep[i] + cand[c] + W_d f(i, c)) + bias`` (a word is never its own head), and
+    the loss is the cross-entropy over candidates summed over the words of every sentence, divided by the
+    number of sentences (as :func:`train_probe`'s loss of the other probes).
+
+    Computed one sentence at a time over its own length (no padding): the ``[m, m + 1, H]`` hidden layer
+    of one sentence fits in the CPU cache, and its gradient is computed in the forward pass while it is
+    still there, from the softmax (``d loss / d scores = softmax - one-hot``). Plain autograd of the padded
+    expression materialises several ``[batch, n, n + 1, H]`` temporaries in memory (``benchmarks/probes.py``
+    compares the two; ``tests/unit/test_probes.py`` checks this against plain autograd). Shapes:
+    ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist_weight [H, 8]``, ``w [H]``, ``bias [1]``, ``heads`` a list of
+    ``b`` integer tensors ``[m_b]`` (0 = ROOT).
     """
 
     @staticmethod
-    def forward(ctx, dep, cand, dist, w, rows: int = 4, scaled=None, inv=None):
-        hidden, scores = [], []
-        for start in range(0, dep.shape[0], rows):
-            t = dep[start : start + rows, :, None, :] + cand[start : start + rows, None, :, :]
-            t.add_(dist)
-            if scaled is not None:
-                t.add_(scaled * inv[start : start + rows, None, None, None])
-            t.tanh_()
-            scores.append(t @ w)
-            hidden.append(t)
-        ctx.hidden, ctx.rows, ctx.scaled = hidden, rows, scaled is not None
-        ctx.save_for_backward(w, inv if scaled is not None else None)
-        return torch.cat(scores)
+    def forward(ctx, dep, cand, dist_weight, w, bias, heads):
+        grads = [torch.zeros_like(x) for x in (dep, cand, dist_weight, w, bias)]
+        total = torch.zeros((), dtype=dep.dtype)
+        n_sentences = len(heads)
+        with one_thread():
+            PairTanhLoss._sentences(dep, cand, dist_weight, w, bias, heads, grads, total)
+        ctx.grads = grads
+        return total / n_sentences
+
+    @staticmethod
+    def _sentences(dep, cand, dist_weight, w, bias, heads, grads, total) -> None:
+        g_dep, g_cand, g_dist, g_w, g_bias = grads
+        n_sentences = len(heads)
+        for b, gold in enumerate(heads):
+            m = len(gold)
+            t = _pair_hidden(dep[b, :m], cand[b, : m + 1], dist_weight)        # [m, m + 1, H]
+            flat = t.view(-1, t.shape[-1])
+            scores = torch.mv(flat, w).view(m, m + 1) + bias
+            scores.diagonal(offset=1).fill_(-1e9)                            # never its own head
+            logp = torch.log_softmax(scores, dim=-1)
+            rows = torch.arange(m)
+            total -= logp[rows, gold].sum()
+            g = logp.exp_()                                                  # d loss / d scores: softmax - one-hot
+            g[rows, gold] -= 1.0
+            g.div_(n_sentences)
+            g_bias += g.sum()
+            g_w.add_(torch.mv(flat.t(), g.view(-1)))
+            d = torch.ops.aten.tanh_backward(g[..., None] * w, t)           # d loss / d pre-activation
+            g_dep[b, :m] += d.sum(1)
+            g_cand[b, : m + 1] += d.sum(0)
+            g_dist.addmm_(d.view(-1, d.shape[-1]).t(), sentence_distance_features(m, d.dtype))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        w, inv = ctx.saved_tensors
-        g_dep, g_cand, g_dist, g_scaled, g_w = [], [], torch.zeros(()), torch.zeros(()), torch.zeros_like(w)
-        start = 0
-        for t in ctx.hidden:
-            g = grad[start : start + t.shape[0]]
-            g_w = g_w + (g.reshape(1, -1) @ t.reshape(-1, t.shape[-1])).reshape(-1)
-            t.mul_(t).neg_().add_(1).mul_(w).mul_(g[..., None])  # d score / d pre-activation
-            g_dep.append(t.sum(2))
-            g_cand.append(t.sum(1))
-            g_dist = g_dist + t.sum(0)
-            if ctx.scaled:
-                g_scaled = g_scaled + torch.einsum("bich,b->ich", t, inv[start : start + t.shape[0]])
-            start += t.shape[0]
-        ctx.hidden = None
-        return (torch.cat(g_dep), torch.cat(g_cand), g_dist, g_w, None,
-                g_scaled if ctx.scaled else None, None)
+        grads, ctx.grads = ctx.grads, None
+        return (*(g * grad for g in grads), None)
 
 
 class DistanceProbe(nn.Module):
-    """Distances + words: ``w2 . tanh(W1 [v_i; v_c; distances] + b1)`` (first layer factorised, hidden
-    layer fused in :class:`PairTanhScores`)."""
+    """Distances + words: ``w2 . tanh(W1 [v_i; v_c; distances] + b1)`` (first layer factorised; the hidden
+    layer computed one sentence at a time over its own length, and for training fused with the loss in
+    :class:`PairTanhLoss`)."""
 
     def __init__(self, dim: int, hidden: int = 256):
         super().__init__()
@@ -300,15 +343,36 @@ class DistanceProbe(nn.Module):
         self.dist = nn.Linear(N_DISTANCE, hidden, bias=False)
         self.out = nn.Linear(hidden, 1)
 
-    def forward(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
-        n = batch.heads.shape[1]
+    def _parts(self, batch: Batch, misaligned: bool):
+        """``(dep [b, n, H], cand [b, n + 1, H], lengths)``: the word terms of the first layer."""
         v = batch.word_vectors(misaligned)
-        v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)
-        indicators, distances = distance_parts(n)  # relative distances divided by each sentence's length
-        inv = 1.0 / batch.mask.sum(1).clamp(min=1).to(v.dtype)
-        logits = PairTanhScores.apply(self.dep(v), self.cand(v_cand), self.dist(indicators), self.out.weight[0], 4,
-                                      self.dist(distances), inv) + self.out.bias
+        v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)            # ROOT's vector is 0
+        return self.dep(v), self.cand(v_cand), batch.mask.sum(1).tolist()
+
+    def forward(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+        dep, cand, lengths = self._parts(batch, misaligned)
+        n = batch.heads.shape[1]
+        w = self.out.weight[0]
+        with one_thread():
+            rows = [nn.functional.pad(_pair_hidden(dep[k, :m], cand[k, : m + 1], self.dist.weight) @ w, (0, n - m, 0, n - m))
+                    for k, m in enumerate(lengths)]
+        logits = torch.stack(rows) + self.out.bias
         return logits.masked_fill(~batch.cand_mask, -1e9)
+
+    def loss(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+        """The training loss of :func:`train_probe` (summed over words, averaged over sentences), fused."""
+        dep, cand, lengths = self._parts(batch, misaligned)
+        heads = [batch.heads[k, :m] for k, m in enumerate(lengths)]
+        return PairTanhLoss.apply(dep, cand, self.dist.weight, self.out.weight[0], self.out.bias, heads)
+
+
+def probe_loss(model: nn.Module, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+    """Cross-entropy over candidates summed over a sentence's words, averaged over the batch's sentences."""
+    if isinstance(model, DistanceProbe):
+        return model.loss(batch, misaligned)
+    logits = model(batch, misaligned)
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
+                                       ignore_index=-100, reduction="sum") / len(batch.indices)
 
 
 def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
@@ -330,12 +394,23 @@ def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
     out: list[np.ndarray | None] = [None] * len(data)
     model.eval()
     with torch.no_grad():
-        for batch in _for_model(prepared(data, batch_size), model):
+        batches = _for_model(prepared(data, batch_size), model)
+        for batch in stream(batches, range(len(batches))):
             logits = model(batch, misaligned)
             for b, i in enumerate(batch.indices):
                 n = len(data.heads[i])
                 out[i] = logits[b, :n, : n + 1].numpy()
     return out  # type: ignore[return-value]
+
+
+def stream(batches: Sequence[Batch], order) -> Iterator[Batch]:
+    """The batches at ``order``, one at a time; spilled batches are read into buffers that are reused
+    (each is valid until the next is read: no fresh memory, and no page faults, per batch)."""
+    if hasattr(batches, "stream"):
+        yield from batches.stream(order)
+    else:
+        for k in order:
+            yield batches[k]
 
 
 def _for_model(batches: Sequence[Batch], model: nn.Module) -> Sequence[Batch]:
@@ -440,11 +515,8 @@ def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int 
     batches = _for_model(prepared(train, batch_size), model)
     for epoch in range(epochs):
         model.train()
-        for k in np.random.default_rng(seed * 1000 + epoch).permutation(len(batches)):
-            batch = batches[k]
-            logits = model(batch, misaligned)
-            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
-                                               ignore_index=-100, reduction="sum") / len(batch.indices)
+        for batch in stream(batches, np.random.default_rng(seed * 1000 + epoch).permutation(len(batches))):
+            loss = probe_loss(model, batch, misaligned)
             optim.zero_grad()
             loss.backward()
             optim.step()

@@ -135,8 +135,9 @@ def _summary(values: list[float]) -> dict:
             "runs": [round(v, 2) for v in values]}
 
 
-VERSION = 3  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards;
-#             3: Distances + words divides relative distances by the sentence's own length, not the padded one)
+VERSION = 4  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards;
+#             3: Distances + words divides relative distances by the sentence's own length, not the padded one;
+#             4: Distances + words computed one sentence at a time with its loss fused: same model, other rounding)
 
 SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
 TRAIN_BATCH, EVAL_BATCH = 32, 64  # sentences per batch (training; evaluation)

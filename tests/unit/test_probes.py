@@ -10,7 +10,6 @@ import pytest
 from helpers.cli import main
 from helpers.probe.run import load_glove
 from helpers.probe.probes import (
-    PairTanhScores,
     ProbeData,
     build_probe,
     chu_liu_edmonds,
@@ -110,33 +109,62 @@ def test_distance_features_and_misalignment():
     assert np.allclose(shifted[0, : n - 1], v[0, 1:n]) and np.allclose(shifted[0, n - 1], 0)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 5])
-@pytest.mark.parametrize("with_scaled", [False, True])
-def test_fused_pair_scores_match_plain_autograd(rows, with_scaled):
-    """The fused hidden layer of Distances + words against the expression written out (float64)."""
+def test_fused_pair_loss_matches_plain_autograd():
+    """The fused loss of Distances + words (values and every gradient) against the expression written
+    out one (sentence, dependent, candidate) at a time and differentiated by autograd (float64)."""
     torch = pytest.importorskip("torch")
+    from helpers.probe.probes import PairTanhLoss
+
     gen = torch.Generator().manual_seed(0)
-    b, n, hidden = 5, 4, 3
-    shapes = [(b, n, hidden), (b, n + 1, hidden), (n, n + 1, hidden), (hidden,)] + ([(n, n + 1, hidden)] if with_scaled else [])
+    lengths, n, hidden = [4, 2, 3], 4, 3
+    b = len(lengths)
+    shapes = [(b, n, hidden), (b, n + 1, hidden), (hidden, 8), (hidden,), (1,)]
     leaves = [torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True) for shape in shapes]
-    inv = 1.0 / torch.randint(1, 9, (b,), generator=gen).double()
-    upstream = torch.randn(b, n, n + 1, generator=gen, dtype=torch.float64)
-    fused = PairTanhScores.apply(*leaves[:4], rows, *((leaves[4], inv) if with_scaled else ()))
-    (fused * upstream).sum().backward()
+    heads = [torch.tensor([(i + 2) % (m + 1) for i in range(m)]) for m in lengths]  # never its own head
+    fused = PairTanhLoss.apply(*leaves, heads)
+    (2.5 * fused).backward()
     fused_grads = [x.grad.clone() for x in leaves]
     for x in leaves:
         x.grad = None
-    dep, cand, dist, w = leaves[:4]
-    plain = torch.zeros(b, n, n + 1, dtype=torch.float64)
-    for k in range(b):  # one (sentence, dependent, candidate) at a time
-        for i in range(n):
-            for c in range(n + 1):
-                pre = dep[k, i] + cand[k, c] + dist[i, c] + (leaves[4][i, c] * inv[k] if with_scaled else 0)
-                plain[k, i, c] = torch.dot(w, torch.tanh(pre))
-    (plain * upstream).sum().backward()
+    dep, cand, dist_weight, w, bias = leaves
+    plain = torch.zeros((), dtype=torch.float64)
+    for k, m in enumerate(lengths):
+        f = distance_features(m).double()  # [m, m + 1, 8]
+        for i in range(m):
+            scores = torch.stack([torch.dot(w, torch.tanh(dep[k, i] + cand[k, c] + dist_weight @ f[i, c])) + bias[0]
+                                  if c != i + 1 else torch.tensor(-1e9, dtype=torch.float64) for c in range(m + 1)])
+            plain = plain - torch.log_softmax(scores, 0)[heads[k][i]]
+    plain = plain / b
+    (2.5 * plain).backward()
     assert torch.allclose(fused, plain)
     for got, x in zip(fused_grads, leaves):
         assert torch.allclose(got, x.grad)
+
+
+def test_distance_probe_loss_is_the_cross_entropy_of_its_logits():
+    """The fused training loss equals the cross-entropy of the probe's own logits (what evaluation uses),
+    padding included, with the same gradients."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from helpers.probe.probes import probe_loss
+
+    data = synthetic(np.random.default_rng(6), 5)
+    batch = make_batch(data, list(range(5)))
+    torch.manual_seed(0)
+    model = build_probe("distances+words", data)
+    fused = probe_loss(model, batch)
+    fused.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    logits = model(batch)
+    plain = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
+                                        ignore_index=-100, reduction="sum") / 5
+    plain.backward()
+    # tolerance: float32, two summation orders of the same terms
+    torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-5)
+    for got, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(got, p.grad, rtol=1e-4, atol=1e-5)
 
 
 def test_distance_probe_does_not_depend_on_the_batch():
