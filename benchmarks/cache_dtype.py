@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, save
+from common import LATEST, save
 import helpers.data.cache as cache_mod
 from helpers.pipeline.extraction import extract_treebank
 from helpers import load_model
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--corpus", default="gum:dev")
     parser.add_argument("--coref-split", default="dev")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--out", default=str(RESULTS / "cache_dtype.json"))
+    parser.add_argument("--out", default=str(LATEST / "cache_dtype.json"))
     args = parser.parse_args()
     lm = load_model(args.model)
     runs = {}

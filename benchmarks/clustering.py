@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-from common import RESULTS, save
+from common import LATEST, save
 from helpers import iter_attention, load_model
 from helpers.cluster.stats import JSAccumulator, segment_js
 from helpers.pipeline.segments import build_segments
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     parser.add_argument("--segments", type=int, default=1000)
     parser.add_argument("--loop-segments", type=int, default=3)
-    parser.add_argument("--out", default=str(RESULTS / "clustering.json"))
+    parser.add_argument("--out", default=str(LATEST / "clustering.json"))
     args = parser.parse_args()
 
     lm = load_model(args.model)

@@ -1,9 +1,23 @@
-"""Shared by the benchmark scripts: write a result as JSON beside the others, with the process's peak memory."""
+"""Shared by the benchmark scripts: write a result as JSON with the process's peak memory, and keep dated
+*recorded* measurements (``--record``) that the book's Performance page shows with their date, machine
+and command.
+
+- ``RESULTS / "latest"``: each script's last output (not committed; the default ``--out``);
+- ``RESULTS / "NAME-MODEL-DATE.json"``: recorded measurements (committed), written with ``--record``:
+  the result plus ``recorded = {"date", "machine", "command", "commit"}``.
+"""
 import json
+import os
+import platform
+import re
 import resource
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
+LATEST = RESULTS / "latest"
 
 
 def peak_rss_mib() -> float:
@@ -11,9 +25,70 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def save(result: dict, out: str | Path) -> None:
+def machine() -> dict:
+    """What the measurement ran on: processor, cores, memory (and a GPU when torch sees one)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": None, "python": platform.python_version()}
+    try:
+        info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    try:
+        info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    return info
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                              text=True, check=True).stdout.strip() or None
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def record_path(name: str, model: str) -> Path:
+    """``benchmarks/results/NAME-MODEL-DATE.json`` for a recorded measurement (``model`` made file-safe)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model).name if os.sep in model else model).strip("_") or "model"
+    return RESULTS / f"{name}-{safe}-{time.strftime('%Y-%m-%d')}.json"
+
+
+def recorded(name: str, model: str | None = None) -> dict | None:
+    """The newest recorded measurement ``name`` (of ``model``, when given), or ``None``."""
+    found = []
+    for path in RESULTS.glob(f"{name}-*.json"):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if "recorded" in data and (model is None or data.get("model_spec", data.get("model")) == model):
+            found.append((data["recorded"].get("date", ""), path.name, data))
+    return max(found, key=lambda f: (f[0], f[1]))[2] if found else None
+
+
+def save(result: dict, out: str | Path, *, record: str | None = None, model: str = "default",
+         started: dict | None = None) -> None:
     """Write ``result`` as JSON to ``out``. Every benchmark's output carries its peak resident memory:
-    ``peak_rss_mib`` (this process, which ran the measured work) is added when the result lacks it."""
+    ``peak_rss_mib`` (this process, which ran the measured work) is added when the result lacks it.
+    With ``record`` (the benchmark's name) it is also kept as a dated recorded measurement
+    (:func:`record_path`), with the date, the machine (``started``: :func:`machine` taken before the
+    run, so the load average is the one it started under), the command and the commit."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if "peak_rss_mib" not in result:
@@ -21,3 +96,21 @@ def save(result: dict, out: str | Path) -> None:
         print(f"peak resident memory of this benchmark: {result['peak_rss_mib']:.0f} MiB")
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
+    if record:
+        meta = {"date": time.strftime("%Y-%m-%d"), "time": time.strftime("%H:%M:%S"), "machine": started or machine(),
+                "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]), "commit": _commit()}
+        path = record_path(record, model)
+        path.write_text(json.dumps({**result, "model_spec": model, "recorded": meta}, indent=1) + "\n")
+        print(f"recorded {path}")
+
+
+def recorded_note(data: dict | None) -> str:
+    """One line saying when, where and how a recorded measurement was taken (for the Performance page)."""
+    if not data:
+        return "not recorded yet: run the command below with --record"
+    r = data["recorded"]
+    m = r.get("machine", {})
+    load = m.get("load_average_at_start")
+    return (f"recorded {r.get('date')} on {m.get('cpu', '?')} ({m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB"
+            + (f", GPU {m['gpu']}" if m.get("gpu") else "") + (f", load average {load[0]:.1f} at the start" if load else "")
+            + f") with `{r.get('command')}` at commit {r.get('commit') or '?'}")

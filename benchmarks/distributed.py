@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from common import RESULTS, save
+from common import LATEST, save
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--corpus", default="gum:train")
     parser.add_argument("--max-sentences", type=int, default=None)
     parser.add_argument("--workers", default="1,2", help="comma-separated cluster sizes")
-    parser.add_argument("--out", default=str(RESULTS / "distributed.json"))
+    parser.add_argument("--out", default=str(LATEST / "distributed.json"))
     args = parser.parse_args()
     runs = []
     with tempfile.TemporaryDirectory() as tmp:

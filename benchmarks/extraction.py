@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from common import RESULTS, peak_rss_mib, save
+from common import LATEST, peak_rss_mib, save
 from helpers import encode_words, load_model, load_treebank
 from helpers.core.extract import batch_maps, bucket, convert, forward_attentions
 from helpers.core.wordlevel import batched_matrices, word_level_batch
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(RESULTS / "extraction.json"))
+    parser.add_argument("--out", default=str(LATEST / "extraction.json"))
     args = parser.parse_args()
 
     lm = load_model(args.model)

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from common import RESULTS, save
+from common import LATEST, save
 from helpers import encode_words, iter_attention, load_model, load_treebank
 from helpers.core.extract import bucket, forward_attentions
 from helpers.syntax.stats import HeadScorer
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--corpus", default="gum:test")
     parser.add_argument("--max-sentences", type=int, default=None)
     parser.add_argument("--naive-sentences", type=int, default=100)
-    parser.add_argument("--out", default=str(RESULTS / "heads.json"))
+    parser.add_argument("--out", default=str(LATEST / "heads.json"))
     args = parser.parse_args()
 
     lm = load_model(args.model)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS, save
+from common import LATEST, machine, save
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("surface", "heads", "coref", "probe", "cluster")
@@ -80,8 +80,11 @@ def main() -> None:
                         "when --cache-dir is empty)")
     parser.add_argument("--cache-dir", default=None, help="cache to use (default: the user's)")
     parser.add_argument("--small", action="store_true", help="shrunken inputs (a quick check, not the budget)")
-    parser.add_argument("--out", default=str(RESULTS / "memory.json"))
+    parser.add_argument("--out", default=str(LATEST / "memory.json"))
+    parser.add_argument("--record", action="store_true", help="also keep the result as a dated recorded measurement "
+                        "(benchmarks/results/memory-MODELS-DATE.json), shown on the book's Performance page")
     args = parser.parse_args()
+    started = machine()
 
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     if args.cache_dir:
@@ -122,7 +125,8 @@ def main() -> None:
     mode = ("cold" if args.cold else "one run each, as the cache found them" if args.small
             else "results recomputed from cached maps")
     save({"mode": mode, "small": args.small,
-          "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "rows": rows}, args.out)
+          "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "rows": rows}, args.out,
+         record="memory" if args.record else None, model=args.models, started=started)
 
 
 if __name__ == "__main__":

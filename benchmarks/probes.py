@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from common import RESULTS, save
+from common import LATEST, machine, save
 from helpers.data.corpora import load_treebank
 from helpers.probe.batches import spill
 from helpers.probe.probes import (
@@ -148,8 +148,10 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--dim", type=int, default=384, help="word-vector size")
-    parser.add_argument("--out", default=str(RESULTS / "probes.json"))
+    parser.add_argument("--out", default=str(LATEST / "probes.json"))
+    parser.add_argument("--record", action="store_true", help="also keep a dated recorded measurement in benchmarks/results/")
     args = parser.parse_args()
+    started = machine()
 
     torch.manual_seed(0)
     lengths = [len(s) for s in load_treebank(args.corpus, max_sentences=args.sentences)]
@@ -175,7 +177,7 @@ def main() -> None:
             "attn+words": compare("Attn + words", build_probe("attn+words", spilled),
                                   PlainAttentionProbe(2 * spilled.n_maps, spilled.dim, with_words=True), batches, read_seconds),
         }
-    save(result, args.out)
+    save(result, args.out, record="probes" if args.record else None, model=f"{args.layers}x{args.heads}", started=started)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from torch import nn
 
 ProbeKind = Literal["attn", "attn+words", "distances+words"]
 N_DISTANCE = 8
+HIDDEN_UNITS = 256  # the hidden layer of Distances + words (tanh units; paper footnote 5)
 # Adam learning rates, chosen on GUM dev with the offline default model (3 epochs of GUM train):
 # attention weights are small numbers, so the attention-only probe needs large steps to reach
 # large weights (at 2e-3 it was still far from converged after 3 epochs: 46.8 dev UAS against 54.9).
@@ -336,7 +337,7 @@ class DistanceProbe(nn.Module):
     layer computed one sentence at a time over its own length, and for training fused with the loss in
     :class:`PairTanhLoss`)."""
 
-    def __init__(self, dim: int, hidden: int = 256):
+    def __init__(self, dim: int, hidden: int = HIDDEN_UNITS):
         super().__init__()
         self.dep = nn.Linear(dim, hidden)
         self.cand = nn.Linear(dim, hidden, bias=False)

@@ -1,0 +1,145 @@
+"""Benchmark: a cold build of the whole book against its compute floor, and a rebuild with nothing changed.
+
+    python benchmarks/book_build.py [--model SPEC] [--small] [--record] [--keep DIR] [--no-floor] [--out FILE]
+
+1. The floor (``benchmarks/book_floor.py`` in a process of its own, same model and configuration): the bare
+   forward and backward passes over exactly the inputs the build reads.
+2. A cold build: the book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``notebooks/``, ``benchmarks/``)
+   copied to a fresh folder, built there with ``jupyter-book build -W -n --keep-going`` into a fresh
+   ``_build`` and an empty analysis cache (``BERT_ATTENTION_CACHE``; installed extras such as
+   ``mpnet-base`` are linked in, they are installed models, not results). Its peak resident memory is
+   the largest of the build's processes (``os.wait4`` of the build: the maximum over it and every
+   process it waited for, the chapters' kernels and the comparison's per-model processes included); each
+   page's execution time is read from jupyter-book's execution cache.
+3. A rebuild of the same folder with nothing changed.
+
+Writes JSON with the per-page times, the totals, the peak, the floor and the ratio total / floor;
+``--record`` keeps it dated in ``benchmarks/results/`` for the Performance page.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import LATEST, machine, save
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "benchmarks")
+GIB = 2 ** 30
+
+
+def run(argv: list[str], env: dict, log: Path) -> dict:
+    """Run ``argv`` (output to ``log``); its wall time, exit status and the peak resident memory of the
+    largest process among it and its waited-for descendants."""
+    start = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    return {"seconds": round(time.perf_counter() - start, 1), "exit_status": os.waitstatus_to_exitcode(status),
+            "peak_rss_gib": round(usage.ru_maxrss * 1024 / GIB, 2)}
+
+
+def page_times(src: Path) -> dict[str, float]:
+    """Execution seconds of each executed page, from jupyter-book's execution cache (jupyter-cache)."""
+    from jupyter_cache import get_cache
+
+    cache = get_cache(src / "_build" / ".jupyter_cache")
+    out = {}
+    for record in cache.list_cache_records():
+        out[Path(record.uri).relative_to(src).with_suffix("").as_posix()] = round(
+            float((record.data or {}).get("execution_seconds") or 0.0), 1)
+    return dict(sorted(out.items()))
+
+
+def copy_sources(src: Path) -> None:
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build", "latest",
+                                                                              "__pycache__"))
+        else:
+            shutil.copy(path, src / name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=os.environ.get("BERT_ATTENTION_MODEL") or None,
+                        help="the book's model (default: $BERT_ATTENTION_MODEL, else the offline default)")
+    parser.add_argument("--small", action="store_true", help="the tests' small configuration (BERT_ATTENTION_SMALL=1)")
+    parser.add_argument("--keep", default=None, metavar="DIR", help="build in DIR and keep it (default: a temporary folder)")
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor (no ratio)")
+    parser.add_argument("--record", action="store_true", help="keep a dated recorded measurement in benchmarks/results/")
+    parser.add_argument("--out", default=str(LATEST / "book_build.json"))
+    args = parser.parse_args()
+    started = machine()
+    spec = args.model or "default"
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BOOK_ASSETS_DIR": str(ROOT / ".book_assets"),
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("BERT_ATTENTION_MODEL", None)
+    if args.model and args.model != "default":
+        env["BERT_ATTENTION_MODEL"] = args.model
+    env["BERT_ATTENTION_SMALL"] = "1" if args.small else "0"
+    env.pop("BERT_ATTENTION_REFRESH", None)
+
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="book-build-"))
+    if work.exists() and any(work.iterdir()):
+        raise SystemExit(f"--keep {work}: must be a new or empty folder (the build must be cold)")
+    src, cache = work / "book", work / "cache"
+    src.mkdir(parents=True)
+    cache.mkdir()
+    copy_sources(src)
+    from helpers.config import cache_dir
+
+    extras = cache_dir() / "models"  # installed optional models (install-model): not results
+    if extras.is_dir():
+        os.symlink(extras, cache / "models")
+    env["BERT_ATTENTION_CACHE"] = str(cache)
+
+    floor = None
+    if not args.no_floor:
+        print("measuring the floor (benchmarks/book_floor.py) ...", flush=True)
+        out = work / "floor.json"
+        done = run([sys.executable, str(ROOT / "benchmarks" / "book_floor.py"), *(["--model", spec] if args.model else []),
+                    *(["--small"] if args.small else []), "--out", str(out)], env, work / "floor.log")
+        if done["exit_status"] != 0:
+            raise SystemExit(f"the floor failed: see {work / 'floor.log'}")
+        floor = json.loads(out.read_text())
+        print(f"floor: {floor['seconds_floor']:.1f} s", flush=True)
+
+    jb = Path(sys.executable).with_name("jupyter-book")
+    argv = [str(jb), "build", str(src), "-W", "-n", "--keep-going"]
+    print(f"cold build of {spec} in {src} ...", flush=True)
+    cold = run(argv, env, work / "build.log")
+    if cold["exit_status"] != 0:
+        raise SystemExit(f"the build failed (exit {cold['exit_status']}): see {work / 'build.log'}")
+    pages = page_times(src)
+    print(f"cold build: {cold['seconds']:.0f} s (pages executed: {sum(pages.values()):.0f} s), "
+          f"largest process {cold['peak_rss_gib']:.2f} GiB", flush=True)
+    for page, seconds in pages.items():
+        print(f"  {page:36s} {seconds:8.1f} s")
+    rebuild = run(argv, env, work / "rebuild.log")
+    print(f"rebuild with nothing changed: {rebuild['seconds']:.1f} s", flush=True)
+
+    result = {"model": spec, "small": args.small, "pages": pages, "seconds_pages": round(sum(pages.values()), 1),
+              "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],
+              "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
+              "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,
+              "ratio_build_over_floor": round(cold["seconds"] / floor["seconds_floor"], 2) if floor else None,
+              "build_folder": str(work) if args.keep else None}
+    if floor:
+        print(f"ratio cold build / floor: {result['ratio_build_over_floor']:.2f}")
+    save(result, args.out, record="book_build" if args.record else None, model=spec, started=started)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""What a full build of the book reads: each model's passes over each input, the floor of its cost.
+
+The book's chapters run one model (the book's, ``$BERT_ATTENTION_MODEL`` or the offline default) over
+the paper's inputs at the chapters' sizes, its random-init control over the probes' treebanks, and the
+chapter "Comparing models" runs its other models at :data:`helpers.compare.run.REDUCED_SIZES`. This
+module lists those passes from the same constants and functions the runs use (the sections' sizes,
+:func:`helpers.probe.run.probe_corpora`, :func:`helpers.compare.run.default_specs` and
+``chapter_sizes``), and encodes each one with the function its run encodes it with, so that
+``benchmarks/book_floor.py`` times exactly what a build reads: one forward pass of each model over each
+input, plus the backward pass of the §3 gradients. Anything a build does beyond this list is repeated
+work.
+
+>>> [p.input for p in book_passes(small=True) if p.spec == "default"][:3]      # doctest: +SKIP
+['segments', 'segments', 'masked-LM segments (train)']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from helpers.core.encoding import EncodedBatch
+
+TREEBANKS = ("gum:train", "gum:dev", "gum:test", "ewt:dev")  # §4.2 reads test/dev/ewt, §5 all four
+COREF_SPLITS, COREF_SETTINGS = ("dev", "test"), ("truncated", "windows")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One model's pass over one input: ``spec`` (a compare SPEC: ``default``, ``random:default`` ...),
+    ``input`` (a readable name), the ``sections`` that read it, ``backward`` (the §3 gradient pass) and the
+    sizes it is read at (``n_segments``, ``max_sentences``, ``max_documents``; ``None`` = all)."""
+
+    spec: str
+    input: str
+    sections: tuple[str, ...]
+    backward: bool = False
+    options: tuple = field(default=())
+
+    @property
+    def option(self) -> dict:
+        return dict(self.options)
+
+    def to_json(self) -> dict:
+        return {"spec": self.spec, "input": self.input, "sections": list(self.sections), "backward": self.backward,
+                **self.option}
+
+
+def _sizes(spec: str, small: bool) -> dict:
+    """The sizes ``spec`` is run at in a build: the chapters' for the book's model, else the comparison's."""
+    from helpers.compare.run import book_spec, chapter_sizes
+    from helpers.coref.run import SMALL_DOCUMENTS
+    from helpers.probe.run import SMALL_SENTENCES as PROBE_SMALL
+    from helpers.surface.run import SEGMENTS, SMALL_SEGMENTS
+    from helpers.syntax.run import SMALL_SENTENCES as SYNTAX_SMALL
+
+    if spec != book_spec():
+        sizes = chapter_sizes(spec, small=small)
+        return {"n_segments": sizes["n_segments"], "syntax_sentences": sizes["max_sentences"],
+                "probe_sentences": sizes["max_sentences"], "max_documents": sizes["max_documents"]}
+    return {"n_segments": SMALL_SEGMENTS if small else SEGMENTS, "syntax_sentences": SYNTAX_SMALL if small else None,
+            "probe_sentences": PROBE_SMALL if small else None, "max_documents": SMALL_DOCUMENTS if small else None}
+
+
+def model_passes(spec: str, *, small: bool, control: bool) -> list[Pass]:
+    """The passes of one model at its sizes in a build; with ``control``, its random-init control's too."""
+    from helpers.compare.run import RANDOM_PREFIX, parse_spec
+    from helpers.probe.run import probe_corpora
+
+    s = _sizes(spec, small)
+    n = s["n_segments"]
+    out = [Pass(spec, "segments", ("3", "6", "norms"), options=(("n_segments", n), ("seed", 0))),
+           Pass(spec, "segments", ("3",), backward=True, options=(("n_segments", n), ("seed", 0))),
+           Pass(spec, "masked-LM segments (train)", ("3",), options=(("n_segments", n), ("seed", 1))),
+           Pass(spec, "masked-LM segments (dev)", ("3",), options=(("n_segments", max(n // 5, 20)), ("seed", 1),
+                                                                    ("split", "dev")))]
+    probe = set(probe_corpora().values())
+    for corpus in TREEBANKS:
+        sections = tuple(x for x, used in (("4.2", corpus != "gum:train"), ("5", corpus in probe),
+                                           ("norms", corpus == "gum:test")) if used)
+        limits = [s["probe_sentences"]] * (corpus in probe) + [s["syntax_sentences"]] * ("4.2" in sections)
+        limit = None if None in limits else max(limits)  # the longest prefix any run reads holds the others
+        out.append(Pass(spec, corpus, sections, options=(("max_sentences", limit),)))
+    for split in COREF_SPLITS:
+        for setting in COREF_SETTINGS:
+            out.append(Pass(spec, f"coreference {split} ({setting})", ("4.3",),
+                            options=(("split", split), ("setting", setting), ("max_documents", s["max_documents"]))))
+    name, random_init = parse_spec(spec)
+    if control and not random_init:
+        out += [Pass(RANDOM_PREFIX + name, corpus, ("5",), options=(("max_sentences", s["probe_sentences"]),))
+                for corpus in sorted(probe, key=TREEBANKS.index)]
+    return out
+
+
+def _larger(a: Pass, b: Pass) -> Pass:
+    """Of two passes of one model over one input, the one reading more (its sizes), with both's sections."""
+    def size(p: Pass) -> float:
+        values = [v for k, v in p.options if k in ("n_segments", "max_sentences", "max_documents")]
+        return float("inf") if None in values else sum(values)
+
+    keep = a if size(a) >= size(b) else b
+    sections = tuple(dict.fromkeys([*a.sections, *b.sections]))
+    return Pass(keep.spec, keep.input, sections, keep.backward, keep.options)
+
+
+def book_passes(*, small: bool | None = None, specs: list[str] | None = None) -> list[Pass]:
+    """Every pass of a full build (``small``: the tests' configuration; default
+    :func:`~helpers.config.small_run`): the book's model and its control at the chapters' sizes, then each
+    other model of the comparison (``specs``: default :func:`helpers.compare.run.default_specs`) at its
+    reduced sizes with its own control. A model reads each input once: where two runs read the same
+    input with the same weights (the book model's random-init control in §5 and the same model in the
+    comparison), the floor counts the larger of the two."""
+    from helpers.compare.run import book_spec, default_specs
+    from helpers.config import small_run
+
+    small = small_run() if small is None else small
+    book = book_spec()
+    specs = specs if specs is not None else default_specs(small=small)
+    out: dict[tuple, Pass] = {}
+    for spec in dict.fromkeys([book, *specs]):
+        for p in model_passes(spec, small=small, control=True):
+            if spec != book:  # the norms chapter analyses the book's model only
+                p = Pass(p.spec, p.input, tuple(x for x in p.sections if x != "norms"), p.backward, p.options)
+            key = (p.spec, p.input, p.backward)
+            out[key] = _larger(out[key], p) if key in out else p
+    return list(out.values())
+
+
+def encode_pass(lm, p: Pass, *, data_dir=None, cache_root=None, max_length: int = 128) -> EncodedBatch | None:
+    """The model inputs of ``p`` for ``lm``, encoded as its run encodes them (``None`` when the run reads
+    nothing for this model: the masked-LM head's segments of a model that has its own head)."""
+    from helpers.core.encoding import encode_words
+    from helpers.pipeline.extraction import encode_treebank
+    from helpers.pipeline.segments import build_segments
+
+    o = p.option
+    if p.input.startswith("masked-LM"):
+        from helpers.surface.mlm import pretrained_head
+
+        if pretrained_head(lm) is not None:
+            return None
+    if "segments" in p.input:
+        return build_segments(lm, split=o.get("split", "train"), n_segments=o["n_segments"], seed=o["seed"],
+                              max_length=max_length, data_dir=data_dir, cache_root=cache_root)
+    if p.input.startswith("coreference"):
+        from helpers.coref.run import load_coref, windows
+
+        docs = load_coref(o["split"], data_dir=data_dir, cache_root=cache_root)[: o["max_documents"]]
+        spans = [(d, s, e) for d, doc in enumerate(docs)
+                 for s, e in windows(doc, lm.tokenizer, setting=o["setting"], max_length=max_length)]
+        return encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
+                            model_max=lm.max_positions)
+    return encode_treebank(lm, p.input, max_sentences=o["max_sentences"], max_length=max_length, data_dir=data_dir,
+                           cache_root=cache_root)[1]
