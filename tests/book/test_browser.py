@@ -1,12 +1,12 @@
-"""A real browser with networking disabled opens a small build of the book: every bertviz view and
-Altair chart must draw, with no script error and no script loaded from outside the book."""
+"""A real browser with networking disabled opens a small build of the book (the shared ``small_book`` of
+``tests/book/conftest.py``): every bertviz view and Altair chart must draw, with no script error and no
+script loaded from outside the book."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,27 +25,6 @@ def _require(condition: bool, why: str) -> None:
         pytest.skip(why)
 
 
-@pytest.fixture(scope="module")
-def small_book(tmp_path_factory) -> Path:
-    _require((ROOT / ".book_assets" / "node_modules").is_dir(), "book JavaScript not installed (scripts/setup.sh needs npm)")
-    src = tmp_path_factory.mktemp("book")
-    # this book holds one chapter: its links to the others ({doc}) cannot resolve, and only they are forgiven
-    config = (ROOT / "_config.yml").read_text()
-    assert 'suppress_warnings: ["mystnb.unknown_mime_type"]' in config
-    (src / "_config.yml").write_text(config.replace('suppress_warnings: ["mystnb.unknown_mime_type"]',
-                                                    'suppress_warnings: ["mystnb.unknown_mime_type", "ref.doc"]'))
-    (src / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: " + CHAPTER[:-6] + "\n")
-    shutil.copytree(ROOT / "book", src / "book")
-    (src / "notebooks").mkdir()
-    shutil.copy(ROOT / CHAPTER, src / CHAPTER)
-    env = {**os.environ, "BERT_ATTENTION_SMALL": "1", "BOOK_ASSETS_DIR": str(ROOT / ".book_assets")}
-    jb = Path(sys.executable).with_name("jupyter-book")
-    done = subprocess.run([str(jb), "build", str(src), "-W", "-n", "--keep-going"], env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return src / "_build" / "html"
-
-
 def render(page: Path) -> tuple[str, str]:
     """The page's DOM after its scripts ran, in headless Chromium inside a namespace with no network."""
     _require(CHROMIUM is not None, "chromium not installed")
@@ -57,9 +36,14 @@ def render(page: Path) -> tuple[str, str]:
     return done.stdout, done.stderr
 
 
+def _assets() -> None:
+    _require((ROOT / ".book_assets" / "node_modules").is_dir(), "book JavaScript not installed (scripts/setup.sh needs npm)")
+
+
 def test_views_and_charts_draw_offline(small_book):
     from bs4 import BeautifulSoup
 
+    _assets()
     page = small_book / CHAPTER.replace(".ipynb", ".html")
     html = page.read_text()
     external = re.findall(r'<script[^>]+src="(https?://[^"]+)"', html)
@@ -80,6 +64,7 @@ def test_views_and_charts_draw_offline(small_book):
 
 
 def test_equations_render_with_local_mathjax(small_book):
+    _assets()
     page = small_book / "book" / "intro.html"
     html = (small_book / CHAPTER.replace(".ipynb", ".html")).read_text()
     assert "_static/offline/mathjax/tex-mml-chtml.js" in html
