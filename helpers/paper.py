@@ -24,6 +24,7 @@ class Reported:
 
 SPLIT_WORD_FRACTION = Reported(0.08, "§4.1", "~8% of words split into several tokens (WSJ, BERT WordPiece)")
 N_LAYERS = Reported(12, "§2", "BERT-base: 12 layers of 12 heads")
+N_HEADS = Reported(12, "§2", "heads per layer of BERT-base")
 SEGMENT_TOKENS = Reported(128, "§3", "each segment consists of at most 128 tokens (most are 128 long)")
 
 # §3 surface patterns (Wikipedia segments)
