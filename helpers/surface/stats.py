@@ -33,9 +33,8 @@ we compute in float64 with 0.9999 as written. ``uniform_entropy`` is the mean ov
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
