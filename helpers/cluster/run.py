@@ -138,7 +138,8 @@ def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
                 segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
                 cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False,
                 execution: Execution | None = None) -> ClusterResult:
-    """Distances (cached), MDS coordinates, behaviour labels and the layer-similarity test.
+    """Distances (cached, keyed by the model, the segments and the source of :data:`DISTANCES_CODE`), MDS
+    coordinates, behaviour labels and the layer-similarity test.
 
     ``execution`` says where the distances and surface statistics run (:mod:`helpers.pipeline.engine`);
     MDS and the permutation test run here."""

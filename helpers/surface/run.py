@@ -1,8 +1,8 @@
 """Paper §3 end to end: segments -> one streaming pass of statistics -> gradients -> claims.
 
 Used by the chapter notebook and by ``python -m helpers surface --json OUT`` alike, so both report
-the same numbers. Results are cached on disk, keyed by the model's weights, the encoded segments
-and the settings.
+the same numbers. Results are cached on disk, keyed by the model's weights, the encoded segments,
+the settings and the source of the modules that compute them (:data:`STATS_CODE`, :data:`GRADIENTS_CODE`).
 
 >>> report = run_surface(lm, n_segments=1000, seed=0)                  # doctest: +SKIP
 >>> report.stats.heads_above("prev")                                    # doctest: +SKIP
