@@ -10,26 +10,52 @@ over ``key``; per-head statistics are ``[layer, head]``; head labels in text are
 >>> store = helpers.extract(lm, batch, level="word")       # cached on disk, streamed back
 >>> for example, attn in store:                            # attn: [layer, head, word, word]
 ...     pass
-"""
-from helpers.data.cache import AttentionStore
-from helpers.pipeline.extraction import extract
-from helpers.config import cache_dir, data_dir, small_run
-from helpers.data.conllu_io import ConllError, Sentence, read_conllu
-from helpers.data.corpora import Document, load_gum, load_treebank
-from helpers.core.encoding import Encoded, EncodedBatch, encode_ids, encode_texts, encode_words
-from helpers.presentation import charts, views  # helpers.charts.save_chart, helpers.views.load_javascript
-from helpers.presentation.explore import explore
-from helpers.core.extract import attention_for, iter_attention
-from helpers.core.labels import head_label, parse_head_label
-from helpers.core.models import DEFAULT_MODEL, LoadedModel, load_model
-from helpers.core.errors import ModelNotAvailableError
-from helpers.data.segments import Segment, encode_segments, paper_segments
-from helpers.core.wordlevel import word_level
 
-__all__ = [
-    "AttentionStore", "attention_for", "charts", "explore", "views", "ConllError", "DEFAULT_MODEL", "Document", "Encoded", "EncodedBatch",
-    "LoadedModel", "ModelNotAvailableError", "Segment", "Sentence", "cache_dir", "data_dir",
-    "encode_ids", "encode_segments", "encode_texts", "encode_words", "extract", "head_label",
-    "iter_attention", "load_gum", "load_model", "load_treebank", "paper_segments",
-    "parse_head_label", "read_conllu", "small_run", "word_level",
-]
+The names below (the notebook API of the README) are loaded when first used, so ``import helpers``
+and any ``helpers.core`` module stay cheap: no pandas, plotting or presentation code until asked for.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+# Public name -> the module that defines it (``charts`` and ``views`` are modules themselves).
+EXPORTS: dict[str, str] = {
+    "AttentionStore": "helpers.data.cache",
+    "extract": "helpers.pipeline.extraction",
+    "cache_dir": "helpers.config", "data_dir": "helpers.config", "small_run": "helpers.config",
+    "ConllError": "helpers.data.conllu_io", "Sentence": "helpers.data.conllu_io", "read_conllu": "helpers.data.conllu_io",
+    "Document": "helpers.data.corpora", "load_gum": "helpers.data.corpora", "load_treebank": "helpers.data.corpora",
+    "Encoded": "helpers.core.encoding", "EncodedBatch": "helpers.core.encoding", "encode_ids": "helpers.core.encoding",
+    "encode_texts": "helpers.core.encoding", "encode_words": "helpers.core.encoding",
+    "charts": "helpers.presentation.charts",   # helpers.charts.save_chart
+    "views": "helpers.presentation.views",     # helpers.views.load_javascript
+    "explore": "helpers.presentation.explore",
+    "attention_for": "helpers.core.extract", "iter_attention": "helpers.core.extract",
+    "head_label": "helpers.core.labels", "parse_head_label": "helpers.core.labels",
+    "DEFAULT_MODEL": "helpers.core.models", "LoadedModel": "helpers.core.models", "load_model": "helpers.core.models",
+    "ModelNotAvailableError": "helpers.core.errors",
+    "Segment": "helpers.data.segments", "encode_segments": "helpers.data.segments", "paper_segments": "helpers.data.segments",
+    "word_level": "helpers.core.wordlevel",
+}
+_MODULES = {"charts", "views"}  # exported as modules, not as a name inside one
+
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str):
+    """Load a public name on first use (then it is an ordinary attribute); ``helpers.core`` and the other
+    sub-packages are imported on first use too."""
+    if name in EXPORTS:
+        module = importlib.import_module(EXPORTS[name])
+        value = module if name in _MODULES else getattr(module, name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(EXPORTS))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -22,24 +23,25 @@ from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
-from helpers.pipeline.engine import Execution, map_shards
-from helpers.pipeline.extraction import plan_extraction
+from helpers.digest import source_digest
+from helpers.pipeline.engine import Execution
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
     build_segments,
     segments_key,
 )
+from helpers.reduce import reduce_shards
 from helpers.surface.run import cached_surface_statistics
-from helpers.surface.stats import SurfaceStats
+from helpers.surface.stats import BROAD_ENTROPY_FRACTION, SurfaceStats
 
-VERSION = 1  # part of cache keys: bump when the definition changes
+DISTANCES_CODE = ("helpers.cluster.stats", "helpers.reduce")  # their source is part of the distances' cache key
 
 # Behaviour rules, applied in this order with later matches overriding earlier ones (the original's
 # order). Thresholds are the original's; "broadly" is relative to the uniform entropy, so that it
-# also holds for shorter segments: the original's 3.8 nats is 0.78 of log(128).
+# also holds for shorter segments: the original's 3.8 nats is 0.78 of log(128) (BROAD_ENTROPY_FRACTION,
+# defined with the surface statistics: the one "broad attention" threshold of the book).
 NEXT_THRESHOLD = 0.5
 PREV_THRESHOLD = 0.5
-BROAD_ENTROPY_FRACTION = 3.8 / np.log(128)
 CLS_THRESHOLD = 0.6
 SEP_THRESHOLD = 0.6
 PUNCT_THRESHOLD = 0.6
@@ -125,37 +127,26 @@ def js_distances(lm: LoadedModel, batch, *, progress: bool = False, execution: E
                  batch_size: int = 32) -> tuple[np.ndarray, int]:
     """``([head, head] summed JS, tokens)`` over every query token of every segment, streamed.
 
-    Shard by shard as :func:`helpers.surface.run.surface_statistics`: each shard's sums
-    (:func:`js_shard`) are made here or on a worker and merged in shard order."""
-    store = plan_extraction(lm, batch, level="token", cache=False, batch_size=batch_size)
-    n_heads_total = lm.n_layers * lm.n_heads
-    parts = map_shards(lm, store, execution=execution or Execution(), task=js_shard,
-                       payloads=[n_heads_total] * len(store.shards), progress=progress)
-    acc = JSAccumulator(n_heads_total)
-    for part in parts:
-        acc.merge(part)
+    Shard by shard (:func:`helpers.reduce.reduce_shards`): each shard's sums are made here or on a
+    worker and merged in shard order."""
+    acc = reduce_shards(lm, batch, partial(JSAccumulator, lm.n_layers * lm.n_heads), batch_size=batch_size,
+                        execution=execution, progress=progress)
     return acc.result(), acc.tokens
-
-
-def js_shard(stream, n_heads_total: int) -> JSAccumulator:
-    """Summed JS distances of one shard's ``(example, attn)`` pairs (a task of :func:`~helpers.pipeline.engine.map_shards`)."""
-    acc = JSAccumulator(n_heads_total)
-    for _, attn in stream:
-        acc.add(attn)
-    return acc
 
 
 def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
                 segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
                 cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False,
                 execution: Execution | None = None) -> ClusterResult:
-    """Distances (cached), MDS coordinates, behaviour labels and the layer-similarity test.
+    """Distances (cached, keyed by the model, the segments and the source of :data:`DISTANCES_CODE`), MDS
+    coordinates, behaviour labels and the layer-similarity test.
 
     ``execution`` says where the distances and surface statistics run (:mod:`helpers.pipeline.engine`);
     MDS and the permutation test run here."""
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
                            data_dir=data_dir, cache_root=cache_root)
-    key = {"model": lm.fingerprint(), "data": batch.digest(), "v": VERSION, **segments_key(segments_from)}
+    key = {"model": lm.fingerprint(), "data": batch.digest(), "code": source_digest(*DISTANCES_CODE),
+           **segments_key(segments_from)}
 
     def compute() -> dict:
         D, tokens = js_distances(lm, batch, progress=progress, execution=execution)

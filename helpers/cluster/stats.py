@@ -17,7 +17,7 @@ Heads are flattened as ``layer * n_heads + head``; matrices are ``[head, head]``
 
 >>> acc = JSAccumulator(n_heads_total=72)
 >>> for example, attn in helpers.iter_attention(lm, batch):       # doctest: +SKIP
-...     acc.add(attn)
+...     acc.update(attn)
 >>> D = acc.result()                                               # [head, head]
 """
 from __future__ import annotations
@@ -92,7 +92,8 @@ def js_reference(attn: np.ndarray) -> np.ndarray:
 
 @dataclass
 class JSAccumulator:
-    """Streaming sum of :func:`segment_js` over segments (``add`` then ``result``)."""
+    """Streaming sum of :func:`segment_js` over segments (``update``, ``merge``, ``result``: the protocol
+    of :class:`helpers.reduce.Accumulator`)."""
 
     n_heads_total: int
     chunk: int | None = None  # heads per step; None: see segment_js
@@ -101,7 +102,7 @@ class JSAccumulator:
     segments: int = 0
     dtype: torch.dtype = field(default=torch.float32)
 
-    def add(self, attn) -> None:
+    def update(self, attn) -> None:
         """Add one segment's ``[layer, head, query, key]`` map."""
         D = segment_js(attn, chunk=self.chunk, dtype=self.dtype).numpy().astype(np.float64)
         if D.shape != (self.n_heads_total, self.n_heads_total):
@@ -109,6 +110,8 @@ class JSAccumulator:
         self.total = D if self.total is None else self.total + D
         self.tokens += int(np.shape(attn)[-1])
         self.segments += 1
+
+    add = update  # the name before the shared protocol
 
     def merge(self, other: "JSAccumulator") -> "JSAccumulator":
         """Add ``other``'s segments (another shard's partial) to this accumulator, in place; returns it."""
@@ -126,15 +129,18 @@ class JSAccumulator:
         return self.total
 
 
+MDS_STARTS = 5  # random starts of the MDS (the original's n_init), the best layout kept
+
+
 def embed_mds(D: np.ndarray, *, seed: int = 0) -> np.ndarray:
     """``[head, 2]`` metric MDS of a precomputed distance matrix, every argument set and seeded.
 
-    scikit-learn changed ``eps`` (1.7) and the ``n_init`` default (1.9); we pass all of them.
-    The layout is defined up to rotation and reflection.
+    scikit-learn changed ``eps`` (1.7) and the ``n_init`` default (1.9); we pass all of them
+    (:data:`MDS_STARTS` random starts). The layout is defined up to rotation and reflection.
     """
     from sklearn.manifold import MDS
 
-    mds = MDS(n_components=2, metric_mds=True, n_init=5, init="random", max_iter=1000, eps=1e-10,
+    mds = MDS(n_components=2, metric_mds=True, n_init=MDS_STARTS, init="random", max_iter=1000, eps=1e-10,
               n_jobs=1, random_state=seed, metric="precomputed", normalized_stress=False)
     return mds.fit_transform(np.asarray(D, dtype=np.float64))
 
@@ -161,6 +167,21 @@ def layer_similarity(D: np.ndarray, n_heads: int, *, n_perm: int = 1000, seed: i
         hits += (b - w) >= observed
     return {"within_layer_mean": within, "between_layer_mean": between, "ratio": within / between,
             "permutations": n_perm, "p_value": (hits + 1) / (n_perm + 1)}
+
+
+def layer_distances(D: np.ndarray, n_heads: int) -> list[dict]:
+    """Per layer (1-based ``"layer"``): the mean distance between two of its heads (``"within"``, over the
+    pairs above the diagonal) and from its heads to every head of the other layers (``"to_others"``).
+    ``D`` is ``[head, head]`` over flattened ``layer * n_heads + head``."""
+    D = np.asarray(D)
+    layers = np.arange(D.shape[0]) // n_heads
+    rows = []
+    for layer in range(int(layers.max()) + 1):
+        idx = np.flatnonzero(layers == layer)
+        within = D[np.ix_(idx, idx)][np.triu_indices(len(idx), 1)].mean()
+        others = D[np.ix_(idx, np.flatnonzero(layers != layer))].mean()
+        rows.append({"layer": layer + 1, "within": float(within), "to_others": float(others)})
+    return rows
 
 
 def hierarchical_order(D: np.ndarray, *, method: str = "average") -> tuple[np.ndarray, np.ndarray]:

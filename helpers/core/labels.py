@@ -24,11 +24,6 @@ def parse_head_label(label: str) -> tuple[int, int]:
     return int(match.group(1)) - 1, int(match.group(2)) - 1
 
 
-def flat_index(layer: int, head: int, n_heads: int) -> int:
-    """Index of a head in ``[layer * n_heads + head]`` flattened head arrays."""
-    return layer * n_heads + head
-
-
 def heads_phrase(labels: list[str], *, most: int = 12) -> str:
     """A list of head labels as words: ``"no head"``, ``"1 head: 1-12"``, ``"3 heads: 1-2, 2-5, 4-1"``
     (at most ``most`` labels, then ``"..."``)."""

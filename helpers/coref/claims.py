@@ -42,7 +42,7 @@ def claims(dev: CorefRun, test: CorefRun) -> list[Claim]:
     p = paper.TABLE2
     return [Claim("coref-head", "§4.3",
                   f"a head selects antecedents over {COREF_MARGIN} points above head-word matching, close to the rule-based system",
-                  f"{p['Head 5-4'][0]} (5-4) vs {p['Head match'][0]} and {p['Rule-based'][0]}",
+                  f"{p[paper.COREF_HEAD_ROW].all} ({paper.COREF_HEAD.value}) vs {p['Head match'].all} and {p['Rule-based'].all}",
                   f"{interval_text(acc, interval)} ({head_label(layer, head)}, chosen on dev) vs {hm:.1f} and {rb:.1f} "
                   f"({test.counts()['all']:,} mentions, whole documents)",
                   acc, verdict_coref_head(acc, hm, rb, interval))]

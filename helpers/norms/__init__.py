@@ -1,3 +1,3 @@
-"""Beyond the paper, attention norms ``||alpha f(x)||``: ``stats``, ``run``, ``command`` (``python -m
-helpers norms``). Chapter: ``notebooks/07_norms.ipynb``.
+"""Beyond the paper, attention norms ``||alpha f(x)||``: ``stats``, ``run``, ``claims`` (verdicts, through
+:mod:`helpers.claims`), ``command`` (``python -m helpers norms``). Chapter: ``notebooks/07_norms.ipynb``.
 """

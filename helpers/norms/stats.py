@@ -30,7 +30,7 @@ Spearman correlation between weights and norms of a head is taken over the ``n *
 of each segment (ties ranked by their mean rank) and averaged over segments.
 
 >>> for example, attn, norms in iter_weights_and_norms(lm, batch):     # doctest: +SKIP
-...     acc.add(attn, norms, kind_masks(lm.tokenizer, example.input_ids))
+...     acc.update(attn, norms, kind_masks(lm.tokenizer, example.input_ids))
 """
 from __future__ import annotations
 
@@ -41,11 +41,12 @@ import numpy as np
 from helpers.core.encoding import EncodedBatch
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
-from helpers.pipeline.engine import Execution, map_shards
-from helpers.pipeline.extraction import plan_extraction
-from helpers.surface.stats import token_masks
+from helpers.pipeline.engine import Execution
+from helpers.reduce import reduce_shards
+from helpers.surface.stats import SINK_SHARE, sink_layers, token_masks
 
 KINDS: tuple[str, ...] = ("cls", "sep", "punct", "other")
+KIND_NAMES = {"cls": "[CLS]", "sep": "[SEP]", "punct": ". or ,", "other": "other tokens"}
 
 
 # ------------------------------------------------------------------------------ statistics
@@ -147,9 +148,44 @@ class NormStats:
                    payload["n_segments"])
 
 
+def top_layers(stats: NormStats, kind: str) -> np.ndarray:
+    """0-based layers where ``kind`` receives the most weight: the top half of layers by mean weight share."""
+    shares = stats.layer_share("weights", kind)
+    return np.sort(np.argsort(shares)[::-1][: max(1, len(shares) // 2)])
+
+
+def shrink_ratio(stats: NormStats, kind: str, layers: np.ndarray | None = None) -> float:
+    """Mean norm share over mean weight share of ``kind`` in ``layers`` (default :func:`top_layers`)."""
+    layers = top_layers(stats, kind) if layers is None else layers
+    weights = float(stats.layer_share("weights", kind)[layers].mean())
+    return float(stats.layer_share("norms", kind)[layers].mean()) / weights if weights > 0 else float("nan")
+
+
+def sink(stats: NormStats) -> tuple[str, np.ndarray]:
+    """The special token this model parks attention on ([CLS] or [SEP], whichever has the larger layer-mean
+    weight share somewhere) and the layers where its share exceeds
+    :data:`~helpers.surface.stats.SINK_SHARE` (else its top layers)."""
+    kind = max(("cls", "sep"), key=lambda k: stats.layer_share("weights", k).max())
+    layers = sink_layers(stats.layer_share("weights", kind), SINK_SHARE)
+    return kind, (layers if len(layers) else top_layers(stats, kind))
+
+
+def layer_ratios(stats: NormStats, grads: dict, kinds: tuple[str, ...] = ("sep", "cls", "punct")) -> dict[str, np.ndarray]:
+    """Two ``[layer]`` measures of what attention to each of ``kinds`` does, 1 meaning "like other tokens":
+    ``"gradient, K"``, the mean ``|dL/d alpha|`` for attention to it over that to other tokens (``grads`` of
+    :func:`helpers.surface.gradients.gradient_importance`), and ``"norm/weight, K"``, its share under norms
+    over its share under weights (NaN where the weight share is 0)."""
+    out = {f"gradient, {KIND_NAMES[k]}": np.asarray(grads[k]) / np.asarray(grads["other"]) for k in kinds}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out.update({f"norm/weight, {KIND_NAMES[k]}": stats.layer_share("norms", k) / stats.layer_share("weights", k)
+                    for k in kinds})
+    return out
+
+
 @dataclass
 class NormAccumulator:
-    """Streaming means of :func:`kind_shares` (weights and norms) and :func:`spearman_per_head` per segment."""
+    """Streaming means of :func:`kind_shares` (weights and norms) and :func:`spearman_per_head` per segment
+    (``update``, ``merge``, ``result``: the protocol of :class:`helpers.reduce.Accumulator`)."""
 
     weights: np.ndarray | float = 0.0
     norms: np.ndarray | float = 0.0
@@ -157,7 +193,8 @@ class NormAccumulator:
     spearman_count: np.ndarray | float = 0.0
     count: int = 0
 
-    def add(self, attn: np.ndarray, norms: np.ndarray, masks: dict[str, np.ndarray]) -> None:
+    def update(self, attn: np.ndarray, norms: np.ndarray, masks: dict[str, np.ndarray]) -> None:
+        """Add one segment's weight and norm maps ``[layer, head, query, key]`` with its :func:`kind_masks`."""
         self.weights = self.weights + kind_shares(attn, masks)
         self.norms = self.norms + kind_shares(norms, masks)
         rho = spearman_per_head(attn, norms)
@@ -165,6 +202,8 @@ class NormAccumulator:
         self.spearman_sum = self.spearman_sum + np.where(finite, rho, 0.0)
         self.spearman_count = self.spearman_count + finite
         self.count += 1
+
+    add = update  # the name before the shared protocol
 
     def merge(self, other: "NormAccumulator") -> "NormAccumulator":
         """Add ``other``'s segments (another shard's partial) to this accumulator, in place; returns it."""
@@ -187,23 +226,7 @@ def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 3
                     execution: Execution | None = None) -> NormStats:
     """Every statistic above in one streaming pass of weights and norms (no corpus of maps in memory).
 
-    Shard by shard as :func:`helpers.surface.run.surface_statistics`: each shard's sums (:func:`norms_shard`)
-    are made here or, with a distributed ``execution``, on a
-    worker, and merged in shard order."""
-    store = plan_extraction(lm, batch, level="token", cache=False, batch_size=batch_size)
-    payloads = [{ex.index: kind_masks(lm.tokenizer, ex.input_ids) for ex in shard} for shard in store.shards]
-    parts = map_shards(lm, store, execution=execution or Execution(), task=norms_shard, payloads=payloads,
-                       maps="weights+norms", progress=progress)
-    acc = NormAccumulator()
-    for part in parts:
-        acc.merge(part)
-    return acc.result()
-
-
-def norms_shard(stream, masks: dict) -> NormAccumulator:
-    """Partial sums of one shard's ``(example, attn, norms)`` triples (a task of
-    :func:`~helpers.pipeline.engine.map_shards`); ``masks`` maps each example's index to its :func:`kind_masks`."""
-    acc = NormAccumulator()
-    for example, attn, norms in stream:
-        acc.add(attn, norms, masks[example.index])
-    return acc
+    Shard by shard (:func:`helpers.reduce.reduce_shards`): each shard's sums are made here or, with a
+    distributed ``execution``, on a worker, and merged in shard order."""
+    return reduce_shards(lm, batch, NormAccumulator, extras=lambda ex: (kind_masks(lm.tokenizer, ex.input_ids),),
+                         maps="weights+norms", batch_size=batch_size, execution=execution, progress=progress).result()

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.core.labels import head_label
+from helpers.presentation.views import altair_offline
 
 PALETTE = ["#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#17becf", "#8c564b"]
 
@@ -39,7 +40,7 @@ def layer_scatter(per_head: Mapping[str, np.ndarray], names: Mapping[str, str], 
 
     Click a legend entry to highlight a series; hover a point for its head and value.
     """
-    import altair as alt
+    alt = altair_offline()
 
     frame = head_frame(per_head, names)
     order = list(names.values())
@@ -68,7 +69,7 @@ def layer_scatter(per_head: Mapping[str, np.ndarray], names: Mapping[str, str], 
 def layer_lines(per_layer: Mapping[str, Sequence[float]], *, title: str = "", y_title: str = "",
                 width: int = 420, height: int = 260, log_scale: bool = False):
     """One line per series over layers (1-based), with point tooltips."""
-    import altair as alt
+    alt = altair_offline()
 
     rows = [{"layer": i + 1, "series": name, "value": float(v)}
             for name, values in per_layer.items() for i, v in enumerate(values)]
@@ -106,7 +107,7 @@ def accuracy_heatmap(frame: pd.DataFrame, *, relations: Sequence[str], title: st
     ``frame`` has columns ``relation, direction, layer, head, label, accuracy`` (see
     :func:`helpers.syntax.run.accuracy_frame`).
     """
-    import altair as alt
+    alt = altair_offline()
 
     rel_pick = alt.param(name="relation", value=relations[0],
                          bind=alt.binding_select(options=list(relations), name="relation "))
@@ -129,7 +130,7 @@ def head_map(coords: np.ndarray, table: pd.DataFrame, *, color: str, title: str 
     ``table`` has one row per head (flattened order) with a ``label`` column and any statistics to
     show in the tooltip.
     """
-    import altair as alt
+    alt = altair_offline()
 
     frame = table.copy()
     frame["x"], frame["y"] = coords[:, 0], coords[:, 1]
@@ -146,7 +147,7 @@ def head_map(coords: np.ndarray, table: pd.DataFrame, *, color: str, title: str 
 
 def distance_heatmap(D: np.ndarray, labels: Sequence[str], order: Sequence[int], *, title: str = "", size: int = 420):
     """Heat map of a ``[head, head]`` distance matrix with rows and columns in ``order``."""
-    import altair as alt
+    alt = altair_offline()
 
     order = list(order)
     ordered = [labels[k] for k in order]

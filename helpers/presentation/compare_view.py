@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from helpers.claims import by_id
 from helpers.compare.run import DEPTH_STATISTICS, ModelResult, compare_json
+from helpers.presentation.views import altair_offline
 
 # ------------------------------------------------------------------------------- chapter views
-
-
-def verdict_frame(results: list[ModelResult]):
-    """``[claim id, model spec]`` table of verdicts (pandas), rows in the paper's order."""
-    import pandas as pd
-
-    payload = compare_json(results)
-    return pd.DataFrame({m["spec"]: {c["id"]: c["results"].get(m["spec"], {}).get("verdict") for c in payload["claims"]}
-                         for m in payload["models"]}, index=[c["id"] for c in payload["claims"]])
-
 
 VERDICT_COLOURS = {"reproduced": "#c7e9c0", "partly": "#fdd0a2", "not reproduced": "#fcbba1"}
 
@@ -80,7 +71,7 @@ def value_frame(results: list[ModelResult], ids: list[str]):
 def depth_chart(results: list[ModelResult], *, entropy: bool = False, width: int = 260, height: int = 220):
     """Attention to [CLS], [SEP] and punctuation (or, with ``entropy``, the entropy) by relative depth,
     one line per model."""
-    import altair as alt
+    alt = altair_offline()
 
     from helpers.presentation.charts import PALETTE
 
@@ -100,7 +91,7 @@ def depth_chart(results: list[ModelResult], *, entropy: bool = False, width: int
 
 def value_chart(results: list[ModelResult], ids: list[str], *, y_title: str, width: int = 420, height: int = 220):
     """Grouped bars of each model's value for the claims ``ids`` (tooltip: the verdict)."""
-    import altair as alt
+    alt = altair_offline()
 
     from helpers.presentation.charts import PALETTE
 

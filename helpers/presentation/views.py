@@ -406,7 +406,8 @@ def offline_renderer(spec: dict, **metadata) -> dict:
 def enable_offline_charts() -> None:
     """Register Altair's ``"offline"`` renderer and enable it unless the user chose another than the default.
 
-    Called when ``helpers`` is imported in a notebook kernel, so every Altair chart draws offline.
+    Called (in a notebook kernel) when the package makes its first chart (:func:`altair_offline`), so every
+    Altair chart of the session draws offline; call it yourself for charts of your own made before one.
     """
     import altair as alt
 
@@ -422,8 +423,19 @@ def _in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
-if _in_notebook():
-    enable_offline_charts()
+_renderer_checked = [False]  # whether this session's first chart has set the renderer up
+
+
+def altair_offline():
+    """The ``altair`` module, with the offline renderer enabled when running in a notebook kernel (checked
+    once per session, when the first chart is made: nothing is registered at import)."""
+    import altair as alt
+
+    if not _renderer_checked[0]:
+        _renderer_checked[0] = True
+        if _in_notebook():
+            enable_offline_charts()
+    return alt
 
 
 # ------------------------------------------------------------------------------------- heat maps
@@ -450,7 +462,7 @@ def heatmap(attn: np.ndarray, tokens: Sequence[str], *, title: str = "", layer: 
     :func:`head_view`); the sliders show them 1-based, like head labels. Weights are embedded as one short list
     per row and token labels joined in the browser, which keeps pages light.
     """
-    import altair as alt
+    alt = altair_offline()
 
     attn = np.asarray(attn)
     n_layers, n_heads = attn.shape[:2]
@@ -481,7 +493,7 @@ def heatmap(attn: np.ndarray, tokens: Sequence[str], *, title: str = "", layer: 
 
 def head_heatmap(attn: np.ndarray, labels: Sequence[str], *, title: str = "", size: int = 320):
     """Heat map of one head's map ``attn: [query, key]`` (rows attend, columns are attended), no sliders."""
-    import altair as alt
+    alt = altair_offline()
 
     a = np.asarray(attn, dtype=np.float64)
     if a.ndim != 2 or a.shape != (len(labels), len(labels)):
@@ -505,7 +517,7 @@ def attention_lines(attn: np.ndarray, words: Sequence[str], *, highlight: Sequen
     ``attn`` is one head's word-level map ``[query, key]`` over ``words`` ([CLS] and [SEP] included);
     ``hide_special`` drops attention to the first and last position and renormalises rows.
     """
-    import altair as alt
+    alt = altair_offline()
     import pandas as pd
 
     a = np.asarray(attn, dtype=np.float64).copy()

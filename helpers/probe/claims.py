@@ -48,21 +48,21 @@ def claims(result: dict) -> list[Claim]:
     runs = {name: r[CLAIM_TEST]["runs"] for name, r in rows.items() if CLAIM_TEST in r}
     m = {name: float(np.mean(v)) for name, v in runs.items()}
     ci = {name: seed_interval(v) for name, v in runs.items()}
-    p = paper.TABLE3
+    p = paper.table3  # the paper's UAS for our probe of that name
     n_seeds = len(runs["Attn"])
     where = f"UAS, GUM test, {n_seeds} seed{'s' if n_seeds != 1 else ''}"
     return [
         Claim("probe-attn-over-right-branching", "§5", "attention-only probe parses far better than right-branching",
-              f"{p['Attn']} vs {p['Right-branching']} UAS",
+              f"{p('Attn')} vs {p('Right-branching')} UAS",
               f"{interval_text(m['Attn'], ci['Attn'])} vs {m['Right-branching']:.1f} ({where})", m["Attn"],
               verdict_probe_attn(m["Attn"], m["Right-branching"], ci["Attn"])),
         Claim("probe-attn-words-best", "§5", "attention-and-words probe beats attention-only and distances-and-words",
-              f"{p['Attn + GloVe']} vs {p['Attn']} and {p['Distances + GloVe']} UAS",
+              f"{p('Attn + words')} vs {p('Attn')} and {p('Distances + words')} UAS",
               f"{interval_text(m['Attn + words'], ci['Attn + words'])} vs {m['Attn']:.1f} and {m['Distances + words']:.1f} ({where})",
               m["Attn + words"],
               verdict_probe_attn_words(m["Attn + words"], m["Attn"], m["Distances + words"], ci["Attn + words"])),
         Claim("probe-random-init-fails", "§5", "random-init attention makes the probe fail",
-              f"{p['Random Init Attn + GloVe']} vs {p['Attn + GloVe']} UAS",
+              f"{p('Random-init Attn + words')} vs {p('Attn + words')} UAS",
               f"{interval_text(m['Random-init Attn + words'], ci['Random-init Attn + words'])} vs {m['Attn + words']:.1f} ({where})",
               m["Random-init Attn + words"],
               verdict_probe_random_init(m["Attn + words"], m["Random-init Attn + words"], ci["Attn + words"])),

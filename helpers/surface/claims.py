@@ -1,4 +1,7 @@
 """Paper §3's claims: thresholds as named constants, one verdict rule per claim, and :func:`claims`.
+
+The paper's numbers come from :mod:`helpers.paper`; the thresholds are named here (the definitions the
+statistics share, "more than half on one position" and "broad attention", in :mod:`helpers.surface.stats`).
 """
 from __future__ import annotations
 
@@ -8,22 +11,24 @@ from helpers import paper
 from helpers.claims import NOT_REPRODUCED, Claim, Verdict, verdict
 from helpers.core.labels import heads_phrase
 from helpers.surface.run import (
-    SEP_MAJORITY,
-    SEP_SELF,
     SurfaceReport,
     sep_self_attention,
 )
 from helpers.surface.stats import (
+    BROAD_ENTROPY_FRACTION,
     SPECIALIST_THRESHOLD,
     SurfaceStats,
 )
 
 # Named thresholds of the verdicts below (see :func:`claims`).
 POSITION_PARTLY = SPECIALIST_THRESHOLD / 2  # §3.1: a strongest head above half the paper's 50% is "partly"
+SEP_MAJORITY = paper.SEP_MAJORITY.value      # §3.2: "over half of BERT's attention in layers 6-10 focuses on [SEP]"
 SEP_MAJORITY_PARTLY = SEP_MAJORITY / 2       # a layer giving a quarter of its attention to [SEP]: partly
+SEP_SELF = paper.SEP_SELF_ATTENTION.value    # §3.2: [SEP] attends to [SEP] "more than 90%"
 SEP_SELF_PARTLY = 0.75 * SEP_SELF            # three quarters of the paper's 90%: partly
-BROAD_FRACTION = 0.8      # [CLS] entropy counted "broad" at >= 80% of the uniform entropy
 GRADIENT_SMALL = 0.5      # §3.2 "very small": [SEP] gradient below half of that for other tokens
+# [CLS] attends "broadly" at or above BROAD_ENTROPY_FRACTION of the uniform entropy (helpers.surface.stats:
+# the authors' 3.8 nats of log 128, the threshold of the §6 behaviours too).
 
 
 # ----------------------------------------------------------------------------------- claims
@@ -56,9 +61,10 @@ def verdict_broad_lower_layers(broadest_layer: int, n_layers: int) -> Verdict:
 
 
 def verdict_cls_broad(cls_last: float, uniform: float, all_last: float) -> Verdict:
-    """§3.3: the entropy from [CLS] in the last layer is at least :data:`BROAD_FRACTION` of the uniform
-    entropy (reproduced), or at least the last layer's mean entropy from every token (partly)."""
-    return verdict(cls_last >= BROAD_FRACTION * uniform, cls_last >= all_last)
+    """§3.3: the entropy from [CLS] in the last layer is at least
+    :data:`~helpers.surface.stats.BROAD_ENTROPY_FRACTION` of the uniform entropy (reproduced), or at least
+    the last layer's mean entropy from every token (partly)."""
+    return verdict(cls_last >= BROAD_ENTROPY_FRACTION * uniform, cls_last >= all_last)
 
 
 def verdict_sep_gradient(ratio: float) -> Verdict:
@@ -80,24 +86,31 @@ def _claims(stats: SurfaceStats, grads: dict | None) -> list[Claim]:
     ent_layers = stats.layer_means("entropy")
     cls_last = float(stats.layer_means("entropy_cls")[-1])
     broadest = int(ent_layers.argmax())
+
+    def layers(reported: paper.Reported) -> str:
+        return ", ".join(str(layer) for layer in reported.value)
+
+    share = f">{SPECIALIST_THRESHOLD:.0%}"
+    first, last = paper.SEP_MAJORITY_LAYERS.value
     out = [
-        Claim("prev-token-heads", "§3.1", "heads with >50% attention on the previous token",
-              f"{paper.PREV_TOKEN_HEADS.value} (layers 2, 4, 7, 8)", heads_phrase(prev), float(len(prev)),
-              verdict_position_heads(len(prev), float(stats.per_head["prev"].max()))),
-        Claim("next-token-heads", "§3.1", "heads with >50% attention on the next token",
-              f"{paper.NEXT_TOKEN_HEADS.value} (layers 1, 2, 2, 3, 6)", heads_phrase(nxt), float(len(nxt)),
-              verdict_position_heads(len(nxt), float(stats.per_head["next"].max()))),
+        Claim("prev-token-heads", "§3.1", f"heads with {share} attention on the previous token",
+              f"{paper.PREV_TOKEN_HEADS.value} (layers {layers(paper.PREV_TOKEN_LAYERS)})", heads_phrase(prev),
+              float(len(prev)), verdict_position_heads(len(prev), float(stats.per_head["prev"].max()))),
+        Claim("next-token-heads", "§3.1", f"heads with {share} attention on the next token",
+              f"{paper.NEXT_TOKEN_HEADS.value} (layers {layers(paper.NEXT_TOKEN_LAYERS)})", heads_phrase(nxt),
+              float(len(nxt)), verdict_position_heads(len(nxt), float(stats.per_head["next"].max()))),
         Claim("sep-attention-middle-layers", "§3.2", "some layers give over half their attention to [SEP]",
-              "layers 6-10 of 12", f"max layer mean {sep_layers.max():.2f} (layer {int(sep_layers.argmax()) + 1})",
+              f"layers {first}-{last} of {paper.N_LAYERS.value}",
+              f"max layer mean {sep_layers.max():.2f} (layer {int(sep_layers.argmax()) + 1})",
               float(sep_layers.max()), verdict_sep_layers(float(sep_layers.max()))),
-        Claim("sep-self-attention", "§3.2", "at [SEP], heads attend >90% to [SEP]",
+        Claim("sep-self-attention", "§3.2", f"at [SEP], heads attend >{SEP_SELF:.0%} to [SEP]",
               f">{paper.SEP_SELF_ATTENTION.value:.0%}", f"{sep_self:.2f} (mean over the {n_top} layers with most [SEP] attention)",
               sep_self, verdict_sep_self(sep_self)),
         Claim("broad-attention-lower-layers", "§3.3", "the broadest heads are in the lowest layers",
-              "layer 1 (Figure 4)", f"highest mean entropy in layer {broadest + 1}", float(broadest + 1),
+              f"layer {paper.BROADEST_LAYER.value} (Figure 4)", f"highest mean entropy in layer {broadest + 1}", float(broadest + 1),
               verdict_broad_lower_layers(broadest, n_layers)),
         Claim("cls-broad-last-layer", "§3.3", "[CLS] attends broadly in the last layer",
-              f"{paper.CLS_ENTROPY_LAST_LAYER.value} nats (128-token segments)",
+              f"{paper.CLS_ENTROPY_LAST_LAYER.value} nats ({paper.SEGMENT_TOKENS.value}-token segments)",
               f"{cls_last:.2f} nats, uniform {stats.uniform_entropy:.2f}", cls_last,
               verdict_cls_broad(cls_last, stats.uniform_entropy, float(ent_layers[-1]))),
     ]
@@ -107,6 +120,7 @@ def _claims(stats: SurfaceStats, grads: dict | None) -> list[Claim]:
         ratio = sep_g / other_g if other_g > 0 else float("nan")
         out.append(Claim("sep-gradient-small", "§3.2",
                          "gradients for attention to [SEP] are small where [SEP] attention is high",
-                         "very small from layer 5 on", f"ratio {ratio:.2f} (upper layers: [SEP] {sep_g:.2e} vs other {other_g:.2e})",
+                         f"very small from layer {paper.SEP_GRADIENT_SMALL_FROM.value} on",
+                         f"ratio {ratio:.2f} (upper layers: [SEP] {sep_g:.2e} vs other {other_g:.2e})",
                          ratio, verdict_sep_gradient(ratio) if np.isfinite(ratio) else NOT_REPRODUCED))
     return out

@@ -29,8 +29,6 @@ from helpers.surface.mlm import masked_examples
 from helpers.surface.stats import token_masks
 
 KINDS: tuple[str, ...] = ("sep", "punct", "cls", "other")
-VERSION = 2  # part of cache keys: bump when the definition changes
-
 
 GRADIENT_BATCH_WIDTH = 16 * 6 * 384  # segments x layers x hidden size of one backward pass (16 for a 6 x 384 model)
 

@@ -29,7 +29,9 @@ from helpers.core.models import LoadedModel, quiet_transformers
 from helpers.data.cache import artifact_path
 from helpers.data.files import atomic_write
 
-MASK_RATE = 0.15
+MASK_RATE = 0.15    # share of a segment's (non-special) tokens chosen for the loss, as in BERT
+MASK_BELOW = 0.8    # a chosen token becomes the mask token when its roll is below this (80%),
+RANDOM_BELOW = 0.9  # a random token below this (10%), and stays unchanged otherwise (10%)
 
 
 def bert_mask(input_ids: np.ndarray, special: np.ndarray, rng: np.random.Generator, *, mask_id: int,
@@ -44,8 +46,8 @@ def bert_mask(input_ids: np.ndarray, special: np.ndarray, rng: np.random.Generat
     labels = np.full_like(ids, -100)
     labels[chosen] = ids[chosen]
     roll = rng.random(k)
-    ids[chosen[roll < 0.8]] = mask_id
-    random_pos = chosen[(roll >= 0.8) & (roll < 0.9)]
+    ids[chosen[roll < MASK_BELOW]] = mask_id
+    random_pos = chosen[(roll >= MASK_BELOW) & (roll < RANDOM_BELOW)]
     ids[random_pos] = rng.integers(0, vocab_size, size=random_pos.size)
     return ids, labels
 

@@ -1,8 +1,8 @@
 """Paper §3 end to end: segments -> one streaming pass of statistics -> gradients -> claims.
 
 Used by the chapter notebook and by ``python -m helpers surface --json OUT`` alike, so both report
-the same numbers. Results are cached on disk, keyed by the model's weights, the encoded segments
-and the settings.
+the same numbers. Results are cached on disk, keyed by the model's weights, the encoded segments,
+the settings and the source of the modules that compute them (:data:`STATS_CODE`, :data:`GRADIENTS_CODE`).
 
 >>> report = run_surface(lm, n_segments=1000, seed=0)                  # doctest: +SKIP
 >>> report.stats.heads_above("prev")                                    # doctest: +SKIP
@@ -19,15 +19,14 @@ from helpers.core.encoding import EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
-from helpers.pipeline.engine import Execution, map_shards
-from helpers.pipeline.extraction import plan_extraction
+from helpers.digest import source_digest
+from helpers.pipeline.engine import Execution
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
     build_segments,
     segments_key,
 )
-from helpers.surface import gradients as gradients_mod
-from helpers.surface import stats as surface_mod
+from helpers.reduce import reduce_shards
 from helpers.surface.gradients import gradient_importance
 from helpers.surface.mlm import mlm_head
 from helpers.surface.stats import (
@@ -38,8 +37,9 @@ from helpers.surface.stats import (
 )
 
 SEGMENTS, SMALL_SEGMENTS = 1000, 40  # the chapters' segments: the paper's 1,000; the small (test) configuration
-SEP_MAJORITY = 0.5        # §3.2: "over half of BERT's attention in layers 6-10 focuses on [SEP]"
-SEP_SELF = 0.9            # §3.2: [SEP] attends to [SEP] "more than 90%"
+# The modules whose code computes each cached result: their source is part of its cache key.
+STATS_CODE = ("helpers.surface.stats", "helpers.reduce")
+GRADIENTS_CODE = ("helpers.surface.gradients", "helpers.surface.mlm", "helpers.surface.stats")
 
 
 @dataclass
@@ -67,32 +67,16 @@ def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int 
                        execution: Execution | None = None) -> SurfaceStats:
     """Every §3 statistic in one streaming pass: no map of the corpus is held in memory.
 
-    The segments are cut into the cache's shards (:func:`~helpers.pipeline.extraction.plan_extraction`,
-    nothing cached); each shard's maps are made and reduced (:func:`surface_shard`) here or, with a
-    distributed ``execution``, on a worker, and the partials are merged in shard order, so both give
-    the same numbers."""
-    store = plan_extraction(lm, batch, level="token", cache=False, batch_size=batch_size)
-    payloads = [{ex.index: token_masks(lm.tokenizer, ex.input_ids) for ex in shard} for shard in store.shards]
-    parts = map_shards(lm, store, execution=execution or Execution(), task=surface_shard, payloads=payloads,
-                       progress=progress)
-    acc = SurfaceAccumulator()
-    for part in parts:
-        acc.merge(part)
-    return acc.result()
-
-
-def surface_shard(stream, masks: dict) -> SurfaceAccumulator:
-    """Partial statistics of one shard (a task of :func:`~helpers.pipeline.engine.map_shards`): ``stream``
-    yields its ``(example, attn)`` pairs, ``masks`` maps each example's index to its :func:`token_masks`."""
-    acc = SurfaceAccumulator()
-    for example, attn in stream:
-        acc.add(attn, masks[example.index])
-    return acc
+    The segments are cut into the cache's shards and each shard's maps are made and reduced here or, with
+    a distributed ``execution``, on a worker; the partials are merged in shard order
+    (:func:`helpers.reduce.reduce_shards`), so both give the same numbers."""
+    return reduce_shards(lm, batch, SurfaceAccumulator, extras=lambda ex: (token_masks(lm.tokenizer, ex.input_ids),),
+                         batch_size=batch_size, execution=execution, progress=progress).result()
 
 
 def _stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
-    return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types, "v": surface_mod.VERSION,
-            **segments_key(segments_from)}
+    return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types,
+            "code": source_digest(*STATS_CODE), **segments_key(segments_from)}
 
 
 def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_from: SegmentSource = DEFAULT_SOURCE,
@@ -132,7 +116,7 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
         grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": {k: v for k, v in mlm.items() if k != "cached"}, "seed": seed,
-                                                  "grad_v": gradients_mod.VERSION},
+                                                  "grad_code": source_digest(*GRADIENTS_CODE)},
                             lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
                             cache_root=cache_root)
     return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch, segments_from)

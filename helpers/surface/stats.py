@@ -27,16 +27,18 @@ we compute in float64 with 0.9999 as written. ``uniform_entropy`` is the mean ov
 
 >>> acc = SurfaceAccumulator()
 >>> for example, attn in helpers.iter_attention(lm, batch):          # doctest: +SKIP
-...     acc.add(attn, token_masks(lm.tokenizer, example.input_ids))
+...     acc.update(attn, token_masks(lm.tokenizer, example.input_ids))
 >>> stats = acc.result()                                             # doctest: +SKIP
 >>> stats.per_head["next"].shape                                     # [layer, head]
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers import paper
 from helpers.core.encoding import special_token_ids
 from helpers.core.labels import head_label
 
@@ -44,8 +46,14 @@ STATISTICS: tuple[str, ...] = (
     "self", "prev", "next", "cls", "sep", "punct", "sep_sep", "rest_sep", "entropy", "entropy_cls",
 )
 ENTROPY_SMOOTHING = 1e-4  # A' = (1 - s) A + s / n, as in the original notebook
-VERSION = 1  # part of cache keys: bump when a definition changes
-SPECIALIST_THRESHOLD = 0.5  # §3.1: "put >50% of their attention on the previous / next token"
+SPECIALIST_THRESHOLD = paper.POSITION_SHARE.value  # §3.1: "put >50% of their attention on the previous / next token"
+# "Attends broadly": entropy above this fraction of the uniform entropy (log n). The authors' code calls a
+# head broad above 3.8 nats on (mostly) 128-token segments, 0.78 of log 128; as a fraction it also holds
+# for shorter segments. The one threshold of "broad attention": §3.3's [CLS] claim and §6's behaviours.
+BROAD_ENTROPY_FRACTION = paper.BROAD_ENTROPY.value / math.log(paper.SEGMENT_TOKENS.value)
+# A token kind is an attention "sink" in the layers where its layer-mean share of attention exceeds this
+# (the surface chapter's [CLS] gradients and the norms chapter's no-op test).
+SINK_SHARE = 0.25
 
 
 def token_masks(tokenizer, input_ids: np.ndarray) -> dict[str, np.ndarray]:
@@ -126,20 +134,24 @@ class SurfaceStats:
 
 @dataclass
 class SurfaceAccumulator:
-    """Streaming mean of :func:`segment_statistics` (``add`` one segment at a time, then ``result``)."""
+    """Streaming mean of :func:`segment_statistics` (``update`` one segment at a time, ``merge`` partials,
+    then ``result``: the protocol of :class:`helpers.reduce.Accumulator`)."""
 
     sums: dict[str, np.ndarray] = field(default_factory=dict)
     log_n: float = 0.0
     count: int = 0
 
-    def add(self, attn: np.ndarray, masks: dict[str, np.ndarray]) -> None:
+    def update(self, attn: np.ndarray, masks: dict[str, np.ndarray]) -> None:
+        """Add one segment's ``[layer, head, query, key]`` map with its :func:`token_masks`."""
         for name, value in segment_statistics(attn, masks).items():
             self.sums[name] = self.sums.get(name, 0.0) + value
         self.log_n += float(np.log(attn.shape[-1]))
         self.count += 1
 
+    add = update  # the name before the shared protocol
+
     def merge(self, other: "SurfaceAccumulator") -> "SurfaceAccumulator":
-        """Add ``other``'s segments (e.g. another shard's partial, see :func:`helpers.pipeline.engine.map_shards`)
+        """Add ``other``'s segments (e.g. another shard's partial, see :func:`helpers.reduce.reduce_shards`)
         to this accumulator, in place; returns it. Merging shards' partials in one fixed order gives the
         same sums however the shards were computed."""
         for name, value in other.sums.items():
@@ -152,3 +164,28 @@ class SurfaceAccumulator:
         if self.count == 0:
             raise ValueError("no segments were added")
         return SurfaceStats({k: v / self.count for k, v in self.sums.items()}, self.log_n / self.count, self.count)
+
+
+def sink_layers(layer_share: np.ndarray, threshold: float = SINK_SHARE) -> np.ndarray:
+    """0-based layers whose layer-mean share of attention (``[layer]``) exceeds ``threshold`` (may be none)."""
+    return np.flatnonzero(np.asarray(layer_share) > threshold)
+
+
+def gradient_ratio(grads: dict, kind: str, layers: np.ndarray) -> float:
+    """Mean ``|dL/d alpha|`` for attention to ``kind`` over that to other tokens, in 0-based ``layers``
+    (``grads``: ``{kind: [layer]}`` as :func:`helpers.surface.gradients.gradient_importance` returns);
+    NaN when ``layers`` is empty."""
+    layers = np.asarray(layers, dtype=int)
+    if len(layers) == 0:
+        return float("nan")
+    return float(np.mean(np.asarray(grads[kind])[layers]) / np.mean(np.asarray(grads["other"])[layers]))
+
+
+def sink_gradient(stats: SurfaceStats, grads: dict, kind: str = "cls") -> tuple[np.ndarray, float]:
+    """``(layers, ratio)``: the layers where ``kind`` is a sink (:func:`sink_layers` of its layer means) and
+    the :func:`gradient_ratio` there, the "no-op" test of §3.2 applied to the token a model parks attention on.
+
+    >>> layers, ratio = sink_gradient(report.stats, report.gradients, "cls")    # doctest: +SKIP
+    """
+    layers = sink_layers(stats.layer_means(kind))
+    return layers, gradient_ratio(grads, kind, layers)

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers import paper
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
 from helpers.data.conllu_io import Sentence
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import extract_treebank
+from helpers.reduce import merge_all
 from helpers.syntax.stats import (
     ALL,
     DIRECTIONS,
@@ -31,6 +33,8 @@ from helpers.syntax.stats import (
 )
 
 SMALL_SENTENCES = 150   # sentences per treebank in the small (test) configuration; the book reads them all
+DIRECTION_ARROWS = {DIRECTIONS[0]: "dep→head", DIRECTIONS[1]: "head→dep"}  # the directions in tables and figures
+FIGURE5_PANELS = 4      # Figure 5: the relations whose best head beats the baseline by most
 
 
 @dataclass
@@ -81,26 +85,15 @@ def heads_shard(items: list, payload: tuple) -> HeadScorer:
     sentences, possessive = payload
     scorer = HeadScorer(possessive=possessive)
     for (example, attn), sentence in zip(items, sentences):
-        scorer.add(attn, sentence, index=example.index)
+        scorer.update(attn, sentence, index=example.index)
     return scorer
 
 
 def merge_heads(parts: list[HeadScorer], *, possessive: str | None = None) -> HeadScores:
-    """Shards' partial scores merged in shard order: relations numbered by first appearance, as one
-    scorer fed the shards in that order would number them, so the result equals :func:`score_heads`."""
-    total = HeadScorer(possessive=possessive)
-    for part in parts:
-        for rel in part.relations:
-            if rel not in total._index_of:
-                total._index_of[rel] = len(total.relations)
-                total.relations.append(rel)
-        mapping = np.array([total._index_of[rel] for rel in part.relations])
-        total._rel.extend(mapping[r] for r in part._rel)
-        total._sent.extend(part._sent)
-        total._correct.extend(part._correct)
-        total._offset.extend(part._offset)
-        total.n_sentences = max(total.n_sentences, part.n_sentences)
-    return total.result()
+    """Shards' partial scores merged in shard order (:meth:`HeadScorer.merge`): relations numbered by first
+    appearance, as one scorer fed the shards in that order would number them, so the result equals
+    :func:`score_heads`."""
+    return merge_all(parts, HeadScorer(possessive=possessive)).result()
 
 
 def heads_json(model: str, run: HeadsRun) -> dict:
@@ -120,6 +113,26 @@ def table1_relations(scores: HeadScores, *, n_frequent: int = 10, n_extra: int =
              if r not in frequent and counts[r] >= min_count}
     extra = sorted(gains, key=lambda r: (-gains[r], r))[:n_extra]
     return [ALL, *frequent, *extra]
+
+
+def table1_rows(scores: HeadScores) -> list[dict]:
+    """Table 1 as rows: for each relation of :func:`table1_relations`, our best head (1-based label,
+    direction, accuracy, best offset baseline) beside the paper's row for the closest Stanford relation
+    (:func:`helpers.paper.table1_row`; empty where there is none)."""
+    table = scores.table()
+    rows = []
+    for rel in table1_relations(scores):
+        ours, ref = table[rel], paper.table1_row(rel)
+        sd, row = ref if ref else ("", None)
+        rows.append({
+            "relation": rel, "count": ours["count"], "head": ours["best_head"],
+            "direction": DIRECTION_ARROWS[ours["direction"]], "accuracy": round(ours["accuracy"], 1),
+            "baseline": f"{ours['baseline_accuracy']:.1f} ({ours['baseline_offset']:+d})",
+            "paper relation": sd, "paper head": row.head if row else "",
+            "paper accuracy": str(row.accuracy) if row else None,
+            "paper baseline": f"{row.baseline} ({row.offset:+d})" if row else "",
+        })
+    return rows
 
 
 def held_out_rows(dev: HeadScores, test: HeadScores, relations: list[str], *, n_boot: int = 1000,
@@ -181,4 +194,44 @@ def example_sentence(run: HeadsRun, relation: str, index: tuple[int, int, int], 
     return None
 
 
-# ------------------------------------------------------------------------------------- CLI
+@dataclass
+class HeadExample:
+    """One head drawn on one sentence (Figure 5): ``attn`` is the head's word-level map ``[word, word]`` with
+    [CLS] first and [SEP] last, oriented so that rows attend (transposed for ``head-to-dependent``);
+    ``dependents`` are the positions in ``words`` of the relation's dependents."""
+
+    relation: str
+    head: str
+    direction: str
+    sentence: int
+    words: list[str]
+    attn: np.ndarray
+    dependents: list[int]
+
+    @property
+    def title(self) -> str:
+        return f"{self.relation}: head {self.head} ({DIRECTION_ARROWS[self.direction]})"
+
+
+def strongest_relations(scores: HeadScores, n: int = FIGURE5_PANELS) -> list[str]:
+    """The ``n`` relations of Table 1 (not ``all``) where the best head beats the offset baseline by most."""
+    table = scores.table()
+    gains = {r: table[r]["accuracy"] - table[r]["baseline_accuracy"] for r in table1_relations(scores) if r != ALL}
+    return sorted(gains, key=gains.get, reverse=True)[:n]
+
+
+def figure5_examples(run: HeadsRun, n: int = FIGURE5_PANELS) -> list[HeadExample]:
+    """Figure 5's examples, chosen by rule: for each of the :func:`strongest_relations`, its best head on
+    :func:`example_sentence` (relations with no such sentence are left out)."""
+    out = []
+    for rel in strongest_relations(run.scores, n):
+        best = run.scores.best(rel)
+        d, l, h = best["_index"]
+        i = example_sentence(run, rel, best["_index"])
+        if i is None:
+            continue
+        sent = run.sentences[i]
+        attn = run.store[i][l, h]
+        out.append(HeadExample(rel, best["best_head"], best["direction"], i, ["[CLS]", *sent.words, "[SEP]"],
+                               attn if d == 0 else attn.T, [k + 1 for k, r in enumerate(sent.deprels) if r == rel]))
+    return out

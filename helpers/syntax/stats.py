@@ -21,7 +21,7 @@ previous before next).
 
 >>> scorer = HeadScorer()
 >>> for example, attn in store:                          # word-level maps     # doctest: +SKIP
-...     scorer.add(attn, sentences[example.index])
+...     scorer.update(attn, sentences[example.index])
 >>> scores = scorer.result()                                                    # doctest: +SKIP
 >>> scores.best("det")                                                          # doctest: +SKIP
 """
@@ -165,7 +165,8 @@ class HeadScores:
 
 @dataclass
 class HeadScorer:
-    """Streaming accumulation of :func:`predict_heads` against gold trees (``add`` then ``result``).
+    """Streaming accumulation of :func:`predict_heads` against gold trees (``update``, ``merge``,
+    ``result``: the protocol of :class:`helpers.reduce.Accumulator`).
 
     With ``possessive`` set, words of that relation followed by "'s" are judged by the prediction for
     the "'s" token (the paper's convention, a labelled variant).
@@ -180,7 +181,7 @@ class HeadScorer:
     n_sentences: int = 0
     _index_of: dict = field(default_factory=lambda: {ALL: 0})
 
-    def add(self, attn: np.ndarray, sentence: Sentence, *, index: int | None = None) -> None:
+    def update(self, attn: np.ndarray, sentence: Sentence, *, index: int | None = None) -> None:
         """Score one sentence; ``index`` (default: order of arrival) identifies it for bootstraps."""
         index = self.n_sentences if index is None else index
         n = len(sentence)
@@ -206,6 +207,27 @@ class HeadScorer:
         self._offset.append((offsets == gold)[:, counted])
         self.n_sentences = max(self.n_sentences, index + 1)
 
+    add = update  # the name before the shared protocol
+
+    def merge(self, other: "HeadScorer") -> "HeadScorer":
+        """Append ``other``'s sentences (e.g. a later shard's partial) to this scorer, in place; returns it.
+
+        Relations are numbered by first appearance, as one scorer fed both in this order would number
+        them, so merging the shards' partials in shard order gives exactly the one-pass scores."""
+        if other.possessive != self.possessive:
+            raise ValueError(f"cannot merge scores with possessive={other.possessive!r} into possessive={self.possessive!r}")
+        for rel in other.relations:
+            if rel not in self._index_of:
+                self._index_of[rel] = len(self.relations)
+                self.relations.append(rel)
+        mapping = np.array([self._index_of[rel] for rel in other.relations])
+        self._rel.extend(mapping[r] for r in other._rel)
+        self._sent.extend(other._sent)
+        self._correct.extend(other._correct)
+        self._offset.extend(other._offset)
+        self.n_sentences = max(self.n_sentences, other.n_sentences)
+        return self
+
     def result(self) -> HeadScores:
         if not self._rel:
             raise ValueError("no sentences were scored")
@@ -217,7 +239,7 @@ def score_heads(store, sentences: Sequence[Sentence], *, possessive: str | None 
     """Score every head of a word-level :class:`~helpers.data.cache.AttentionStore` against ``sentences``."""
     scorer = HeadScorer(possessive=possessive)
     for example, attn in store:  # streamed: one map at a time
-        scorer.add(attn, sentences[example.index], index=example.index)
+        scorer.update(attn, sentences[example.index], index=example.index)
     return scorer.result()
 
 

@@ -4,8 +4,10 @@ import json
 import numpy as np
 import pytest
 
+from helpers import paper
 from helpers.cluster import claims as cl
 from helpers.coref import claims as co
+from helpers.norms import claims as no
 from helpers.probe import claims as pr
 from helpers.surface import claims as su
 from helpers.syntax import claims as sy
@@ -50,6 +52,77 @@ def test_claim_layout_and_ids():
     assert table.loc["det-head", "verdict"] == PARTLY and not table.isna().any().any()
 
 
+# ------------------------------------------------------------------------ the paper's numbers, once
+
+
+CLAIMS_MODULES = [su, sy, co, pr, cl, no]
+
+
+def _paper_facts():
+    """Numbers and texts of the paper that a claims module could type by hand: the tables' cells, the
+    reported values (integers up to 12, layer and head counts, are too common to tell apart) and the
+    lists of layers and heads."""
+    numbers, texts = set(), set()
+    rows = [*paper.TABLE1.values(), *paper.TABLE2.values(), tuple(paper.TABLE3.values())]
+    values = [v.value for v in vars(paper).values() if isinstance(v, paper.Reported)]
+    for item in [*rows, *values]:
+        for x in (item if isinstance(item, tuple) else (item,)):
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and not (isinstance(x, int) and x <= 12):
+                numbers.add(x)
+            elif isinstance(x, str) and "-" in x:
+                texts.add(x)  # head labels ("8-11", "5-4")
+    texts |= {", ".join(map(str, v)) for v in values if isinstance(v, tuple) and all(isinstance(x, int) for x in v)}
+    texts |= {f"{a}-{b}" for a, b in [paper.SEP_MAJORITY_LAYERS.value]}
+    return numbers - {0.5}, texts  # 0.5 is also a threshold of ours (half)
+
+
+def test_paper_numbers_live_in_paper_py_only():
+    """A claims module reads the paper's numbers from helpers.paper by name; none is typed in its code."""
+    import ast
+    import inspect
+
+    numbers, texts = _paper_facts()
+    assert {94.3, 65, 77, 3.89, 128} <= numbers and {"8-11", "5-4", "2, 4, 7, 8", "6-10"} <= texts
+    for module in CLAIMS_MODULES:
+        tree = ast.parse(inspect.getsource(module))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Constant) or id(node) in docstrings:
+                continue
+            if isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+                assert node.value not in numbers, f"{module.__name__}:{node.lineno}: paper number {node.value} typed"
+            elif isinstance(node.value, str):
+                typed = [t for t in texts if t in node.value]
+                assert not typed, f"{module.__name__}:{node.lineno}: paper text {typed} typed in {node.value!r}"
+
+
+def test_paper_rows_by_name_and_probe_rows_mapped():
+    assert paper.TABLE1["det"].head == "8-11" and paper.TABLE1["det"].offset == 1
+    assert paper.TABLE2[paper.COREF_HEAD_ROW].nominal == 58 and paper.TABLE2["Neural coref"].pronoun is None
+    probes = ["Right-branching", "Distances + words", "Random-init Attn + words", "Attn", "Attn + words"]
+    assert [paper.table3(p) for p in probes] == [26, 58, 30, 61, 77]
+    assert set(paper.TABLE3_ROWS.values()) <= set(paper.TABLE3)
+    assert paper.table3("Attn + words (original misalignment)") is None  # ours only: no paper row
+
+
+def test_surface_claims_show_the_papers_numbers():
+    """The "paper" column is built from helpers.paper: the texts the book and `claims` have always shown."""
+    from helpers.surface.stats import STATISTICS, SurfaceStats
+
+    stats = SurfaceStats({k: np.zeros((4, 2)) for k in STATISTICS}, uniform_entropy=3.0, n_segments=1)
+    got = {c.id: c for c in su._claims(stats, {"sep": [1.0] * 4, "other": [1.0] * 4})}
+    assert got["prev-token-heads"].paper == "4 (layers 2, 4, 7, 8)"
+    assert got["next-token-heads"].paper == "5 (layers 1, 2, 2, 3, 6)"
+    assert got["prev-token-heads"].claim == "heads with >50% attention on the previous token"
+    assert got["sep-attention-middle-layers"].paper == "layers 6-10 of 12"
+    assert got["sep-self-attention"].claim == "at [SEP], heads attend >90% to [SEP]" and got["sep-self-attention"].paper == ">90%"
+    assert got["broad-attention-lower-layers"].paper == "layer 1 (Figure 4)"
+    assert got["cls-broad-last-layer"].paper == "3.89 nats (128-token segments)"
+    assert got["sep-gradient-small"].paper == "very small from layer 5 on"
+
+
 # ---------------------------------------------------------------------------------- §3 surface
 
 
@@ -65,8 +138,9 @@ def test_surface_rules_both_sides():
     assert su.verdict_broad_lower_layers(0, 6) == REPRODUCED
     assert su.verdict_broad_lower_layers(2, 6) == PARTLY and su.verdict_broad_lower_layers(3, 6) == NOT_REPRODUCED
     u = 4.0
-    assert su.verdict_cls_broad(su.BROAD_FRACTION * u + EPS, u, 10.0) == REPRODUCED
-    assert su.verdict_cls_broad(su.BROAD_FRACTION * u - EPS, u, 1.0) == PARTLY
+    b = su.BROAD_ENTROPY_FRACTION
+    assert su.verdict_cls_broad(b * u + EPS, u, 10.0) == REPRODUCED
+    assert su.verdict_cls_broad(b * u - EPS, u, 1.0) == PARTLY
     assert su.verdict_cls_broad(1.0 - EPS, u, 1.0) == NOT_REPRODUCED
     g = su.GRADIENT_SMALL
     assert su.verdict_sep_gradient(g - EPS) == REPRODUCED and su.verdict_sep_gradient(g + EPS) == PARTLY
@@ -211,6 +285,54 @@ def test_probe_claims_from_constructed_result():
     got = {c.id: c.verdict for c in pr.claims(result)}
     assert got == {"probe-attn-over-right-branching": REPRODUCED, "probe-attn-words-best": REPRODUCED,
                    "probe-random-init-fails": REPRODUCED}
+
+
+# ------------------------------------------------------------------------ beyond the paper: norms
+
+
+def test_norms_rules_both_sides():
+    r = no.SHRINK_RATIO
+    assert no.verdict_shrink(r - EPS) == REPRODUCED and no.verdict_shrink(r + EPS) == PARTLY
+    assert no.verdict_shrink(1.0 - EPS) == PARTLY and no.verdict_shrink(1.0 + EPS) == NOT_REPRODUCED
+    assert no.verdict_shrink(float("nan")) == NOT_REPRODUCED
+    n = no.NOOP_RATIO
+    assert no.verdict_noop(n - EPS, n - EPS) == REPRODUCED
+    assert no.verdict_noop(n + EPS, n - EPS) == PARTLY and no.verdict_noop(n - EPS, n + EPS) == PARTLY
+    assert no.verdict_noop(n + EPS, n + EPS) == NOT_REPRODUCED
+    relations = 12
+    partly = int(relations * no.PARSE_PARTLY)  # 3 of 12
+    assert no.verdict_parse(0, relations) == REPRODUCED and no.verdict_parse(1, relations) == PARTLY
+    assert no.verdict_parse(partly, relations) == PARTLY and no.verdict_parse(partly + 1, relations) == NOT_REPRODUCED
+
+
+def _norm_stats(weights_sep: float, norms_sep: float):
+    """2 layers x 2 heads: [SEP] gets ``weights_sep`` of the weights and ``norms_sep`` of the norms in layer 2."""
+    from helpers.norms.stats import KINDS, NormStats
+
+    w, n = np.zeros((len(KINDS), 2, 2)), np.zeros((len(KINDS), 2, 2))
+    sep, other = KINDS.index("sep"), KINDS.index("other")
+    w[sep, 1], n[sep, 1] = weights_sep, norms_sep
+    w[other], n[other] = 1 - w[sep], 1 - n[sep]
+    return NormStats(w, n, np.full((2, 2), 0.5), n_segments=3)
+
+
+def test_norms_claims_are_claim_records():
+    """The chapter's verdicts are the claim model's (no "holds"), decided by the rules above."""
+    stats = _norm_stats(0.6, 0.1)  # ratio 1/6 in layer 2: small norms
+    grads = {"sep": [1.0, 0.2], "cls": [1.0, 1.0], "punct": [1.0, 1.0], "other": [1.0, 1.0]}
+    table1 = [{"relation": r, "change": c, "same_head": c == 0} for r, c in
+              (("det", 0.0), ("obj", no.IMPROVE_MARGIN), ("nsubj", 0.5), ("amod", 0.0))]
+    got = {c.id: c for c in no.claims(stats, grads, table1)}
+    assert list(got) == ["norm-shrink-sep", "norm-shrink-cls", "norm-shrink-punct", "noop-agreement", "norms-parse"]
+    assert all(isinstance(c, Claim) and c.verdict in (REPRODUCED, PARTLY, NOT_REPRODUCED) for c in got.values())
+    # tolerance: a ratio of constructed floats (relative 1e-6)
+    assert got["norm-shrink-sep"].value == pytest.approx(0.1 / 0.6) and got["norm-shrink-sep"].verdict == REPRODUCED
+    assert got["norm-shrink-cls"].value is None and got["norm-shrink-cls"].verdict == NOT_REPRODUCED  # no weight: NaN
+    assert "[SEP]" in got["noop-agreement"].claim and "layers 2" in got["noop-agreement"].ours
+    assert got["noop-agreement"].value == pytest.approx(0.2) and got["noop-agreement"].verdict == REPRODUCED  # as above
+    assert got["norms-parse"].value == 1 and got["norms-parse"].verdict == PARTLY  # 1 of 4 relations, at the bar
+    assert "obj" in got["norms-parse"].ours
+    assert [c.id for c in no.claims(stats)] == ["norm-shrink-sep", "norm-shrink-cls", "norm-shrink-punct"]
 
 
 # -------------------------------------------------------------------------------- §6 clustering

@@ -119,3 +119,38 @@ def test_merged_partials_equal_one_accumulator():
     assert (merged.tokens, merged.segments) == (whole.tokens, whole.segments) == (38, 6)
     with pytest.raises(ValueError, match="4 heads"):
         JSAccumulator(6).merge(JSAccumulator(4))
+
+
+def test_layer_distances_against_a_loop_over_pairs():
+    from helpers.cluster.stats import layer_distances
+
+    rng = np.random.default_rng(1)
+    n_layers, n_heads = 3, 4
+    D = rng.random((n_layers * n_heads, n_layers * n_heads))
+    D = D + D.T
+    np.fill_diagonal(D, 0.0)
+    rows = layer_distances(D, n_heads)
+    assert [r["layer"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        mine = [r["layer"] - 1 == k // n_heads for k in range(len(D))]
+        within = [D[a, b] for a in range(len(D)) for b in range(a + 1, len(D)) if mine[a] and mine[b]]
+        others = [D[a, b] for a in range(len(D)) for b in range(len(D)) if mine[a] and not mine[b]]
+        # tolerance: the same float64 numbers averaged in another order
+        assert r["within"] == pytest.approx(np.mean(within), rel=1e-12)
+        assert r["to_others"] == pytest.approx(np.mean(others), rel=1e-12)  # as above
+
+
+def test_broad_behaviour_uses_the_one_broad_threshold():
+    """§6's "attends broadly" and §3.3's [CLS] claim share one threshold: the original's 3.8 nats of log 128."""
+    from helpers import paper
+    from helpers.surface import claims as surface_claims
+    from helpers.surface.stats import BROAD_ENTROPY_FRACTION
+
+    assert BROAD_ENTROPY_FRACTION == pytest.approx(3.8 / np.log(128), rel=1e-15)  # the value behaviours always used
+    assert BROAD_ENTROPY_FRACTION == paper.BROAD_ENTROPY.value / np.log(paper.SEGMENT_TOKENS.value)
+    per_head = {k: np.zeros((1, 2)) for k in STATISTICS}
+    per_head["entropy"][0] = 3.0 * BROAD_ENTROPY_FRACTION + np.array([1e-9, -1e-9])
+    stats = SurfaceStats(per_head, uniform_entropy=3.0, n_segments=1)
+    assert behaviours(stats) == ["attends broadly", NO_BEHAVIOUR]
+    for rule_input, want in ((3.0 * BROAD_ENTROPY_FRACTION + 1e-9, "reproduced"), (3.0 * BROAD_ENTROPY_FRACTION - 1e-9, "partly")):
+        assert surface_claims.verdict_cls_broad(rule_input, 3.0, 0.0) == want

@@ -225,3 +225,20 @@ def test_merged_partials_equal_one_accumulator():
     np.testing.assert_allclose(b.weights, a.weights, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(b.norms, a.norms, rtol=1e-13, atol=1e-15)  # as above
     np.testing.assert_allclose(b.spearman, a.spearman, rtol=1e-13, atol=1e-15)  # as above
+
+
+def test_layer_ratios_are_the_chapters_two_measures():
+    """Per layer: gradient for attention to a kind over that to other tokens, and its norm share over its weight
+    share (what the norms chapter plots); NaN where the weight share is 0."""
+    from helpers.norms.stats import layer_ratios
+
+    w, n = np.zeros((len(KINDS), 2, 2)), np.zeros((len(KINDS), 2, 2))
+    w[KINDS.index("sep"), 1], n[KINDS.index("sep"), 1] = 0.6, 0.15
+    stats = NormStats(w, n, np.zeros((2, 2)), 1)
+    grads = {"sep": [2.0, 0.5], "cls": [1.0, 1.0], "punct": [1.0, 3.0], "other": [1.0, 2.0]}
+    got = layer_ratios(stats, grads)
+    assert list(got) == ["gradient, [SEP]", "gradient, [CLS]", "gradient, . or ,",
+                         "norm/weight, [SEP]", "norm/weight, [CLS]", "norm/weight, . or ,"]
+    np.testing.assert_allclose(got["gradient, [SEP]"], [2.0, 0.25])  # exact: ratios of constructed floats
+    np.testing.assert_allclose(got["norm/weight, [SEP]"][1], 0.25)  # as above
+    assert np.isnan(got["norm/weight, [SEP]"][0]) and np.isnan(got["norm/weight, [CLS]"]).all()

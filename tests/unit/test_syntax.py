@@ -235,3 +235,101 @@ def test_cached_maps_are_the_live_float32_maps(tiny_lm, toy_conllu, tmp_path):
     live = {ex.index: a for ex, a in iter_attention(tiny_lm, batch, level="word")}
     for ex, attn in store:
         assert attn.dtype == np.float32 and np.array_equal(attn, live[ex.index])
+
+
+# ------------------------------------------------------------------- merging, Table 1 rows, Figure 5
+
+
+def _random_sentences(n_sentences=6, seed=3, min_words=3, max_words=9):
+    rng = np.random.default_rng(seed)
+    sents, maps = [], []
+    for k in range(n_sentences):
+        n = int(rng.integers(min_words, max_words))
+        heads = [int(rng.integers(0, n + 1)) for _ in range(n)]
+        heads = [h if h != i + 1 else 0 for i, h in enumerate(heads)]
+        sents.append(sentence([f"w{i}" for i in range(n)], heads, [str(rng.choice(["a", "b", "c", f"r{k}"])) for _ in range(n)]))
+        maps.append(rng.dirichlet(np.ones(n + 2), size=(2, 2, n + 2)))
+    return sents, maps
+
+
+def test_merged_scorers_equal_one_scorer_in_order():
+    """HeadScorer.merge: shards' partials merged in order == one scorer fed every sentence (relations too)."""
+    sents, maps = _random_sentences()
+    whole = HeadScorer()
+    for k, (m, s) in enumerate(zip(maps, sents)):
+        whole.update(m, s, index=k)
+    merged = HeadScorer()
+    for chunk in ((0, 1), (), (2, 3, 4), (5,)):
+        part = HeadScorer()
+        for k in chunk:
+            part.update(maps[k], sents[k], index=k)
+        assert merged.merge(part) is merged
+    a, b = whole.result(), merged.result()
+    assert b.relations == a.relations and b.n_sentences == a.n_sentences == 6
+    np.testing.assert_array_equal(b.word_correct, a.word_correct)
+    np.testing.assert_array_equal(b.word_relation, a.word_relation)
+    np.testing.assert_array_equal(b.word_sentence, a.word_sentence)
+    assert json.dumps(b.table()) == json.dumps(a.table())
+    with pytest.raises(ValueError, match="possessive"):
+        HeadScorer().merge(HeadScorer(possessive="nmod:poss"))
+
+
+def test_table1_rows_are_the_chapters_table(tiny_lm, toy_conllu):
+    """The rows the syntax chapter used to build in a cell, now built once in the package."""
+    from helpers import paper
+    from helpers.syntax.run import run_heads, table1_relations, table1_rows
+
+    run = run_heads(tiny_lm, str(toy_conllu), max_length=60)
+    table = run.scores.table()
+    expected = []
+    for rel in table1_relations(run.scores):  # the chapter's cell, as it was
+        ours, ref = table[rel], paper.table1_row(rel)
+        expected.append({
+            "relation": rel, "count": ours["count"], "head": ours["best_head"],
+            "direction": "dep→head" if ours["direction"] == DIRECTIONS[0] else "head→dep",
+            "accuracy": round(ours["accuracy"], 1),
+            "baseline": f"{ours['baseline_accuracy']:.1f} ({ours['baseline_offset']:+d})",
+            "paper relation": ref[0] if ref else "", "paper head": ref[1][0] if ref else "",
+            "paper accuracy": str(ref[1][1]) if ref else None,
+            "paper baseline": f"{ref[1][2]} ({ref[1][3]:+d})" if ref else "",
+        })
+    assert table1_rows(run.scores) == expected
+    det = next(r for r in expected if r["relation"] == "det")
+    assert (det["paper head"], det["paper accuracy"], det["paper baseline"]) == ("8-11", "94.3", "51.7 (+1)")
+
+
+def test_figure5_examples_follow_the_rule():
+    """The strongest relations' best heads on the first sentence they parse fully (the chapter's former cell)."""
+    from helpers.syntax.run import HeadsRun, example_sentence, figure5_examples, strongest_relations, table1_relations
+
+    sents, maps = _random_sentences(n_sentences=12, seed=5, min_words=8, max_words=14)
+    for m, s in zip(maps, sents):  # head 2-2 (dependent-to-head) points every word at its gold head
+        m[1, 1] = 0.0
+        for i, h in enumerate(s.heads):
+            m[1, 1, i + 1, h if h else len(s) + 1] = 1.0
+    scorer = HeadScorer()
+    for k, (m, s) in enumerate(zip(maps, sents)):
+        scorer.update(m, s, index=k)
+
+    class Store:
+        examples = [type("E", (), {"index": k})() for k in range(len(sents))]
+        skipped: list = []
+
+        def __getitem__(self, i):
+            return maps[i]
+
+    run = HeadsRun("toy", sents, Store(), scorer.result())
+    table = run.scores.table()
+    gains = {r: table[r]["accuracy"] - table[r]["baseline_accuracy"] for r in table1_relations(run.scores) if r != ALL}
+    assert strongest_relations(run.scores, 3) == sorted(gains, key=gains.get, reverse=True)[:3]
+    got = figure5_examples(run, 3)
+    assert got
+    for ex in got:  # what the cell computed
+        best = run.scores.best(ex.relation)
+        d, l, h = best["_index"]
+        i = example_sentence(run, ex.relation, best["_index"])
+        assert ex.sentence == i and ex.head == best["best_head"] and ex.direction == DIRECTIONS[d]
+        np.testing.assert_array_equal(ex.attn, maps[i][l, h] if d == 0 else maps[i][l, h].T)
+        assert ex.words == ["[CLS]", *sents[i].words, "[SEP]"]
+        assert ex.dependents == [k + 1 for k, r in enumerate(sents[i].deprels) if r == ex.relation]
+        assert ex.title == f"{ex.relation}: head {best['best_head']} ({'dep→head' if d == 0 else 'head→dep'})"
