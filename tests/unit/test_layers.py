@@ -34,7 +34,7 @@ LAYERS = {
     "core": 1, "data": 2, "pipeline": 3, "reduce": 3,
     "surface": 4, "syntax": 4, "coref": 4, "probe": 4, "cluster": 4, "norms": 4,
     "results": 5, "compare": 5,
-    "presentation": 6,
+    "presentation": 6, "plan": 6,
     "cli": 7, "__main__": 7, "__init__": 7,
 }
 SECTIONS = {name for name, level in LAYERS.items() if level == 4}
