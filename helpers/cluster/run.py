@@ -134,6 +134,12 @@ def js_distances(lm: LoadedModel, batch, *, progress: bool = False, execution: E
     return acc.result(), acc.tokens
 
 
+def distances_key(lm: LoadedModel, batch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
+    """The cache key of the JS distances of ``batch`` (the model, the segments and the code computing them)."""
+    return {"model": lm.fingerprint(), "data": batch.digest(), "code": source_digest(*DISTANCES_CODE),
+            **segments_key(segments_from)}
+
+
 def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
                 segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
                 cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False,
@@ -145,8 +151,7 @@ def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
     MDS and the permutation test run here."""
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
                            data_dir=data_dir, cache_root=cache_root)
-    key = {"model": lm.fingerprint(), "data": batch.digest(), "code": source_digest(*DISTANCES_CODE),
-           **segments_key(segments_from)}
+    key = distances_key(lm, batch, segments_from)
 
     def compute() -> dict:
         D, tokens = js_distances(lm, batch, progress=progress, execution=execution)

@@ -39,7 +39,8 @@ class NormsReport:
     batch: EncodedBatch
 
 
-def _stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
+def stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
+    """The cache key of the norm statistics of ``batch`` (the model, the segments and the code computing them)."""
     return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types,
             "code": source_digest(*STATS_CODE)}
 
@@ -52,7 +53,7 @@ def run_norms(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_len
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
                            cache_root=cache_root)
     stats = NormStats.from_cache(cached_json(
-        "norm-stats", _stats_key(lm, batch), lambda: norm_statistics(lm, batch, progress=progress, execution=execution).to_cache(),
+        "norm-stats", stats_key(lm, batch), lambda: norm_statistics(lm, batch, progress=progress, execution=execution).to_cache(),
         cache_root=cache_root))
     return NormsReport(lm.label, batch.summary(), stats, batch)
 

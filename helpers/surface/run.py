@@ -74,7 +74,8 @@ def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int 
                          batch_size=batch_size, execution=execution, progress=progress).result()
 
 
-def _stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
+def stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
+    """The cache key of the §3 statistics of ``batch`` (the model, the segments and the code computing them)."""
     return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types,
             "code": source_digest(*STATS_CODE), **segments_key(segments_from)}
 
@@ -85,7 +86,7 @@ def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_
     """:func:`surface_statistics`, cached on disk (keyed by the model's weights, the encoded segments and their
     construction; not by where they were computed: both engines give the same result)."""
     return SurfaceStats.from_json(cached_json(
-        "surface-stats", _stats_key(lm, batch, segments_from),
+        "surface-stats", stats_key(lm, batch, segments_from),
         lambda: surface_statistics(lm, batch, progress=progress, execution=execution).to_json(),
         cache_root=cache_root))
 
@@ -105,7 +106,7 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
     evaluated on GUM dev segments."""
     seg = dict(max_length=max_length, segments_from=segments_from, data_dir=data_dir, cache_root=cache_root)
     batch = build_segments(lm, n_segments=n_segments, seed=seed, **seg)
-    key = _stats_key(lm, batch, segments_from)
+    key = stats_key(lm, batch, segments_from)
     stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root, progress=progress,
                                       execution=execution)
     grads = mlm = None

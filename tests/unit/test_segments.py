@@ -175,7 +175,7 @@ def test_surface_and_cluster_report_the_segments_they_use(tiny_model_dir, fake_d
 
 def test_segment_construction_is_part_of_the_result_keys(tiny_lm):
     from helpers.core.encoding import encode_ids
-    from helpers.surface.run import _stats_key
+    from helpers.surface.run import stats_key
 
     batch = encode_ids([[2, 9, 3, 11, 3]])
-    assert _stats_key(tiny_lm, batch, "documents") != _stats_key(tiny_lm, batch, "paragraphs")
+    assert stats_key(tiny_lm, batch, "documents") != stats_key(tiny_lm, batch, "paragraphs")

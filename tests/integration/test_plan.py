@@ -1,0 +1,49 @@
+"""What a build reads (helpers.plan): the passes follow the chapters' sizes, and the one pass over the
+segments fills the §3, §6 and norms caches with exactly what their separate runs compute."""
+from __future__ import annotations
+
+import json
+
+from helpers.plan import book_passes, segment_statistics
+
+
+def test_book_passes_follow_the_chapters_sizes():
+    from helpers.compare.run import REDUCED_SIZES
+    from helpers.probe.run import probe_corpora
+    from helpers.surface.run import SEGMENTS
+
+    passes = book_passes(small=False, specs=["default", "random:default"])
+    book = {(p.input, p.backward): p for p in passes if p.spec == "default"}
+    assert book["segments", False].option["n_segments"] == SEGMENTS and book["segments", True].option["n_segments"] == SEGMENTS
+    assert all(book[c, False].option["max_sentences"] is None for c in probe_corpora().values())
+    control = {p.input: p for p in passes if p.spec == "random:default"}
+    # the control reads the probes' treebanks whole; the comparison's reduced run of the same weights adds nothing
+    assert all(control[c].option["max_sentences"] is None for c in probe_corpora().values())
+    assert control["segments"].option["n_segments"] == REDUCED_SIZES["n_segments"]
+    assert "norms" not in control["segments"].sections  # the norms chapter analyses the book's model only
+    assert len({(p.spec, p.input, p.backward) for p in passes}) == len(passes)  # each input once per model
+
+
+def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
+    from helpers.cluster.run import run_cluster
+    from helpers.norms.run import run_norms
+    from helpers.surface.run import run_surface
+
+    n, L = 6, 48  # the tiny model has 64 positions
+    separate, shared = tmp_path / "separate", tmp_path / "shared"
+    surface = run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=separate).stats.to_json()
+    cluster = run_cluster(tiny_lm, n_segments=n, max_length=L, n_perm=10, cache_root=separate)
+    norms = run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=separate).stats.to_cache()
+    assert sorted(segment_statistics(tiny_lm, n_segments=n, max_length=L, cache_root=shared)) == ["distances", "norms", "surface"]
+    assert segment_statistics(tiny_lm, n_segments=n, max_length=L, cache_root=shared) == []  # all cached now: nothing recomputed
+    files = sorted(p.name for p in (shared / "artifacts").glob("*.json"))
+    assert len(files) == 3
+    # the chapters read them back (no model pass: the cached files are not rewritten), equal to the separate runs
+    before = {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")}
+    assert json.dumps(run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=shared).stats.to_json(),
+                      sort_keys=True) == json.dumps(surface, sort_keys=True)
+    again = run_cluster(tiny_lm, n_segments=n, max_length=L, n_perm=10, cache_root=shared)
+    assert again.distance.tolist() == cluster.distance.tolist() and again.tokens == cluster.tokens
+    assert json.dumps(run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=shared).stats.to_cache(), sort_keys=True) == \
+        json.dumps(norms, sort_keys=True)
+    assert {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")} == before
