@@ -88,6 +88,23 @@ class EncodedBatch:
         }
 
 
+def printable(text, *, limit: int | None = None) -> str:
+    r"""``text`` fit for a one-line message on a terminal: every character that does not print (control
+    characters such as ESC, bidirectional overrides such as U+202E, line separators) written as its
+    escape, and, with ``limit``, cut to that many characters, saying how long it was.
+
+    >>> printable("s1\u202e\x1b[31m")
+    's1\\u202e\\x1b[31m'
+    >>> printable("x" * 500, limit=8)
+    'xxxxxxxx... (500 characters)'
+    """
+    text = str(text)
+    cut = text if limit is None or len(text) <= limit else text[:limit]
+    if not cut.isprintable():
+        cut = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    return cut if limit is None or len(text) <= limit else f"{cut}... ({len(text)} characters)"
+
+
 def _check_max_length(max_length: int) -> None:
     if max_length < 3:
         raise ValueError(f"--max-length {max_length}: must be at least 3 (two special tokens and one word)")
@@ -159,6 +176,16 @@ def _word_positions(word_ids: list[int | None], n_words: int) -> np.ndarray:
             seen_word = True
             out[t] = w + 1
     return out
+
+
+def check_positions(batch: EncodedBatch, model_max: int) -> None:
+    """Raise ``ValueError`` when an input of ``batch`` is longer than the model's ``model_max`` positions:
+    ``--max-length`` above the model's limit let such inputs through (segments are built up to
+    ``--max-length``), and the model would fail on them deep inside its embeddings."""
+    longest = max((len(ex) for ex in batch.examples), default=0)
+    if longest > model_max:
+        raise ValueError(f"--max-length {batch.max_length} exceeds the model's limit of {model_max} positions "
+                         f"(inputs of up to {longest} tokens were built); use --max-length {model_max} or less")
 
 
 def encode_ids(
