@@ -27,7 +27,7 @@ def check_specs(specs: list[str], *, cache_root=None, max_length: int | None = N
 
     for spec in specs:
         name, random_init = parse_spec(spec)
-        limit = check_model(None if name == DEFAULT_SPEC else name, cache_root=cache_root, option=f"{where} {spec}:",
+        limit = check_model(None if name == DEFAULT_SPEC else name, cache_root=cache_root, label=f"{where} {spec}",
                             random_init=random_init)
         if max_length is not None and max_length > limit:
             raise ValueError(f"{where} {spec}: --max-length {max_length} exceeds this model's limit of {limit} positions")

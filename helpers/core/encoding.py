@@ -105,7 +105,22 @@ def printable(text, *, limit: int | None = None) -> str:
     return cut if limit is None or len(text) <= limit else f"{cut}... ({len(text)} characters)"
 
 
+def _check_sentences(sentences) -> None:
+    """``sentences`` is a list of sentences, each a list (or tuple) of words (str): a sentence given as one string
+    would be read letter by letter, so it is refused."""
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (Sequence, np.ndarray)):
+        raise TypeError(f"sentences: a list of sentences, each a list of words (str), not {type(sentences).__name__}")
+    for k, words in enumerate(sentences):
+        if (isinstance(words, str) or not isinstance(words, (Sequence, np.ndarray))
+                or not all(isinstance(w, str) for w in words)):
+            shown = printable(repr(words), limit=60)
+            raise TypeError(f"sentence {k}: a list of words (str), not {shown}"
+                            + ("; split it first, e.g. text.split()" if isinstance(words, str) else ""))
+
+
 def _check_max_length(max_length: int) -> None:
+    if isinstance(max_length, bool) or not isinstance(max_length, int):
+        raise TypeError(f"max_length={printable(repr(max_length), limit=60)}: a whole number of tokens")
     if max_length < 3:
         raise ValueError(f"--max-length {max_length}: must be at least 3 (two special tokens and one word)")
 
@@ -125,6 +140,7 @@ def encode_words(
     _check_max_length(max_length)
     if model_max is not None and max_length > model_max:
         raise ValueError(f"--max-length {max_length} exceeds the model's limit of {model_max} positions")
+    _check_sentences(sentences)
     unk = tokenizer.unk_token or "[UNK]"
     examples: list[Encoded] = []
     skipped: list[int] = []

