@@ -277,7 +277,8 @@ def preflight(args: argparse.Namespace) -> None:
     goes (``--json``), the cache folder, the model (its folder, or its hub name) and every input file the
     command reads (``--conllu``, ``--corpus``, ``--glove`` and what the command declares with
     ``set_defaults(check_inputs=...)``). Options and ``--device`` were checked by their argparse types already."""
-    from helpers.data.corpora import check_glove, load_gum, load_treebank
+    from helpers.core.encoding import printable
+    from helpers.data.corpora import GUM_SPLITS, check_glove, load_gum, load_treebank
 
     if getattr(args, "json", None) and args.json != STDOUT:
         check_output_path(args.json)
@@ -287,6 +288,9 @@ def preflight(args: argparse.Namespace) -> None:
     limit = check_model_option(args)
     spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
     if spec == "segments":
+        if args.segment_source.removeprefix("gum:") not in GUM_SPLITS:
+            raise ValueError(f"--segment-source {printable(args.segment_source, limit=80)}: choose one of "
+                             f"{', '.join('gum:' + s for s in GUM_SPLITS)}")
         load_gum(args.segment_source.removeprefix("gum:"), data_dir=args.data_dir, cache_root=args.cache_dir)
     elif spec:
         load_treebank(spec, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),

@@ -29,8 +29,10 @@ Why Dask distributed, not Ray:
 - it is pure Python and light (``dask`` + ``distributed``, a few MB, wheels for every platform),
   against Ray's several hundred MB of binaries and its own object store and dashboard processes;
 - the same code runs on a local cluster (``--workers N``: ``LocalCluster`` of N single-threaded
-  worker processes on 127.0.0.1) and on an existing one (``--address tcp://host:8786``, started
-  with ``dask scheduler`` / ``dask worker``, or by dask-jobqueue / dask-kubernetes / dask-cuda).
+  worker processes on 127.0.0.1, over TLS with a certificate made for the run, so no other user of
+  the machine can join it or submit work; see :func:`local_cluster`) and on an existing one
+  (``--address tcp://host:8786`` or ``tls://host:8786`` with Dask's TLS settings, started with
+  ``dask scheduler`` / ``dask worker``, or by dask-jobqueue / dask-kubernetes / dask-cuda).
 
 The engine is an optional extra: ``pip install -r requirements-distributed.txt`` (or
 ``pip install -e .[distributed]``); nothing imports Dask unless a distributed engine is chosen.
