@@ -21,7 +21,7 @@ from helpers import config, results
 from helpers.cluster import command as cluster
 from helpers.compare import command as compare
 from helpers.coref import command as coref
-from helpers.data.files import nan_to_null, strict_dumps, write_text
+from helpers.data.files import nan_to_null, strict_dumps, write_output, write_text
 from helpers.norms import command as norms
 from helpers.pipeline import segments
 from helpers.pipeline.argtypes import (
@@ -241,7 +241,7 @@ def check_cache(args: argparse.Namespace) -> None:
     cache = config.cache_dir(getattr(args, "cache_dir", None))
     where = cache_label(args)
     if cache.exists() and not cache.is_dir():
-        raise NotADirectoryError(f"{where}: is a file, not a folder")
+        raise NotADirectoryError(f"{where}: is {'a file' if cache.is_file() else 'a device, pipe or socket'}, not a folder")
     if args.command in READ_ONLY_COMMANDS or getattr(args, "no_cache", False):
         return
     check_writable_folder(cache, where)
@@ -321,7 +321,7 @@ def _output(args: argparse.Namespace, result: dict) -> int:
         sys.stdout.flush()
         return 0
     try:
-        write_text(args.json, text)
+        write_output(args.json, text)
     except OSError as err:
         reason = f"cannot write --json {args.json} ({err.strerror or err})"
         try:

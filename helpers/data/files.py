@@ -164,6 +164,29 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write(Path(path).expanduser(), lambda h: h.write(text.encode()))
 
 
+def is_special_file(path: str | os.PathLike) -> bool:
+    """True when ``path`` exists (following links) and is neither a regular file nor a folder: a terminal,
+    a pipe, ``/dev/stdout``, ``/dev/null``. Such a target is written in place, never replaced by a rename."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def write_output(path: str | os.PathLike, text: str) -> None:
+    """Write a result: atomically (:func:`write_text`) to a file, or straight into a special file such as
+    ``/dev/stdout`` or a named pipe (a rename would replace the device or pipe by a regular file)."""
+    if is_special_file(Path(path).expanduser()):
+        try:
+            with open(Path(path).expanduser(), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as err:
+            raise _naming(err, Path(path)) from err
+        return
+    write_text(path, text)
+
+
 def write_json(path: str | os.PathLike, payload, **kwargs) -> None:
     """Write ``payload`` as JSON atomically (``indent=1`` unless given); refuses NaN and Infinity,
     naming where the first one is."""

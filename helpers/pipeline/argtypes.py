@@ -145,9 +145,15 @@ def check_output_path(path: str | os.PathLike, option: str = "--json") -> None:
     import tempfile
     from pathlib import Path
 
+    from helpers.data.files import is_special_file
+
     target = Path(path).expanduser()
     if target.is_dir():
         raise ValueError(f"{option} {path}: is a directory; give a file name, e.g. {target / 'result.json'}")
+    if is_special_file(target):  # /dev/stdout, a pipe: written in place
+        if not os.access(target, os.W_OK):
+            raise ValueError(f"{option} {path}: cannot write there (permission denied)")
+        return
     folder = target.parent
     existing = folder
     while not existing.exists() and existing != existing.parent:

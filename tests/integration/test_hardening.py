@@ -818,3 +818,20 @@ def test_control_characters_in_an_option_are_escaped(tmp_path, capsys, no_model)
 def test_bad_scheduler_address_is_refused(address, toy_conllu, capsys, no_model):
     assert main(["heads", "--conllu", str(toy_conllu), "--address", address]) == 2
     _one_line_error(capsys, f"--address {address}", "not a Dask scheduler address")
+
+
+def test_json_into_a_pipe_is_written_in_place(tmp_path):
+    """`--json /dev/stdout` or a named pipe: written into, never replaced by a renamed regular file."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "result.pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert main(["info", "--no-model", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "c"),
+                 "--json", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the pipe
+    assert received and json.loads(received[0])["cache"]["dir"] == str(tmp_path / "c")
