@@ -26,6 +26,7 @@ from helpers.norms import command as norms
 from helpers.pipeline import segments
 from helpers.pipeline.argtypes import (
     STDOUT,
+    check_no_link_loop,
     check_output_path,
     check_writable_folder,
     positive_int,
@@ -280,6 +281,11 @@ def preflight(args: argparse.Namespace) -> None:
     from helpers.core.encoding import printable
     from helpers.data.corpora import GUM_SPLITS, check_glove, load_gum, load_treebank
 
+    for option, env in (("cache_dir", config.CACHE_ENV), ("data_dir", config.DATA_ENV)):
+        value = getattr(args, option, None) or os.environ.get(env)
+        if value:
+            label = f"--{option.replace('_', '-')} {value}" if getattr(args, option, None) else f"${env}={value}"
+            check_no_link_loop(value, printable(label))
     if getattr(args, "json", None) and args.json != STDOUT:
         check_output_path(args.json)
     if hasattr(args, "engine"):

@@ -93,9 +93,17 @@ def atomic_write(path: Path, write) -> None:
     ``open()`` would give (``0o666`` less the umask), not ``mkstemp``'s private 0600, so a cache or
     report can be shared.
 
-    An error of the operating system (a full disk, a file-size limit, no permission) is raised as an
-    ``OSError`` whose ``filename`` is ``path`` (not the temporary file), so callers can say which file failed.
+    A symbolic link is written through (its target is replaced, the link stays), as a shell's ``>`` would.
+    An error of the operating system (a full disk, a file-size limit, no permission, a link loop) is raised
+    as an ``OSError`` whose ``filename`` is ``path`` (not the temporary file), so callers can say which file failed.
     """
+    if path.is_symlink():
+        try:
+            os.stat(path)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise _naming(err, path) from err
+        path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{_HOST}-{os.getpid()}.", suffix=_TMP_SUFFIX)

@@ -110,6 +110,17 @@ STDOUT = "-"
 """``--json -``: the result goes to standard output (progress and notes stay on standard error)."""
 
 
+def check_no_link_loop(path: str | os.PathLike, where: str) -> None:
+    """Raise ``ValueError`` starting with ``where`` when ``path`` is (or passes through) a symbolic link loop,
+    which ``Path.resolve`` would report as a bare ``RuntimeError``."""
+    from pathlib import Path
+
+    try:
+        Path(path).expanduser().resolve()
+    except (RuntimeError, OSError):
+        raise ValueError(f"{where}: is a symbolic link in a loop (it never reaches a folder)") from None
+
+
 def check_writable_folder(folder: str | os.PathLike, where: str) -> None:
     """Raise ``ValueError`` starting with ``where`` unless files can be written in ``folder``: it is a
     folder, or it can be created (tried where it would start, with a temporary folder removed at once),
@@ -145,9 +156,13 @@ def check_output_path(path: str | os.PathLike, option: str = "--json") -> None:
     import tempfile
     from pathlib import Path
 
-    from helpers.data.files import is_special_file
+    from helpers.data.files import input_file_problem, is_special_file
 
     target = Path(path).expanduser()
+    if target.is_symlink():
+        if "loop" in (input_file_problem(target) or ""):
+            raise ValueError(f"{option} {path}: is a symbolic link in a loop; give a file name")
+        target = Path(os.path.realpath(target))  # written through the link, as a shell's > would
     if target.is_dir():
         raise ValueError(f"{option} {path}: is a directory; give a file name, e.g. {target / 'result.json'}")
     if is_special_file(target):  # /dev/stdout, a pipe: written in place

@@ -835,3 +835,22 @@ def test_json_into_a_pipe_is_written_in_place(tmp_path):
     reader.join(timeout=30)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the pipe
     assert received and json.loads(received[0])["cache"]["dir"] == str(tmp_path / "c")
+
+
+@pytest.mark.parametrize("option", ["--cache-dir", "--data-dir", "--json", "--model", "--conllu"])
+def test_a_symbolic_link_loop_in_any_path_option_is_named(option, tmp_path, toy_conllu, capsys, no_model):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    args = {"--conllu": str(toy_conllu), "--cache-dir": str(tmp_path / "c"), option: str(loop)}
+    assert main(["extract", *[x for pair in args.items() for x in pair]]) == 2
+    err = _one_line_error(capsys, f"{option} {loop}" if option != "--conllu" else str(loop))
+    assert "symbolic link" in err
+    assert loop.is_symlink()  # nothing replaced it
+
+
+def test_json_through_a_symbolic_link_keeps_the_link(tmp_path):
+    link, target = tmp_path / "latest.json", tmp_path / "run-1.json"
+    link.symlink_to(target)
+    assert main(["info", "--no-model", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "c"),
+                 "--json", str(link)]) == 0
+    assert link.is_symlink() and json.loads(target.read_text())["cache"]["dir"] == str(tmp_path / "c")
