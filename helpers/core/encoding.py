@@ -208,6 +208,8 @@ def encode_ids(
     sequences: Sequence[Sequence[int]], *, max_length: int = 128
 ) -> EncodedBatch:
     """Wrap already-built token id sequences (special tokens included) for token-level extraction."""
+    if isinstance(sequences, (str, bytes)) or not isinstance(sequences, (Sequence, np.ndarray)):
+        raise TypeError(f"sequences: a list of token id lists, not {type(sequences).__name__}")
     examples, skipped = [], []
     for index, ids in enumerate(sequences):
         if len(ids) > max_length:
@@ -220,6 +222,8 @@ def encode_ids(
 def encode_texts(tokenizer, texts: Sequence[str], *, max_length: int = 128) -> EncodedBatch:
     """Encode raw texts as ``[CLS] text [SEP]`` for token-level extraction (over-long ones skipped)."""
     _check_max_length(max_length)
+    if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
+        raise TypeError("texts: a list of texts (str)" + ("; one text is [text]" if isinstance(texts, str) else ""))
     enc = tokenizer(list(texts), add_special_tokens=True)
     return encode_ids(enc["input_ids"], max_length=max_length)
 

@@ -768,6 +768,8 @@ def test_long_text_is_not_echoed_whole(tiny_lm):
     (lambda lm: __import__("helpers").load_model(42), "a model name or folder"),
     (lambda lm: __import__("helpers").encode_words(lm.tokenizer, ["the cat sat"]), "split it first"),
     (lambda lm: __import__("helpers").encode_words(lm.tokenizer, None), "a list of sentences"),
+    (lambda lm: __import__("helpers").encode_texts(lm.tokenizer, "the cat sat"), "one text is"),
+    (lambda lm: __import__("helpers").paper_segments([], lm.tokenizer, n="5"), "a whole number"),
     (lambda lm: __import__("helpers.presentation.explore").presentation.explore.analyse(["the", "cat"], lm,
                                                                                         max_length="128"), "max_length"),
     (lambda lm: __import__("helpers.presentation.explore").presentation.explore.predicted_heads(
