@@ -5,9 +5,10 @@ Commands: ``info`` (model, data, cache), ``extract`` (attention maps into the ca
 ``command.py``; all listed in one explicit table, :data:`COMMANDS`.
 Every command takes ``--model``, ``--random-init``, ``--seed``, ``--data-dir``, ``--cache-dir``
 and ``--device``; errors are printed as one line naming the argument, file or line at fault, with
-exit status 2. Options, the output path, the device and the input files are checked before any
-model loads (:func:`preflight`); a result that cannot be written to ``--json`` is kept in the cache
-(``results/``) and the error line says where.
+exit status 2 (operating-system errors name the option and the file: :func:`describe_os_error`).
+Options, the output path, the cache folder, the model, the device and the input files are checked
+before any model loads (:func:`preflight`); ``--json -`` is standard output; a result that cannot be
+written to ``--json`` is kept in the cache (``results/``) and the error line says where.
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ id and word alignment, so a change to a corpus file or tokenizer changes it), th
 digest when given, and the settings (level, word mode, length limit, token types, shard size).
 Each shard is an ``.npz`` written to a temporary file and renamed into place, so an interrupted run
 keeps every finished shard and resumes from the next. A shard that fails to load (truncated, bad
-CRC) or whose recorded key or indices disagree is recomputed.
+CRC), whose recorded key or indices disagree, or whose maps are not finite, are negative or (attention
+weights) have rows that do not sum to 1 is recomputed (:func:`shard_values_problem`).
 
 >>> from helpers import load_model, encode_words, extract
 >>> lm = load_model()
