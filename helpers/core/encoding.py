@@ -16,6 +16,7 @@ so it works for WordPiece and byte-level BPE alike.
 from __future__ import annotations
 
 import hashlib
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -119,7 +120,7 @@ def _check_sentences(sentences) -> None:
 
 
 def _check_max_length(max_length: int) -> None:
-    if isinstance(max_length, bool) or not isinstance(max_length, int):
+    if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral):
         raise TypeError(f"max_length={printable(repr(max_length), limit=60)}: a whole number of tokens")
     if max_length < 3:
         raise ValueError(f"--max-length {max_length}: must be at least 3 (two special tokens and one word)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 import re
 from contextlib import contextmanager
@@ -449,7 +450,7 @@ def load_model(
     if random_init not in (False, True, *RANDOM_INITS):
         raise ValueError(f"--random-init {_shown(repr(random_init), 60)}: choose one of {', '.join(RANDOM_INITS)} "
                          "(True means 'paper', False none)")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
         raise ValueError(f"seed={_shown(repr(seed), 60)}: a whole number from 0 to 2**32 - 1")
     if device is not None and not isinstance(device, (str, torch.device)):
         raise TypeError(f"device={_shown(repr(device), 60)}: a torch device such as 'cpu' or 'cuda', or None")

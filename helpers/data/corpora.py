@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 import re
 import tempfile
@@ -277,7 +278,7 @@ def load_treebank(
     ``data_dir``: the corpora folder (default :func:`helpers.config.data_dir`); ``cache_root``: where parsed
     trees are kept (default :func:`helpers.config.cache_dir`)."""
     spec = _corpus_spec(spec, "load_treebank")
-    if max_sentences is not None and (isinstance(max_sentences, bool) or not isinstance(max_sentences, int)):
+    if max_sentences is not None and (isinstance(max_sentences, bool) or not isinstance(max_sentences, numbers.Integral)):
         raise TypeError(f"max_sentences={printable(repr(max_sentences), limit=60)}: a whole number, or None for all")
     if max_sentences is not None and max_sentences < 1:
         raise ValueError(f"--max-sentences {max_sentences}: must be at least 1")

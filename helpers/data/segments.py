@@ -28,6 +28,7 @@ is 0 (:mod:`helpers.core.extract`).
 """
 from __future__ import annotations
 
+import numbers
 import random
 from dataclasses import dataclass
 from typing import Literal, Sequence
@@ -185,7 +186,7 @@ def paper_segments(
     if not isinstance(source, str) or source not in SEGMENT_SOURCES:
         raise ValueError(f"--segments-from {source!r:.60}: choose one of {', '.join(SEGMENT_SOURCES)}")
     for name, value in (("n", n), ("max_length", max_length), ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name}={value!r:.60}: a whole number")
     if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
         raise TypeError(f"documents: a list of GUM documents (helpers.load_gum), not {type(documents).__name__}")

@@ -14,6 +14,7 @@ Everything is word-level, as in §4: ``[CLS] w_1 ... w_n [SEP]`` maps ``[layer, 
 """
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -65,7 +66,7 @@ def _check_lm(lm) -> None:
 
 
 def _check_max_length(max_length) -> None:
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
+    if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 3:
         raise ValueError(f"max_length={printable(repr(max_length), limit=ECHO)}: a whole number of tokens, at least 3")
 
 
