@@ -5,9 +5,10 @@ Commands: ``info`` (model, data, cache), ``extract`` (attention maps into the ca
 ``command.py``; all listed in one explicit table, :data:`COMMANDS`.
 Every command takes ``--model``, ``--random-init``, ``--seed``, ``--data-dir``, ``--cache-dir``
 and ``--device``; errors are printed as one line naming the argument, file or line at fault, with
-exit status 2. Options, the output path, the device and the input files are checked before any
-model loads (:func:`preflight`); a result that cannot be written to ``--json`` is kept in the cache
-(``results/``) and the error line says where.
+exit status 2 (operating-system errors name the option and the file: :func:`describe_os_error`).
+Options, the output path, the cache folder, the model, the device and the input files are checked
+before any model loads (:func:`preflight`); ``--json -`` is standard output; a result that cannot be
+written to ``--json`` is kept in the cache (``results/``) and the error line says where.
 """
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ from helpers import config, results
 from helpers.cluster import command as cluster
 from helpers.compare import command as compare
 from helpers.coref import command as coref
-from helpers.data.files import nan_to_null, strict_dumps, write_text
+from helpers.data.files import nan_to_null, strict_dumps, write_output, write_text
 from helpers.norms import command as norms
 from helpers.pipeline import segments
 from helpers.pipeline.argtypes import (
+    STDOUT,
+    check_no_link_loop,
     check_output_path,
+    check_writable_folder,
     positive_int,
 )
 from helpers.pipeline.engine import Execution, add_execution_args
@@ -35,6 +39,7 @@ from helpers.pipeline.options import (
     add_corpus_args,
     encode_corpus,
     load,
+    with_counts,
 )
 from helpers.probe import command as probe
 from helpers.surface import command as surface
@@ -122,8 +127,11 @@ def cmd_extract(args: argparse.Namespace) -> dict:
     if batch.skipped:
         print(f"note: {len(batch.skipped)} input(s) longer than {batch.max_length} tokens were skipped "
               f"(indices {batch.skipped[:10]}{' ...' if len(batch.skipped) > 10 else ''})", file=sys.stderr)
-    return {"model": lm.label, "corpus": args.conllu or args.corpus, **summary,
-            "skipped_indices": batch.skipped, "seconds": round(time.perf_counter() - start, 3)}
+    drawn = len(batch.examples) + len(batch.skipped)
+    asked = ("segments", args.segments) if forced_level else ("max_sentences", args.max_sentences)
+    return with_counts({"model": lm.label, "corpus": args.conllu or args.corpus, **summary,
+                        "skipped_indices": batch.skipped, "seconds": round(time.perf_counter() - start, 3)},
+                       {asked[0]: (asked[1], drawn)})
 
 
 # -------------------------------------------------------------------------------- download
@@ -189,7 +197,9 @@ class _Parser(argparse.ArgumentParser):
     """Reports a bad command line in one line (``prog: error: argument --epochs: ...``), exit status 2."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        from helpers.core.encoding import printable
+
+        self.exit(2, f"{self.prog}: error: {printable(message.replace(chr(10), ' '))} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,40 +217,98 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 
+# Commands that never write the cache (``info`` only reads it; ``segments`` keeps parsed trees there when
+# it can): a read-only cache folder is fine for them. ``extract --no-cache`` writes nothing either.
+READ_ONLY_COMMANDS: tuple[str, ...] = ("info", "download", "segments")
+# Commands whose inputs are words (``--max-length`` must fit the model); segment commands are checked on
+# the segments they build (:func:`helpers.core.encoding.check_positions`).
+WORD_LEVEL_COMMANDS: tuple[str, ...] = ("extract", "heads", "coref", "probe", "claims")
+
+
+def cache_label(args: argparse.Namespace) -> str:
+    """How the error lines name the cache folder: ``--cache-dir DIR``, ``$BERT_ATTENTION_CACHE=DIR`` or the default's path."""
+    from helpers.core.encoding import printable
+
+    if getattr(args, "cache_dir", None):
+        return f"--cache-dir {printable(args.cache_dir)}"
+    env = os.environ.get(config.CACHE_ENV)
+    if env:
+        return f"${config.CACHE_ENV}={printable(env)}"
+    return f"the cache folder {config.cache_dir()} (choose another with --cache-dir)"
+
+
+def check_cache(args: argparse.Namespace) -> None:
+    """The cache folder is a folder (or can be made) and, for commands that write it, writable: checked
+    before the model loads, so a read-only or unusable ``--cache-dir`` is named at once."""
+    cache = config.cache_dir(getattr(args, "cache_dir", None))
+    where = cache_label(args)
+    if cache.exists() and not cache.is_dir():
+        raise NotADirectoryError(f"{where}: is {'a file' if cache.is_file() else 'a device, pipe or socket'}, not a folder")
+    if args.command in READ_ONLY_COMMANDS or getattr(args, "no_cache", False):
+        return
+    check_writable_folder(cache, where)
+    for sub in ("artifacts", "parsed", "results", "models"):  # the cache's own folders, where they exist
+        if (cache / sub).exists():
+            check_writable_folder(cache / sub, where)
+
+
+def check_model_option(args: argparse.Namespace) -> int | None:
+    """The model of ``--model`` (or ``$BERT_ATTENTION_MODEL``, or the default) can be loaded: its folder
+    is whole, or the hub name is known here. Returns its input limit in tokens (``None``: no model used)."""
+    from helpers.core.models import MODEL_ENV, check_model, requested_model
+
+    if args.command in ("download", "install-model", "compare") or getattr(args, "no_model", False):
+        return None
+    name = requested_model(args.model)
+    option = "--model" if args.model else f"${MODEL_ENV}"
+    return check_model(name, cache_root=args.cache_dir, option=option, random_init=args.random_init)
+
+
+def check_max_length(args: argparse.Namespace, limit: int | None) -> None:
+    """``--max-length`` fits the model's positions, for commands whose inputs are words (segment commands
+    check the segments they build)."""
+    spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
+    max_length = getattr(args, "max_length", None)
+    if (limit is not None and args.command in WORD_LEVEL_COMMANDS and spec != "segments" and max_length is not None
+            and max_length > limit):
+        raise ValueError(f"--max-length {max_length} exceeds the model's limit of {limit} positions")
+
+
 def preflight(args: argparse.Namespace) -> None:
     """Everything that can be checked before a model loads (seconds) rather than after: where the result
-    goes (``--json``), the model directory, and every input file the command reads (``--conllu``,
-    ``--corpus``, ``--glove`` and what the command declares with ``set_defaults(check_inputs=...)``).
-    Options and ``--device`` were checked by their argparse types already."""
-    from helpers.core.models import resolve_source
-    from helpers.data.corpora import load_gum, load_treebank
+    goes (``--json``), the cache folder, the model (its folder, or its hub name) and every input file the
+    command reads (``--conllu``, ``--corpus``, ``--glove`` and what the command declares with
+    ``set_defaults(check_inputs=...)``). Options and ``--device`` were checked by their argparse types already."""
+    from helpers.core.encoding import printable
+    from helpers.data.corpora import GUM_SPLITS, check_glove, load_gum, load_treebank
 
-    if getattr(args, "json", None):
+    for option, env in (("cache_dir", config.CACHE_ENV), ("data_dir", config.DATA_ENV)):
+        value = getattr(args, option, None) or os.environ.get(env)
+        if value:
+            label = f"--{option.replace('_', '-')} {value}" if getattr(args, option, None) else f"${env}={value}"
+            check_no_link_loop(value, printable(label))
+    if getattr(args, "json", None) and args.json != STDOUT:
         check_output_path(args.json)
     if hasattr(args, "engine"):
         Execution.from_args(args)  # --engine, --workers and --address agree; Dask installed if asked for
-    cache = config.cache_dir(getattr(args, "cache_dir", None))
-    if cache.exists() and not cache.is_dir():
-        where = "--cache-dir" if getattr(args, "cache_dir", None) else f"${config.CACHE_ENV}"
-        raise NotADirectoryError(f"{where} {cache}: is a file, not a folder")
-    if getattr(args, "model", None) and args.command not in ("download", "install-model"):
-        resolve_source(args.model, cache_root=args.cache_dir)  # a local directory without config.json, an extra not installed
+    check_cache(args)
+    limit = check_model_option(args)
     spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
     if spec == "segments":
+        if args.segment_source.removeprefix("gum:") not in GUM_SPLITS:
+            raise ValueError(f"--segment-source {printable(args.segment_source, limit=80)}: choose one of "
+                             f"{', '.join('gum:' + s for s in GUM_SPLITS)}")
         load_gum(args.segment_source.removeprefix("gum:"), data_dir=args.data_dir, cache_root=args.cache_dir)
     elif spec:
         load_treebank(spec, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),
                       cache_root=args.cache_dir)
     glove = getattr(args, "glove", None)
     if glove:
-        path = Path(glove).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"--glove {glove}: {'is a directory' if path.is_dir() else 'no such file'}")
-        with open(path, "rb") as handle:
-            handle.read(1)
+        check_glove(glove)
     check_inputs = getattr(args, "check_inputs", None)
     if check_inputs is not None:
         check_inputs(args)
+    check_max_length(args, limit)
 
 
 def _save_in_cache(args: argparse.Namespace, text: str) -> Path:
@@ -252,13 +320,15 @@ def _save_in_cache(args: argparse.Namespace, text: str) -> Path:
 
 
 def _output(args: argparse.Namespace, result: dict) -> int:
-    """Write ``result`` to ``--json`` (or print it); if that fails, keep it in the cache and say where."""
+    """Write ``result`` to ``--json`` (standard output for ``-`` or none); if that fails, keep it in the
+    cache and say where."""
     text = strict_dumps(nan_to_null(result), indent=1) + "\n"
-    if not args.json:
+    if not args.json or args.json == STDOUT:
         sys.stdout.write(text)
+        sys.stdout.flush()
         return 0
     try:
-        write_text(args.json, text)
+        write_output(args.json, text)
     except OSError as err:
         reason = f"cannot write --json {args.json} ({err.strerror or err})"
         try:
@@ -274,8 +344,59 @@ def _output(args: argparse.Namespace, result: dict) -> int:
     return 0
 
 
+# What to do about an operating-system error, by errno name.
+_OS_HINTS = {
+    "EFBIG": "a file-size limit (ulimit -f) stopped the write",
+    "ENOSPC": "the disk is full",
+    "EDQUOT": "the disk quota is used up",
+    "EROFS": "the file system is read-only",
+    "EACCES": "no permission",
+    "EPERM": "no permission",
+}
+
+
+def _named_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """``(how an error names it, path)`` for every path option of ``args``, most specific first."""
+    named: list[tuple[str, Path]] = []
+    for option in ("json", "conllu", "glove", "train", "dev", "model"):
+        value = getattr(args, option, None)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and item and item != STDOUT:
+                named.append((f"--{option} {item}", Path(item).expanduser().absolute()))
+    for item in getattr(args, "test", None) or []:
+        named.append((f"--test {item}", Path(item).expanduser().absolute()))
+    named.append((cache_label(args), config.cache_dir(getattr(args, "cache_dir", None))))
+    data = getattr(args, "data_dir", None) or os.environ.get(config.DATA_ENV)
+    if data:
+        label = f"--data-dir {data}" if getattr(args, "data_dir", None) else f"${config.DATA_ENV}={data}"
+        named.append((label, Path(data).expanduser().absolute()))
+    return named
+
+
+def describe_os_error(err: OSError, args: argparse.Namespace) -> str:
+    """One line for an operating-system error: the option whose path it concerns, the file, and why
+    (``--cache-dir /c: cannot write /c/k/shard-00000.npz: File too large (a file-size limit ...)``).
+    An ``OSError`` of our own (a message, no errno) is returned as it is."""
+    import errno as errnos
+
+    if err.errno is None:
+        return str(err)
+    reason = err.strerror or str(err)
+    hint = _OS_HINTS.get(errnos.errorcode.get(err.errno, ""))
+    reason = f"{reason} ({hint})" if hint else reason
+    if not err.filename:
+        return f"{reason}; the system named no file: this command writes to {cache_label(args)} and --json"
+    path = Path(os.fsdecode(err.filename)).expanduser().absolute()
+    for label, root in _named_paths(args):
+        if path == root or root in path.parents:
+            return f"{label}: {path}: {reason}"
+    return f"{path}: {reason}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status (0, 2 for bad input or an unwritable output, 130 on Ctrl-C)."""
+    from helpers.core.encoding import printable
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -293,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     except (ConllError, ModelNotAvailableError, config.DataNotFoundError, OSError, ValueError) as err:
-        print("error: " + str(err).replace("\n", " "), file=sys.stderr)
+        message = describe_os_error(err, args) if isinstance(err, OSError) else str(err)
+        print("error: " + printable(" ".join(message.split("\n"))), file=sys.stderr)
         return 2
     return _output(args, result)

@@ -6,7 +6,7 @@ import argparse
 from helpers.cluster.run import linguistic_heads, run_cluster
 from helpers.pipeline.argtypes import check_corpora, positive_int
 from helpers.pipeline.engine import Execution, add_execution_args, session
-from helpers.pipeline.options import Command, load
+from helpers.pipeline.options import Command, load, with_counts
 from helpers.pipeline.segments import (
     add_segment_args,
 )
@@ -29,7 +29,8 @@ def cmd_cluster(args: argparse.Namespace) -> dict:
                              n_perm=args.permutations, progress=not args.quiet, execution=execution)
         linguistic = {} if args.no_linguistic else linguistic_heads(lm, data_dir=args.data_dir, cache_root=args.cache_dir,
                                                                     execution=execution)
-    return result.to_json(linguistic)
+    out = result.to_json(linguistic)
+    return with_counts(out, {"segments": (args.segments, out["segments"])})
 
 
 COMMAND = Command("cluster", "paper §6: Jensen-Shannon distances between heads, MDS, behaviours, layer test", _cluster_args, cmd_cluster)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from helpers.compare.run import (
     COMPARE_ENV,
+    DEFAULT_SPEC,
     SENTENCES_PER_DOCUMENT,
     compare,
     compare_json,
@@ -16,17 +18,30 @@ from helpers.compare.run import (
 from helpers.pipeline.options import Command
 
 
+def check_specs(specs: list[str], *, cache_root=None, max_length: int | None = None, where: str = "--models") -> None:
+    """Check every model SPEC before any analysis runs (an analysis of the first model can take hours, so the
+    second must not fail only when it is reached): each model can be loaded (:func:`~helpers.core.models.check_model`:
+    a folder that exists and is whole, an installed extra, a hub name known here) and takes ``max_length`` tokens.
+    Raises naming the SPEC."""
+    from helpers.core.models import check_model
+
+    for spec in specs:
+        name, random_init = parse_spec(spec)
+        limit = check_model(None if name == DEFAULT_SPEC else name, cache_root=cache_root, label=f"{where} {spec}",
+                            random_init=random_init)
+        if max_length is not None and max_length > limit:
+            raise ValueError(f"{where} {spec}: --max-length {max_length} exceeds this model's limit of {limit} positions")
+
+
 def _check_compare_inputs(args: argparse.Namespace) -> None:
-    from helpers.core.models import resolve_source
     from helpers.results import _check_claims_inputs
 
     if args.model or args.random_init:
         raise ValueError("compare: name the models with --models SPEC[,SPEC...] (random:SPEC for a random-init copy), "
                      "not --model/--random-init")
+    where = "--models" if args.models is not None else f"${COMPARE_ENV}" if os.environ.get(COMPARE_ENV, "").strip() else "the default --models"
     args.models = parse_specs(args.models) if args.models is not None else default_specs(args.cache_dir)
-    for spec in args.models:
-        name, _ = parse_spec(spec)
-        resolve_source(name, cache_root=args.cache_dir)
+    check_specs(args.models, cache_root=args.cache_dir, max_length=args.max_length, where=where)
     _check_claims_inputs(args)
 
 

@@ -16,6 +16,7 @@ so it works for WordPiece and byte-level BPE alike.
 from __future__ import annotations
 
 import hashlib
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -88,7 +89,39 @@ class EncodedBatch:
         }
 
 
+def printable(text, *, limit: int | None = None) -> str:
+    r"""``text`` fit for a one-line message on a terminal: every character that does not print (control
+    characters such as ESC, bidirectional overrides such as U+202E, line separators) written as its
+    escape, and, with ``limit``, cut to that many characters, saying how long it was.
+
+    >>> printable("s1\u202e\x1b[31m")
+    's1\\u202e\\x1b[31m'
+    >>> printable("x" * 500, limit=8)
+    'xxxxxxxx... (500 characters)'
+    """
+    text = str(text)
+    cut = text if limit is None or len(text) <= limit else text[:limit]
+    if not cut.isprintable():
+        cut = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    return cut if limit is None or len(text) <= limit else f"{cut}... ({len(text)} characters)"
+
+
+def _check_sentences(sentences) -> None:
+    """``sentences`` is a list of sentences, each a list (or tuple) of words (str): a sentence given as one string
+    would be read letter by letter, so it is refused."""
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (Sequence, np.ndarray)):
+        raise TypeError(f"sentences: a list of sentences, each a list of words (str), not {type(sentences).__name__}")
+    for k, words in enumerate(sentences):
+        if (isinstance(words, str) or not isinstance(words, (Sequence, np.ndarray))
+                or not all(isinstance(w, str) for w in words)):
+            shown = printable(repr(words), limit=60)
+            raise TypeError(f"sentence {k}: a list of words (str), not {shown}"
+                            + ("; split it first, e.g. text.split()" if isinstance(words, str) else ""))
+
+
 def _check_max_length(max_length: int) -> None:
+    if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral):
+        raise TypeError(f"max_length={printable(repr(max_length), limit=60)}: a whole number of tokens")
     if max_length < 3:
         raise ValueError(f"--max-length {max_length}: must be at least 3 (two special tokens and one word)")
 
@@ -108,6 +141,7 @@ def encode_words(
     _check_max_length(max_length)
     if model_max is not None and max_length > model_max:
         raise ValueError(f"--max-length {max_length} exceeds the model's limit of {model_max} positions")
+    _check_sentences(sentences)
     unk = tokenizer.unk_token or "[UNK]"
     examples: list[Encoded] = []
     skipped: list[int] = []
@@ -161,10 +195,22 @@ def _word_positions(word_ids: list[int | None], n_words: int) -> np.ndarray:
     return out
 
 
+def check_positions(batch: EncodedBatch, model_max: int) -> None:
+    """Raise ``ValueError`` when an input of ``batch`` is longer than the model's ``model_max`` positions:
+    ``--max-length`` above the model's limit let such inputs through (segments are built up to
+    ``--max-length``), and the model would fail on them deep inside its embeddings."""
+    longest = max((len(ex) for ex in batch.examples), default=0)
+    if longest > model_max:
+        raise ValueError(f"--max-length {batch.max_length} exceeds the model's limit of {model_max} positions "
+                         f"(inputs of up to {longest} tokens were built); use --max-length {model_max} or less")
+
+
 def encode_ids(
     sequences: Sequence[Sequence[int]], *, max_length: int = 128
 ) -> EncodedBatch:
     """Wrap already-built token id sequences (special tokens included) for token-level extraction."""
+    if isinstance(sequences, (str, bytes)) or not isinstance(sequences, (Sequence, np.ndarray)):
+        raise TypeError(f"sequences: a list of token id lists, not {type(sequences).__name__}")
     examples, skipped = [], []
     for index, ids in enumerate(sequences):
         if len(ids) > max_length:
@@ -177,6 +223,8 @@ def encode_ids(
 def encode_texts(tokenizer, texts: Sequence[str], *, max_length: int = 128) -> EncodedBatch:
     """Encode raw texts as ``[CLS] text [SEP]`` for token-level extraction (over-long ones skipped)."""
     _check_max_length(max_length)
+    if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
+        raise TypeError("texts: a list of texts (str)" + ("; one text is [text]" if isinstance(texts, str) else ""))
     enc = tokenizer(list(texts), add_special_tokens=True)
     return encode_ids(enc["input_ids"], max_length=max_length)
 

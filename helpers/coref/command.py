@@ -14,7 +14,7 @@ from helpers.coref.stats import (
 )
 from helpers.pipeline.argtypes import max_length_int, positive_int
 from helpers.pipeline.engine import Execution, add_execution_args, session
-from helpers.pipeline.options import Command, load
+from helpers.pipeline.options import Command, load, with_counts
 
 
 def _coref_args(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +39,9 @@ def cmd_coref(args: argparse.Namespace) -> dict:
         dev = run_coref(lm, args.select_on, execution=execution, **kw)
     layer, head = dev.best_head()
     acc = test.accuracy()
-    return {
+    counts = {f"max_documents:{args.split}": (args.max_documents, test.n_documents),
+              f"max_documents:{args.select_on}": (args.max_documents, dev.n_documents)}
+    return with_counts({
         "model": lm.label, "split": args.split, "setting": args.setting, "documents": test.n_documents,
         "mentions": test.counts(),
         "per_head": {k: np.round(v, 4).tolist() for k, v in acc.items()},
@@ -50,7 +52,7 @@ def cmd_coref(args: argparse.Namespace) -> dict:
         "paper": {name: dict(zip(("all", *MENTION_TYPES), values)) for name, values in paper.TABLE2.items()},
         "candidates": CANDIDATE_LABELS["mentions"],
         "every_word_candidates": _candidates_json(dev, test, "words", args.select_on),
-    }
+    }, counts)
 
 
 def _candidates_json(dev: CorefRun, test: CorefRun, candidates: CandidateSet, select_on: str) -> dict:

@@ -9,7 +9,8 @@ id and word alignment, so a change to a corpus file or tokenizer changes it), th
 digest when given, and the settings (level, word mode, length limit, token types, shard size).
 Each shard is an ``.npz`` written to a temporary file and renamed into place, so an interrupted run
 keeps every finished shard and resumes from the next. A shard that fails to load (truncated, bad
-CRC) or whose recorded key or indices disagree is recomputed.
+CRC), whose recorded key or indices disagree, or whose maps are not finite, are negative or (attention
+weights) have rows that do not sum to 1 is recomputed (:func:`shard_values_problem`).
 
 >>> from helpers import load_model, encode_words, extract
 >>> lm = load_model()
@@ -137,7 +138,7 @@ class AttentionStore:
             maps = {ex.index: a for ex, a in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
                                                                       word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
         else:
-            maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads)
+            maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads, maps=self.maps)
         self._loaded = (number, maps)
         return maps
 
@@ -194,9 +195,60 @@ def _map_iterator(maps: str):
     return iter_attention
 
 
+# Rows of attention weights sum to 1 in exact arithmetic; stored float32 rows (softmax in float32, word rows
+# averaged over tokens) are off by a few units of 1e-6 at 512 keys. A row further than this from 1 is damage.
+ROW_SUM_TOLERANCE = 1e-3
+
+
+def shard_values_problem(data: np.ndarray, sizes: np.ndarray, maps_per_example: int, kind: str | None) -> str | None:
+    """What is wrong with the values of a shard's flat ``data`` (examples of ``sizes[i]`` positions, each
+    ``maps_per_example`` maps of ``[n, n]``), or ``None``. Every kind of map is finite and non-negative;
+    attention weights (``kind="weights"``) also have rows that sum to 1 within :data:`ROW_SUM_TOLERANCE`.
+    Norm maps (``"norms"``) are not weights, and ``None`` (kind unknown) checks only what every map obeys.
+
+    One pass each for the minimum, the maximum and the row sums (``np.add.reduceat``), with no copy of ``data``.
+    """
+    if data.size == 0:
+        return None
+    low, high = data.min(), data.max()
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "holds values that are not finite (NaN or infinity)"
+    if low < 0:
+        return f"holds negative values (down to {float(low):.3g})"
+    if kind == "weights":
+        sizes = np.asarray(sizes, dtype=np.int64)
+        row_lengths = np.repeat(sizes, maps_per_example * sizes)
+        if int(row_lengths.sum()) != data.size:
+            return "holds more or fewer values than its examples' maps"
+        starts = np.zeros(len(row_lengths), dtype=np.int64)
+        np.cumsum(row_lengths[:-1], out=starts[1:])
+        worst = float(np.abs(np.add.reduceat(data, starts) - 1).max())
+        if worst > ROW_SUM_TOLERANCE:
+            return f"holds attention rows that do not sum to 1 (off by up to {worst:.3g})"
+    return None
+
+
+def _shard_kind(path: Path, key: str) -> str | None:
+    """The kind of maps in the shard at ``path`` (whose key is ``key``), read from its folder's ``meta.json``:
+    ``"weights"`` (no ``maps`` field), ``"norms"``, or ``None`` when the metadata is missing, damaged or
+    belongs to another extraction."""
+    try:
+        meta = json.loads((path.parent / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("key") != key:
+        return None
+    kind = meta.get("maps", "weights")
+    return kind if kind in MAPS else None
+
+
 def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
-                indices: list[int] | None = None) -> dict[int, np.ndarray]:
-    """Load one shard (every member, so zip CRCs are checked); raise ValueError if it is unusable."""
+                indices: list[int] | None = None, maps: str | None = None) -> dict[int, np.ndarray]:
+    """Load one shard (every member, so zip CRCs are checked); raise ValueError if it is unusable.
+
+    Besides its key, examples and sizes, its values are checked (:func:`shard_values_problem`): maps
+    that are not finite, negative, or (attention weights) whose rows do not sum to 1 are damage. ``maps``
+    is the kind stored (default: read from the folder's ``meta.json``, see :func:`_shard_kind`)."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in ("key", "indices", "sizes", "offsets", "data")}
@@ -206,13 +258,23 @@ def _read_shard(path: Path, n_layers: int, n_heads: int, key: str | None = None,
         raise ValueError(f"{path}: shard belongs to another extraction (stale key)")
     if indices is not None and arrays["indices"].tolist() != list(indices):
         raise ValueError(f"{path}: shard holds other examples than expected (stale)")
-    maps = {}
-    for i, (index, n) in enumerate(zip(arrays["indices"].tolist(), arrays["sizes"].tolist())):
-        start, stop = arrays["offsets"][i], arrays["offsets"][i + 1]
-        if stop - start != n_layers * n_heads * n * n:
+    data, sizes, offsets = arrays["data"], arrays["sizes"], arrays["offsets"]
+    if (data.ndim != 1 or data.dtype.kind != "f" or sizes.ndim != 1 or offsets.shape != (len(sizes) + 1,)
+            or len(arrays["indices"]) != len(sizes)):
+        raise ValueError(f"{path}: cache shard has a damaged layout")
+    by_index = {}
+    for i, (index, n) in enumerate(zip(arrays["indices"].tolist(), sizes.tolist())):
+        start, stop = offsets[i], offsets[i + 1]
+        if stop - start != n_layers * n_heads * n * n or start < 0 or stop > data.size:
             raise ValueError(f"{path}: example {index} has a wrong size (corrupted)")
-        maps[index] = arrays["data"][start:stop].reshape(n_layers, n_heads, n, n)
-    return maps
+        by_index[index] = data[start:stop].reshape(n_layers, n_heads, n, n)
+    if offsets[0] != 0 or offsets[-1] != data.size:
+        raise ValueError(f"{path}: cache shard has a damaged layout")
+    kind = maps if maps is not None else _shard_kind(path, str(arrays["key"]))
+    problem = shard_values_problem(data, sizes, n_layers * n_heads, kind)
+    if problem:
+        raise ValueError(f"{path}: cache shard {problem} (damaged)")
+    return by_index
 
 
 def _write_shard(path: Path, key: str, pairs: list[tuple[Encoded, np.ndarray]], dtype=None) -> None:

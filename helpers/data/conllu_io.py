@@ -10,12 +10,15 @@ malformed file fails with ``path:line: what is wrong`` rather than deep inside a
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import conllu
+
+from helpers.core.encoding import printable
 
 _ID_INT = re.compile(r"^[1-9][0-9]*$")
 _ID_RANGE = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
@@ -130,7 +133,7 @@ def _check_block(path: Path, start: int, lines: list[str]) -> None:
             raise ConllError(f"{path}:{number}: HEAD {head} points past the sentence's {n_words} words")
     problem = tree_problem([h for _, h in heads], deprels)
     if problem:
-        where = f"sentence {sent_id}" if sent_id else "sentence"
+        where = f"sentence {printable(sent_id, limit=80)}" if sent_id else "sentence"
         raise ConllError(f"{path}:{start}: {where} is not a tree: {problem}")
 
 
@@ -190,11 +193,18 @@ def read_conllu(path: str | Path, *, doc_id: str | None = None) -> list[Sentence
         ConllError: malformed input, naming the file and line.
         FileNotFoundError: no such file.
     """
+    from helpers.data.files import input_file_problem
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"read_conllu: the path of a CoNLL-U file, not {printable(repr(path), limit=60)}")
     path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path}: is a directory, not a CoNLL-U file")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such CoNLL-U file")
+    problem = input_file_problem(path)
+    if problem == "is a directory":
+        raise IsADirectoryError(f"{printable(path)}: is a directory, not a CoNLL-U file")
+    if problem == "no such file":
+        raise FileNotFoundError(f"{printable(path)}: no such CoNLL-U file")
+    if problem:
+        raise OSError(f"{printable(path)}: {problem}; give a CoNLL-U file")
     sentences: list[Sentence] = []
     current_doc = doc_id or path.stem
     for start, lines in _blocks(path):
@@ -202,7 +212,7 @@ def read_conllu(path: str | Path, *, doc_id: str | None = None) -> list[Sentence
         try:
             (tokens,) = conllu.parse("\n".join(lines) + "\n\n")
         except Exception as err:  # conllu raises several types; give the location instead
-            raise ConllError(f"{path}:{start}: cannot parse sentence: {err}") from err
+            raise ConllError(f"{path}:{start}: cannot parse sentence: {printable(err, limit=200)}") from err
         meta = dict(tokens.metadata)
         new_doc = "newdoc id" in meta or "newdoc" in meta
         if new_doc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 import re
 import tempfile
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from helpers.config import data_dir as resolve_data_dir
+from helpers.core.encoding import printable
 from helpers.data.conllu_io import Sentence, read_conllu
 
 GumSplit = Literal["train", "dev", "test", "test2"]
@@ -89,8 +91,8 @@ def gum_split_documents(split: GumSplit, *, data_dir: str | os.PathLike | None =
     listed in ``splits.md`` but absent from ``gum/dep`` (the reddit texts, not distributed) are
     left out.
     """
-    if split not in GUM_SPLITS:
-        raise ValueError(f"GUM split {split!r}: choose one of {', '.join(GUM_SPLITS)}")
+    if not isinstance(split, str) or split not in GUM_SPLITS:
+        raise ValueError(f"GUM split {printable(repr(split), limit=60)}: choose one of {', '.join(GUM_SPLITS)}")
     gum = _gum_root(data_dir)
     present = sorted(p.stem for p in (gum / "dep").glob("*.conllu"))
     listed = parse_splits(gum / "splits.md")
@@ -122,25 +124,86 @@ def _read_cached(path: Path, doc_id: str | None, mtime_ns: int | None = None, ca
     return tuple(_parse_with_disk_cache(path, doc_id, cache_root))
 
 
+_ROW_TEXTS = ("words", "deprels", "upos", "xpos", "misc", "feats")  # per-word text columns of a parsed sentence
+_ROW_FIELDS = frozenset((*_ROW_TEXTS, "heads", "sent_id", "doc_id", "new_par", "line", "metadata"))
+
+
+def _block_starts(data: bytes) -> list[int]:
+    """1-based first lines of the blank-line-separated blocks of a CoNLL-U file (as :func:`read_conllu` cuts them)."""
+    starts, blank_before = [], True
+    for number, line in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
+        blank = not line.strip()
+        if not blank and blank_before:
+            starts.append(number)
+        blank_before = blank
+    return starts
+
+
+def _rows_digest(rows) -> str:
+    return hashlib.sha256(json.dumps(rows, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def parsed_entry_problem(entry, key: str, data: bytes) -> str | None:
+    """Why a parsed-treebank cache entry cannot stand for the file whose bytes are ``data``, or ``None``.
+
+    The entry is ``{"format", "key", "digest", "sentences": [row, ...]}``: the key must be this file's,
+    the digest that of the rows (damage), the rows must start at the file's sentence blocks, one row
+    per block (a foreign or cut entry), and each row must be a sentence whose HEAD column forms a tree
+    (:func:`~helpers.data.conllu_io.tree_problem`), with one entry per word in every column."""
+    from helpers.data.conllu_io import tree_problem
+
+    if not isinstance(entry, dict) or entry.get("format") != PARSE_VERSION or entry.get("key") != key:
+        return "not an entry of this file (format or key differ)"
+    rows = entry.get("sentences")
+    if not isinstance(rows, list) or entry.get("digest") != _rows_digest(rows):
+        return "its sentences do not match their digest (damaged)"
+    if [row.get("line") if isinstance(row, dict) else None for row in rows] != _block_starts(data):
+        return "its sentences are not the file's sentence blocks"
+    for row in rows:
+        if set(row) != _ROW_FIELDS:
+            return f"the sentence at line {row['line']} has fields {sorted(row)}"
+        n = len(row["words"]) if isinstance(row["words"], list) else 0
+        columns = [row[name] for name in _ROW_TEXTS]
+        if not n or any(not isinstance(c, list) or len(c) != n or not all(isinstance(x, str) for x in c) for c in columns):
+            return f"the sentence at line {row['line']} has damaged word columns"
+        heads = row["heads"]
+        if (not isinstance(heads, list) or len(heads) != n
+                or not all(type(h) is int and 0 <= h <= n for h in heads)):
+            return f"the sentence at line {row['line']} has a damaged HEAD column"
+        problem = tree_problem(heads, row["deprels"])
+        if problem:
+            return f"the sentence at line {row['line']} is not a tree ({problem})"
+        if (not isinstance(row["sent_id"], str) or not isinstance(row["doc_id"], str)
+                or not isinstance(row["new_par"], bool) or not isinstance(row["metadata"], dict)):
+            return f"the sentence at line {row['line']} has damaged metadata"
+    return None
+
+
 def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.PathLike | None = None) -> list[Sentence]:
     """:func:`read_conllu`, with its result kept as JSON in the cache directory (``parsed/``), keyed by the
     file's bytes: parsing GUM train takes ~6 s, reading it back ~0.5 s, and every chapter's kernel reads
-    it. An unreadable cache file is parsed again; a cache that cannot be written is skipped."""
+    it. An entry is checked as it is read (:func:`parsed_entry_problem`: its key, its digest, one sentence
+    per block of the file, every sentence a tree); an unreadable, damaged or foreign entry is parsed again
+    and rewritten; a cache that cannot be written is skipped."""
     from helpers.config import cache_dir
     from helpers.data.files import atomic_write
 
-    key = hashlib.sha256(f"{PARSE_VERSION}\0{doc_id}\0".encode() + path.read_bytes()).hexdigest()[:32]
+    data = path.read_bytes()
+    key = hashlib.sha256(f"{PARSE_VERSION}\0{doc_id}\0".encode() + data).hexdigest()[:32]
     stored = cache_dir(cache_root) / "parsed" / f"{key}.json"
     try:
-        rows = json.loads(stored.read_text(encoding="utf-8"))
-        return [Sentence(**{**row, **{k: tuple(v) for k, v in row.items() if isinstance(v, list)}}, source=str(path))
-                for row in rows]
+        entry = json.loads(stored.read_text(encoding="utf-8"))
+        if parsed_entry_problem(entry, key, data) is None:
+            return [Sentence(**{**row, **{k: tuple(v) for k, v in row.items() if isinstance(v, list)}}, source=str(path))
+                    for row in entry["sentences"]]
     except (OSError, ValueError, TypeError):
         pass
     sentences = read_conllu(path, doc_id=doc_id)
     rows = [{k: v for k, v in vars(s).items() if k != "source"} for s in sentences]
+    rows = json.loads(json.dumps(rows, ensure_ascii=False))  # as it will be read back (tuples as lists)
+    entry = {"format": PARSE_VERSION, "key": key, "file": path.name, "digest": _rows_digest(rows), "sentences": rows}
     try:
-        atomic_write(stored, lambda h: h.write(json.dumps(rows, ensure_ascii=False).encode("utf-8")))
+        atomic_write(stored, lambda h: h.write(json.dumps(entry, ensure_ascii=False).encode("utf-8")))
     except OSError:
         pass
     return sentences
@@ -150,8 +213,16 @@ def _read(path: Path, doc_id: str | None = None, cache_root: str | os.PathLike |
     return _read_cached(path, doc_id, path.stat().st_mtime_ns, None if cache_root is None else str(cache_root))
 
 
+def _corpus_spec(spec, caller: str) -> str:
+    if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec):
+        raise TypeError(f"{caller}: the corpus must be a name such as 'gum:test' or 'ewt:dev', or the path of a "
+                        f".conllu file; got {printable(repr(spec), limit=60)}")
+    return os.fspath(spec)
+
+
 def corpus_files(spec: str, *, data_dir: str | os.PathLike | None = None) -> list[Path]:
     """The files a corpus spec reads (used to key caches on the data)."""
+    spec = _corpus_spec(spec, "corpus_files")
     if spec.startswith("gum:"):
         gum = _gum_root(data_dir)
         return [gum / "dep" / f"{d}.conllu" for d in gum_split_documents(spec[4:], data_dir=data_dir)]
@@ -161,15 +232,41 @@ def corpus_files(spec: str, *, data_dir: str | os.PathLike | None = None) -> lis
             raise FileNotFoundError(f"{path}: UD English EWT dev not found; run `python -m helpers download`")
         return [path]
     path = Path(spec).expanduser()
-    if path.suffix in (".conllu", ".conll") or path.exists():
-        if path.is_dir():
-            raise IsADirectoryError(f"{spec}: is a directory, not a CoNLL-U file")
-        if not path.is_file():
-            raise FileNotFoundError(f"{spec}: no such CoNLL-U file")
+    if path.suffix in (".conllu", ".conll") or path.exists() or path.is_symlink() or os.sep in spec:
+        check_conllu_file(path, spec)
         return [path.resolve()]
     raise ValueError(
-        f"corpus {spec!r}: use gum:train, gum:dev, gum:test, gum:test2, ewt:dev or a path to a .conllu file"
+        f"corpus {printable(spec, limit=120)!r}: use gum:train, gum:dev, gum:test, gum:test2, ewt:dev or a path to a .conllu file"
     )
+
+
+def check_conllu_file(path: Path, shown: str | None = None) -> None:
+    """Raise naming ``path`` (or ``shown``) unless it is a regular file that can be read: missing
+    (``FileNotFoundError``), a directory (``IsADirectoryError``), or a pipe, device, socket, link loop
+    or broken link (``OSError``)."""
+    from helpers.data.files import input_file_problem
+
+    problem = input_file_problem(path)
+    if problem is None:
+        return
+    shown = printable(shown if shown is not None else str(path))
+    if problem == "no such file":
+        raise FileNotFoundError(f"{shown}: no such CoNLL-U file")
+    if problem == "is a directory":
+        raise IsADirectoryError(f"{shown}: is a directory, not a CoNLL-U file")
+    raise OSError(f"{shown}: {problem}; give a CoNLL-U file")
+
+
+def check_glove(glove: str, option: str = "--glove") -> None:
+    """Raise naming ``option`` unless the word-vector file ``glove`` is a regular file that can be read."""
+    from helpers.data.files import input_file_problem
+
+    path = Path(glove).expanduser()
+    problem = input_file_problem(path)
+    if problem:
+        raise (FileNotFoundError if problem == "no such file" else OSError)(f"{option} {printable(glove)}: {problem}")
+    with open(path, "rb") as handle:
+        handle.read(1)
 
 
 def load_treebank(
@@ -180,6 +277,9 @@ def load_treebank(
 
     ``data_dir``: the corpora folder (default :func:`helpers.config.data_dir`); ``cache_root``: where parsed
     trees are kept (default :func:`helpers.config.cache_dir`)."""
+    spec = _corpus_spec(spec, "load_treebank")
+    if max_sentences is not None and (isinstance(max_sentences, bool) or not isinstance(max_sentences, numbers.Integral)):
+        raise TypeError(f"max_sentences={printable(repr(max_sentences), limit=60)}: a whole number, or None for all")
     if max_sentences is not None and max_sentences < 1:
         raise ValueError(f"--max-sentences {max_sentences}: must be at least 1")
     sentences: list[Sentence] = []

@@ -13,11 +13,13 @@ ValueError: refusing to write nan at rows[1]: JSON has no NaN or Infinity (an un
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -90,17 +92,42 @@ def atomic_write(path: Path, write) -> None:
     tell a killed writer's leftovers from a live one's. The file gets the mode an ordinary
     ``open()`` would give (``0o666`` less the umask), not ``mkstemp``'s private 0600, so a cache or
     report can be shared.
+
+    A symbolic link is written through (its target is replaced, the link stays), as a shell's ``>`` would.
+    An error of the operating system (a full disk, a file-size limit, no permission, a link loop) is raised
+    as an ``OSError`` whose ``filename`` is ``path`` (not the temporary file), so callers can say which file failed.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{_HOST}-{os.getpid()}.", suffix=_TMP_SUFFIX)
+    if path.is_symlink():
+        try:
+            os.stat(path)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise _naming(err, path) from err
+        path = Path(os.path.realpath(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.{_HOST}-{os.getpid()}.", suffix=_TMP_SUFFIX)
+    except OSError as err:
+        raise _naming(err, path) from err
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             write(handle)
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise _naming(err, path) from err
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _naming(err: OSError, path: Path) -> OSError:
+    """``err`` with ``path`` as its file name when it is an operating-system error (it has an errno);
+    other ``OSError``s (messages of our own) are returned unchanged."""
+    if err.errno is None:
+        return err
+    return OSError(err.errno, err.strerror or str(err), str(path))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -145,7 +172,62 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write(Path(path).expanduser(), lambda h: h.write(text.encode()))
 
 
+def is_special_file(path: str | os.PathLike) -> bool:
+    """True when ``path`` exists (following links) and is neither a regular file nor a folder: a terminal,
+    a pipe, ``/dev/stdout``, ``/dev/null``. Such a target is written in place, never replaced by a rename."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def write_output(path: str | os.PathLike, text: str) -> None:
+    """Write a result: atomically (:func:`write_text`) to a file, or straight into a special file such as
+    ``/dev/stdout`` or a named pipe (a rename would replace the device or pipe by a regular file)."""
+    if is_special_file(Path(path).expanduser()):
+        try:
+            with open(Path(path).expanduser(), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as err:
+            raise _naming(err, Path(path)) from err
+        return
+    write_text(path, text)
+
+
 def write_json(path: str | os.PathLike, payload, **kwargs) -> None:
     """Write ``payload`` as JSON atomically (``indent=1`` unless given); refuses NaN and Infinity,
     naming where the first one is."""
     write_text(path, strict_dumps(payload, **{"indent": 1, **kwargs}) + "\n")
+
+
+_KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "is a named pipe (FIFO), not a regular file"),
+          (stat.S_ISCHR, "is a character device (like /dev/null), not a regular file"),
+          (stat.S_ISBLK, "is a block device, not a regular file"), (stat.S_ISSOCK, "is a socket, not a regular file"))
+
+
+def input_file_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be read as an input file, or ``None``: ``"no such file"``, ``"is a directory"``,
+    a named pipe, a device or a socket (not a regular file: reading one could block or never end), a
+    symbolic link loop, a broken link, or no permission. Nothing is opened.
+
+    >>> input_file_problem("/dev/null")
+    'is a character device (like /dev/null), not a regular file'
+    """
+    path = Path(path)
+    try:
+        info = path.stat()
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a symbolic link in a loop (it never reaches a file)"
+        if path.is_symlink():
+            return f"is a broken symbolic link (to {os.readlink(path)}, which does not exist)"
+        if err.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "no such file"
+        return f"cannot be read ({err.strerror or err})"
+    for test, what in _KINDS:
+        if test(info.st_mode):
+            return what
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None

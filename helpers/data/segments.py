@@ -28,6 +28,7 @@ is 0 (:mod:`helpers.core.extract`).
 """
 from __future__ import annotations
 
+import numbers
 import random
 from dataclasses import dataclass
 from typing import Literal, Sequence
@@ -182,8 +183,13 @@ def paper_segments(
     source: SegmentSource = "documents",
 ) -> list[Segment]:
     """``n`` segments built by ``source`` (``"documents"``: the authors' construction; ``"paragraphs"``)."""
-    if source not in SEGMENT_SOURCES:
-        raise ValueError(f"--segments-from {source!r}: choose one of {', '.join(SEGMENT_SOURCES)}")
+    if not isinstance(source, str) or source not in SEGMENT_SOURCES:
+        raise ValueError(f"--segments-from {source!r:.60}: choose one of {', '.join(SEGMENT_SOURCES)}")
+    for name, value in (("n", n), ("max_length", max_length), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name}={value!r:.60}: a whole number")
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
+        raise TypeError(f"documents: a list of GUM documents (helpers.load_gum), not {type(documents).__name__}")
     build = document_segments if source == "documents" else paragraph_segments
     return build(documents, tokenizer, n=n, max_length=max_length, seed=seed)
 

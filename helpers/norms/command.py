@@ -6,7 +6,7 @@ import argparse
 from helpers.norms.run import norms_json, run_norms
 from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
 from helpers.pipeline.engine import Execution, add_execution_args
-from helpers.pipeline.options import Command, load
+from helpers.pipeline.options import Command, capped_counts, load
 
 
 def _norms_args(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +21,9 @@ def cmd_norms(args: argparse.Namespace) -> dict:
     report = run_norms(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
                        data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet,
                        execution=Execution.from_args(args))
-    return norms_json(report)
+    out = norms_json(report)
+    capped_counts({"segments": (args.segments, out["segments"])})  # said on standard error; the layout is fixed
+    return out
 
 
 COMMAND = Command("norms", "beyond the paper: attention weights against attention norms ||alpha f(x)|| per head", _norms_args, cmd_norms)

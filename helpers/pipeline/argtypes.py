@@ -106,6 +106,47 @@ def device(text: str) -> str:
     raise argparse.ArgumentTypeError(f"{text!r}: device type {dev.type!r} is not supported; use cpu, cuda or mps")
 
 
+STDOUT = "-"
+"""``--json -``: the result goes to standard output (progress and notes stay on standard error)."""
+
+
+def check_no_link_loop(path: str | os.PathLike, where: str) -> None:
+    """Raise ``ValueError`` starting with ``where`` when ``path`` is (or passes through) a symbolic link loop,
+    which ``Path.resolve`` would report as a bare ``RuntimeError``."""
+    from pathlib import Path
+
+    try:
+        Path(path).expanduser().resolve()
+    except (RuntimeError, OSError):
+        raise ValueError(f"{where}: is a symbolic link in a loop (it never reaches a folder)") from None
+
+
+def check_writable_folder(folder: str | os.PathLike, where: str) -> None:
+    """Raise ``ValueError`` starting with ``where`` unless files can be written in ``folder``: it is a
+    folder, or it can be created (tried where it would start, with a temporary folder removed at once),
+    and a file can be created in it (a temporary file, removed at once)."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(folder).expanduser()
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{where}: {existing} is {'a file' if existing.is_file() else 'not a folder'}, "
+                         "so the folder cannot be made there; choose another folder")
+    try:
+        if existing == folder:
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
+            os.close(fd)
+            os.unlink(probe)
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".write-test-"))
+    except OSError as err:
+        raise ValueError(f"{where}: cannot write in {existing} ({err.strerror or err}); choose a folder you can "
+                         "write") from None
+
+
 def check_output_path(path: str | os.PathLike, option: str = "--json") -> None:
     """Raise ``ValueError`` naming ``option`` unless a file can be written at ``path``.
 
@@ -115,9 +156,19 @@ def check_output_path(path: str | os.PathLike, option: str = "--json") -> None:
     import tempfile
     from pathlib import Path
 
+    from helpers.data.files import input_file_problem, is_special_file
+
     target = Path(path).expanduser()
+    if target.is_symlink():
+        if "loop" in (input_file_problem(target) or ""):
+            raise ValueError(f"{option} {path}: is a symbolic link in a loop; give a file name")
+        target = Path(os.path.realpath(target))  # written through the link, as a shell's > would
     if target.is_dir():
         raise ValueError(f"{option} {path}: is a directory; give a file name, e.g. {target / 'result.json'}")
+    if is_special_file(target):  # /dev/stdout, a pipe: written in place
+        if not os.access(target, os.W_OK):
+            raise ValueError(f"{option} {path}: cannot write there (permission denied)")
+        return
     folder = target.parent
     existing = folder
     while not existing.exists() and existing != existing.parent:

@@ -29,8 +29,10 @@ Why Dask distributed, not Ray:
 - it is pure Python and light (``dask`` + ``distributed``, a few MB, wheels for every platform),
   against Ray's several hundred MB of binaries and its own object store and dashboard processes;
 - the same code runs on a local cluster (``--workers N``: ``LocalCluster`` of N single-threaded
-  worker processes on 127.0.0.1) and on an existing one (``--address tcp://host:8786``, started
-  with ``dask scheduler`` / ``dask worker``, or by dask-jobqueue / dask-kubernetes / dask-cuda).
+  worker processes on 127.0.0.1, over TLS with a certificate made for the run, so no other user of
+  the machine can join it or submit work; see :func:`local_cluster`) and on an existing one
+  (``--address tcp://host:8786`` or ``tls://host:8786`` with Dask's TLS settings, started with
+  ``dask scheduler`` / ``dask worker``, or by dask-jobqueue / dask-kubernetes / dask-cuda).
 
 The engine is an optional extra: ``pip install -r requirements-distributed.txt`` (or
 ``pip install -e .[distributed]``); nothing imports Dask unless a distributed engine is chosen.
@@ -42,14 +44,21 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
+import shutil
+import subprocess
+import sys
 import threading
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 ENGINES: tuple[str, ...] = ("local", "dask")
+ADDRESS_SCHEMES: tuple[str, ...] = ("tcp", "tls", "ws", "wss", "ucx")  # what Dask's comm layer speaks
+TLS_SETTINGS = ("DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY")  # Dask's own configuration, read by every Client
 EXTRA_HINT = "install the optional extra: pip install -r requirements-distributed.txt (or pip install -e .[distributed])"
 
 # task(items, payload) -> partial: items are one shard's (Encoded, stored map [layer, head, n, n]) in
@@ -65,6 +74,7 @@ class Execution:
     engine: str = "local"
     workers: int | None = None
     address: str | None = None
+    security: Any = field(default=None, repr=False, compare=False)  # a local cluster's Dask Security (see session)
 
     @property
     def distributed(self) -> bool:
@@ -83,6 +93,8 @@ class Execution:
         if engine == "local" and (workers is not None or address is not None):
             option = "--workers" if workers is not None else "--address"
             raise ValueError(f"{option} needs a distributed engine: drop --engine local (or use --engine dask)")
+        if address is not None:
+            check_address(address)
         if engine == "dask":
             try:
                 import distributed  # noqa: F401
@@ -94,6 +106,20 @@ class Execution:
     def from_args(cls, args: argparse.Namespace) -> "Execution":
         return cls.resolve(engine=getattr(args, "engine", None), workers=getattr(args, "workers", None),
                            address=getattr(args, "address", None))
+
+
+def check_address(address: str) -> None:
+    """Raise ``ValueError`` unless ``address`` reads as a Dask scheduler address, ``SCHEME://HOST:PORT``
+    (``tcp``, ``tls`` ...; ``HOST:PORT`` means ``tcp``)."""
+    from helpers.core.encoding import printable
+
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    host, _, port = rest.rpartition(":")
+    if scheme not in ADDRESS_SCHEMES or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--address {printable(address, limit=120)}: not a Dask scheduler address; expected "
+                         "tcp://HOST:PORT or, encrypted and authenticated, tls://HOST:PORT")
 
 
 def add_execution_args(parser: argparse.ArgumentParser) -> None:
@@ -115,27 +141,34 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What a worker needs to load the driver's model itself: the name or folder, random init, seed, device."""
+    """What a worker needs to load the driver's model itself: the name or folder, random init, seed, device,
+    and the cache folder (``cache_root``, absolute) where an optional extra such as ``mpnet-base`` is installed."""
 
     model: str | None
     random_init: bool = False
     seed: int = 0
     device: str | None = None
+    cache_root: str | None = None
 
     @classmethod
     def of(cls, lm) -> "ModelSpec":
-        return cls(lm.spec, lm.random_init, lm.seed if lm.seed is not None else 0, str(lm.device))
+        from helpers.config import cache_dir
+
+        # the driver's cache as an absolute path: a worker's own $BERT_ATTENTION_CACHE or home may differ
+        return cls(lm.spec, lm.random_init, lm.seed if lm.seed is not None else 0, str(lm.device),
+                   str(cache_dir(getattr(lm, "cache_root", None))))
 
     @property
     def name(self) -> str:
         """The plugin name of this model on a cluster (one plugin, so one loaded model, per spec)."""
-        text = json.dumps([self.model, self.random_init, self.seed, self.device])
+        text = json.dumps([self.model, self.random_init, self.seed, self.device, self.cache_root])
         return "bert-attention-model-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def load(self):
         from helpers.core.models import load_model
 
-        return load_model(self.model, random_init=self.random_init, seed=self.seed, device=self.device)
+        return load_model(self.model, random_init=self.random_init, seed=self.seed, device=self.device,
+                          cache_root=self.cache_root)
 
 
 def _worker_plugin_class():
@@ -196,34 +229,94 @@ def _dask_shard(spec: ModelSpec, fingerprint: str, key: str, path: str, shard: l
 
 # ------------------------------------------------------------------------------------ running
 
+UNAUTHENTICATED = ("note: --workers: neither the cryptography package nor the openssl command is available, so the "
+                   "local cluster runs without TLS: another user of this machine could submit work to it while it runs; "
+                   "pip install cryptography to close it")
+
+
+def temporary_security():
+    """A Dask ``Security`` for a local cluster: a fresh self-signed certificate and key, held in memory only,
+    that every connection (scheduler, workers, this client) must present over TLS, so nobody without it (another
+    user of this machine) can join the cluster or submit work. Made by ``Security.temporary()`` (needs the
+    ``cryptography`` package), else by the ``openssl`` command; ``None`` when neither is available."""
+    from distributed.security import Security
+
+    try:
+        return Security.temporary()
+    except ImportError:
+        pass
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    try:
+        done = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "-", "-out", "-",
+                               "-subj", "/CN=dask-internal", "-days", "7", "-addext", "subjectAltName=DNS:dask-internal"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    key = re.search(r"-----BEGIN PRIVATE KEY-----.+?-----END PRIVATE KEY-----\n?", done.stdout, re.S)
+    cert = re.search(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n?", done.stdout, re.S)
+    if done.returncode != 0 or key is None or cert is None:
+        return None
+    key_pem, cert_pem = key.group(0), cert.group(0)
+    return Security(require_encryption=True, tls_ca_file=cert_pem, tls_client_key=key_pem, tls_client_cert=cert_pem,
+                    tls_scheduler_key=key_pem, tls_scheduler_cert=cert_pem, tls_worker_key=key_pem,
+                    tls_worker_cert=cert_pem)
+
 
 def local_cluster(n_workers: int):
-    """A ``LocalCluster`` of ``n_workers`` single-threaded processes on 127.0.0.1, no dashboard."""
+    """A ``LocalCluster`` of ``n_workers`` single-threaded processes on 127.0.0.1 that only this process can use:
+    every connection is TLS with a temporary certificate only this process and its workers hold
+    (:func:`temporary_security`), and no dashboard (the scheduler's and the workers' HTTP servers serve no pages)."""
+    import dask
     from distributed import LocalCluster
 
-    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address=None, silence_logs=40)
+    security = temporary_security()
+    if security is None:
+        print(UNAUTHENTICATED, file=sys.stderr)
+    with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                            dashboard_address=None, worker_dashboard_address=None, silence_logs=40, security=security)
 
 
 @contextmanager
 def session(execution: Execution):
     """An :class:`Execution` for several runs in a row: with ``workers``, one local cluster started here
-    and joined by its address (so a command scoring two splits starts it once); otherwise unchanged."""
+    and joined by its address and credentials (so a command scoring two splits starts it once); otherwise unchanged."""
     if not execution.distributed or execution.address is not None:
         yield execution
         return
     with local_cluster(execution.workers or 2) as cluster:
-        yield Execution(execution.engine, None, cluster.scheduler_address)
+        yield Execution(execution.engine, None, cluster.scheduler_address, getattr(cluster, "security", None))
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.partition("://")[2].rpartition(":")[0] or address.rpartition(":")[0]
+    return host.strip("[]") in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
 def _client(execution: Execution):
-    """``(client, cluster or None)`` for ``execution``: a new local cluster, or the one at ``--address``."""
+    """``(client, cluster or None)`` for ``execution``: a new local cluster, or the one at ``--address``
+    (with the local cluster's credentials, else Dask's configured TLS settings, if any)."""
     from distributed import Client
 
     if execution.address is not None:
+        scheme = execution.address.partition("://")[0] if "://" in execution.address else "tcp"
+        security = execution.security
+        if scheme in ("tls", "wss") and security is None:
+            from distributed.security import Security
+
+            security = Security()  # Dask's configuration: files named by the DASK_DISTRIBUTED__COMM__TLS__* variables
+            if not (security.tls_ca_file and security.tls_client_cert):
+                raise ValueError(f"--address {execution.address}: a TLS scheduler needs Dask's TLS settings: set "
+                                 f"{TLS_SETTINGS} (see the README, 'Beyond one machine')")
+        elif scheme in ("tcp", "ws") and not _is_loopback(execution.address):
+            print(f"note: --address {execution.address}: the connection is neither encrypted nor authenticated; whoever "
+                  "can reach that scheduler can run code on its workers and send this process results it unpickles "
+                  "(use tls://, see the README)", file=sys.stderr)
         try:
-            return Client(execution.address, timeout="20s"), None
-        except (OSError, TimeoutError, ValueError) as err:
+            return Client(execution.address, timeout="20s", security=security), None
+        except (OSError, TimeoutError, ValueError, TypeError) as err:
             raise OSError(f"--address {execution.address}: cannot reach a Dask scheduler there ({err})") from None
     cluster = local_cluster(execution.workers or 2)
     return Client(cluster), cluster

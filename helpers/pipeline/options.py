@@ -7,6 +7,7 @@ Sections describe their command in ``helpers/<section>/command.py`` as ``COMMAND
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -45,8 +46,35 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                        help=f"cache of maps, parsed treebanks and results (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
     group.add_argument("--device", type=device, default=None,
                        help="torch device, e.g. cpu or cuda (default cpu); checked before anything loads")
-    group.add_argument("--json", default=None, metavar="OUT", help="write the result as JSON to OUT")
+    group.add_argument("--json", default=None, metavar="OUT",
+                       help="write the result as JSON to OUT ('-': standard output, as without --json)")
     group.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def capped_counts(counts: dict[str, tuple[int | None, int]]) -> dict[str, dict[str, int]]:
+    """The counts that were capped, ``{name: {"asked": N, "produced": M}}`` with ``M < N``, each said on
+    standard error in one line (``note: --segments 1000000000: only 1441 exist; all 1441 were used``).
+
+    ``counts`` maps a count option's name (its ``dest``, e.g. ``"segments"``, ``"max_sentences"``; with
+    ``":what"`` for one of several, ``"max_documents:dev"``) to ``(asked, produced)``; ``asked`` ``None``
+    (no limit asked) is never capped."""
+    capped = {}
+    for name, (asked, produced) in counts.items():
+        if asked is None or produced >= asked:
+            continue
+        option, _, what = name.partition(":")
+        where = f" ({what})" if what else ""
+        print(f"note: --{option.replace('_', '-')} {asked}{where}: only {produced} exist; all {produced} were used",
+              file=sys.stderr)
+        capped[name] = {"asked": int(asked), "produced": int(produced)}
+    return capped
+
+
+def with_counts(result: dict, counts: dict[str, tuple[int | None, int]]) -> dict:
+    """``result`` with ``"counts"`` (:func:`capped_counts`) added when a count option asked for more than
+    exists; unchanged otherwise, so the layout of an uncapped run is what it always was."""
+    capped = capped_counts(counts)
+    return {**result, "counts": capped} if capped else result
 
 
 def load(args: argparse.Namespace):
@@ -72,7 +100,7 @@ def add_corpus_args(parser: argparse.ArgumentParser, *, default: str = "gum:test
 
 def encode_corpus(args: argparse.Namespace, lm):
     """The :class:`EncodedBatch` and source-file digest for the corpus options."""
-    from helpers.core.encoding import encode_words
+    from helpers.core.encoding import check_positions, encode_words
     from helpers.data.corpora import corpus_files, file_digest, load_gum, load_treebank
     from helpers.data.segments import encode_segments, paper_segments
 
@@ -82,7 +110,9 @@ def encode_corpus(args: argparse.Namespace, lm):
         docs = load_gum(split, data_dir=args.data_dir, cache_root=args.cache_dir)
         segs = paper_segments(docs, lm.tokenizer, n=args.segments, max_length=args.max_length, seed=args.seed)
         files = corpus_files(f"gum:{split}", data_dir=args.data_dir)
-        return encode_segments(lm.tokenizer, segs, max_length=args.max_length), file_digest(files), "token"
+        batch = encode_segments(lm.tokenizer, segs, max_length=args.max_length)
+        check_positions(batch, lm.max_positions)
+        return batch, file_digest(files), "token"
     sentences = load_treebank(spec, data_dir=args.data_dir, max_sentences=args.max_sentences, cache_root=args.cache_dir)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], max_length=args.max_length,
                          model_max=lm.max_positions)

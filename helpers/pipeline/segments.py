@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from helpers.core.encoding import EncodedBatch
+from helpers.core.encoding import EncodedBatch, check_positions
 from helpers.core.models import LoadedModel
 from helpers.data.corpora import load_gum
 from helpers.data.segments import (
@@ -23,7 +23,7 @@ from helpers.data.segments import (
     split_position,
 )
 from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
-from helpers.pipeline.options import Command, load
+from helpers.pipeline.options import Command, load, with_counts
 
 DEFAULT_SOURCE: SegmentSource = "documents"
 
@@ -35,7 +35,9 @@ def draw_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 10
     ``encoded.examples[k].index == k``."""
     docs = load_gum(split, data_dir=data_dir, cache_root=cache_root)
     segs = paper_segments(docs, lm.tokenizer, n=n_segments, max_length=max_length, seed=seed, source=segments_from)
-    return segs, encode_segments(lm.tokenizer, segs, max_length=max_length)
+    batch = encode_segments(lm.tokenizer, segs, max_length=max_length)
+    check_positions(batch, lm.max_positions)
+    return segs, batch
 
 
 def build_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,
@@ -79,7 +81,7 @@ def cmd_segments(args: argparse.Namespace) -> dict:
     lm = load(args)
     segs, batch = draw_segments(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
                                 segments_from=args.segments_from, data_dir=args.data_dir, cache_root=args.cache_dir)
-    return segments_json(lm, segs, batch)
+    return with_counts(segments_json(lm, segs, batch), {"segments": (args.segments, len(segs))})
 
 
 COMMAND = Command("segments", "the GUM train segments of paper §3 and §6, as model input ids", _segments_args, cmd_segments)

@@ -14,13 +14,14 @@ Everything is word-level, as in §4: ``[CLS] w_1 ... w_n [SEP]`` maps ``[layer, 
 """
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from helpers.core.encoding import encode_words
+from helpers.core.encoding import encode_words, printable
 from helpers.core.extract import attention_for
 from helpers.core.labels import head_label
 from helpers.presentation import views
@@ -44,14 +45,46 @@ class Exploration:
     model: str
 
 
+ECHO = 60  # characters of a user's text shown in an error message
+
+
+def _words_of(text) -> list[str]:
+    """The words of ``text`` (a string, or a list or tuple of strings), or a ``TypeError`` saying what is accepted."""
+    if isinstance(text, str):
+        return split_words(text)
+    if isinstance(text, (list, tuple)) and all(isinstance(w, str) for w in text):
+        if any(not w.strip() for w in text):
+            raise ValueError("text: a list of words holds an empty word; give words with letters, digits or punctuation")
+        return list(text)
+    kind = type(text).__name__ if not isinstance(text, (list, tuple)) else f"a {type(text).__name__} holding non-strings"
+    raise TypeError(f"text: give a sentence (str) or its words (a list of str), not {kind}")
+
+
+def _check_lm(lm) -> None:
+    if not (hasattr(lm, "tokenizer") and hasattr(lm, "model")):
+        raise TypeError(f"lm: a model from helpers.load_model(), not {type(lm).__name__}")
+
+
+def _check_max_length(max_length) -> None:
+    if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 3:
+        raise ValueError(f"max_length={printable(repr(max_length), limit=ECHO)}: a whole number of tokens, at least 3")
+
+
 def analyse(text: str | Sequence[str], lm, *, max_length: int = 128) -> Exploration:
     """Word-level attention of ``text`` (a string, split by :func:`split_words`, or a list of words)."""
-    words = split_words(text) if isinstance(text, str) else [str(w) for w in text]
+    words = _words_of(text)
+    _check_lm(lm)
+    _check_max_length(max_length)
+    shown = printable(text if isinstance(text, str) else " ".join(text), limit=ECHO)
     if len(words) < 2:
-        raise ValueError(f"text: {len(words)} word(s) found in {text!r}; at least two are needed")
+        raise ValueError(f"text: {len(words)} word(s) found in {shown!r}; at least two are needed")
     batch = encode_words(lm.tokenizer, [words], max_length=max_length)
     if not batch.examples:
-        raise ValueError(f"text: longer than max_length={max_length} tokens; shorten it or raise max_length")
+        raise ValueError(f"text: {shown!r} is longer than max_length={max_length} tokens; shorten it or raise max_length")
+    limit = getattr(lm, "max_positions", None)
+    if isinstance(limit, int) and len(batch.examples[0]) > limit:
+        raise ValueError(f"text: {shown!r} is {len(batch.examples[0])} tokens long, more than the model's "
+                         f"{limit} positions; shorten it")
     (attn,) = attention_for(lm, batch, level="word")
     return Exploration(words=("[CLS]", *words, "[SEP]"), attn=np.asarray(attn), model=getattr(lm, "label", lm.name))
 
@@ -66,9 +99,13 @@ def predicted_heads(attn: np.ndarray, words: Sequence[str], *, layer: int, head:
     """
     import pandas as pd
 
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction={direction!r}: choose one of {', '.join(DIRECTIONS)}")
+    if not isinstance(direction, str) or direction not in DIRECTIONS:
+        raise ValueError(f"direction={printable(repr(direction), limit=ECHO)}: choose one of {', '.join(DIRECTIONS)}")
     attn = np.asarray(attn)
+    if attn.ndim != 4 or attn.shape[-1] != attn.shape[-2] or attn.shape[-1] != len(words) or len(words) < 3:
+        raise ValueError(f"attn {attn.shape} and {len(words)} words: attn must be [layer, head, word, word] over the "
+                         "words, [CLS] and [SEP] included (as analyse gives them)")
+    _check_head(layer, head, attn.shape[0], attn.shape[1])
     d = DIRECTIONS.index(direction)
     preds = predict_heads(attn[layer : layer + 1, head : head + 1])[d, 0, 0]  # 1-based word positions
     rows = []
@@ -77,6 +114,13 @@ def predicted_heads(attn: np.ndarray, words: Sequence[str], *, layer: int, head:
         rows.append({"position": i, "word": words[i], "predicted head": p, "head word": words[p],
                      "weight": round(float(weight), 3)})
     return pd.DataFrame(rows)
+
+
+def _check_head(layer, head, n_layers: int, n_heads: int) -> None:
+    for name, value, size in (("layer", layer, n_layers), ("head", head, n_heads)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < size:
+            raise ValueError(f"layer={printable(repr(layer), limit=ECHO)}, head={printable(repr(head), limit=ECHO)}: "
+                             f"0-based, within {n_layers} layers x {n_heads} heads (the label \"1-1\" is layer=0, head=0)")
 
 
 def most_confident_head(attn: np.ndarray) -> tuple[int, int]:
@@ -100,14 +144,16 @@ class Explorer:
         import ipywidgets as w
 
         self.lm, self.max_length = lm, max_length
-        self.exploration = analyse(text, lm, max_length=max_length)
-        n_layers, n_heads = self.exploration.attn.shape[:2]
         if (layer is None) != (head is None):
             raise ValueError("layer, head: give both (0-based) or neither")
+        if not isinstance(direction, str) or direction not in DIRECTIONS:
+            raise ValueError(f"direction={printable(repr(direction), limit=ECHO)}: choose one of {', '.join(DIRECTIONS)}")
+        self.exploration = analyse(text, lm, max_length=max_length)
+        n_layers, n_heads = self.exploration.attn.shape[:2]
         if layer is None:
             layer, head = most_confident_head(self.exploration.attn)
-        if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise ValueError(f"layer={layer}, head={head}: 0-based, within {n_layers} layers x {n_heads} heads")
+        _check_head(layer, head, n_layers, n_heads)
+        layer, head = int(layer), int(head)
         self.sentence = w.Text(value=text if isinstance(text, str) else " ".join(text), description="sentence",
                                continuous_update=False, layout=w.Layout(width="95%"))
         self.head = w.Dropdown(options=[(head_label(l, h), (l, h)) for l in range(n_layers) for h in range(n_heads)],
@@ -176,6 +222,7 @@ def explore(text: str | Sequence[str], *, lm=None, layer: int | None = None, hea
     ``layer``/``head`` (0-based) choose the starting head, by default :func:`most_confident_head`.
     Type another sentence in its box, pick a head or a direction: the views and table follow.
     """
+    _words_of(text)  # a wrong argument is said before a model loads
     if lm is None:
         from helpers.core.models import load_model
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
-from helpers.pipeline.options import Command, load
+from helpers.pipeline.options import Command, load, with_counts
 from helpers.probe.run import probe_corpora, run_probes
 
 
@@ -25,10 +25,12 @@ def _probe_args(parser: argparse.ArgumentParser) -> None:
 
 def cmd_probe(args: argparse.Namespace) -> dict:
     lm = load(args)
-    return run_probes(lm, seeds=tuple(range(args.seeds)), epochs=args.epochs, glove_path=args.glove,
-                      max_sentences=args.max_sentences, max_length=args.max_length, data_dir=args.data_dir,
-                      cache_root=args.cache_dir, progress=not args.quiet,
-                      corpora=probe_corpora(args.train, args.dev, args.test))
+    out = run_probes(lm, seeds=tuple(range(args.seeds)), epochs=args.epochs, glove_path=args.glove,
+                     max_sentences=args.max_sentences, max_length=args.max_length, data_dir=args.data_dir,
+                     cache_root=args.cache_dir, progress=not args.quiet,
+                     corpora=probe_corpora(args.train, args.dev, args.test))
+    return with_counts(out, {f"max_sentences:{name}": (args.max_sentences, used + out["skipped"].get(name, 0))
+                             for name, used in out["sentences"].items()})
 
 
 COMMAND = Command("probe", "paper §5: attention probing classifiers, Table 3 (UAS without punctuation)", _probe_args, cmd_probe)

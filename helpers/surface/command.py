@@ -5,7 +5,7 @@ import argparse
 
 from helpers.pipeline.argtypes import check_corpora, positive_int
 from helpers.pipeline.engine import Execution, add_execution_args
-from helpers.pipeline.options import Command, load
+from helpers.pipeline.options import Command, load, with_counts
 from helpers.pipeline.segments import (
     add_segment_args,
 )
@@ -28,7 +28,11 @@ def cmd_surface(args: argparse.Namespace) -> dict:
                          segments_from=args.segments_from, gradients=not args.no_gradients, gradient_segments=args.gradient_segments,
                          data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet,
                          execution=Execution.from_args(args))
-    return {**report.to_json(), "claims": [c.to_json() for c in claims(report)]}
+    drawn = len(report.batch.examples) + len(report.batch.skipped)
+    counts = {"segments": (args.segments, drawn)}
+    if report.gradients is not None and args.gradient_segments is not None:
+        counts["gradient_segments"] = (args.gradient_segments, min(args.gradient_segments, len(report.batch.examples)))
+    return with_counts({**report.to_json(), "claims": [c.to_json() for c in claims(report)]}, counts)
 
 
 COMMAND = Command("surface", "paper §3: relative position, [CLS]/[SEP]/punctuation, entropy, gradients", _surface_args, cmd_surface)

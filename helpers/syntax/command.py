@@ -5,7 +5,7 @@ import argparse
 
 from helpers.pipeline.argtypes import max_length_int, positive_int
 from helpers.pipeline.engine import Execution, add_execution_args
-from helpers.pipeline.options import Command, load
+from helpers.pipeline.options import Command, load, with_counts
 from helpers.syntax.run import heads_json, run_heads
 
 
@@ -26,7 +26,8 @@ def cmd_heads(args: argparse.Namespace) -> dict:
     run = run_heads(lm, args.conllu, max_sentences=args.max_sentences, max_length=args.max_length,
                     word_mode=args.word_mode, data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet,
                     execution=Execution.from_args(args))
-    return heads_json(lm.label, run)
+    out = heads_json(lm.label, run)
+    return with_counts(out, {"max_sentences": (args.max_sentences, out["sentences_used"] + out["sentences_skipped"])})
 
 
 COMMAND = Command("heads", "paper §4.2: every head as a dependency parser, best head per relation vs offset baseline", _heads_args, cmd_heads)

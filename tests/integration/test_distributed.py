@@ -148,12 +148,88 @@ def test_two_workers_same_json_as_local(tiny_model_dir, corpus, tmp_path):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A local two-worker cluster shared by the tests that join one with --address."""
-    from helpers.pipeline.engine import local_cluster
+    """A two-worker cluster on 127.0.0.1 shared by the tests that join one with --address: an "existing
+    cluster" as `dask scheduler` and `dask worker` start one (plain TCP; the engine's own --workers cluster
+    is TLS, see test_local_cluster_admits_only_its_owner)."""
+    from distributed import LocalCluster
 
-    with local_cluster(2) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+                      silence_logs=40) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         yield cluster
+
+
+def test_local_cluster_admits_only_its_owner(tiny_model_dir, corpus, tmp_path):
+    """Issue 27: --workers N starts a cluster that only its owner can use: TLS with a temporary
+    certificate (a client without it, or with another one, is refused), and no dashboard pages."""
+    import urllib.error
+    import urllib.request
+
+    from distributed import Client
+
+    from helpers.pipeline.engine import _client, session
+
+    with session(Execution.resolve(engine=None, workers=1, address=None)) as execution:
+        assert execution.address.startswith("tls://127.0.0.1:")
+        from helpers.pipeline.engine import temporary_security
+
+        for security in (None, temporary_security()):  # no certificate; a certificate of its own
+            with pytest.raises(Exception):
+                Client(execution.address, timeout="5s", security=security)
+        client, _ = _client(execution)
+        try:
+            assert client.submit(lambda: 41 + 1).result() == 42  # the owner's client is admitted
+            http = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.http_server.port)
+        finally:
+            client.close()
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=60)
+        assert err.value.code == 404
+
+
+def test_existing_cluster_over_tls_with_dasks_settings(tiny_model_dir, corpus, tmp_path, monkeypatch):
+    """The README's recipe for an existing cluster with TLS: certificate and key in files, named to Dask by
+    its DASK_DISTRIBUTED__COMM__TLS__* variables; the JSON is the local run's."""
+    import dask
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    from helpers.pipeline.engine import temporary_security
+
+    made = temporary_security()
+    (tmp_path / "ca.pem").write_text(made.tls_ca_file)
+    (tmp_path / "key.pem").write_text(made.tls_client_key)
+    files = dict(ca_file=str(tmp_path / "ca.pem"), cert=str(tmp_path / "ca.pem"), key=str(tmp_path / "key.pem"))
+    security = Security(require_encryption=True, tls_ca_file=files["ca_file"], tls_scheduler_cert=files["cert"],
+                        tls_scheduler_key=files["key"], tls_worker_cert=files["cert"], tls_worker_key=files["key"],
+                        tls_client_cert=files["cert"], tls_client_key=files["key"])
+    local = _heads(tiny_model_dir, corpus, tmp_path, "local")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+                      silence_logs=40, security=security) as tls:
+        assert tls.scheduler_address.startswith("tls://")
+        assert main(["heads", "--conllu", str(corpus), "--address", tls.scheduler_address, "--quiet"]) == 2  # no settings
+        for name, value in files.items():
+            monkeypatch.setenv(f"DASK_DISTRIBUTED__COMM__TLS__{'CA_FILE' if name == 'ca_file' else 'CLIENT__' + name.upper()}",
+                               value)
+        dask.config.refresh()
+        try:
+            assert _heads(tiny_model_dir, corpus, tmp_path, "tls", "--address", tls.scheduler_address) == local
+        finally:
+            monkeypatch.undo()
+            dask.config.refresh()
+
+
+def test_extra_installed_under_cache_dir_loads_on_the_workers(tiny_model_dir, corpus, tmp_path):
+    """Issue 27 (engine): a model installed under --cache-dir (an install-model extra) is found by the workers."""
+    import shutil
+
+    from helpers.core.model_extras import EXTRAS
+
+    cache = tmp_path / "cache-extra"
+    shutil.copytree(tiny_model_dir, cache / "models" / "mpnet-base" / EXTRAS["mpnet-base"].folder)
+    args = ["heads", "--conllu", str(corpus), "--model", "mpnet-base", "--max-length", "32"]
+    local = _run(args, tmp_path / "local.json", cache)
+    assert _run([*args, "--workers", "2"], tmp_path / "dask.json", cache) == local
 
 
 def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):

@@ -457,3 +457,402 @@ def test_cache_dir_that_is_a_file(tmp_path, capsys, no_model, toy_conllu):
     (tmp_path / "c").write_text("")
     assert main(["extract", "--conllu", str(toy_conllu), "--cache-dir", str(tmp_path / "c")]) == 2
     _one_line_error(capsys, "--cache-dir", "is a file")
+
+
+# ================================================================ issue 27: the third round
+# Each test below failed on the code before the fix (checked by running this file against that commit).
+
+def _toy_gum(root: Path, *, sentences: int = 40) -> Path:
+    """A data folder whose one GUM train document is long enough for segments of about 100 tokens."""
+    dep = root / "gum" / "dep"
+    dep.mkdir(parents=True)
+    text = (ROOT / "tests" / "fixtures" / "toy.conllu").read_text(encoding="utf-8")
+    blocks = [b for b in text.split("\n\n") if b.strip()]
+    doc = "\n\n".join(blocks[k % len(blocks)].replace("toy-", f"toy{k}-") for k in range(sentences)) + "\n\n"
+    (dep / "GUM_long.conllu").write_text(doc, encoding="utf-8")
+    (dep / "GUM_dev.conllu").write_text(text, encoding="utf-8")
+    (root / "gum" / "splits.md").write_text("## dev\n\n  * GUM_dev\n\n## test\n\n## test2\n\n")
+    return root
+
+
+# 1. --max-length above the model's positions, on commands that build segments (the tiny model has 64)
+
+@pytest.mark.parametrize("command", [["surface", "--no-gradients"], ["norms"], ["extract", "--corpus", "segments"],
+                                     ["cluster", "--no-linguistic", "--permutations", "2"], ["segments"]])
+def test_segments_longer_than_the_model_takes_are_refused(command, tiny_model_dir, tmp_path, capsys):
+    data = _toy_gum(tmp_path / "data")
+    rc = main([*command, "--model", str(tiny_model_dir), "--data-dir", str(data), "--segments", "5",
+               "--max-length", "100", "--quiet", "--cache-dir", str(tmp_path / "c")])
+    assert rc == 2
+    _one_line_error(capsys, "--max-length 100", "limit of 64 positions")
+
+
+# 2. damaged model folders: the folder and what is wrong with it, never "not in the Hugging Face cache"
+
+class _Payload:
+    """Unpickling this would create a file: a pickle that ran code would leave it behind."""
+
+    def __init__(self, mark: Path):
+        self.mark = mark
+
+    def __reduce__(self):
+        return (Path.touch, (self.mark,))
+
+
+def _damage_model(folder: Path, damage: str) -> None:
+    weights = folder / "model.safetensors"
+    if damage == "random bytes":
+        weights.write_bytes(np.random.default_rng(0).bytes(4096))
+    elif damage == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif damage == "pickle only":
+        import torch
+
+        weights.unlink()
+        torch.save({"embeddings.word_embeddings.weight": _Payload(folder / "pickle-ran")}, folder / "pytorch_model.bin")
+    elif damage == "invalid config":
+        (folder / "config.json").write_text("{not json")
+    elif damage == "config not an object":
+        (folder / "config.json").write_text("[1, 2]")
+    elif damage == "no weights":
+        weights.unlink()
+    elif damage == "no tokenizer":
+        for path in folder.iterdir():
+            if "token" in path.name or "vocab" in path.name or "special" in path.name:
+                path.unlink()
+
+
+MODEL_DAMAGE = {"random bytes": "model.safetensors", "truncated weights": "truncated",
+                "pickle only": "pytorch_model.bin", "invalid config": "config.json is not valid JSON",
+                "config not an object": "config.json holds a JSON list", "no weights": "no weights file",
+                "no tokenizer": "no tokenizer files"}
+
+
+@pytest.mark.parametrize("damage", sorted(MODEL_DAMAGE))
+def test_damaged_model_folder_is_named_with_what_is_wrong(damage, tiny_model_dir, toy_conllu, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    _damage_model(folder, damage)
+    rc = main(["extract", "--conllu", str(toy_conllu), "--model", str(folder), "--max-length", "32", "--quiet",
+               "--cache-dir", str(tmp_path / "c")])
+    assert rc == 2
+    err = _one_line_error(capsys, str(folder), MODEL_DAMAGE[damage])
+    assert "Hugging Face cache" not in err
+    assert not (folder / "pickle-ran").exists()  # the pickled payload never ran
+
+
+def test_damaged_model_folder_is_named_by_load_model(tiny_model_dir, tmp_path):
+    import shutil
+
+    from helpers.core.errors import ModelNotAvailableError
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    _damage_model(folder, "random bytes")
+    with pytest.raises(ModelNotAvailableError, match="model.safetensors"):
+        models_mod.load_model(str(folder))
+
+
+# 3. compare: every SPEC is checked before the first model's analysis
+
+@pytest.mark.parametrize("bad, fragment", [("random:/no/such/dir", "no such folder"),
+                                           ("nobody/nothing", "not in the local Hugging Face cache"),
+                                           ("./relative/missing", "no such folder")])
+def test_compare_checks_every_spec_before_any_analysis(bad, fragment, tiny_model_dir, tmp_path, capsys, no_model):
+    rc = main(["compare", "--models", f"{tiny_model_dir},{bad}", "--max-length", "60", "--quiet",
+               "--cache-dir", str(tmp_path / "c")])
+    assert rc == 2
+    _one_line_error(capsys, "--models", fragment)
+
+
+def test_a_missing_path_is_not_taken_for_a_hub_name(capsys, toy_conllu, no_model):
+    assert main(["extract", "--conllu", str(toy_conllu), "--model", "/no/such/dir"]) == 2
+    _one_line_error(capsys, "--model /no/such/dir", "no such folder")
+
+
+# 4. the parsed-treebank cache: damaged or foreign entries are parsed again
+
+def _parsed_entry(cache: Path) -> Path:
+    (entry,) = (cache / "parsed").glob("*.json")
+    return entry
+
+
+def _craft(path: Path) -> None:
+    """The stored sentences with a HEAD cycle and other words (a digest, where there is one, made to match)."""
+    entry = json.loads(path.read_text())
+    rows = entry["sentences"] if isinstance(entry, dict) else entry
+    rows[0]["heads"] = [2, 1] + list(rows[0]["heads"][2:])
+    rows[0]["words"] = ["evil"] * len(rows[0]["words"])
+    if isinstance(entry, dict) and "digest" in entry:
+        import helpers.data.corpora as corpora
+
+        entry["digest"] = corpora._rows_digest(rows)
+    path.write_text(json.dumps(entry))
+
+
+@pytest.mark.parametrize("damage", ["[]", "{}", "crafted", "foreign", "garbage"])
+def test_damaged_parsed_entry_is_parsed_again(damage, toy_conllu, tiny_model_dir, tmp_path):
+    import helpers.data.corpora as corpora
+
+    cache = tmp_path / "c"
+    expected = read_conllu(toy_conllu)
+    corpora._read_cached.cache_clear()
+    assert list(corpora.load_treebank(str(toy_conllu), cache_root=cache)) == expected
+    entry = _parsed_entry(cache)
+    if damage == "crafted":
+        _craft(entry)
+    elif damage == "foreign":  # another file's entry under this file's name
+        other = tmp_path / "other.conllu"
+        other.write_text(SECOND, encoding="utf-8")
+        corpora.load_treebank(str(other), cache_root=tmp_path / "c2")
+        entry.write_bytes(_parsed_entry(tmp_path / "c2").read_bytes())
+    elif damage == "garbage":
+        entry.write_bytes(b"\x00\xff")
+    else:
+        entry.write_text(damage)
+    corpora._read_cached.cache_clear()
+    out = tmp_path / "e.json"
+    assert main(["extract", "--conllu", str(toy_conllu), "--model", str(tiny_model_dir), "--max-length", "32",
+                 "--quiet", "--cache-dir", str(cache), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["examples"] == len(expected)
+    corpora._read_cached.cache_clear()
+    assert list(corpora.load_treebank(str(toy_conllu), cache_root=cache)) == expected
+    # the entry was rewritten whole: read back as it is, it gives the file's sentences
+    assert corpora.parsed_entry_problem(json.loads(entry.read_text()), entry.stem, toy_conllu.read_bytes()) is None
+
+
+# 5. shards whose values are NaN, or whose rows do not sum to 1, are damaged and recomputed
+
+@pytest.mark.parametrize("damage", ["nan", "infinite", "rows off", "negative"])
+def test_shard_with_damaged_values_is_recomputed(damage, tiny_model_dir, toy_conllu, tmp_path, capsys):
+    common = ["heads", "--conllu", str(toy_conllu), "--model", str(tiny_model_dir), "--max-length", "32",
+              "--quiet", "--cache-dir", str(tmp_path / "c")]
+    assert main([*common, "--json", str(tmp_path / "a.json")]) == 0
+    (shard,) = (tmp_path / "c").glob("*/shard-00000.npz")
+    arrays = dict(np.load(shard))
+    data = arrays["data"]
+    if damage == "nan":
+        data[:] = np.nan
+    elif damage == "infinite":
+        data[5] = np.inf
+    elif damage == "rows off":
+        data *= 2
+    else:  # rows still sum to 1, one weight is negative
+        data[0], data[1] = data[0] + 1, data[1] - 1
+    np.savez(shard, **arrays)  # the key and the layout intact
+    assert main([*common, "--json", str(tmp_path / "b.json")]) == 0
+    assert (tmp_path / "b.json").read_text() == (tmp_path / "a.json").read_text()
+    with np.load(shard) as npz:  # rewritten: finite, non-negative, rows of 1 (as the fix checks, to 1e-3)
+        data, sizes = npz["data"], npz["sizes"]
+        assert np.isfinite(data).all() and data.min() >= 0
+        rows = np.concatenate([m.reshape(-1, n).sum(-1) for m, n in zip(np.split(data, np.cumsum(2 * 4 * sizes**2)[:-1]), sizes)])
+        np.testing.assert_allclose(rows, 1, atol=1e-5)
+
+
+def test_norm_maps_pass_the_shard_check(tiny_lm, tmp_path):
+    """Norm maps are not attention weights (rows do not sum to 1): valid ones are never recomputed."""
+    sentences = [["the", "cat", "sat"] * k for k in range(1, 6)]
+    batch = encode_words(tiny_lm.tokenizer, sentences)
+    extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False, maps="norms")
+    again = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False, maps="norms")
+    assert again.stats["shards_computed"] == 0 and again.stats["shards_recomputed"] == 0
+    weights = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
+    assert extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False).stats["shards_computed"] == 0
+    assert weights.stats["shards_computed"] == 3
+
+
+# 6. --json - is standard output
+
+def test_json_dash_is_standard_output(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["info", "--no-model", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "c"),
+                 "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["cache"]["dir"] == str(tmp_path / "c")
+    assert not (tmp_path / "-").exists() and "wrote" not in captured.err
+
+
+# 7. operating-system errors name the option and the file; the cache folder is checked first
+
+def test_read_only_cache_is_refused_before_the_model(tmp_path, toy_conllu, capsys, no_model):
+    cache = _read_only_dir(tmp_path) / "bert-cache"
+    assert main(["extract", "--conllu", str(toy_conllu), "--cache-dir", str(cache)]) == 2
+    _one_line_error(capsys, f"--cache-dir {cache}", "cannot write")
+
+
+def test_cache_under_a_file_is_refused_before_the_model(tmp_path, toy_conllu, capsys, no_model):
+    (tmp_path / "file").write_text("")
+    assert main(["heads", "--conllu", str(toy_conllu), "--cache-dir", str(tmp_path / "file" / "cache")]) == 2
+    _one_line_error(capsys, "--cache-dir", "is a file")
+
+
+def test_file_size_limit_names_the_option_and_the_file(tiny_model_dir, toy_conllu, tmp_path):
+    import resource
+
+    import helpers
+
+    limit = 4096  # the parsed trees (1.6 kB) and meta.json fit, the shard (7 kB) does not
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    cache = tmp_path / "c"
+    env = {**os.environ, "PYTHONPATH": str(Path(helpers.__file__).resolve().parents[1]), "PYTHONDONTWRITEBYTECODE": "1",
+           "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "helpers", "extract", "--conllu", str(toy_conllu), "--model",
+                           str(tiny_model_dir), "--max-length", "32", "--quiet", "--cache-dir", str(cache)],
+                          capture_output=True, text=True, env=env, preexec_fn=small_files, timeout=300)
+    assert done.returncode == 2, done.stderr
+    err = done.stderr.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert f"--cache-dir {cache}" in err and "shard-00000.npz" in err and "File too large" in err, err
+
+
+def test_an_os_error_without_a_file_name_says_where_the_command_writes(tmp_path, monkeypatch, capsys):
+    def full_disk(args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(c, handler=full_disk) if c.name == "info" else c
+                                              for c in cli.COMMANDS))
+    assert main(["info", "--no-model", "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, "No space left on device", "the disk is full", f"--cache-dir {tmp_path / 'c'}")
+
+
+# 8. counts that ask for more than exists are said, on standard error and in the JSON
+
+def test_capped_segment_count_is_said(tiny_model_dir, tmp_path, capsys):
+    data = _toy_gum(tmp_path / "data")
+    out = tmp_path / "s.json"
+    assert main(["segments", "--model", str(tiny_model_dir), "--data-dir", str(data), "--segments", "1000000000",
+                 "--max-length", "60", "--quiet", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    produced = len(result["segments"])
+    assert result["counts"] == {"segments": {"asked": 1000000000, "produced": produced}}
+    assert f"--segments 1000000000: only {produced} exist" in capsys.readouterr().err
+
+
+def test_capped_sentence_count_is_said(tiny_model_dir, toy_conllu, tmp_path, capsys):
+    out = tmp_path / "h.json"
+    assert main(["heads", "--conllu", str(toy_conllu), "--model", str(tiny_model_dir), "--max-length", "32",
+                 "--max-sentences", "100000", "--quiet", "--json", str(out), "--cache-dir", str(tmp_path / "c")]) == 0
+    result = json.loads(out.read_text())
+    assert result["counts"] == {"max_sentences": {"asked": 100000, "produced": 3}}
+    assert "--max-sentences 100000: only 3 exist" in capsys.readouterr().err
+    assert main(["heads", "--conllu", str(toy_conllu), "--model", str(tiny_model_dir), "--max-length", "32",
+                 "--max-sentences", "2", "--quiet", "--json", str(out), "--cache-dir", str(tmp_path / "c")]) == 0
+    assert "counts" not in json.loads(out.read_text())  # nothing capped: the layout is the usual one
+
+
+# 9. library calls check their arguments and never echo a long text whole
+
+def test_explore_none_is_refused_before_a_model_loads(no_model):
+    import helpers
+
+    with pytest.raises(TypeError, match=r"text: give a sentence \(str\) or its words"):
+        helpers.explore(None)
+
+
+def test_long_text_is_not_echoed_whole(tiny_lm):
+    from helpers.presentation.explore import analyse
+
+    text = "cat " * 1250  # 5,000 characters
+    with pytest.raises(ValueError) as err:
+        analyse(text, tiny_lm, max_length=32)
+    assert len(str(err.value)) < 300 and "(5000 characters)" in str(err.value)
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda lm: __import__("helpers").load_treebank(None), "the corpus must be a name"),
+    (lambda lm: __import__("helpers").load_model(42), "a model name or folder"),
+    (lambda lm: __import__("helpers").encode_words(lm.tokenizer, ["the cat sat"]), "split it first"),
+    (lambda lm: __import__("helpers").encode_words(lm.tokenizer, None), "a list of sentences"),
+    (lambda lm: __import__("helpers").encode_texts(lm.tokenizer, "the cat sat"), "one text is"),
+    (lambda lm: __import__("helpers").paper_segments([], lm.tokenizer, n="5"), "a whole number"),
+    (lambda lm: __import__("helpers.presentation.explore").presentation.explore.analyse(["the", "cat"], lm,
+                                                                                        max_length="128"), "max_length"),
+    (lambda lm: __import__("helpers.presentation.explore").presentation.explore.predicted_heads(
+        np.zeros((1, 1, 4, 4)), ["[CLS]", "a", "b", "[SEP]"], layer=3, head=0), "0-based"),
+])
+def test_library_calls_check_their_arguments(call, fragment, tiny_lm):
+    with pytest.raises((TypeError, ValueError), match=fragment):
+        call(tiny_lm)
+
+
+# 10. inputs that exist but are no files, link loops, and raw control characters
+
+def test_device_and_fifo_are_not_called_missing(tmp_path, capsys, no_model):
+    fifo = tmp_path / "trees.conllu"
+    os.mkfifo(fifo)
+    for path, fragment in (("/dev/null", "character device"), (str(fifo), "named pipe")):
+        assert main(["extract", "--conllu", path, "--cache-dir", str(tmp_path / "c")]) == 2
+        err = _one_line_error(capsys, path, fragment)
+        assert "no such" not in err
+
+
+def test_symlink_loop_is_named(tmp_path, capsys, no_model):
+    loop = tmp_path / "trees"
+    loop.symlink_to(loop)
+    assert main(["extract", "--conllu", str(loop), "--cache-dir", str(tmp_path / "c")]) == 2
+    _one_line_error(capsys, str(loop), "symbolic link in a loop")
+
+
+def test_control_characters_from_the_input_are_escaped(tmp_path, capsys, no_model):
+    bad = tmp_path / "t.conllu"
+    bad.write_text(NOT_TREES["own head"][0].replace("s1", "s1\x1b[2J\u202eevil"), encoding="utf-8")
+    with pytest.raises(ConllError) as err:
+        read_conllu(bad)
+    assert "\x1b" not in str(err.value) and "\u202e" not in str(err.value)
+    assert main(["heads", "--conllu", str(bad), "--cache-dir", str(tmp_path / "c")]) == 2
+    line = _one_line_error(capsys, "s1\\x1b[2J\\u202eevil", "its own HEAD")
+    assert line.isprintable()
+
+
+def test_control_characters_in_an_option_are_escaped(tmp_path, capsys, no_model):
+    assert main(["extract", "--conllu", str(tmp_path / "x\x1b[2J\u202e.conllu"), "--cache-dir", str(tmp_path / "c")]) == 2
+    assert _one_line_error(capsys, "x\\x1b[2J\\u202e.conllu", "no such CoNLL-U file").isprintable()
+
+
+# 11. the distributed engine's address (no Dask needed: checked before it is imported)
+
+@pytest.mark.parametrize("address", ["nonsense", "tcp://host", "http://127.0.0.1:8786", "tcp://:8786"])
+def test_bad_scheduler_address_is_refused(address, toy_conllu, capsys, no_model):
+    assert main(["heads", "--conllu", str(toy_conllu), "--address", address]) == 2
+    _one_line_error(capsys, f"--address {address}", "not a Dask scheduler address")
+
+
+def test_json_into_a_pipe_is_written_in_place(tmp_path):
+    """`--json /dev/stdout` or a named pipe: written into, never replaced by a renamed regular file."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "result.pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert main(["info", "--no-model", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "c"),
+                 "--json", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the pipe
+    assert received and json.loads(received[0])["cache"]["dir"] == str(tmp_path / "c")
+
+
+@pytest.mark.parametrize("option", ["--cache-dir", "--data-dir", "--json", "--model", "--conllu"])
+def test_a_symbolic_link_loop_in_any_path_option_is_named(option, tmp_path, toy_conllu, capsys, no_model):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    args = {"--conllu": str(toy_conllu), "--cache-dir": str(tmp_path / "c"), option: str(loop)}
+    assert main(["extract", *[x for pair in args.items() for x in pair]]) == 2
+    err = _one_line_error(capsys, f"{option} {loop}" if option != "--conllu" else str(loop))
+    assert "symbolic link" in err
+    assert loop.is_symlink()  # nothing replaced it
+
+
+def test_json_through_a_symbolic_link_keeps_the_link(tmp_path):
+    link, target = tmp_path / "latest.json", tmp_path / "run-1.json"
+    link.symlink_to(target)
+    assert main(["info", "--no-model", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "c"),
+                 "--json", str(link)]) == 0
+    assert link.is_symlink() and json.loads(target.read_text())["cache"]["dir"] == str(tmp_path / "c")
