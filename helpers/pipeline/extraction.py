@@ -116,7 +116,7 @@ def plan_extraction(
         path = directory / f"shard-{number:05d}.npz"
         if path.is_file():
             try:
-                _read_shard(path, lm.n_layers, lm.n_heads, key, [ex.index for ex in shard])
+                _read_shard(path, lm.n_layers, lm.n_heads, key, [ex.index for ex in shard], maps=maps)
                 continue
             except ValueError:
                 recomputed += 1
@@ -139,7 +139,7 @@ def load_or_compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: lis
                           maps: str = "weights") -> tuple[dict[int, np.ndarray], bool]:
     """``(maps by example index, computed)``: the shard at ``path`` if it is valid, else extracted and written."""
     try:
-        return _read_shard(path, lm.n_layers, lm.n_heads, plan_key, [ex.index for ex in shard]), False
+        return _read_shard(path, lm.n_layers, lm.n_heads, plan_key, [ex.index for ex in shard], maps=maps), False
     except ValueError:
         pairs = compute_shard(lm, plan_key, path, shard, level=level, word_mode=word_mode, batch_size=batch_size,
                               maps=maps)
