@@ -184,9 +184,9 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
 
 
 def control_model(lm: LoadedModel, seed: int = 0) -> LoadedModel:
-    """The random-init control of ``lm``: the same architecture and tokenizer, random weights."""
-    return load_model(lm.spec, random_init=True, seed=seed,
-                      device=lm.device)
+    """The random-init control of ``lm``: the same architecture and tokenizer, random weights, loaded from
+    where ``lm`` was (an optional extra installed under ``--cache-dir`` too)."""
+    return load_model(lm.spec, random_init=True, seed=seed, device=lm.device, cache_root=lm.cache_root)
 
 
 def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, max_length, data_dir, cache_root,

@@ -1,4 +1,5 @@
-"""What the distributed engine sends its workers (no Dask needed): the model spec, with the driver's cache."""
+"""What the distributed engine sends its workers and what the probes load besides the model (no Dask
+needed): the model spec and the random-init control keep the driver's cache."""
 from __future__ import annotations
 
 
@@ -17,3 +18,21 @@ def test_model_spec_carries_the_cache_to_the_workers(tiny_model_dir, tmp_path, m
     spec = ModelSpec.of(lm)
     monkeypatch.setenv("BERT_ATTENTION_CACHE", str(tmp_path / "a-worker's-own-cache"))
     assert spec.load().fingerprint() == lm.fingerprint()
+
+
+def test_probe_control_is_loaded_from_the_models_cache(tiny_model_dir, tmp_path, monkeypatch):
+    """§5's random-init control of an extra installed under --cache-dir loads from that cache, not from the
+    default one (it dropped cache_root and failed with 'not installed')."""
+    import shutil
+
+    from helpers.core.model_extras import EXTRAS
+    from helpers.core.models import load_model
+    from helpers.probe.run import control_model
+
+    cache = tmp_path / "cache"
+    shutil.copytree(tiny_model_dir, cache / "models" / "mpnet-base" / EXTRAS["mpnet-base"].folder)
+    monkeypatch.setenv("BERT_ATTENTION_CACHE", str(tmp_path / "the-default-cache"))
+    lm = load_model("mpnet-base", cache_root=cache)
+    control = control_model(lm)
+    # (the tiny model was itself made with seed 0, so its control has the same weights: only where it loads from is checked)
+    assert control.random_init and control.n_layers == lm.n_layers and control.cache_root == str(cache)
