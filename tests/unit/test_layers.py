@@ -308,9 +308,6 @@ def test_every_public_name_notebooks_and_tests_use_is_exported():
 def test_importing_the_package_and_its_core_is_light():
     """``import helpers`` and every ``helpers.core`` module load no pandas, Altair or presentation code, and
     register no chart renderer (a fresh interpreter, so nothing is loaded already)."""
-    import subprocess
-    import sys
-
     code = ("import sys, pkgutil, importlib, helpers\n"
             "assert [m for m in sys.modules if m.startswith('helpers')] == ['helpers'], sorted(sys.modules)\n"
             "import helpers.core\n"
@@ -318,16 +315,22 @@ def test_importing_the_package_and_its_core_is_light():
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'altair', 'IPython', 'myst_nb')"
             " or m.startswith('helpers.presentation'))\n"
             "assert not heavy, heavy\n")
+    _run_fresh(code)
+
+
+def _run_fresh(code: str) -> None:
+    """Run ``code`` in a fresh interpreter that imports this checkout's package; it must succeed."""
+    import os
+    import subprocess
+    import sys
+
     done = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(PACKAGE.parent)})
+                          env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
     assert done.returncode == 0, done.stderr
 
 
 def test_chart_renderer_is_set_when_the_first_chart_is_made():
     """In a notebook kernel the offline Altair renderer is enabled by the first chart, not by an import."""
-    import subprocess
-    import sys
-
     code = ("import IPython\n"
             "class Shell:\n    kernel = object()\n"
             "IPython.get_ipython = lambda: Shell()\n"  # as if in a kernel
@@ -336,9 +339,7 @@ def test_chart_renderer_is_set_when_the_first_chart_is_made():
             "assert 'offline' not in alt.renderers.names() and alt.renderers.active == 'default', alt.renderers.active\n"
             "charts.layer_lines({'a': [1.0, 2.0]})\n"
             "assert alt.renderers.active == 'offline', alt.renderers.active\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(PACKAGE.parent)})
-    assert done.returncode == 0, done.stderr
+    _run_fresh(code)
 
 
 def test_the_repository_is_found_from_every_layer():
