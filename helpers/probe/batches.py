@@ -54,7 +54,7 @@ class DiskBatches(Sequence):
         entry = self.index["batches"][k]
         indices, n, offset = entry["indices"], entry["n"], entry["offset"]
         B, K2, dim = len(indices), 2 * self.index["n_maps"], self.index["dim"]
-        sizes = (B * n * (n + 1) * K2, B * n * K2 * 2, B * n * dim)
+        sizes = self._sizes(k)
         with open(self.path, "rb") as handle:
             if self.features:
                 handle.seek(offset)
