@@ -22,13 +22,11 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import LATEST, machine, save
+from common import LATEST, machine, measure, save
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "benchmarks")
@@ -36,14 +34,10 @@ GIB = 2 ** 30
 
 
 def run(argv: list[str], env: dict, log: Path) -> dict:
-    """Run ``argv`` (output to ``log``); its wall time, exit status and the peak resident memory of the
-    largest process among it and its waited-for descendants."""
-    start = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-    return {"seconds": round(time.perf_counter() - start, 1), "exit_status": os.waitstatus_to_exitcode(status),
-            "peak_rss_gib": round(usage.ru_maxrss * 1024 / GIB, 2)}
+    """:func:`common.measure` of ``argv`` with its output in ``log``; the peak in GiB."""
+    done = measure(argv, env, log=log)
+    return {"seconds": done["seconds"], "exit_status": done["exit_status"],
+            "peak_rss_gib": round(done["peak_rss_bytes"] / GIB, 2)}
 
 
 def page_times(src: Path) -> dict[str, float]:

@@ -25,6 +25,30 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def measure(argv: list[str], env: dict, *, log: Path | None = None) -> dict:
+    """Run ``argv``: its wall time, exit status and ``peak_rss_bytes``, the peak resident memory of the largest
+    process among it and the descendants it waited for (``os.wait4``). Output goes to ``log`` when given;
+    otherwise standard output is dropped and a failure's last line of standard error kept as ``error``."""
+    start = time.perf_counter()
+    if log is not None:
+        with open(log, "w") as out:
+            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+            _, status, usage = os.wait4(proc.pid, 0)
+        err = ""
+    else:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        err = proc.stderr.read()
+        proc.stderr.close()
+    out = {"peak_rss_bytes": usage.ru_maxrss * 1024, "seconds": round(time.perf_counter() - start, 1),
+           "exit_status": os.waitstatus_to_exitcode(status)}
+    if out["exit_status"] != 0 and err.strip():
+        out["error"] = err.strip().splitlines()[-1:]
+    elif out["exit_status"] != 0:
+        out["error"] = []
+    return out
+
+
 def machine() -> dict:
     """What the measurement ran on: processor, cores, memory (and a GPU when torch sees one)."""
     cpu = platform.processor() or platform.machine()
@@ -107,7 +131,7 @@ def save(result: dict, out: str | Path, *, record: str | None = None, model: str
 def recorded_note(data: dict | None) -> str:
     """One line saying when, where and how a recorded measurement was taken (for the Performance page)."""
     if not data:
-        return "not recorded yet: run the command below with --record"
+        return "not recorded yet: run the benchmark script named above with --record"
     r = data["recorded"]
     m = r.get("machine", {})
     load = m.get("load_average_at_start")

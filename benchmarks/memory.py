@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import LATEST, machine, save
+from common import LATEST, machine, measure, save
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("surface", "heads", "coref", "probe", "cluster")
@@ -45,20 +45,6 @@ GIB = 1024 ** 3
 def budget_bytes(layers: int) -> int:
     """Issue #12's budget: below 3 GB for a 6-layer model, below 4 GB for a 12 x 12 (base-size) one."""
     return int((3 if layers <= 6 else 4) * 1e9)
-
-
-def measure(argv: list[str], env: dict) -> dict:
-    """Run ``argv``; its peak resident memory (bytes), wall time and exit status."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read()
-    proc.stderr.close()
-    out = {"peak_rss_bytes": usage.ru_maxrss * 1024, "seconds": round(time.perf_counter() - start, 1),
-           "exit_status": os.waitstatus_to_exitcode(status)}
-    if out["exit_status"] != 0:
-        out["error"] = err.strip().splitlines()[-1:] if err.strip() else []
-    return out
 
 
 FLOOR = """
