@@ -3,9 +3,9 @@
 The book's chapters run one model (the book's, ``$BERT_ATTENTION_MODEL`` or the offline default) over
 the paper's inputs at the chapters' sizes, its random-init control over the probes' treebanks, and the
 chapter "Comparing models" runs its other models at :data:`helpers.compare.run.REDUCED_SIZES`. This
-module lists those passes from the same constants and functions the runs use (the sections' sizes,
-:func:`helpers.probe.run.probe_corpora`, :func:`helpers.compare.run.default_specs` and
-``chapter_sizes``), and encodes each one with the function its run encodes it with, so that
+module lists those passes from the same records and functions the runs use (the sections' sizes in
+:data:`helpers.results.SECTIONS`, :func:`helpers.probe.run.probe_corpora`,
+:func:`helpers.compare.run.default_specs` and ``chapter_sizes``), and encodes each one with the function its run encodes it with, so that
 ``benchmarks/book_floor.py`` times exactly what a build reads: one forward pass of each model over each
 input, plus the backward pass of the §3 gradients. Anything a build does beyond this list is repeated
 work.
@@ -47,17 +47,14 @@ class Pass:
 def _sizes(spec: str, small: bool) -> dict:
     """The sizes ``spec`` is run at in a build: the chapters' for the book's model, else the comparison's."""
     from helpers.compare.run import book_spec, chapter_sizes
-    from helpers.coref.run import SMALL_DOCUMENTS
-    from helpers.probe.run import SMALL_SENTENCES as PROBE_SMALL
-    from helpers.surface.run import SEGMENTS, SMALL_SEGMENTS
-    from helpers.syntax.run import SMALL_SENTENCES as SYNTAX_SMALL
+    from helpers.results import section
 
-    if spec != book_spec():
-        sizes = chapter_sizes(spec, small=small)
-        return {"n_segments": sizes["n_segments"], "syntax_sentences": sizes["max_sentences"],
-                "probe_sentences": sizes["max_sentences"], "max_documents": sizes["max_documents"]}
-    return {"n_segments": SMALL_SEGMENTS if small else SEGMENTS, "syntax_sentences": SYNTAX_SMALL if small else None,
-            "probe_sentences": PROBE_SMALL if small else None, "max_documents": SMALL_DOCUMENTS if small else None}
+    def size(key: str, name: str):  # the section's size in the build's configuration, or the comparison's
+        return overrides.get(name, section(key).sizes.pick(small)[name])
+
+    overrides = chapter_sizes(spec, small=small) if spec != book_spec() else {}
+    return {"n_segments": size("surface", "n_segments"), "syntax_sentences": size("syntax", "max_sentences"),
+            "probe_sentences": size("probe", "max_sentences"), "max_documents": size("coref", "max_documents")}
 
 
 def model_passes(spec: str, *, small: bool, control: bool) -> list[Pass]:
@@ -249,3 +246,13 @@ def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = 
         kind, key = keys[name]
         cached_json(kind, key, lambda value=value: value, cache_root=cache_root)
     return list(parts)
+
+
+def chapter_segment_statistics(lm, ctx) -> list[str]:
+    """:func:`segment_statistics` for the chapters' segments in the configuration of ``ctx`` (a
+    :class:`~helpers.context.RunContext`; the sizes of the §3 record): what chapter 3 calls first."""
+    from helpers.results import section
+
+    s = section("surface").settings(ctx)
+    return segment_statistics(lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
+                              data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)

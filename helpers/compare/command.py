@@ -15,7 +15,7 @@ from helpers.compare.run import (
     parse_spec,
     parse_specs,
 )
-from helpers.pipeline.options import Command
+from helpers.pipeline.options import Command, context
 
 
 def check_specs(specs: list[str], *, cache_root=None, max_length: int | None = None, where: str = "--models") -> None:
@@ -64,12 +64,12 @@ def _compare_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> dict:
-    documents = args.max_documents if args.max_documents is not None else coref_documents(args.max_sentences)
-    sizes = dict(n_segments=args.segments, max_sentences=args.max_sentences, max_documents=documents,
-                 seeds=tuple(range(args.seeds)) if args.seeds else None, epochs=args.epochs, n_perm=args.permutations,
-                 max_length=args.max_length, small=False, data_dir=args.data_dir, cache_root=args.cache_dir,
-                 progress=not args.quiet)
-    return compare_json(compare(args.models, seed=args.seed, device=args.device, figures=False, **sizes))
+    from helpers.results import size_options
+
+    sizes = size_options(args)
+    if args.max_documents is None:
+        sizes["max_documents"] = coref_documents(args.max_sentences)
+    return compare_json(compare(args.models, context(args), seed=args.seed, figures=False, **sizes))
 
 
 

@@ -27,12 +27,15 @@ def test_book_passes_follow_the_chapters_sizes():
 def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     from helpers.cluster.run import run_cluster
     from helpers.norms.run import run_norms
-    from helpers.surface.run import run_surface
+    from helpers.surface.run import cached_surface_statistics, run_surface
+
+    def surface_of(cache):  # §6's input: the §3 statistics of its segments (as the §3 report gives them)
+        return lambda batch: cached_surface_statistics(tiny_lm, batch, cache_root=cache)
 
     n, L = 6, 48  # the tiny model has 64 positions
     separate, shared = tmp_path / "separate", tmp_path / "shared"
     surface = run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=separate).stats.to_json()
-    cluster = run_cluster(tiny_lm, n_segments=n, max_length=L, n_perm=10, cache_root=separate)
+    cluster = run_cluster(tiny_lm, surface_of(separate), n_segments=n, max_length=L, n_perm=10, cache_root=separate)
     norms = run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=separate).stats.to_cache()
     assert sorted(segment_statistics(tiny_lm, n_segments=n, max_length=L, cache_root=shared)) == ["distances", "norms", "surface"]
     assert segment_statistics(tiny_lm, n_segments=n, max_length=L, cache_root=shared) == []  # all cached now: nothing recomputed
@@ -42,7 +45,7 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     before = {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")}
     assert json.dumps(run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=shared).stats.to_json(),
                       sort_keys=True) == json.dumps(surface, sort_keys=True)
-    again = run_cluster(tiny_lm, n_segments=n, max_length=L, n_perm=10, cache_root=shared)
+    again = run_cluster(tiny_lm, surface_of(shared), n_segments=n, max_length=L, n_perm=10, cache_root=shared)
     assert again.distance.tolist() == cluster.distance.tolist() and again.tokens == cluster.tokens
     assert json.dumps(run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=shared).stats.to_cache(), sort_keys=True) == \
         json.dumps(norms, sort_keys=True)
