@@ -36,7 +36,8 @@ class RunContext:
     """Where and how to run: the corpora (``data_dir``) and cache (``cache_dir``) folders, the small (test)
     configuration (``small``), recomputing cached results (``refresh``), progress bars (``progress``), the
     execution engine (``execution``: a :class:`helpers.pipeline.engine.Execution`, ``None`` = this
-    process) and the torch ``device`` models are loaded on."""
+    process), the torch ``device`` models are loaded on, the book's ``model`` (``None``: the offline
+    default) and the comparison's models (``compare``: SPECs as written, ``None``: the default list)."""
 
     data_dir: Path | None = None
     cache_dir: Path | None = None
@@ -45,12 +46,15 @@ class RunContext:
     progress: bool = False
     execution: Any = None
     device: str | None = None
+    model: str | None = None
+    compare: str | None = None
 
     @classmethod
     def from_env(cls, *, data_dir=None, cache_dir=None, small: bool | None = None, refresh: bool | None = None,
                  progress: bool = False, execution: Any = None, device: str | None = None) -> "RunContext":
         """The context of an entry point: each argument given wins, the rest comes from the environment
-        (read here, once) or the defaults of :mod:`helpers.config`. The folders are resolved now; a corpora
+        (read here, once: ``$BERT_ATTENTION_DATA``, ``_CACHE``, ``_SMALL``, ``_REFRESH``, ``_MODEL``,
+        ``_COMPARE``) or the defaults of :mod:`helpers.config`. The folders are resolved now; a corpora
         folder that cannot be found is left unresolved, so that the first read of a corpus says why."""
         try:
             data = config.data_dir(data_dir)
@@ -59,7 +63,8 @@ class RunContext:
         return cls(data_dir=data, cache_dir=config.cache_dir(cache_dir),
                    small=config.small_run() if small is None else bool(small),
                    refresh=config.refresh_results() if refresh is None else bool(refresh),
-                   progress=progress, execution=execution, device=device)
+                   progress=progress, execution=execution, device=device, model=config.model_name(),
+                   compare=config.compare_specs())
 
     def replace(self, **changes) -> "RunContext":
         """A copy with ``changes`` (``ctx.replace(progress=False)``)."""

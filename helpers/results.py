@@ -136,7 +136,8 @@ def size_options(args: argparse.Namespace) -> dict:
 
 def cmd_claims(args: argparse.Namespace) -> dict:
     lm = load(args)
-    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, context(args), **size_options(args))]}
+    ctx = context(args).replace(small=False)  # the command's sizes are its options, never the chapters' small ones
+    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, ctx, **size_options(args))]}
 
 
 COMMAND = Command("claims", "every claim of the paper with our verdict, from the cached results (computing what is missing)", _claims_args, cmd_claims)

@@ -26,7 +26,7 @@ def cmd_cluster(args: argparse.Namespace, inputs: dict) -> dict:
     them), whose runs give the heads' behaviours and the linguistic heads."""
     lm = load(args)
     with session(context(args).execution) as execution:  # one cluster for every step
-        ctx = context(args).replace(execution=execution)
+        ctx = context(args).replace(execution=execution, small=False)
         surface = inputs["surface"].run(lm, ctx, segments_from=args.segments_from)
         result = run_cluster(lm, surface.statistics, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
                              segments_from=args.segments_from, data_dir=ctx.data_dir, cache_root=ctx.cache_dir,

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from helpers.compare.run import (
     COMPARE_ENV,
@@ -39,8 +38,9 @@ def _check_compare_inputs(args: argparse.Namespace) -> None:
     if args.model or args.random_init:
         raise ValueError("compare: name the models with --models SPEC[,SPEC...] (random:SPEC for a random-init copy), "
                      "not --model/--random-init")
-    where = "--models" if args.models is not None else f"${COMPARE_ENV}" if os.environ.get(COMPARE_ENV, "").strip() else "the default --models"
-    args.models = parse_specs(args.models) if args.models is not None else default_specs(args.cache_dir)
+    ctx = context(args)
+    where = "--models" if args.models is not None else f"${COMPARE_ENV}" if ctx.compare else "the default --models"
+    args.models = parse_specs(args.models) if args.models is not None else default_specs(ctx)
     check_specs(args.models, cache_root=args.cache_dir, max_length=args.max_length, where=where)
     _check_claims_inputs(args)
 
@@ -69,7 +69,8 @@ def cmd_compare(args: argparse.Namespace) -> dict:
     sizes = size_options(args)
     if args.max_documents is None:
         sizes["max_documents"] = coref_documents(args.max_sentences)
-    return compare_json(compare(args.models, context(args), seed=args.seed, figures=False, **sizes))
+    ctx = context(args).replace(small=False)  # the command's sizes are its options, never the chapters' small ones
+    return compare_json(compare(args.models, ctx, seed=args.seed, figures=False, **sizes))
 
 
 

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import gc
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.claims import VERDICTS, Claim, by_id
+from helpers.config import COMPARE_ENV  # comma-separated SPECs: the chapter's models (replaces the default list)
 from helpers.context import RunContext
 from helpers.results import PAPER_SECTIONS
 
-COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the chapter's models (replaces the default list)
 RANDOM_PREFIX = "random:"
 DEFAULT_SPEC = "default"
 OPTIONAL_SPECS = ("mpnet-base",)  # in the default list when installed (``python -m helpers install-model``)
@@ -65,39 +64,38 @@ def installed_optional_specs(cache_root=None) -> list[str]:
     return [s for s in OPTIONAL_SPECS if (extra_dir(s, cache_root, must_exist=False) / "config.json").is_file()]
 
 
-def default_specs(cache_root=None, *, small: bool | None = None) -> list[str]:
-    """The chapter's models: ``$BERT_ATTENTION_COMPARE`` when set, else the book's model
-    (``$BERT_ATTENTION_MODEL``, else the offline default) and its random-init control, then the
-    offline default when the book analyses another model, then each installed optional extra
-    (``mpnet-base``); the small configuration (``small``; default :func:`~helpers.config.small_run`)
-    keeps only the first two, to keep tests fast."""
-    from helpers.config import small_run
+def _context(ctx: RunContext | None) -> RunContext:
+    """``ctx``, or for a script that built none, the context of the environment (:meth:`RunContext.from_env`)."""
+    return ctx if ctx is not None else RunContext.from_env()
 
-    env = os.environ.get(COMPARE_ENV, "").strip()
-    if env:
-        return parse_specs(env, where=f"${COMPARE_ENV}")
-    book = book_spec()
-    if small_run() if small is None else small:
+
+def default_specs(ctx: RunContext | None = None) -> list[str]:
+    """The chapter's models: ``ctx.compare`` (``$BERT_ATTENTION_COMPARE``) when set, else the book's model
+    (:func:`book_spec`) and its random-init control, then the offline default when the book analyses
+    another model, then each optional extra installed under ``ctx.cache_dir`` (``mpnet-base``); the small
+    configuration (``ctx.small``) keeps only the first two, to keep tests fast."""
+    ctx = _context(ctx)
+    if ctx.compare:
+        return parse_specs(ctx.compare, where=f"${COMPARE_ENV}")
+    book = book_spec(ctx)
+    if ctx.small:
         return [book, RANDOM_PREFIX + book]
-    return list(dict.fromkeys([book, RANDOM_PREFIX + book, DEFAULT_SPEC, *installed_optional_specs(cache_root)]))
+    return list(dict.fromkeys([book, RANDOM_PREFIX + book, DEFAULT_SPEC, *installed_optional_specs(ctx.cache_dir)]))
 
 
-def book_spec() -> str:
-    """The SPEC of the book's model: ``$BERT_ATTENTION_MODEL`` when set, else ``default``."""
-    from helpers.core.models import requested_model
-
-    return requested_model() or DEFAULT_SPEC
+def book_spec(ctx: RunContext | None = None) -> str:
+    """The SPEC of the book's model: ``ctx.model`` (``$BERT_ATTENTION_MODEL``) when set, else ``default``."""
+    return _context(ctx).model or DEFAULT_SPEC
 
 
-def chapter_sizes(spec: str, *, small: bool | None = None) -> dict:
+def chapter_sizes(spec: str, ctx: RunContext | None = None) -> dict:
     """The chapter's size overrides for ``spec``: none for the book's model (:func:`book_spec`: the
     chapters' sizes, so its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first
-    run within minutes (:data:`SMALL_REDUCED_SIZES` in the small configuration)."""
-    from helpers.config import small_run
-
-    if spec == book_spec():
+    run within minutes (:data:`SMALL_REDUCED_SIZES` in the small configuration, ``ctx.small``)."""
+    ctx = _context(ctx)
+    if spec == book_spec(ctx):
         return {}
-    return dict(SMALL_REDUCED_SIZES if (small_run() if small is None else small) else REDUCED_SIZES)
+    return dict(SMALL_REDUCED_SIZES if ctx.small else REDUCED_SIZES)
 
 
 def sizes_text(sizes: dict) -> str:
@@ -203,12 +201,12 @@ def compare_model(spec: str, ctx: RunContext, *, seed: int = 0, figures: bool = 
 
 def compare(specs: list[str], ctx: RunContext, *, seed: int = 0, figures: bool = True, sizes_for=None,
             isolate: bool = False, **sizes) -> list[ModelResult]:
-    """:func:`compare_model` for each SPEC in turn (one model in memory at a time). ``sizes_for(spec)``,
-    when given, returns per-model overrides of ``sizes``. With ``isolate``, each model is computed in
+    """:func:`compare_model` for each SPEC in turn (one model in memory at a time). ``sizes_for(spec, ctx)``,
+    when given, returns per-model overrides of ``sizes`` (:func:`chapter_sizes`). With ``isolate``, each model is computed in
     a child process of its own (:func:`compare_isolated`, handed ``ctx``), so the caller never holds a model:
     the chapter's kernel stays small and each model's peak memory is measured on its own."""
     run = compare_isolated if isolate else compare_model
-    return [run(s, ctx, seed=seed, figures=figures, **{**sizes, **(sizes_for(s) if sizes_for else {})})
+    return [run(s, ctx, seed=seed, figures=figures, **{**sizes, **(sizes_for(s, ctx) if sizes_for else {})})
             for s in specs]
 
 

@@ -92,15 +92,15 @@ def load(args: argparse.Namespace):
 def context(args: argparse.Namespace) -> RunContext:
     """The command's :class:`~helpers.context.RunContext`: its ``--data-dir``, ``--cache-dir``, ``--device``,
     ``--quiet`` and engine options, the rest from the environment. Built once per command: the CLI's ``main``
-    keeps it on ``args`` (``args.context``). Commands run at the sizes they are given, never the small
-    configuration of the chapters."""
+    keeps it on ``args`` (``args.context``). A command runs a section at the sizes it is given, never at the
+    chapters' small configuration: it runs them in ``context(args).replace(small=False)``."""
     ctx = getattr(args, "context", None)
     if ctx is None:
         from helpers.pipeline.engine import Execution
 
         execution = Execution.from_args(args) if hasattr(args, "engine") else None
-        ctx = RunContext.from_env(data_dir=args.data_dir, cache_dir=args.cache_dir, small=False,
-                                  progress=not args.quiet, execution=execution, device=args.device)
+        ctx = RunContext.from_env(data_dir=args.data_dir, cache_dir=args.cache_dir, progress=not args.quiet,
+                                  execution=execution, device=args.device)
         args.context = ctx
     return ctx
 

@@ -30,21 +30,26 @@ def test_specs(monkeypatch):
     with pytest.raises(ValueError, match="random:"):
         cmp.parse_specs("default,random:")
     monkeypatch.setenv(cmp.COMPARE_ENV, "bert-base-uncased,random:bert-base-uncased")
-    assert cmp.default_specs() == ["bert-base-uncased", "random:bert-base-uncased"]
+    assert cmp.default_specs() == ["bert-base-uncased", "random:bert-base-uncased"]  # no context: the environment's
     monkeypatch.delenv(cmp.COMPARE_ENV)
     monkeypatch.delenv("BERT_ATTENTION_MODEL", raising=False)
+
+    def ctx(small):  # the entry point's context, read from the environment now
+        return RunContext.from_env(small=small)
+
     monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: [])
-    assert cmp.default_specs(small=False) == ["default", "random:default"]  # an extra that is not installed is dropped
+    assert cmp.default_specs(ctx(False)) == ["default", "random:default"]  # an extra that is not installed is dropped
     monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: ["mpnet-base"])
-    assert cmp.default_specs(small=False) == ["default", "random:default", "mpnet-base"]
-    assert cmp.default_specs(small=True) == ["default", "random:default"]  # the test configuration stays small
-    assert cmp.chapter_sizes("default", small=False) == {} and cmp.chapter_sizes("default", small=True) == {}
-    assert cmp.chapter_sizes("random:default", small=True) == cmp.SMALL_REDUCED_SIZES
-    assert cmp.chapter_sizes("mpnet-base", small=False) == cmp.REDUCED_SIZES
+    assert cmp.default_specs(ctx(False)) == ["default", "random:default", "mpnet-base"]
+    assert cmp.default_specs(ctx(True)) == ["default", "random:default"]  # the test configuration stays small
+    assert cmp.chapter_sizes("default", ctx(False)) == {} and cmp.chapter_sizes("default", ctx(True)) == {}
+    assert cmp.chapter_sizes("random:default", ctx(True)) == cmp.SMALL_REDUCED_SIZES
+    assert cmp.chapter_sizes("mpnet-base", ctx(False)) == cmp.REDUCED_SIZES
     monkeypatch.setenv("BERT_ATTENTION_MODEL", "mpnet-base")  # the book's model leads, at the chapters' sizes
-    assert cmp.default_specs(small=False) == ["mpnet-base", "random:mpnet-base", "default"]  # the offline default too
-    assert cmp.default_specs(small=True) == ["mpnet-base", "random:mpnet-base"]
-    assert cmp.chapter_sizes("mpnet-base", small=False) == {} and cmp.chapter_sizes("default", small=False) != {}
+    assert cmp.default_specs(ctx(False)) == ["mpnet-base", "random:mpnet-base", "default"]  # the offline default too
+    assert cmp.default_specs(ctx(True)) == ["mpnet-base", "random:mpnet-base"]
+    assert cmp.chapter_sizes("mpnet-base", ctx(False)) == {} and cmp.chapter_sizes("default", ctx(False)) != {}
+    assert cmp.default_specs(RunContext(small=True)) == ["default", "random:default"]  # the context, not the environment
 
 
 def _result(spec, random_init, verdicts):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from helpers.context import RunContext
 from helpers.plan import book_passes, segment_statistics
 
 
@@ -12,7 +13,7 @@ def test_book_passes_follow_the_chapters_sizes():
     from helpers.probe.run import probe_corpora
     from helpers.surface.run import SEGMENTS
 
-    passes = book_passes(small=False, specs=["default", "random:default"])
+    passes = book_passes(RunContext(small=False), specs=["default", "random:default"])
     book = {(p.input, p.backward): p for p in passes if p.spec == "default"}
     assert book["segments", False].option["n_segments"] == SEGMENTS and book["segments", True].option["n_segments"] == SEGMENTS
     assert all(book[c, False].option["max_sentences"] is None for c in probe_corpora().values())
