@@ -19,6 +19,7 @@ report costs only the parts that are read), never imports their runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Mapping
 
 from helpers.claims import Claim
@@ -43,6 +44,17 @@ class Sizes:
     def pick(self, small: bool) -> dict[str, Any]:
         """The settings of one configuration, with :data:`MAX_LENGTH`."""
         return {"max_length": MAX_LENGTH, **(self.small if small else self.full)}
+
+
+class part(cached_property):
+    """A part of a section's report (an object with a ``ctx``): computed when first read, then kept, and
+    computed inside ``ctx.active()`` (so ``refresh`` holds for it, whenever it is read)."""
+
+    def __get__(self, instance, owner=None):
+        if instance is None or self.attrname in instance.__dict__:
+            return super().__get__(instance, owner)
+        with instance.ctx.active():
+            return super().__get__(instance, owner)
 
 
 # ``runner(lm, ctx, settings, inputs) -> report``: ``settings`` as :meth:`Section.settings` returns them,

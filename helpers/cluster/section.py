@@ -8,8 +8,6 @@ of its segments (the heads' behaviours), and the heads §4.2 and §4.3 find on G
 """
 from __future__ import annotations
 
-from functools import cached_property
-
 from helpers.claims import Claim
 from helpers.cluster import claims as cluster_claims
 from helpers.cluster.command import COMMAND
@@ -17,7 +15,7 @@ from helpers.cluster.run import ClusterResult, linguistic_heads, run_cluster
 from helpers.context import RunContext
 from helpers.core.models import LoadedModel
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS
-from helpers.section import Section, Sizes
+from helpers.section import Section, Sizes, part
 
 
 class ClusterSectionReport:
@@ -28,14 +26,14 @@ class ClusterSectionReport:
     def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict):
         self.lm, self.ctx, self.settings, self.inputs = lm, ctx, settings, inputs
 
-    @cached_property
+    @part
     def result(self) -> ClusterResult:
         s, ctx = self.settings, self.ctx
         return run_cluster(self.lm, self.inputs["surface"].statistics, n_segments=s["n_segments"], seed=s["seed"],
                            max_length=s["max_length"], segments_from=s["segments_from"], n_perm=s["n_perm"],
                            data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
 
-    @cached_property
+    @part
     def linguistic(self) -> dict[str, str]:
         return linguistic_heads(self.inputs["syntax"].specialised_heads(), self.inputs["coref"].dev.best_head())
 

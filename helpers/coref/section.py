@@ -5,15 +5,13 @@
 """
 from __future__ import annotations
 
-from functools import cached_property
-
 from helpers.claims import Claim
 from helpers.context import RunContext
 from helpers.core.models import LoadedModel
 from helpers.coref import claims as coref_claims
 from helpers.coref.command import COMMAND
 from helpers.coref.run import SMALL_DOCUMENTS, CorefRun, run_coref
-from helpers.section import Section, Sizes
+from helpers.section import Section, Sizes, part
 
 
 class CorefSectionReport:
@@ -30,19 +28,19 @@ class CorefSectionReport:
         return run_coref(self.lm, split, setting=setting, max_documents=s["max_documents"], max_length=s["max_length"],
                          data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
 
-    @cached_property
+    @part
     def dev(self) -> CorefRun:
         return self._run("dev", "truncated")
 
-    @cached_property
+    @part
     def test(self) -> CorefRun:
         return self._run("test", "truncated")
 
-    @cached_property
+    @part
     def dev_windows(self) -> CorefRun:
         return self._run("dev", coref_claims.CLAIM_SETTING)
 
-    @cached_property
+    @part
     def test_windows(self) -> CorefRun:
         return self._run("test", coref_claims.CLAIM_SETTING)
 

@@ -53,10 +53,6 @@ SHARD_DTYPE = np.float32
 MAPS: tuple[str, ...] = ("weights", "norms")  # attention weights, or norm-based maps (helpers.norms.stats)
 
 
-class StaleCacheError(RuntimeError):
-    """A cache entry does not match what was asked for and no model is at hand to recompute it."""
-
-
 def cache_key(
     lm: LoadedModel,
     batch: EncodedBatch,

@@ -9,8 +9,6 @@ segments' statistics) and the §4.2 report (the best heads on GUM test under wei
 """
 from __future__ import annotations
 
-from functools import cached_property
-
 from helpers.claims import Claim
 from helpers.context import RunContext
 from helpers.core.models import LoadedModel
@@ -19,7 +17,7 @@ from helpers.norms.command import COMMAND
 from helpers.norms.run import NormsReport, run_norms, run_table1_norms, table1_comparison
 from helpers.norms.stats import NormStats
 from helpers.pipeline.segments import SEGMENTS, SMALL_SEGMENTS
-from helpers.section import Section, Sizes
+from helpers.section import Section, Sizes, part
 from helpers.syntax.stats import HeadScores
 
 
@@ -34,7 +32,7 @@ class NormsSectionReport:
         self.lm, self.ctx, self.settings = lm, ctx, settings
         self.surface, self.syntax = inputs["surface"], inputs["syntax"]
 
-    @cached_property
+    @part
     def norms(self) -> NormsReport:
         s, ctx = self.settings, self.ctx
         return run_norms(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
@@ -44,14 +42,14 @@ class NormsSectionReport:
     def stats(self) -> NormStats:
         return self.norms.stats
 
-    @cached_property
+    @part
     def norms_test(self) -> HeadScores:
         ctx = self.ctx
         return run_table1_norms(self.lm, "gum:test", max_sentences=self.syntax.max_sentences,
                                 max_length=self.settings["max_length"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
                                 progress=ctx.progress)
 
-    @cached_property
+    @part
     def table1(self) -> list[dict]:
         return table1_comparison(self.syntax.test.scores, self.norms_test, self.syntax.relations)
 

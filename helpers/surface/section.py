@@ -5,14 +5,12 @@
 """
 from __future__ import annotations
 
-from functools import cached_property
-
 from helpers.claims import Claim
 from helpers.context import RunContext
 from helpers.core.encoding import EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS, build_segments
-from helpers.section import Section, Sizes
+from helpers.section import Section, Sizes, part
 from helpers.surface import claims as surface_claims
 from helpers.surface.command import COMMAND
 from helpers.surface.run import SurfaceReport, cached_surface_statistics, run_surface
@@ -27,14 +25,14 @@ class SurfaceSectionReport:
     def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict):
         self.lm, self.ctx, self.settings = lm, ctx, settings
 
-    @cached_property
+    @part
     def full(self) -> SurfaceReport:
         s, ctx = self.settings, self.ctx
         return run_surface(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
                            segments_from=s["segments_from"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
                            progress=ctx.progress, execution=ctx.execution)
 
-    @cached_property
+    @part
     def batch(self) -> EncodedBatch:
         if "full" in self.__dict__:
             return self.full.batch
@@ -42,7 +40,7 @@ class SurfaceSectionReport:
         return build_segments(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
                               segments_from=s["segments_from"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
 
-    @cached_property
+    @part
     def stats(self) -> SurfaceStats:
         return self.full.stats if "full" in self.__dict__ else self.statistics(self.batch)
 

@@ -5,12 +5,10 @@
 """
 from __future__ import annotations
 
-from functools import cached_property
-
 from helpers.claims import Claim
 from helpers.context import RunContext
 from helpers.core.models import LoadedModel
-from helpers.section import Section, Sizes
+from helpers.section import Section, Sizes, part
 from helpers.syntax import claims as syntax_claims
 from helpers.syntax.command import COMMAND
 from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, run_heads, table1_relations
@@ -33,19 +31,19 @@ class SyntaxSectionReport:
         return run_heads(self.lm, corpus, max_sentences=s["max_sentences"], max_length=s["max_length"],
                          data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
 
-    @cached_property
+    @part
     def test(self) -> HeadsRun:
         return self._run("gum:test")
 
-    @cached_property
+    @part
     def dev(self) -> HeadsRun:
         return self._run("gum:dev")
 
-    @cached_property
+    @part
     def ewt(self) -> HeadsRun:
         return self._run("ewt:dev")
 
-    @cached_property
+    @part
     def relations(self) -> list[str]:
         """Table 1's relations on GUM test (:func:`~helpers.syntax.run.table1_relations`)."""
         return table1_relations(self.test.scores)

@@ -207,3 +207,22 @@ def test_all_claims_is_the_records_claims(tiny_lm, toy_data, tmp_path):
     assert together == alone and len({c["id"] for c in together}) == len(together)
     assert [section_of(Claim(**c)).key for c in together] == sorted(
         (section_of(Claim(**c)).key for c in together), key=[s.key for s in SECTIONS].index)
+
+
+def test_reports_compute_only_the_parts_read(monkeypatch):
+    """A report computes a part when it is first read, once, inside its context: §6 reading §4.2's dev run
+    costs no test or EWT run, and ``claims`` reads no part it does not need."""
+    from helpers.context import refresh_requested
+    from helpers.syntax import section as syntax_section
+
+    calls = []
+
+    def fake_run_heads(lm, corpus, **kw):
+        calls.append((corpus, kw["max_sentences"], refresh_requested()))
+        return corpus
+
+    monkeypatch.setattr(syntax_section, "run_heads", fake_run_heads)
+    report = syntax_section.SECTION.run(None, RunContext(small=True, refresh=True))
+    assert calls == []
+    assert report.dev == "gum:dev" and report.dev == "gum:dev"
+    assert calls == [("gum:dev", 150, True)]  # once, at the small size, with the context's refresh in force
