@@ -75,12 +75,6 @@ def input_reports(record: Section, lm: LoadedModel, ctx: RunContext, **sizes) ->
     return {k: reports[k] for k in record.inputs}
 
 
-def section_claims(key: str, lm: LoadedModel, ctx: RunContext, **sizes) -> list[Claim]:
-    """The claims of one section for the chapter's run (``sizes``: overrides)."""
-    record = section(key)
-    return record.claims(run_sections(lm, ctx, [key], **sizes)[key])
-
-
 def all_claims(lm: LoadedModel, ctx: RunContext, **sizes) -> list[Claim]:
     """Every claim of the paper: each paper section's ``claims(report)``, in the paper's order (ids are
     checked to be unique). ``sizes`` override the configuration's sizes of every section that has them."""
