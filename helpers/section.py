@@ -30,9 +30,9 @@ MAX_LENGTH = 128  # the paper's longest input in tokens: a setting of every sect
 
 @dataclass(frozen=True)
 class Sizes:
-    """The settings of a section's runs that the book and the small (test) configuration set differently
-    (``None``: all of a corpus): ``full`` for the book, ``small`` for the notebook tests. Both name the same
-    settings."""
+    """The settings of a section's runs in the book (``full``) and in the small configuration of the notebook
+    tests (``small``): its sizes (``None``: all of a corpus), which differ, and the other settings a caller
+    may override (a seed, the permutations of a test), which do not. Both name the same settings."""
 
     full: Mapping[str, Any]
     small: Mapping[str, Any]
