@@ -131,3 +131,28 @@ def test_chunked_mean_loss_equals_one_pass():
     want = float(nn.functional.cross_entropy(head(hidden), labels))
     for chunk in (7, 50, 1000):
         assert abs(_mean_loss(head, hidden, labels, chunk=chunk) - want) < 1e-5
+
+
+def test_fitted_head_does_not_depend_on_the_thread_count():
+    """The masked-LM head of the default model is fitted on FIT_THREADS threads whatever the caller's count:
+    fitted on 1 or on 2 threads, its weights differed in their last digits (and so did the §3 gradient
+    ratio, at 1e-9), which made the book's numbers depend on how many pages ran at once."""
+    import torch
+
+    from helpers import load_model
+
+    lm = load_model()
+    rng = np.random.default_rng(0)
+    words = [w for w in lm.tokenizer.vocab if w.isalpha() and len(w) > 2][:3000]
+    batch = encode_words(lm.tokenizer, [list(rng.choice(words, size=60)) for _ in range(80)])
+    before = torch.get_num_threads()
+    fitted = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            head, _ = fit_head(lm, batch, batch, seed=0, epochs=2)
+            assert torch.get_num_threads() == threads  # restored
+            fitted.append([p.detach().clone() for p in head.parameters()])
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(*fitted))
