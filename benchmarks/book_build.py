@@ -1,6 +1,7 @@
 """Benchmark: a cold build of the whole book against its compute floor, and a rebuild with nothing changed.
 
-    python benchmarks/book_build.py [--model SPEC] [--small] [--jobs N] [--record] [--keep DIR] [--no-floor] [--out FILE]
+    python benchmarks/book_build.py [--model SPEC] [--small] [--jobs N] [--no-extras] [--record] [--keep DIR] [--no-floor]
+                                    [--out FILE]
 
 1. The floor (``benchmarks/book_floor.py`` in a process of its own, same model and configuration): the bare
    forward and backward passes over exactly the inputs the build reads.
@@ -72,6 +73,9 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="the tests' small configuration (BERT_ATTENTION_SMALL=1)")
     parser.add_argument("--keep", default=None, metavar="DIR", help="build in DIR and keep it (default: a temporary folder)")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (no ratio)")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="leave the installed optional models (install-model) out, as on a fresh clone: the "
+                             "comparison then runs the default model and its random-init control only")
     parser.add_argument("--jobs", type=int, default=2, help="pages executed at a time (default 2, as build_book.sh)")
     parser.add_argument("--record", action="store_true", help="keep a dated recorded measurement in benchmarks/results/")
     parser.add_argument("--out", default=str(LATEST / "book_build.json"))
@@ -97,7 +101,7 @@ def main() -> None:
     from helpers.config import cache_dir
 
     extras = cache_dir() / "models"  # installed optional models (install-model): not results
-    if extras.is_dir():
+    if extras.is_dir() and not args.no_extras:
         os.symlink(extras, cache / "models")
     env["BERT_ATTENTION_CACHE"] = str(cache)
 
@@ -128,7 +132,8 @@ def main() -> None:
     rebuild = run(argv, env, work / "rebuild.log")
     print(f"rebuild with nothing changed: {rebuild['seconds']:.1f} s", flush=True)
 
-    result = {"model": spec, "small": args.small, "jobs": args.jobs, "pages": pages, "seconds_pages": round(sum(pages.values()), 1),
+    result = {"model": spec, "small": args.small, "jobs": args.jobs, "extras": not args.no_extras and extras.is_dir(),
+              "pages": pages, "seconds_pages": round(sum(pages.values()), 1),
               "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,
