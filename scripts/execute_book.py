@@ -125,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="pages executed at a time (default 2: the machine's cores)")
     parser.add_argument("--dry-run", action="store_true", help="print the order and exit")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: at least 1 page at a time")
     book = Path(args.book).resolve()
+    missing = [name for name in ("_config.yml", "_toc.yml") if not (book / name).is_file()]
+    if missing:
+        parser.error(f"--book {args.book}: no {' or '.join(missing)} there (the folder of the book's _config.yml)")
     settings = execute_settings(book)
     if settings["mode"] != "cache":
         print(f"execute_book: _config.yml executes in mode {settings['mode']!r}, not 'cache': nothing to do")

@@ -37,3 +37,12 @@ def test_cached_pages_are_not_scheduled_and_unknown_pages_go_last():
     assert waves == [["notebooks/06_cluster"], ["notebooks/99_new"]]
     assert not execute_book.ready_after("notebooks/99_new", pages, {"notebooks/03_surface"})
     assert execute_book.ready_after("notebooks/99_new", pages, {"notebooks/03_surface", "notebooks/06_cluster"})
+
+
+def test_bad_options_name_themselves(tmp_path, capsys):
+    import pytest
+
+    for argv, expected in ((["--jobs", "0"], "--jobs 0"), (["--book", str(tmp_path)], "_config.yml or _toc.yml")):
+        with pytest.raises(SystemExit) as exit_info:
+            execute_book.main(argv)
+        assert exit_info.value.code == 2 and expected in capsys.readouterr().err
