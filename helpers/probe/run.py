@@ -19,6 +19,7 @@ from helpers.core.extract import convert
 from helpers.core.models import LoadedModel, load_model
 from helpers.data.cache import cached_json
 from helpers.data.corpora import corpus_files, file_digest
+from helpers.digest import source_digest
 from helpers.pipeline.extraction import extract_treebank
 from helpers.probe.probes import (
     ProbeData,
@@ -136,9 +137,9 @@ def _summary(values: list[float]) -> dict:
             "runs": [round(v, 2) for v in values]}
 
 
-VERSION = 4  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards;
-#             3: Distances + words divides relative distances by the sentence's own length, not the padded one;
-#             4: Distances + words computed one sentence at a time with its loss fused: same model, other rounding)
+# The modules whose code computes a probe result: their source is part of its cache key (a change to a
+# probe, its batches or its training recomputes the table; no version to bump by hand).
+PROBE_CODE = ("helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run")
 
 SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
 TRAIN_BATCH, EVAL_BATCH = 32, 64  # sentences per batch (training; evaluation)
@@ -172,7 +173,7 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
     Memory does not grow with the corpora: batches are spilled to disk and streamed (see
     :mod:`helpers.probe.batches`)."""
     corpora = corpora or probe_corpora()
-    key = {"model": lm.fingerprint(), "v": VERSION, "seeds": list(seeds), "epochs": epochs,
+    key = {"model": lm.fingerprint(), "code": source_digest(*PROBE_CODE), "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
            "glove": file_digest([Path(glove_path)]) if glove_path else None,
            "data": {name: file_digest(corpus_files(spec, data_dir=data_dir)) for name, spec in corpora.items()}}

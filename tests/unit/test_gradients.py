@@ -45,6 +45,17 @@ def test_head_is_cached(tiny_lm, tmp_path):
     assert second["heldout_loss"] == first["heldout_loss"]
 
 
+def test_head_is_refitted_when_its_code_changes(tiny_lm, tmp_path, monkeypatch):
+    """The fitted head's key carries the digest of surface/mlm.py's source (no version to bump by hand)."""
+    import helpers.surface.mlm as mlm
+
+    batch = _batch(tiny_lm)
+    assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1].get("cached") is None
+    assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1]["cached"] is True
+    monkeypatch.setattr(mlm, "source_digest", lambda *modules: "changed-code")
+    assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1].get("cached") is None  # refitted
+
+
 def test_gradient_importance_shapes_and_determinism(tiny_lm):
     batch = _batch(tiny_lm)
     head, _ = fit_head(tiny_lm, batch, batch, seed=0, epochs=1)

@@ -292,3 +292,19 @@ def test_trainings_in_worker_processes_equal_trainings_here():
     assert set(here) == {(job[0], job[4]) for job in jobs}
     assert there == here
     assert len({json.dumps(v, sort_keys=True) for v in here.values()}) > 1  # the trainings differ from each other
+
+
+def test_probe_result_key_carries_the_code(tiny_lm, fake_data, monkeypatch):
+    """The cached Table 3 is keyed by the source of the probe modules (PROBE_CODE), not a version to bump."""
+    import helpers.probe.run as run
+    from helpers.digest import source_digest
+
+    keys = []
+    monkeypatch.setattr(run, "cached_json", lambda name, key, compute, **kw: keys.append(key) or {})
+    corpora = {"train": "gum:train", "dev": "gum:dev", "test": "gum:test"}
+    run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
+    assert keys[-1]["code"] == source_digest(*run.PROBE_CODE) and "v" not in keys[-1]
+    assert set(run.PROBE_CODE) >= {"helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run"}
+    monkeypatch.setattr(run, "source_digest", lambda *modules: "changed-code")
+    run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
+    assert keys[-1]["code"] == "changed-code" and keys[0]["code"] != keys[1]["code"]
