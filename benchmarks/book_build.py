@@ -1,11 +1,14 @@
 """Benchmark: a cold build of the whole book against its compute floor, and a rebuild with nothing changed.
 
-    python benchmarks/book_build.py [--model SPEC] [--small] [--record] [--keep DIR] [--no-floor] [--out FILE]
+    python benchmarks/book_build.py [--model SPEC] [--small] [--jobs N] [--no-extras] [--record] [--keep DIR] [--no-floor]
+                                    [--out FILE]
 
 1. The floor (``benchmarks/book_floor.py`` in a process of its own, same model and configuration): the bare
    forward and backward passes over exactly the inputs the build reads.
 2. A cold build: the book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``notebooks/``, ``benchmarks/``)
-   copied to a fresh folder, built there with ``jupyter-book build -W -n --keep-going`` into a fresh
+   copied to a fresh folder, built there as ``scripts/build_book.sh`` builds (``scripts/execute_book.py --jobs N``
+   executes the pages N at a time into jupyter-book's cache, then ``jupyter-book build -W -n --keep-going``
+   renders them; ``--jobs 1`` leaves the execution to jupyter-book, one page after another) into a fresh
    ``_build`` and an empty analysis cache (``BERT_ATTENTION_CACHE``; installed extras such as
    ``mpnet-base`` are linked in, they are installed models, not results). Its peak resident memory is
    the largest of the build's processes (``os.wait4`` of the build: the maximum over it and every
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -69,6 +73,10 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="the tests' small configuration (BERT_ATTENTION_SMALL=1)")
     parser.add_argument("--keep", default=None, metavar="DIR", help="build in DIR and keep it (default: a temporary folder)")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (no ratio)")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="leave the installed optional models (install-model) out, as on a fresh clone: the "
+                             "comparison then runs the default model and its random-init control only")
+    parser.add_argument("--jobs", type=int, default=2, help="pages executed at a time (default 2, as build_book.sh)")
     parser.add_argument("--record", action="store_true", help="keep a dated recorded measurement in benchmarks/results/")
     parser.add_argument("--out", default=str(LATEST / "book_build.json"))
     args = parser.parse_args()
@@ -93,7 +101,7 @@ def main() -> None:
     from helpers.config import cache_dir
 
     extras = cache_dir() / "models"  # installed optional models (install-model): not results
-    if extras.is_dir():
+    if extras.is_dir() and not args.no_extras:
         os.symlink(extras, cache / "models")
     env["BERT_ATTENTION_CACHE"] = str(cache)
 
@@ -110,8 +118,10 @@ def main() -> None:
 
     jb = Path(sys.executable).with_name("jupyter-book")
     argv = [str(jb), "build", str(src), "-W", "-n", "--keep-going"]
-    print(f"cold build of {spec} in {src} ...", flush=True)
-    cold = run(argv, env, work / "build.log")
+    execute = [sys.executable, str(ROOT / "scripts" / "execute_book.py"), "--book", str(src), "--jobs", str(args.jobs)]
+    print(f"cold build of {spec} in {src} ({args.jobs} page(s) at a time) ...", flush=True)
+    cold = run(["bash", "-c", f"{shlex.join(execute)} && {shlex.join(argv)}"] if args.jobs > 1 else argv, env,
+               work / "build.log")
     if cold["exit_status"] != 0:
         raise SystemExit(f"the build failed (exit {cold['exit_status']}): see {work / 'build.log'}")
     pages = page_times(src)
@@ -122,7 +132,8 @@ def main() -> None:
     rebuild = run(argv, env, work / "rebuild.log")
     print(f"rebuild with nothing changed: {rebuild['seconds']:.1f} s", flush=True)
 
-    result = {"model": spec, "small": args.small, "pages": pages, "seconds_pages": round(sum(pages.values()), 1),
+    result = {"model": spec, "small": args.small, "jobs": args.jobs, "extras": not args.no_extras and extras.is_dir(),
+              "pages": pages, "seconds_pages": round(sum(pages.values()), 1),
               "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,

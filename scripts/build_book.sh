@@ -14,6 +14,9 @@ if [ -d _build ] && [ "$(cat _build/.built-for 2>/dev/null)" != "$stamp" ]; then
   rm -rf _build/.jupyter_cache _build/html _build/jupyter_execute
 fi
 mkdir -p _build && echo "$stamp" > _build/.built-for
+# The pages are executed two at a time into jupyter-book's execution cache (scripts/execute_book.py: pages
+# whose results others read go first); jupyter-book then finds them executed and renders the book.
+python scripts/execute_book.py --jobs "${BOOK_JOBS:-2}"
 jupyter-book build . -W -n --keep-going
 python scripts/check_pages.py _build/html --max-mb 5
 echo "book built: $PWD/_build/html/index.html"

@@ -349,6 +349,7 @@ def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,
             computed += made
             if task is not None:
                 partials.append(task([(ex, maps[ex.index]) for ex in shard], payloads[number]))
+            del maps  # before the next shard is read or made: one shard's maps in memory at a time
         return finish_extraction(plan, computed), partials
     return _run_dask(lm, plan, execution, task, payloads, progress)
 

@@ -197,9 +197,10 @@ def extract(
                    unit="ex", disable=not progress)
         try:
             for number in numbers:
-                pairs = compute_shard(lm, plan.key, plan.shard_path(number), shards[number], level=level,
-                                      word_mode=word_mode, batch_size=batch_size, maps=maps)
-                bar.update(len(pairs))
+                # the shard's maps are dropped as soon as it is written: held while the next shard was made,
+                # two shards of whole-document windows took the coreference chapter over 3 GB
+                bar.update(len(compute_shard(lm, plan.key, plan.shard_path(number), shards[number], level=level,
+                                             word_mode=word_mode, batch_size=batch_size, maps=maps)))
         finally:
             bar.close()
 

@@ -24,13 +24,14 @@ punctuation, as in the paper. :func:`mst_heads` decodes a full tree with Chu-Liu
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
 import numpy as np
 import torch
 from torch import nn
+
+from helpers.core.threads import torch_threads
 
 ProbeKind = Literal["attn", "attn+words", "distances+words"]
 N_DISTANCE = 8
@@ -244,17 +245,11 @@ class AttentionProbe(nn.Module):
         return logits.masked_fill(~batch.cand_mask, -1e9)
 
 
-@contextmanager
 def one_thread():
     """Torch's intra-op threads set to one inside (restored after): the per-sentence tensors of
     Distances + words are too small to split, and when another process holds a core, threads that wait
     for each other at every operation made an epoch 15 times slower (measured on a 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return torch_threads(1)
 
 
 _DISTANCE_FEATURES: dict[tuple[int, torch.dtype], torch.Tensor] = {}

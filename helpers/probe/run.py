@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from helpers import paper
 from helpers.core.encoding import EncodedBatch
@@ -18,6 +19,7 @@ from helpers.core.extract import convert
 from helpers.core.models import LoadedModel, load_model
 from helpers.data.cache import cached_json
 from helpers.data.corpora import corpus_files, file_digest
+from helpers.digest import source_digest
 from helpers.pipeline.extraction import extract_treebank
 from helpers.probe.probes import (
     ProbeData,
@@ -135,9 +137,9 @@ def _summary(values: list[float]) -> dict:
             "runs": [round(v, 2) for v in values]}
 
 
-VERSION = 4  # part of the cache key: bump when a probe or its training changes (2: batches within cache shards;
-#             3: Distances + words divides relative distances by the sentence's own length, not the padded one;
-#             4: Distances + words computed one sentence at a time with its loss fused: same model, other rounding)
+# The modules whose code computes a probe result: their source is part of its cache key (a change to a
+# probe, its batches or its training recomputes the table; no version to bump by hand).
+PROBE_CODE = ("helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run")
 
 SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
 TRAIN_BATCH, EVAL_BATCH = 32, 64  # sentences per batch (training; evaluation)
@@ -162,7 +164,8 @@ def probe_corpora(train: str | None = None, dev: str | None = None, tests: list[
 
 def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path: str | None = None,
                max_sentences: int | None = None, max_length: int = 128, data_dir=None, cache_root=None,
-               progress: bool = False, refresh: bool = False, corpora: dict[str, str] | None = None) -> dict:
+               progress: bool = False, refresh: bool = False, corpora: dict[str, str] | None = None,
+               workers: int | None = None) -> dict:
     """Every row of Table 3 on each test set (default: GUM test and EWT dev), mean and spread over ``seeds``
     (cached on disk, keyed by the model, the corpus files, the word vectors and the settings).
 
@@ -170,7 +173,7 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
     Memory does not grow with the corpora: batches are spilled to disk and streamed (see
     :mod:`helpers.probe.batches`)."""
     corpora = corpora or probe_corpora()
-    key = {"model": lm.fingerprint(), "v": VERSION, "seeds": list(seeds), "epochs": epochs,
+    key = {"model": lm.fingerprint(), "code": source_digest(*PROBE_CODE), "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
            "glove": file_digest([Path(glove_path)]) if glove_path else None,
            "data": {name: file_digest(corpus_files(spec, data_dir=data_dir)) for name, spec in corpora.items()}}
@@ -179,7 +182,7 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
     return cached_json("probes", key, lambda: _run_probes(lm, seeds=seeds, epochs=epochs, glove_path=glove_path,
                                                          max_sentences=max_sentences, max_length=max_length,
                                                          data_dir=data_dir, cache_root=cache_root, progress=progress,
-                                                         corpora=corpora),
+                                                         corpora=corpora, workers=workers),
                        cache_root=cache_root, refresh=refresh)
 
 
@@ -189,8 +192,91 @@ def control_model(lm: LoadedModel, seed: int = 0) -> LoadedModel:
     return load_model(lm.spec, random_init=True, seed=seed, device=lm.device, cache_root=lm.cache_root)
 
 
+# Table 3's probe rows: (label, probe kind, data: the model's maps or its random-init control's, the original
+# code's misalignment). The misaligned row trains one seed only (the bug's effect is what it shows).
+CONFIGS = (("Distances + words", "distances+words", "maps", False), ("Random-init Attn + words", "attn+words", "random", False),
+           ("Attn", "attn", "maps", False), ("Attn + words", "attn+words", "maps", False),
+           ("Attn + words (original misalignment)", "attn+words", "maps", True))
+# Relative cost of an epoch (measured by benchmarks/probes.py): the longest trainings are started first.
+_COST = {"distances+words": 3, "attn+words": 2, "attn": 1}
+WORKERS = 2  # trainings at a time (processes of one thread each): the 2-core machine's cores; each holds
+#              one batch buffer, so memory grows with this number
+
+
+def training_jobs(seeds) -> list[tuple[str, str, str, bool, int]]:
+    """Every training of Table 3, ``(label, kind, data, misaligned, seed)``, the most expensive first."""
+    jobs = [(label, kind, data, misaligned, seed) for label, kind, data, misaligned in CONFIGS
+            for seed in (seeds[:1] if misaligned else seeds)]
+    return sorted(jobs, key=lambda job: -_COST[job[1]])  # stable: the table's order within a cost
+
+
+def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epochs: int) -> dict:
+    """Train one probe (``job`` from :func:`training_jobs`) and score it: ``{"dev": best dev UAS, "epoch":
+    best epoch, <test>: UAS, "test_mst": UAS of GUM test with MST decoding}``."""
+    _, kind, which, misaligned, seed = job
+    data = sets[which]
+    model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned)
+    out = {"dev": max(info["dev_uas"]), "epoch": info["best_epoch"]}
+    for name in tests:
+        logits = predict(model, data[name], misaligned=misaligned)
+        out[name] = uas(logits, data[name])
+        if name == "test":
+            out["test_mst"] = uas(logits, data[name], decode="mst")
+    return out
+
+
+_WORKER_SETS: dict = {}
+
+
+def _worker_init(sets) -> None:
+    torch.set_num_threads(1)
+    _WORKER_SETS.update(sets)
+
+
+def _worker_train(job, tests, epochs) -> dict:
+    return train_one(job, _WORKER_SETS, tests, epochs)
+
+
+def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, epochs: int, workers: int | None = None,
+              progress: bool = False) -> dict[tuple[str, int], dict]:
+    """:func:`train_one` for every job, ``{(label, seed): scores}``. With ``workers`` > 1 (default
+    :data:`WORKERS`, at most the cores available) the trainings run in that many spawned processes of one
+    thread each, the datasets sent once to each (spilled data are a file name and an index); a training's
+    result does not depend on where it runs (seeded, and the same on one thread or several: tested)."""
+    import os
+
+    from tqdm.auto import tqdm
+
+    workers = min(WORKERS if workers is None else workers, len(os.sched_getaffinity(0)), len(jobs))
+    bar = tqdm(total=len(jobs), desc="probe trainings", unit="probe", disable=not progress)
+    out = {}
+    if workers <= 1:
+        for job in jobs:
+            out[(job[0], job[4])] = train_one(job, sets, tests, epochs)
+            bar.update()
+        bar.close()
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_init, initargs=(sets,)) as pool:
+        futures = {pool.submit(_worker_train, job, tests, epochs): job for job in jobs}
+        try:
+            for future in as_completed(futures):
+                job = futures[future]
+                out[(job[0], job[4])] = future.result()
+                bar.update()
+        except BrokenProcessPool as exc:
+            raise RuntimeError(f"a probe training process died ({exc}); out of memory? Run with fewer workers "
+                               "(run_probes(..., workers=1)): the extracted maps and spilled batches stay cached") from exc
+    bar.close()
+    return out
+
+
 def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, max_length, data_dir, cache_root,
-                progress, corpora) -> dict:
+                progress, corpora, workers=None) -> dict:
     start = time.perf_counter()
     glove = load_glove(glove_path) if glove_path else None
     kw = dict(max_sentences=max_sentences, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
@@ -204,23 +290,14 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     tests = [name for name in corpora if name not in ("train", "dev")]
     t_data = time.perf_counter() - start
     rows: dict[str, dict] = {"Right-branching": {name: _summary([right_branching_uas(sets[name])]) for name in tests}}
-    configs = [("Distances + words", "distances+words", sets, False), ("Random-init Attn + words", "attn+words", random_sets, False),
-               ("Attn", "attn", sets, False), ("Attn + words", "attn+words", sets, False),
-               ("Attn + words (original misalignment)", "attn+words", sets, True)]
     t_train = time.perf_counter()
-    for label, kind, data, misaligned in configs:
-        results: dict[str, list] = {"dev": [], "test": [], "test_mst": [], **{name: [] for name in tests if name != "test"},
-                                    "epochs": []}
-        for seed in (seeds[:1] if misaligned else seeds):  # the bug's effect: one seed is enough
-            model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned)
-            results["dev"].append(max(info["dev_uas"]))
-            results["epochs"].append(info["best_epoch"])
-            for name in tests:
-                logits = predict(model, data[name], misaligned=misaligned)
-                results[name].append(uas(logits, data[name]))
-                if name == "test":
-                    results["test_mst"].append(uas(logits, data[name], decode="mst"))
-        rows[label] = {k: (_summary(v) if k != "epochs" else v) for k, v in results.items()}
+    scores = train_all(training_jobs(seeds), {"maps": sets, "random": random_sets}, tests, epochs=epochs,
+                       workers=workers, progress=progress)
+    for label, _, _, misaligned in CONFIGS:
+        runs = [scores[(label, seed)] for seed in (seeds[:1] if misaligned else seeds)]
+        results = {"dev": [r["dev"] for r in runs], "test": [r["test"] for r in runs], "test_mst": [r["test_mst"] for r in runs],
+                   **{name: [r[name] for r in runs] for name in tests if name != "test"}}
+        rows[label] = {**{k: _summary(v) for k, v in results.items()}, "epochs": [r["epoch"] for r in runs]}
     return {
         "model": lm.label, "word_vectors": f"GloVe file {glove_path}" if glove_path else f"{lm.label} static input embeddings",
         "corpora": corpora,

@@ -26,8 +26,10 @@ from torch import nn
 from helpers.core.encoding import Encoded, EncodedBatch
 from helpers.core.extract import bucket, model_inputs
 from helpers.core.models import LoadedModel, quiet_transformers
+from helpers.core.threads import torch_threads
 from helpers.data.cache import artifact_path
 from helpers.data.files import atomic_write
+from helpers.digest import source_digest
 
 MASK_RATE = 0.15    # share of a segment's (non-special) tokens chosen for the loss, as in BERT
 MASK_BELOW = 0.8    # a chosen token becomes the mask token when its roll is below this (80%),
@@ -137,6 +139,10 @@ def _mean_loss(head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chun
 # 6.73 nats after 4 epochs and 6.73 after 8 (6.99, 6.86, 6.79, 6.73, 6.72, 6.67, 6.71, 6.73), so more
 # epochs cost time without a better head.
 HEAD_EPOCHS = 4
+# The fit's threads: its gradient sums are split over the threads, so the fitted weights' last digits
+# depended on the thread count (1 and 2 threads differ by ~1e-9 in the §3 gradient ratio). Two, the
+# thread count every head in this project's caches was fitted with (2-core machines).
+FIT_THREADS = 2
 
 
 def fit_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, seed: int = 0,
@@ -149,16 +155,17 @@ def fit_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, see
     head = FittedMLMHead(embeddings)
     optim = torch.optim.Adam([p for p in head.parameters() if p.requires_grad], lr=lr)
     generator = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        order = torch.randperm(len(y_train), generator=generator)
-        for start in range(0, len(order), batch):
-            idx = order[start : start + batch]
-            loss = nn.functional.cross_entropy(head(h_train[idx]), y_train[idx])
-            optim.zero_grad()
-            loss.backward()
-            optim.step()
-    head.eval()
-    train_loss, held_loss = _mean_loss(head, h_train, y_train), _mean_loss(head, h_held, y_held)
+    with torch_threads(FIT_THREADS):  # the same weights whatever the machine's (or the caller's) thread count
+        for _ in range(epochs):
+            order = torch.randperm(len(y_train), generator=generator)
+            for start in range(0, len(order), batch):
+                idx = order[start : start + batch]
+                loss = nn.functional.cross_entropy(head(h_train[idx]), y_train[idx])
+                optim.zero_grad()
+                loss.backward()
+                optim.step()
+        head.eval()
+        train_loss, held_loss = _mean_loss(head, h_train, y_train), _mean_loss(head, h_held, y_held)
     counts = torch.bincount(y_train, minlength=embeddings.shape[0]).double() + 1.0
     unigram = -float((counts / counts.sum()).log()[y_held].mean())
     return head, {
@@ -179,7 +186,7 @@ def mlm_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, see
     from safetensors.torch import load_file
 
     key = {"model": lm.fingerprint(), "train": train.digest(), "heldout": heldout.digest(), "seed": seed,
-           "epochs": HEAD_EPOCHS, "v": 1}
+           "epochs": HEAD_EPOCHS, "code": source_digest(__name__)}  # the fit's code: a change to it refits
     path = artifact_path("mlm-head", key, ".safetensors", cache_root)
     embeddings = lm.model.get_input_embeddings().weight.detach().float().cpu()
     if path.is_file():

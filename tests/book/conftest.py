@@ -45,8 +45,15 @@ def small_book(small_bert_dir, tmp_path_factory) -> Path:
     env = {**os.environ, "BERT_ATTENTION_MODEL": str(small_bert_dir), "BERT_ATTENTION_SMALL": "1",
            "BERT_ATTENTION_CACHE": str(src / "cache"), "HF_HUB_OFFLINE": "1",
            "BOOK_ASSETS_DIR": str(ROOT / ".book_assets")}
+    # as scripts/build_book.sh builds: the pages executed two at a time into jupyter-book's cache, then rendered
+    executed = subprocess.run([sys.executable, str(ROOT / "scripts" / "execute_book.py"), "--book", str(src), "--jobs", "2"],
+                              env=env, capture_output=True, text=True, timeout=1500)
+    assert executed.returncode == 0 and "0 failed" in executed.stdout, executed.stdout[-4000:] + executed.stderr[-4000:]
     jb = Path(sys.executable).with_name("jupyter-book")
     done = subprocess.run([str(jb), "build", str(src), "-W", "-n", "--keep-going"], env=env,
                           capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    log = done.stdout + done.stderr
+    # jupyter-book found every page executed: it rendered them without running any again
+    assert "Executing notebook" not in log and log.count("Using cached notebook") == len(list((src / "notebooks").glob("*.ipynb"))), log[-4000:]
     return src / "_build" / "html"

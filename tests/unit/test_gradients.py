@@ -45,6 +45,17 @@ def test_head_is_cached(tiny_lm, tmp_path):
     assert second["heldout_loss"] == first["heldout_loss"]
 
 
+def test_head_is_refitted_when_its_code_changes(tiny_lm, tmp_path, monkeypatch):
+    """The fitted head's key carries the digest of surface/mlm.py's source (no version to bump by hand)."""
+    import helpers.surface.mlm as mlm
+
+    batch = _batch(tiny_lm)
+    assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1].get("cached") is None
+    assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1]["cached"] is True
+    monkeypatch.setattr(mlm, "source_digest", lambda *modules: "changed-code")
+    assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1].get("cached") is None  # refitted
+
+
 def test_gradient_importance_shapes_and_determinism(tiny_lm):
     batch = _batch(tiny_lm)
     head, _ = fit_head(tiny_lm, batch, batch, seed=0, epochs=1)
@@ -131,3 +142,28 @@ def test_chunked_mean_loss_equals_one_pass():
     want = float(nn.functional.cross_entropy(head(hidden), labels))
     for chunk in (7, 50, 1000):
         assert abs(_mean_loss(head, hidden, labels, chunk=chunk) - want) < 1e-5
+
+
+def test_fitted_head_does_not_depend_on_the_thread_count():
+    """The masked-LM head of the default model is fitted on FIT_THREADS threads whatever the caller's count:
+    fitted on 1 or on 2 threads, its weights differed in their last digits (and so did the §3 gradient
+    ratio, at 1e-9), which made the book's numbers depend on how many pages ran at once."""
+    import torch
+
+    from helpers import load_model
+
+    lm = load_model()
+    rng = np.random.default_rng(0)
+    words = [w for w in lm.tokenizer.vocab if w.isalpha() and len(w) > 2][:3000]
+    batch = encode_words(lm.tokenizer, [list(rng.choice(words, size=60)) for _ in range(80)])
+    before = torch.get_num_threads()
+    fitted = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            head, _ = fit_head(lm, batch, batch, seed=0, epochs=2)
+            assert torch.get_num_threads() == threads  # restored
+            fitted.append([p.detach().clone() for p in head.parameters()])
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(*fitted))

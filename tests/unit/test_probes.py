@@ -263,3 +263,48 @@ def test_probe_command(tiny_model_dir, fake_data, toy_conllu, tmp_path):
     assert {"Right-branching", "Attn", "Attn + words", "Distances + words", "Random-init Attn + words"} <= set(result["rows"])
     assert len(result["rows"]["Attn"]["test"]["runs"]) == 2 and 0 <= result["rows"]["Attn"]["test"]["mean"] <= 100
     assert result["paper"]["Attn + GloVe"] == 77
+
+
+def test_trainings_in_worker_processes_equal_trainings_here():
+    """Table 3's trainings run two at a time in spawned one-thread processes; every score is the same as
+    when they run one after another in this process (with its own thread count), for every probe kind."""
+    import os
+
+    import torch
+
+    from helpers.probe.run import CONFIGS, train_all, training_jobs
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: train_all runs every training here")
+
+    rng = np.random.default_rng(3)
+    maps = {"train": synthetic(rng, 80), "dev": synthetic(rng, 30), "test": synthetic(rng, 30), "ewt": synthetic(rng, 20)}
+    random = {name: synthetic(rng, len(data)) for name, data in maps.items()}
+    for data in (*maps.values(), *random.values()):
+        data.batch_size = 16
+    jobs = training_jobs((0, 1))
+    assert sorted({job[0] for job in jobs}) == sorted(label for label, *_ in CONFIGS)
+    assert len(jobs) == 2 * (len(CONFIGS) - 1) + 1  # the misaligned row: one seed
+    threads = torch.get_num_threads()
+    here = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=1)
+    assert torch.get_num_threads() == threads
+    there = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=2)
+    assert set(here) == {(job[0], job[4]) for job in jobs}
+    assert there == here
+    assert len({json.dumps(v, sort_keys=True) for v in here.values()}) > 1  # the trainings differ from each other
+
+
+def test_probe_result_key_carries_the_code(tiny_lm, fake_data, monkeypatch):
+    """The cached Table 3 is keyed by the source of the probe modules (PROBE_CODE), not a version to bump."""
+    import helpers.probe.run as run
+    from helpers.digest import source_digest
+
+    keys = []
+    monkeypatch.setattr(run, "cached_json", lambda name, key, compute, **kw: keys.append(key) or {})
+    corpora = {"train": "gum:train", "dev": "gum:dev", "test": "gum:test"}
+    run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
+    assert keys[-1]["code"] == source_digest(*run.PROBE_CODE) and "v" not in keys[-1]
+    assert set(run.PROBE_CODE) >= {"helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run"}
+    monkeypatch.setattr(run, "source_digest", lambda *modules: "changed-code")
+    run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
+    assert keys[-1]["code"] == "changed-code" and keys[0]["code"] != keys[1]["code"]

@@ -1,0 +1,208 @@
+"""Execute the book's notebooks two at a time into jupyter-book's execution cache, before ``jupyter-book build``.
+
+    python scripts/execute_book.py [--jobs 2] [--book .]
+
+jupyter-book executes the pages one after another, each in its own kernel; much of a page's time uses
+one core (statistics in numpy, kernel start, reading caches), so on a 2-core machine half of it sits
+idle. Here the pages run as a schedule of two slots: a page starts once the pages whose cached results it
+reads are done (:data:`AFTER`; otherwise it would compute those results itself, twice), the longest
+first, and the Performance page, which times things, runs alone. Each page is executed exactly as
+jupyter-book's ``cache`` mode executes it (``myst_nb``: the notebook's folder as working directory, the
+timeout and ``allow_errors`` of ``_config.yml``) and stored in the same cache (``_build/.jupyter_cache``),
+so ``jupyter-book build`` then finds every page executed and only renders. The step is only an
+accelerator: a page that fails here is left out of the cache, and ``jupyter-book build`` executes it
+again and reports its error as usual. Already cached pages are skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+import yaml
+
+# page -> the pages whose cached results it reads (run those first). A page not listed here runs after
+# every listed page, alone.
+AFTER: dict[str, tuple[str, ...]] = {
+    "notebooks/02_attention_maps": (),
+    "notebooks/03_surface": (),             # one pass over the segments: §3, §6 and norms statistics
+    "notebooks/05_probe": (),               # GUM and EWT maps of the model and its random-init control
+    "notebooks/04_syntax": ("notebooks/05_probe",),
+    "notebooks/04_coref": (),
+    "notebooks/06_cluster": ("notebooks/03_surface", "notebooks/04_syntax", "notebooks/04_coref"),
+    "notebooks/07_norms": ("notebooks/03_surface", "notebooks/04_syntax"),
+    "notebooks/08_compare": ("notebooks/03_surface", "notebooks/04_syntax", "notebooks/04_coref", "notebooks/05_probe",
+                             "notebooks/06_cluster", "notebooks/07_norms"),
+    "notebooks/results_at_a_glance": ("notebooks/08_compare",),
+}
+ALONE = ("notebooks/performance",)  # it measures timings: nothing else runs beside it
+# Cold seconds of each page on the 2-core machine (benchmarks/results/book_build-default-*.json): the longest
+# ready page starts first.
+COST = {"notebooks/05_probe": 324, "notebooks/03_surface": 244, "notebooks/08_compare": 127, "notebooks/04_coref": 61,
+        "notebooks/performance": 57, "notebooks/04_syntax": 29, "notebooks/07_norms": 23,
+        "notebooks/results_at_a_glance": 22, "notebooks/06_cluster": 18, "notebooks/02_attention_maps": 15}
+
+
+def toc_pages(book: Path) -> list[str]:
+    """The notebooks of ``_toc.yml`` (paths without suffix, relative to the book), in the table's order."""
+    def files(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                yield node["file"]
+            for value in node.values():
+                yield from files(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from files(item)
+
+    toc = yaml.safe_load((book / "_toc.yml").read_text())
+    return [f for f in files(toc) if (book / f"{f}.ipynb").is_file()]
+
+
+def execute_settings(book: Path) -> dict:
+    """``timeout`` and ``allow_errors`` from ``_config.yml`` (jupyter-book's defaults where unset)."""
+    execute = (yaml.safe_load((book / "_config.yml").read_text()) or {}).get("execute") or {}
+    return {"timeout": execute.get("timeout", 30), "allow_errors": bool(execute.get("allow_errors", False)),
+            "cache": execute.get("cache") or str(book / "_build" / ".jupyter_cache"),
+            "mode": execute.get("execute_notebooks", "auto")}
+
+
+def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None):
+    """One notebook executed as myst_nb's cache mode does; returns ``(notebook, seconds, error text)``.
+    ``threads``: the kernel's intra-op threads (torch, BLAS), when set."""
+    import os
+
+    import nbformat
+
+    if threads:  # this worker process runs one page at a time: its environment is the kernel's
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    else:
+        for name, value in _INHERITED.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    notebook = nbformat.read(path, as_version=4)
+    result = single_nb_execution(notebook, cwd=str(Path(path).parent.resolve()), allow_errors=allow_errors,
+                                 timeout=timeout, meta_override=True)
+    return notebook, result.time, (None if result.err is None else result.exc_string or repr(result.err))
+
+
+_INHERITED = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+def schedule(pages: list[str], done: set[str]) -> list[list[str]]:
+    """Not used to run; the order in which pages become ready (for ``--dry-run``): lists of pages that may run
+    together."""
+    waves, finished = [], set(done)
+    remaining = [p for p in pages if p not in done]
+    while remaining:
+        ready = [p for p in remaining if ready_after(p, pages, finished)]
+        if not ready:
+            ready = remaining[:1]
+        waves.append(sorted(ready, key=lambda p: -COST.get(p, 60)))
+        finished.update(ready)
+        remaining = [p for p in remaining if p not in finished]
+    return waves
+
+
+def ready_after(page: str, pages: list[str], finished: set[str]) -> bool:
+    """True when every page that ``page`` reads from (among ``pages``) is finished."""
+    needs = AFTER.get(page)
+    if needs is None:  # unknown or alone: after every other page
+        needs = tuple(p for p in pages if p != page and (p in AFTER or (page not in ALONE and p in ALONE)))
+    return all(p in finished or p not in pages for p in needs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--book", default=".", help="the book's folder (with _config.yml and _toc.yml)")
+    parser.add_argument("--jobs", type=int, default=2, help="pages executed at a time (default 2: the machine's cores)")
+    parser.add_argument("--dry-run", action="store_true", help="print the order and exit")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: at least 1 page at a time")
+    book = Path(args.book).resolve()
+    missing = [name for name in ("_config.yml", "_toc.yml") if not (book / name).is_file()]
+    if missing:
+        parser.error(f"--book {args.book}: no {' or '.join(missing)} there (the folder of the book's _config.yml)")
+    settings = execute_settings(book)
+    if settings["mode"] != "cache":
+        print(f"execute_book: _config.yml executes in mode {settings['mode']!r}, not 'cache': nothing to do")
+        return 0
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache_path = Path(settings["cache"])
+    cache = get_cache(cache_path if cache_path.is_absolute() else book / cache_path)
+    pages = toc_pages(book)
+    done = set()
+    for page in pages:
+        try:
+            cache.match_cache_notebook(nbformat.read(book / f"{page}.ipynb", as_version=4))
+            done.add(page)
+        except KeyError:
+            pass
+    if args.dry_run:
+        for wave in schedule(pages, done):
+            print(" | ".join(wave))
+        return 0
+    todo = [p for p in pages if p not in done]
+    print(f"execute_book: {len(todo)} of {len(pages)} pages to execute, {args.jobs} at a time", flush=True)
+    start, failed = time.perf_counter(), []
+    cores = len(os.sched_getaffinity(0))
+    finished = set(done)
+    running: dict = {}
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        while todo or running:
+            alone = any(p in ALONE for p in running.values())
+            ready = sorted((p for p in todo if ready_after(p, pages, finished)), key=lambda p: -COST.get(p, 60))
+            while ready and len(running) < args.jobs and not alone:
+                page = ready.pop(0)
+                if page in ALONE and running:
+                    break  # wait until the others finish
+                todo.remove(page)
+                # a page that will have company runs on its share of the cores (threads of two kernels
+                # waiting on each other at every operation are slower than one thread each); alone, on all
+                shared = bool(running or ready) and args.jobs > 1
+                threads = max(1, cores // args.jobs) if shared else None
+                running[pool.submit(_execute, str(book / f"{page}.ipynb"), settings["timeout"],
+                                    settings["allow_errors"], threads)] = page
+                print(f"  start {page} ({time.perf_counter() - start:.0f} s{f', {threads} thread(s)' if threads else ''})",
+                      flush=True)
+                alone = page in ALONE
+            if not running:  # nothing ready (a cycle or a failed dependency): run the next page anyway
+                page = todo.pop(0)
+                running[pool.submit(_execute, str(book / f"{page}.ipynb"), settings["timeout"],
+                                    settings["allow_errors"])] = page
+                continue
+            complete, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in complete:
+                page = running.pop(future)
+                finished.add(page)
+                try:
+                    notebook, seconds, error = future.result()
+                except Exception as exc:  # the executor itself failed: leave the page to jupyter-book
+                    notebook, seconds, error = None, 0.0, repr(exc)
+                if error is not None:
+                    failed.append(page)
+                    print(f"  FAILED {page}: left to jupyter-book build, which reports the error\n{error[-2000:]}",
+                          file=sys.stderr, flush=True)
+                    continue
+                record = cache.add_nb_to_project(str(book / f"{page}.ipynb"))
+                cache.cache_notebook_bundle(CacheBundleIn(notebook, record.uri, data={"execution_seconds": seconds}),
+                                            check_validity=False, overwrite=True)
+                print(f"  done  {page} in {seconds:.0f} s ({time.perf_counter() - start:.0f} s)", flush=True)
+    print(f"execute_book: {time.perf_counter() - start:.0f} s; {len(failed)} failed"
+          + (f" ({', '.join(failed)})" if failed else ""), flush=True)
+    return 0  # failures are reported by jupyter-book build, which executes those pages again
+
+
+if __name__ == "__main__":
+    sys.exit(main())

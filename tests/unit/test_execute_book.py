@@ -1,0 +1,48 @@
+"""scripts/execute_book.py: the order in which the book's pages are executed two at a time."""
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("execute_book", ROOT / "scripts" / "execute_book.py")
+execute_book = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(execute_book)
+
+
+def test_every_page_of_the_toc_has_a_place():
+    """A new notebook must be placed (what it reads first, or alone): otherwise it would run last, alone."""
+    pages = execute_book.toc_pages(ROOT)
+    assert pages and all(p.startswith("notebooks/") for p in pages)
+    assert sorted(pages) == sorted([*execute_book.AFTER, *execute_book.ALONE])
+    assert all(dep in execute_book.AFTER for deps in execute_book.AFTER.values() for dep in deps)
+
+
+def test_pages_run_after_what_they_read_and_the_timed_page_alone():
+    pages = execute_book.toc_pages(ROOT)
+    waves = execute_book.schedule(pages, set())
+    wave_of = {page: k for k, wave in enumerate(waves) for page in wave}
+    assert sorted(wave_of) == sorted(pages)
+    for page, deps in execute_book.AFTER.items():
+        assert all(wave_of[dep] < wave_of[page] for dep in deps), page
+    for page in execute_book.ALONE:
+        assert waves[wave_of[page]] == [page]
+    # the comparison reads every chapter's cached results; the summary reads the comparison's
+    chapters = [p for p in pages if p.split("/")[1][:2].isdigit() and p != "notebooks/08_compare"]
+    assert all(wave_of[c] < wave_of["notebooks/08_compare"] for c in chapters if c != "notebooks/02_attention_maps")
+    assert wave_of["notebooks/results_at_a_glance"] > wave_of["notebooks/08_compare"]
+
+
+def test_cached_pages_are_not_scheduled_and_unknown_pages_go_last():
+    pages = ["notebooks/03_surface", "notebooks/06_cluster", "notebooks/99_new"]
+    waves = execute_book.schedule(pages, {"notebooks/03_surface"})
+    assert waves == [["notebooks/06_cluster"], ["notebooks/99_new"]]
+    assert not execute_book.ready_after("notebooks/99_new", pages, {"notebooks/03_surface"})
+    assert execute_book.ready_after("notebooks/99_new", pages, {"notebooks/03_surface", "notebooks/06_cluster"})
+
+
+def test_bad_options_name_themselves(tmp_path, capsys):
+    import pytest
+
+    for argv, expected in ((["--jobs", "0"], "--jobs 0"), (["--book", str(tmp_path)], "_config.yml or _toc.yml")):
+        with pytest.raises(SystemExit) as exit_info:
+            execute_book.main(argv)
+        assert exit_info.value.code == 2 and expected in capsys.readouterr().err
