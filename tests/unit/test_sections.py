@@ -226,3 +226,19 @@ def test_reports_compute_only_the_parts_read(monkeypatch):
     assert calls == []
     assert report.dev == "gum:dev" and report.dev == "gum:dev"
     assert calls == [("gum:dev", 150, True)]  # once, at the small size, with the context's refresh in force
+
+
+def test_cli_reads_refresh_once_and_the_cache_obeys(tiny_model_dir, toy_data, tmp_path, monkeypatch):
+    """``$BERT_ATTENTION_REFRESH=1`` (the memory benchmark's switch) still recomputes a command's cached
+    results: the CLI reads it into its context, which the cache obeys while the command runs."""
+    from helpers.cli import main
+
+    args = ["surface", "--model", str(tiny_model_dir), "--segments", "3", "--max-length", "60", "--no-gradients",
+            "--data-dir", str(toy_data), "--cache-dir", str(tmp_path / "cache"), "--quiet", "--json", str(tmp_path / "o.json")]
+    monkeypatch.delenv("BERT_ATTENTION_REFRESH", raising=False)
+    assert main(args) == 0
+    (stats,) = (tmp_path / "cache" / "artifacts").glob("surface-stats-*.json")
+    first = stats.stat().st_ino
+    assert main(args) == 0 and stats.stat().st_ino == first  # read back, not rewritten
+    monkeypatch.setenv("BERT_ATTENTION_REFRESH", "1")
+    assert main(args) == 0 and stats.stat().st_ino != first  # recomputed and written again (atomically)
