@@ -19,11 +19,8 @@ import time
 from pathlib import Path
 
 from helpers import config, results
-from helpers.cluster import command as cluster
 from helpers.compare import command as compare
-from helpers.coref import command as coref
 from helpers.data.files import nan_to_null, strict_dumps, write_output, write_text
-from helpers.norms import command as norms
 from helpers.pipeline import segments
 from helpers.pipeline.argtypes import (
     STDOUT,
@@ -37,13 +34,11 @@ from helpers.pipeline.options import (
     Command,
     add_common,
     add_corpus_args,
+    context,
     encode_corpus,
     load,
     with_counts,
 )
-from helpers.probe import command as probe
-from helpers.surface import command as surface
-from helpers.syntax import command as syntax
 
 # ------------------------------------------------------------------------------------ info
 
@@ -167,8 +162,8 @@ def cmd_install_model(args: argparse.Namespace) -> dict:
 
 # ------------------------------------------------------------------------------- the table
 
-# Every command, in the order of ``--help``: the general ones, then one per paper section (each
-# section's ``command.py``), then the summaries built on the sections' claims.
+# Every command, in the order of ``--help``: the general ones, then one per section (each section's record,
+# in :data:`helpers.results.SECTIONS`), then the summaries built on the sections' claims.
 COMMANDS: tuple[Command, ...] = (
     Command("info", "model, its layers and heads, corpora found, cache contents",
             _info_args, cmd_info),
@@ -179,12 +174,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
             _install_model_args, cmd_install_model),
     segments.COMMAND,
-    surface.COMMAND,
-    syntax.COMMAND,
-    coref.COMMAND,
-    probe.COMMAND,
-    cluster.COMMAND,
-    norms.COMMAND,
+    *(s.command for s in results.SECTIONS),
     results.COMMAND,
     compare.COMMAND,
 )
@@ -405,10 +395,15 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.core.errors import ModelNotAvailableError
     from helpers.data.conllu_io import ConllError
 
-    handler = next(c.handler for c in COMMANDS if c.name == args.command)
+    command = next(c for c in COMMANDS if c.name == args.command)
     try:
         preflight(args)
-        result = handler(args)
+        ctx = context(args)  # the run's settings, read once (kept on args for the handler)
+        with ctx.active():
+            if command.inputs:  # a section that reads others: the records of those sections
+                result = command.handler(args, {k: results.section(k) for k in command.inputs})
+            else:
+                result = command.handler(args)
     except KeyboardInterrupt:
         print("interrupted: finished cache shards are kept; run the same command again to resume",
               file=sys.stderr)

@@ -1,7 +1,9 @@
-"""Where things live: the data directory, the cache directory and the small-run switch.
+"""Where things live: the data directory, the cache directory and the small-run switch; the one module
+that reads the environment (the CLI reads it for its error messages too).
 
 Every location can be set three ways, strongest first: an explicit argument (the CLI's
-``--data-dir`` / ``--cache-dir``), an environment variable, then a default.
+``--data-dir`` / ``--cache-dir``), an environment variable, then a default. The entry points (the CLI, a
+chapter, the comparison) read these once into a :class:`helpers.context.RunContext` and pass that down.
 
 >>> from helpers.config import data_dir
 >>> data_dir()                                  # doctest: +SKIP
@@ -16,6 +18,9 @@ DATA_ENV = "BERT_ATTENTION_DATA"
 CACHE_ENV = "BERT_ATTENTION_CACHE"
 SMALL_ENV = "BERT_ATTENTION_SMALL"
 REFRESH_ENV = "BERT_ATTENTION_REFRESH"  # recompute cached results (not the extracted maps): benchmarks
+MODEL_ENV = "BERT_ATTENTION_MODEL"      # the book's model (a name, a folder or an installed extra)
+COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the models of the chapter "Comparing models"
+ASSETS_ENV = "BOOK_ASSETS_DIR"          # where the book's JavaScript libraries were installed (npm)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,12 +83,42 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path:
     return Path(base).expanduser().resolve() / "bert-attention"
 
 
+def _switch(name: str) -> bool:
+    return os.environ.get(name, "").strip() not in ("", "0", "false", "False")
+
+
+def env_text(name: str) -> str | None:
+    """The environment variable ``name``, stripped (``None`` when unset or blank)."""
+    return os.environ.get(name, "").strip() or None
+
+
+def model_name() -> str | None:
+    """``$BERT_ATTENTION_MODEL`` (``None``: the offline default)."""
+    return env_text(MODEL_ENV)
+
+
+def compare_specs() -> str | None:
+    """``$BERT_ATTENTION_COMPARE``, the comparison's SPECs as written (``None``: the default list)."""
+    return env_text(COMPARE_ENV)
+
+
+def hub_offline() -> bool:
+    """True when ``$HF_HUB_OFFLINE`` or ``$TRANSFORMERS_OFFLINE`` forbids the Hugging Face hub."""
+    return any(os.environ.get(name, "").strip() not in ("", "0") for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def assets_dir() -> Path:
+    """``$BOOK_ASSETS_DIR`` if set, else ``.book_assets`` in the repository (the book's npm packages)."""
+    return Path(os.environ.get(ASSETS_ENV, PROJECT_ROOT / ".book_assets"))
+
+
 def small_run() -> bool:
     """True when ``$BERT_ATTENTION_SMALL`` is set to a non-empty, non-zero value.
 
-    Chapters shrink their corpus sizes under this switch so notebook tests finish quickly.
+    Chapters shrink their corpus sizes under this switch so notebook tests finish quickly (read once, into
+    :attr:`helpers.context.RunContext.small`).
     """
-    return os.environ.get(SMALL_ENV, "").strip() not in ("", "0", "false", "False")
+    return _switch(SMALL_ENV)
 
 
 def sized(full: int, small: int) -> int:
@@ -93,5 +128,6 @@ def sized(full: int, small: int) -> int:
 
 def refresh_results() -> bool:
     """True when ``$BERT_ATTENTION_REFRESH`` is set: cached results are recomputed from the cached maps
-    (the memory benchmark measures the analyses this way, without re-extracting)."""
-    return os.environ.get(REFRESH_ENV, "").strip() not in ("", "0", "false", "False")
+    (the memory benchmark measures the analyses this way, without re-extracting; read once, into
+    :attr:`helpers.context.RunContext.refresh`)."""
+    return _switch(REFRESH_ENV)

@@ -3,14 +3,14 @@
 The book's chapters run one model (the book's, ``$BERT_ATTENTION_MODEL`` or the offline default) over
 the paper's inputs at the chapters' sizes, its random-init control over the probes' treebanks, and the
 chapter "Comparing models" runs its other models at :data:`helpers.compare.run.REDUCED_SIZES`. This
-module lists those passes from the same constants and functions the runs use (the sections' sizes,
-:func:`helpers.probe.run.probe_corpora`, :func:`helpers.compare.run.default_specs` and
-``chapter_sizes``), and encodes each one with the function its run encodes it with, so that
+module lists those passes from the same records and functions the runs use (the sections' sizes in
+:data:`helpers.results.SECTIONS`, :func:`helpers.probe.run.probe_corpora`,
+:func:`helpers.compare.run.default_specs` and ``chapter_sizes``), and encodes each one with the function its run encodes it with, so that
 ``benchmarks/book_floor.py`` times exactly what a build reads: one forward pass of each model over each
 input, plus the backward pass of the §3 gradients. Anything a build does beyond this list is repeated
 work.
 
->>> [p.input for p in book_passes(small=True) if p.spec == "default"][:3]      # doctest: +SKIP
+>>> [p.input for p in book_passes(RunContext(small=True)) if p.spec == "default"][:3]   # doctest: +SKIP
 ['segments', 'segments', 'masked-LM segments (train)']
 """
 from __future__ import annotations
@@ -44,28 +44,26 @@ class Pass:
                 **self.option}
 
 
-def _sizes(spec: str, small: bool) -> dict:
+def _sizes(spec: str, ctx) -> dict:
     """The sizes ``spec`` is run at in a build: the chapters' for the book's model, else the comparison's."""
     from helpers.compare.run import book_spec, chapter_sizes
-    from helpers.coref.run import SMALL_DOCUMENTS
-    from helpers.probe.run import SMALL_SENTENCES as PROBE_SMALL
-    from helpers.surface.run import SEGMENTS, SMALL_SEGMENTS
-    from helpers.syntax.run import SMALL_SENTENCES as SYNTAX_SMALL
+    from helpers.results import section
 
-    if spec != book_spec():
-        sizes = chapter_sizes(spec, small=small)
-        return {"n_segments": sizes["n_segments"], "syntax_sentences": sizes["max_sentences"],
-                "probe_sentences": sizes["max_sentences"], "max_documents": sizes["max_documents"]}
-    return {"n_segments": SMALL_SEGMENTS if small else SEGMENTS, "syntax_sentences": SYNTAX_SMALL if small else None,
-            "probe_sentences": PROBE_SMALL if small else None, "max_documents": SMALL_DOCUMENTS if small else None}
+    def size(key: str, name: str):  # the section's size in the build's configuration, or the comparison's
+        return overrides.get(name, section(key).settings(ctx)[name])
+
+    overrides = chapter_sizes(spec, ctx)
+    return {"n_segments": size("surface", "n_segments"), "syntax_sentences": size("syntax", "max_sentences"),
+            "probe_sentences": size("probe", "max_sentences"), "max_documents": size("coref", "max_documents")}
 
 
-def model_passes(spec: str, *, small: bool, control: bool) -> list[Pass]:
-    """The passes of one model at its sizes in a build; with ``control``, its random-init control's too."""
+def model_passes(spec: str, ctx, *, control: bool) -> list[Pass]:
+    """The passes of one model at its sizes in a build of ``ctx``'s configuration; with ``control``, its
+    random-init control's too."""
     from helpers.compare.run import RANDOM_PREFIX, parse_spec
     from helpers.probe.run import probe_corpora
 
-    s = _sizes(spec, small)
+    s = _sizes(spec, ctx)
     n = s["n_segments"]
     out = [Pass(spec, "segments", ("3", "6", "norms"), options=(("n_segments", n), ("seed", 0))),
            Pass(spec, "segments", ("3",), backward=True, options=(("n_segments", n), ("seed", 0))),
@@ -101,22 +99,24 @@ def _larger(a: Pass, b: Pass) -> Pass:
     return Pass(keep.spec, keep.input, sections, keep.backward, keep.options)
 
 
-def book_passes(*, small: bool | None = None, specs: list[str] | None = None) -> list[Pass]:
-    """Every pass of a full build (``small``: the tests' configuration; default
-    :func:`~helpers.config.small_run`): the book's model and its control at the chapters' sizes, then each
-    other model of the comparison (``specs``: default :func:`helpers.compare.run.default_specs`) at its
-    reduced sizes with its own control. A model reads each input once: where two runs read the same
-    input with the same weights (the book model's random-init control in §5 and the same model in the
-    comparison), the floor counts the larger of the two."""
+def book_passes(ctx=None, *, small: bool | None = None, specs: list[str] | None = None) -> list[Pass]:
+    """Every pass of a full build in the configuration of ``ctx`` (a :class:`~helpers.context.RunContext`;
+    a script that builds none gets the environment's, with ``small``: the tests' configuration, when
+    given): the book's model and its control at the chapters' sizes, then each other model of the
+    comparison (``specs``: default :func:`helpers.compare.run.default_specs`) at its reduced sizes with its
+    own control. A model reads each input once: where two runs read the same input with the same weights
+    (the book model's random-init control in §5 and the same model in the comparison), the floor counts
+    the larger of the two."""
     from helpers.compare.run import book_spec, default_specs
-    from helpers.config import small_run
+    from helpers.context import RunContext
 
-    small = small_run() if small is None else small
-    book = book_spec()
-    specs = specs if specs is not None else default_specs(small=small)
+    if ctx is None:
+        ctx = RunContext.from_env(small=small)
+    book = book_spec(ctx)
+    specs = specs if specs is not None else default_specs(ctx)
     out: dict[tuple, Pass] = {}
     for spec in dict.fromkeys([book, *specs]):
-        for p in model_passes(spec, small=small, control=True):
+        for p in model_passes(spec, ctx, control=True):
             if spec != book:  # the norms chapter analyses the book's model only
                 p = Pass(p.spec, p.input, tuple(x for x in p.sections if x != "norms"), p.backward, p.options)
             key = (p.spec, p.input, p.backward)
@@ -249,3 +249,13 @@ def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = 
         kind, key = keys[name]
         cached_json(kind, key, lambda value=value: value, cache_root=cache_root)
     return list(parts)
+
+
+def chapter_segment_statistics(lm, ctx) -> list[str]:
+    """:func:`segment_statistics` for the chapters' segments in the configuration of ``ctx`` (a
+    :class:`~helpers.context.RunContext`; the sizes of the §3 record): what chapter 3 calls first."""
+    from helpers.results import section
+
+    s = section("surface").settings(ctx)
+    return segment_statistics(lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
+                              data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)

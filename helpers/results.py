@@ -1,107 +1,85 @@
-"""Every claim of the paper in one table (the book's "Results at a glance" and ``python -m helpers claims``).
+"""The sections of the paper, listed once (:data:`SECTIONS`), and every claim of the paper in one table
+(the book's "Results at a glance" and ``python -m helpers claims``).
 
-No rule lives here: the rows are the concatenation of each section's ``claims()``, computed from the
-same runs, with the same sizes, as the chapters (cached on disk, so whatever a chapter already
-computed is read back).
+Each section's record (:class:`helpers.section.Section`, in its package's ``section.py``) holds its sizes,
+run, claims and command; everything that goes over the sections (this table, the comparison, the
+summary, the CLI, the build plan, the tests) iterates over :data:`SECTIONS`. No rule lives here: the rows
+are the concatenation of each section's ``claims(report)``, for the same runs, at the same sizes, as the
+chapters (cached on disk, so whatever a chapter already computed is read back).
 
->>> rows = all_claims(lm)                                                # doctest: +SKIP
+>>> rows = all_claims(lm, RunContext.from_env())                         # doctest: +SKIP
 >>> rows[0].id, rows[0].verdict                                          # doctest: +SKIP
 ('prev-token-heads', 'reproduced')
 """
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Any
 
 from helpers.claims import Claim, by_id
-from helpers.cluster import claims as cluster_claims
-from helpers.cluster import run as cluster_run
-from helpers.config import small_run
+from helpers.cluster.section import SECTION as CLUSTER
+from helpers.context import RunContext
 from helpers.core.models import LoadedModel
-from helpers.coref import claims as coref_claims
-from helpers.coref import run as coref_run
-from helpers.pipeline.options import Command, load
-from helpers.probe import claims as probe_claims
-from helpers.probe import run as probe_run
-from helpers.surface import claims as surface_claims
-from helpers.surface import run as surface_run
-from helpers.syntax import claims as syntax_claims
-from helpers.syntax import run as syntax_run
+from helpers.coref.section import SECTION as COREF
+from helpers.norms.section import SECTION as NORMS
+from helpers.pipeline.options import Command, context, load
+from helpers.probe.section import SECTION as PROBE
+from helpers.section import Section
+from helpers.surface.section import SECTION as SURFACE
+from helpers.syntax.section import SECTION as SYNTAX
 
-# Section -> (chapter notebook, function computing its claims). The order is the paper's.
-SectionClaims = Callable[..., list[Claim]]
+SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS)  # the paper's order; norms goes beyond it
+PAPER_SECTIONS: tuple[Section, ...] = tuple(s for s in SECTIONS if s.in_paper)  # the sections of "every claim of the paper"
 
 
-def _size(given, full, small_value, small: bool | None):
-    """``given`` if set, else the chapter's size: ``small_value`` in the small configuration
-    (``small``; default :func:`~helpers.config.small_run`), else ``full``."""
-    if given is not None:
-        return given
-    return small_value if (small_run() if small is None else small) else full
+def section(key: str) -> Section:
+    """The record of the section ``key`` (``"surface"``, ``"syntax"`` ...)."""
+    for s in SECTIONS:
+        if s.key == key:
+            return s
+    raise KeyError(f"no section {key!r}: choose one of {', '.join(s.key for s in SECTIONS)}")
 
 
-def surface_section(lm: LoadedModel, *, n_segments: int | None = None, small: bool | None = None, max_length: int = 128, data_dir=None,
-                    cache_root=None, progress: bool = False, **_) -> list[Claim]:
-    """§3 claims for the run of chapter 03 (``n_segments``: default the chapter's)."""
-    n = _size(n_segments, surface_run.SEGMENTS, surface_run.SMALL_SEGMENTS, small)
-    return surface_claims.claims(surface_run.run_surface(lm, n_segments=n, seed=0, max_length=max_length, data_dir=data_dir,
-                                                                cache_root=cache_root, progress=progress))
+def section_of(claim: Claim) -> Section:
+    """The paper section's record that states ``claim`` (by its ``section``, e.g. "§3.2" -> §3)."""
+    for s in PAPER_SECTIONS:
+        if s.covers(claim.section):
+            return s
+    raise ValueError(f"claim {claim.id}: section {claim.section!r} is none of "
+                     f"{', '.join(s.paper for s in PAPER_SECTIONS)}")
 
 
-def syntax_section(lm: LoadedModel, *, max_sentences: int | None = None, small: bool | None = None, max_length: int = 128, data_dir=None,
-                   cache_root=None, progress: bool = False, **_) -> list[Claim]:
-    """§4.2 claims for the runs of chapter 04 (GUM test, head chosen on GUM dev)."""
-    limit = _size(max_sentences, None, syntax_run.SMALL_SENTENCES, small)
-    kw = dict(max_sentences=limit, max_length=max_length, data_dir=data_dir, cache_root=cache_root, progress=progress)
-    return syntax_claims.claims(syntax_run.run_heads(lm, "gum:test", **kw),
-                                  syntax_run.run_heads(lm, "gum:dev", **kw))
+def _settings(record: Section, sizes: dict) -> dict:
+    """The overrides of ``sizes`` that ``record`` has (the options of ``claims`` shrink every section)."""
+    return {k: v for k, v in sizes.items() if k in record.sizes.full or k == "max_length"}
 
 
-def coref_section(lm: LoadedModel, *, max_documents: int | None = None, small: bool | None = None, max_length: int = 128, data_dir=None,
-                  cache_root=None, progress: bool = False, **_) -> list[Claim]:
-    """§4.3 claims for the whole-document runs of the coreference chapter."""
-    limit = _size(max_documents, None, coref_run.SMALL_DOCUMENTS, small)
-    kw = dict(setting=coref_claims.CLAIM_SETTING, max_documents=limit, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
-              progress=progress)
-    return coref_claims.claims(coref_run.run_coref(lm, "dev", **kw), coref_run.run_coref(lm, "test", **kw))
+def run_sections(lm: LoadedModel, ctx: RunContext, keys=None, **sizes) -> dict[str, Any]:
+    """``{key: report}`` of the sections ``keys`` (default all) and of the sections they read, in the paper's
+    order, each handed the reports of its inputs; ``sizes`` override the configuration's sizes of every
+    section that has them (``n_segments``, ``max_sentences`` ...). Reports compute their parts when read."""
+    wanted = set(keys or [s.key for s in SECTIONS])
+    for s in reversed(SECTIONS):  # the inputs of a wanted section are wanted too
+        if s.key in wanted:
+            wanted.update(s.inputs)
+    reports: dict[str, Any] = {}
+    for s in SECTIONS:
+        if s.key in wanted:
+            reports[s.key] = s.run(lm, ctx, inputs={k: reports[k] for k in s.inputs}, **_settings(s, sizes))
+    return reports
 
 
-def probe_section(lm: LoadedModel, *, max_sentences: int | None = None, seeds: tuple[int, ...] | None = None,
-                  epochs: int | None = None, small: bool | None = None, max_length: int = 128, data_dir=None, cache_root=None,
-                  progress: bool = False, **_) -> list[Claim]:
-    """§5 claims for the run of chapter 05."""
-    p = probe_run
-    return probe_claims.claims(p.run_probes(lm, seeds=seeds or p.SEEDS, max_sentences=_size(max_sentences, None, p.SMALL_SENTENCES, small),
-                                            epochs=_size(epochs, p.EPOCHS, p.SMALL_EPOCHS, small), max_length=max_length,
-                                            data_dir=data_dir, cache_root=cache_root, progress=progress))
+def input_reports(record: Section, lm: LoadedModel, ctx: RunContext, **sizes) -> dict[str, Any]:
+    """The reports ``record`` reads (its :attr:`~helpers.section.Section.inputs`), for ``record.run(..., inputs=...)``."""
+    reports = run_sections(lm, ctx, record.inputs, **sizes) if record.inputs else {}
+    return {k: reports[k] for k in record.inputs}
 
 
-def cluster_section(lm: LoadedModel, *, n_segments: int | None = None, n_perm: int = 1000, small: bool | None = None,
-                    max_length: int = 128, data_dir=None, cache_root=None, progress: bool = False, **_) -> list[Claim]:
-    """§6 claims for the run of chapter 06."""
-    n = _size(n_segments, surface_run.SEGMENTS, surface_run.SMALL_SEGMENTS, small)
-    return cluster_claims.claims(cluster_run.run_cluster(lm, n_segments=n, seed=0, n_perm=n_perm, max_length=max_length,
-                                                                data_dir=data_dir, cache_root=cache_root,
-                                                                progress=progress))
-
-
-SECTIONS: dict[str, tuple[str, SectionClaims]] = {
-    "surface": ("03_surface", surface_section),
-    "syntax": ("04_syntax", syntax_section),
-    "coref": ("04_coref", coref_section),
-    "probe": ("05_probe", probe_section),
-    "cluster": ("06_cluster", cluster_section),
-}
-
-
-def section_claims(name: str, lm: LoadedModel, **sizes) -> list[Claim]:
-    """The claims of one section (a key of :data:`SECTIONS`) for the chapter's run (``sizes``: overrides)."""
-    return SECTIONS[name][1](lm, **sizes)
-
-
-def all_claims(lm: LoadedModel, **sizes) -> list[Claim]:
-    """Every section's claims, in the paper's order (ids are checked to be unique)."""
-    rows = [c for name in SECTIONS for c in section_claims(name, lm, **sizes)]
+def all_claims(lm: LoadedModel, ctx: RunContext, **sizes) -> list[Claim]:
+    """Every claim of the paper: each paper section's ``claims(report)``, in the paper's order (ids are
+    checked to be unique). ``sizes`` override the configuration's sizes of every section that has them."""
+    reports = run_sections(lm, ctx, [s.key for s in PAPER_SECTIONS], **sizes)
+    rows = [c for s in PAPER_SECTIONS for c in s.claims(reports[s.key])]
     by_id(rows)
     return rows
 
@@ -110,11 +88,12 @@ def all_claims(lm: LoadedModel, **sizes) -> list[Claim]:
 
 
 def _check_claims_inputs(args: argparse.Namespace) -> None:
+    from helpers.coref.run import load_coref
     from helpers.pipeline.argtypes import check_corpora
 
     check_corpora(args, "gum:train", "gum:dev", "gum:test", "ewt:dev")
     for split in ("dev", "test"):
-        coref_run.load_coref(split, data_dir=args.data_dir, cache_root=args.cache_dir)
+        load_coref(split, data_dir=args.data_dir, cache_root=args.cache_dir)
 
 
 def add_size_args(parser: argparse.ArgumentParser, *,
@@ -124,15 +103,15 @@ def add_size_args(parser: argparse.ArgumentParser, *,
     from helpers.pipeline.argtypes import max_length_int, positive_int
 
     parser.add_argument("--segments", type=positive_int, default=None, metavar="N",
-                        help=f"segments for §3 and §6 (default {surface_run.SEGMENTS}, as the chapters)")
+                        help=f"segments for §3 and §6 (default {SURFACE.sizes.full['n_segments']}, as the chapters)")
     parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N", help=sentences_help)
     parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N", help=documents_help)
     parser.add_argument("--seeds", type=positive_int, default=None, metavar="N",
-                        help=f"probe seeds 0 .. N-1 for §5 (default {len(probe_run.SEEDS)})")
+                        help=f"probe seeds 0 .. N-1 for §5 (default {len(PROBE.sizes.full['seeds'])})")
     parser.add_argument("--epochs", type=positive_int, default=None, metavar="N",
-                        help=f"probe epochs for §5 (default {probe_run.EPOCHS})")
-    parser.add_argument("--permutations", type=positive_int, default=1000, metavar="N",
-                        help="permutations of the §6 layer test (default 1000)")
+                        help=f"probe epochs for §5 (default {PROBE.sizes.full['epochs']})")
+    parser.add_argument("--permutations", type=positive_int, default=CLUSTER.sizes.full["n_perm"], metavar="N",
+                        help=f"permutations of the §6 layer test (default {CLUSTER.sizes.full['n_perm']})")
     parser.add_argument("--max-length", type=max_length_int, default=128,
                         help="longest input in tokens (default 128, as in the paper); longer ones are skipped and counted")
 
@@ -142,12 +121,17 @@ def _claims_args(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(check_inputs=_check_claims_inputs)
 
 
+def size_options(args: argparse.Namespace) -> dict:
+    """The section sizes set by the options of :func:`add_size_args` (``None``: the chapters')."""
+    return dict(n_segments=args.segments, max_sentences=args.max_sentences, max_documents=args.max_documents,
+                seeds=tuple(range(args.seeds)) if args.seeds else None, epochs=args.epochs, n_perm=args.permutations,
+                max_length=args.max_length)
+
+
 def cmd_claims(args: argparse.Namespace) -> dict:
     lm = load(args)
-    sizes = dict(n_segments=args.segments, max_sentences=args.max_sentences, max_documents=args.max_documents,
-                 seeds=tuple(range(args.seeds)) if args.seeds else None, epochs=args.epochs, n_perm=args.permutations,
-                 max_length=args.max_length, small=False, data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet)
-    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, **sizes)]}
+    ctx = context(args).replace(small=False)  # the command's sizes are its options, never the chapters' small ones
+    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, ctx, **size_options(args))]}
 
 
 COMMAND = Command("claims", "every claim of the paper with our verdict, from the cached results (computing what is missing)", _claims_args, cmd_claims)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import partial
+from typing import Callable
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from helpers.cluster.stats import (
     hierarchical_order,
     layer_similarity,
 )
+from helpers.core.encoding import EncodedBatch
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
@@ -31,7 +33,6 @@ from helpers.pipeline.segments import (
     segments_key,
 )
 from helpers.reduce import reduce_shards
-from helpers.surface.run import cached_surface_statistics
 from helpers.surface.stats import BROAD_ENTROPY_FRACTION, SurfaceStats
 
 DISTANCES_CODE = ("helpers.cluster.stats", "helpers.reduce")  # their source is part of the distances' cache key
@@ -99,26 +100,13 @@ class ClusterResult:
         }
 
 
-def linguistic_heads(lm: LoadedModel, *, data_dir=None, cache_root=None, max_sentences: int | None = None,
-                     max_documents: int | None = None, execution: Execution | None = None) -> dict[str, str]:
+def linguistic_heads(specialised: dict[str, list[str]], coref_head: tuple[int, int]) -> dict[str, str]:
     """``{"L-H": description}`` for heads found in the syntax and coreference chapters, chosen on GUM dev:
-    the best head of each Table-1 relation where it beats the offset baseline by at least
-    :data:`~helpers.syntax.claims.SPECIALISED_MARGIN` points, and the best coreference head."""
-    from helpers.coref.run import run_coref
-    from helpers.syntax.claims import SPECIALISED_MARGIN
-    from helpers.syntax.run import run_heads, table1_relations
-
-    dev = run_heads(lm, "gum:dev", max_sentences=max_sentences, data_dir=data_dir, cache_root=cache_root,
-                    execution=execution)
-    table = dev.scores.table()
-    found: dict[str, list[str]] = {}
-    for rel in table1_relations(dev.scores)[1:]:
-        if table[rel]["accuracy"] - table[rel]["baseline_accuracy"] >= SPECIALISED_MARGIN:
-            found.setdefault(table[rel]["best_head"], []).append(rel)
-    labels = {head: "syntax: " + ", ".join(rels) for head, rels in found.items()}
-    layer, head = run_coref(lm, "dev", max_documents=max_documents, data_dir=data_dir, cache_root=cache_root,
-                            execution=execution).best_head()
-    key = head_label(layer, head)
+    ``specialised`` maps heads to the relations they specialise in (the §4.2 report's
+    ``specialised_heads()``), ``coref_head`` is the best coreference head ``(layer, head)`` (0-based, the
+    §4.3 report's ``dev.best_head()``)."""
+    labels = {head: "syntax: " + ", ".join(rels) for head, rels in specialised.items()}
+    key = head_label(*coref_head)
     labels[key] = labels[key] + "; coreference" if key in labels else "coreference"
     return labels
 
@@ -140,15 +128,16 @@ def distances_key(lm: LoadedModel, batch, segments_from: SegmentSource = DEFAULT
             **segments_key(segments_from)}
 
 
-def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
-                segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
+def run_cluster(lm: LoadedModel, surface: Callable[[EncodedBatch], SurfaceStats], *, n_segments: int = 1000,
+                seed: int = 0, max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
                 cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False,
                 execution: Execution | None = None) -> ClusterResult:
     """Distances (cached, keyed by the model, the segments and the source of :data:`DISTANCES_CODE`), MDS
     coordinates, behaviour labels and the layer-similarity test.
 
-    ``execution`` says where the distances and surface statistics run (:mod:`helpers.pipeline.engine`);
-    MDS and the permutation test run here."""
+    ``surface(batch)`` gives §3's statistics of the same segments (the §3 report's, an input of this
+    section: see :mod:`helpers.cluster.section`), from which the behaviours come. ``execution`` says where
+    the distances run (:mod:`helpers.pipeline.engine`); MDS and the permutation test run here."""
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
                            data_dir=data_dir, cache_root=cache_root)
     key = distances_key(lm, batch, segments_from)
@@ -159,8 +148,7 @@ def run_cluster(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
 
     stored = cached_json("js-distances", key, compute, cache_root=cache_root)
     D = np.asarray(stored["distance"])
-    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root,
-                                      execution=execution)  # same segments
+    stats = surface(batch)  # §3's statistics of the same segments
     order, _ = hierarchical_order(D)
     return ClusterResult(lm.label, D, embed_mds(D, seed=seed), behaviours(stats), stats, lm.n_layers, lm.n_heads,
                          len(batch.examples), stored["tokens"], layer_similarity(D, lm.n_heads, n_perm=n_perm, seed=seed),

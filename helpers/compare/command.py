@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from helpers.compare.run import (
     COMPARE_ENV,
@@ -15,7 +14,7 @@ from helpers.compare.run import (
     parse_spec,
     parse_specs,
 )
-from helpers.pipeline.options import Command
+from helpers.pipeline.options import Command, context
 
 
 def check_specs(specs: list[str], *, cache_root=None, max_length: int | None = None, where: str = "--models") -> None:
@@ -39,8 +38,9 @@ def _check_compare_inputs(args: argparse.Namespace) -> None:
     if args.model or args.random_init:
         raise ValueError("compare: name the models with --models SPEC[,SPEC...] (random:SPEC for a random-init copy), "
                      "not --model/--random-init")
-    where = "--models" if args.models is not None else f"${COMPARE_ENV}" if os.environ.get(COMPARE_ENV, "").strip() else "the default --models"
-    args.models = parse_specs(args.models) if args.models is not None else default_specs(args.cache_dir)
+    ctx = context(args)
+    where = "--models" if args.models is not None else f"${COMPARE_ENV}" if ctx.compare else "the default --models"
+    args.models = parse_specs(args.models) if args.models is not None else default_specs(ctx)
     check_specs(args.models, cache_root=args.cache_dir, max_length=args.max_length, where=where)
     _check_claims_inputs(args)
 
@@ -64,12 +64,13 @@ def _compare_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> dict:
-    documents = args.max_documents if args.max_documents is not None else coref_documents(args.max_sentences)
-    sizes = dict(n_segments=args.segments, max_sentences=args.max_sentences, max_documents=documents,
-                 seeds=tuple(range(args.seeds)) if args.seeds else None, epochs=args.epochs, n_perm=args.permutations,
-                 max_length=args.max_length, small=False, data_dir=args.data_dir, cache_root=args.cache_dir,
-                 progress=not args.quiet)
-    return compare_json(compare(args.models, seed=args.seed, device=args.device, figures=False, **sizes))
+    from helpers.results import size_options
+
+    sizes = size_options(args)
+    if args.max_documents is None:
+        sizes["max_documents"] = coref_documents(args.max_sentences)
+    ctx = context(args).replace(small=False)  # the command's sizes are its options, never the chapters' small ones
+    return compare_json(compare(args.models, ctx, seed=args.seed, figures=False, **sizes))
 
 
 

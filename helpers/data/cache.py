@@ -31,7 +31,8 @@ from typing import Iterator
 
 import numpy as np
 
-from helpers.config import cache_dir, refresh_results
+from helpers.config import cache_dir
+from helpers.context import refresh_requested
 from helpers.core.encoding import Encoded, EncodedBatch
 from helpers.core.extract import Level, convert, iter_attention
 from helpers.core.models import LoadedModel
@@ -50,10 +51,6 @@ FORMAT_VERSION = 2  # 2: shards hold float32 maps (1: float16)
 # move argmax-based scores (Table 1, Table 2, Figure 5); see the book's deviations page for the measured cost.
 SHARD_DTYPE = np.float32
 MAPS: tuple[str, ...] = ("weights", "norms")  # attention weights, or norm-based maps (helpers.norms.stats)
-
-
-class StaleCacheError(RuntimeError):
-    """A cache entry does not match what was asked for and no model is at hand to recompute it."""
 
 
 def cache_key(
@@ -365,10 +362,12 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
 
     The stored file records its key, so a file that does not match (stale) is recomputed too. A
     value holding NaN or Infinity is refused (``ValueError``, nothing stored), and a stored file
-    holding one (written by an older version) counts as corrupted.
+    holding one (written by an older version) counts as corrupted. With ``refresh``, or inside the
+    :meth:`~helpers.context.RunContext.active` block of a context with ``refresh`` (the entry points:
+    ``$BERT_ATTENTION_REFRESH``), the result is recomputed and stored again.
     """
     path = artifact_path(kind, key, ".json", cache_root)
-    if path.is_file() and not (refresh or refresh_results()):
+    if path.is_file() and not (refresh or refresh_requested()):
         try:
             stored = json.loads(path.read_text(), parse_constant=_refuse_constant)
             if stored.get("key") == json.loads(json.dumps(key, default=str)):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from helpers import config
+from helpers.context import RunContext
 from helpers.pipeline.argtypes import (
     device,
     max_length_int,
@@ -19,17 +20,20 @@ from helpers.pipeline.argtypes import (
     seed_int,
 )
 
-Handler = Callable[[argparse.Namespace], dict]
+Handler = Callable[..., dict]
 
 
 @dataclass(frozen=True)
 class Command:
-    """One sub-command: ``python -m helpers NAME``; ``arguments`` adds its options, ``handler`` returns the JSON."""
+    """One sub-command: ``python -m helpers NAME``; ``arguments`` adds its options, ``handler`` returns the JSON.
+    A command that reads other sections' results names them in ``inputs``; its handler is called as
+    ``handler(args, {key: section record})`` (the CLI passes the records of :data:`helpers.results.SECTIONS`)."""
 
     name: str
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
     handler: Handler
+    inputs: tuple[str, ...] = ()
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +87,22 @@ def load(args: argparse.Namespace):
 
     return load_model(args.model, random_init=args.random_init, seed=args.seed, device=args.device,
                       cache_root=args.cache_dir)
+
+
+def context(args: argparse.Namespace) -> RunContext:
+    """The command's :class:`~helpers.context.RunContext`: its ``--data-dir``, ``--cache-dir``, ``--device``,
+    ``--quiet`` and engine options, the rest from the environment. Built once per command: the CLI's ``main``
+    keeps it on ``args`` (``args.context``). A command runs a section at the sizes it is given, never at the
+    chapters' small configuration: it runs them in ``context(args).replace(small=False)``."""
+    ctx = getattr(args, "context", None)
+    if ctx is None:
+        from helpers.pipeline.engine import Execution
+
+        execution = Execution.from_args(args) if hasattr(args, "engine") else None
+        ctx = RunContext.from_env(data_dir=args.data_dir, cache_dir=args.cache_dir, progress=not args.quiet,
+                                  execution=execution, device=args.device)
+        args.context = ctx
+    return ctx
 
 
 # --------------------------------------------------------------------------------- extract

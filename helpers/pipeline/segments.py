@@ -26,6 +26,7 @@ from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_in
 from helpers.pipeline.options import Command, load, with_counts
 
 DEFAULT_SOURCE: SegmentSource = "documents"
+SEGMENTS, SMALL_SEGMENTS = 1000, 40  # the chapters' segments (§3, §6, norms): the paper's 1,000; the small (test) configuration
 
 
 def draw_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 from helpers.claims import Claim
-from helpers.results import SECTIONS
+from helpers.results import section_of
 
 
 def chapter_of(claim: Claim) -> str:
-    """The chapter notebook that states ``claim``."""
-    if claim.section.startswith("§3"):
-        return SECTIONS["surface"][0]
-    if claim.section.startswith("§4.2"):
-        return SECTIONS["syntax"][0]
-    if claim.section.startswith("§4.3"):
-        return SECTIONS["coref"][0]
-    if claim.section.startswith("§5"):
-        return SECTIONS["probe"][0]
-    return SECTIONS["cluster"][0]
+    """The chapter notebook that states ``claim`` (its section's record's)."""
+    return section_of(claim).chapter
 
 
 def claims_html(claims: list[Claim]) -> str:

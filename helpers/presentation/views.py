@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import sys
 import uuid
 from functools import lru_cache
@@ -50,7 +49,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from helpers.config import PROJECT_ROOT  # the repository: .book_assets/ lives there
+from helpers.config import PROJECT_ROOT, assets_dir  # the repository: .book_assets/ lives there
 
 Libraries = Literal["once", "always", "never"]
 
@@ -124,7 +123,7 @@ def _needs(key: str, mode: Libraries | None = None) -> bool:
 # ----------------------------------------------------------------------------------------- d3/jQuery
 def npm_dir() -> Path:
     """``$BOOK_ASSETS_DIR/node_modules`` if set, else ``.book_assets/node_modules`` in the repository."""
-    return Path(os.environ.get("BOOK_ASSETS_DIR", PROJECT_ROOT / ".book_assets")) / "node_modules"
+    return assets_dir() / "node_modules"
 
 
 def _npm_version(package: str) -> str:

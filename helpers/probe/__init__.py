@@ -1,4 +1,4 @@
 """Paper §5, attention-based probing classifiers: ``probes`` (the classifiers and their training),
 ``batches`` (padded batches spilled to disk), ``run``, ``claims``, ``command`` (``python -m helpers
-probe``). Chapter: ``notebooks/05_probe.ipynb``.
+probe``), ``section`` (``SECTION``, the record). Chapter: ``notebooks/05_probe.ipynb``.
 """

@@ -23,6 +23,8 @@ from helpers.digest import source_digest
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
+    SEGMENTS,
+    SMALL_SEGMENTS,
     build_segments,
     segments_key,
 )
@@ -36,7 +38,7 @@ from helpers.surface.stats import (
     token_masks,
 )
 
-SEGMENTS, SMALL_SEGMENTS = 1000, 40  # the chapters' segments: the paper's 1,000; the small (test) configuration
+# SEGMENTS, SMALL_SEGMENTS (the chapters' segments) come from helpers.pipeline.segments, shared with §6 and norms
 # The modules whose code computes each cached result: their source is part of its cache key.
 STATS_CODE = ("helpers.surface.stats", "helpers.reduce")
 GRADIENTS_CODE = ("helpers.surface.gradients", "helpers.surface.mlm", "helpers.surface.stats")

@@ -3,8 +3,9 @@
 - figures, tables and chapters are numbered by the book (``{numref}``, ``{doc}``), never typed by hand;
   references to the *paper's* figures and tables ("cf. paper Figure 2", "the paper's Table 1") stay text;
 - cells that only feed values to the prose (glue) are not shown in the pages;
-- every chapter with claims asserts, in the small configuration, that the claims it shows are those of
-  :func:`helpers.results.section_claims` for the same run (the "Results at a glance" rows).
+- every section's chapter runs its section's record (``SECTION.run(lm, ctx)``) and shows
+  ``SECTION.claims(report)``, the rows "Results at a glance" shows too: one copy, so no cell checks that
+  two copies agree.
 """
 from __future__ import annotations
 
@@ -145,25 +146,23 @@ def test_plumbing_rule_on_examples():
     assert not shows_nothing_but_glues(ast.parse('d = f(x)\nchart(d)\n'))
 
 
-# ---------------------------------------------------------------- chapter claims = summary claims
+# ---------------------------------------------------------------- chapters run their section's record
 
 
-def _checks_section_claims(tree: ast.Module, section: str) -> bool:
-    """``if small_run(): ... assert <...> == <... section_claims("<section>", lm) ...>``."""
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.If) and "small_run" in ast.unparse(node.test)):
-            continue
-        for a in (n for n in ast.walk(node) if isinstance(n, ast.Assert)):
-            compare = a.test
-            calls = [c for c in ast.walk(compare) if isinstance(c, ast.Call)]
-            called = {ast.unparse(c.func) for c in calls}
-            if (isinstance(compare, ast.Compare) and isinstance(compare.ops[0], ast.Eq)
-                    and any(ast.unparse(c.func).endswith("section_claims") and c.args
-                            and isinstance(c.args[0], ast.Constant) and c.args[0].value == section for c in calls)
-                    and not any(f.endswith(("claims_table", "claims_html", "table")) for f in called)):
-                return True
-            # the records themselves (or their to_json()) are compared, never a rendering of them
-    return False
+def calls_its_record(tree: ast.Module, key: str) -> bool:
+    """``from helpers.<key>.section import SECTION``, then ``SECTION.run(lm, ctx...)`` and ``SECTION.claims(...)``."""
+    imported = any(isinstance(n, ast.ImportFrom) and n.module == f"helpers.{key}.section"
+                   and any(a.name == "SECTION" and a.asname is None for a in n.names) for n in ast.walk(tree))
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call)]
+    runs = any(ast.unparse(c.func) == "SECTION.run" and [ast.unparse(a) for a in c.args[:2]] == ["lm", "ctx"]
+               for c in calls)
+    return imported and runs and any(ast.unparse(c.func) == "SECTION.claims" for c in calls)
+
+
+def checks_a_copy(tree: ast.Module) -> bool:
+    """An ``assert`` on claims, or a call of ``section_claims``: a second copy of the chapter's claims."""
+    return any((isinstance(n, ast.Assert) and "claims" in ast.unparse(n)) or
+               (isinstance(n, ast.Call) and ast.unparse(n.func).endswith("section_claims")) for n in ast.walk(tree))
 
 
 def _sections():
@@ -172,28 +171,34 @@ def _sections():
     return SECTIONS
 
 
-@pytest.mark.parametrize("section", ["surface", "syntax", "coref", "probe", "cluster"])
-def test_chapter_asserts_its_claims_in_the_small_configuration(section):
-    notebook, _ = _sections()[section]
-    path = NOTEBOOKS / f"{notebook}.ipynb"
-    cells = list(_parsed_code_cells(path))
-    i, cell, tree = cells[-1]
-    assert _checks_section_claims(tree, section), (
-        f"{path.name}: the last code cell must assert, when small_run(), that the chapter's claims equal "
-        f"section_claims({section!r}, lm) (the records, not a rendered table)")
-    assert "remove-cell" in _tags(cell), f"{path.name}: cell {i} (the claims check) must be tagged remove-cell"
+@pytest.mark.parametrize("key", [s.key for s in _sections()])
+def test_chapter_runs_its_section_record(key):
+    record = next(s for s in _sections() if s.key == key)
+    path = NOTEBOOKS / f"{record.chapter}.ipynb"
+    assert path.is_file(), f"section {key}: its chapter {path.name} does not exist"
+    i, cell, tree = next(iter(_parsed_code_cells(path)))
+    assert calls_its_record(tree, key), (
+        f"{path.name}: the setup cell must import SECTION from helpers.{key}.section, run SECTION.run(lm, ctx) and "
+        "show SECTION.claims(report)")
+    copies = [j for j, _, t in _parsed_code_cells(path) if checks_a_copy(t)]
+    assert not copies, f"{path.name}: cells {copies} check a second copy of the claims; the record is the only one"
 
 
-def test_every_claims_section_is_checked():
-    assert set(_sections()) == {"surface", "syntax", "coref", "probe", "cluster"}
+def test_every_chapter_with_claims_is_a_section():
+    """A chapter that glues claims is the chapter of a section's record."""
+    chapters = {s.chapter for s in _sections()}
+    glued = {p.stem for p in CHAPTERS if any("glue_claims" in text for _, _, text in _cells(p, "code"))}
+    assert glued <= chapters, sorted(glued - chapters)
 
 
-def test_claims_check_rule_on_examples():
-    good = ('if small_run():\n    from helpers.results import section_claims\n'
+def test_record_rule_on_examples():
+    good = ("from helpers.surface.section import SECTION\nreport = SECTION.run(lm, ctx)\n"
+            "claims = SECTION.claims(report)\n")
+    assert calls_its_record(ast.parse(good), "surface")
+    assert not calls_its_record(ast.parse(good), "syntax")
+    assert not calls_its_record(ast.parse(good.replace("SECTION.run(lm, ctx)", "run_surface(lm)")), "surface")
+    assert not calls_its_record(ast.parse("from helpers.surface.run import run_surface\nclaims = claims(run_surface(lm))\n"),
+                                "surface")
+    copy = ('if small_run():\n    from helpers.results import section_claims\n'
             '    assert [c.to_json() for c in claims] == [c.to_json() for c in section_claims("surface", lm)]\n')
-    assert _checks_section_claims(ast.parse(good), "surface")
-    assert not _checks_section_claims(ast.parse(good), "syntax")
-    rendered = ('if small_run():\n    assert claims_table(claims).equals(claims_table(section_claims("surface", lm)))\n')
-    assert not _checks_section_claims(ast.parse(rendered), "surface")
-    unguarded = 'assert claims == section_claims("surface", lm)\n'
-    assert not _checks_section_claims(ast.parse(unguarded), "surface")
+    assert checks_a_copy(ast.parse(copy)) and not checks_a_copy(ast.parse(good))

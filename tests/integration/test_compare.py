@@ -9,6 +9,7 @@ from helpers.compare import run as cmp
 from helpers.presentation import compare_view as view
 from helpers.claims import PARTLY, REPRODUCED, NOT_REPRODUCED, Claim
 from helpers.cli import main
+from helpers.context import RunContext
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -29,21 +30,26 @@ def test_specs(monkeypatch):
     with pytest.raises(ValueError, match="random:"):
         cmp.parse_specs("default,random:")
     monkeypatch.setenv(cmp.COMPARE_ENV, "bert-base-uncased,random:bert-base-uncased")
-    assert cmp.default_specs() == ["bert-base-uncased", "random:bert-base-uncased"]
+    assert cmp.default_specs() == ["bert-base-uncased", "random:bert-base-uncased"]  # no context: the environment's
     monkeypatch.delenv(cmp.COMPARE_ENV)
     monkeypatch.delenv("BERT_ATTENTION_MODEL", raising=False)
+
+    def ctx(small):  # the entry point's context, read from the environment now
+        return RunContext.from_env(small=small)
+
     monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: [])
-    assert cmp.default_specs(small=False) == ["default", "random:default"]  # an extra that is not installed is dropped
+    assert cmp.default_specs(ctx(False)) == ["default", "random:default"]  # an extra that is not installed is dropped
     monkeypatch.setattr(cmp, "installed_optional_specs", lambda cache_root=None: ["mpnet-base"])
-    assert cmp.default_specs(small=False) == ["default", "random:default", "mpnet-base"]
-    assert cmp.default_specs(small=True) == ["default", "random:default"]  # the test configuration stays small
-    assert cmp.chapter_sizes("default", small=False) == {} and cmp.chapter_sizes("default", small=True) == {}
-    assert cmp.chapter_sizes("random:default", small=True) == cmp.SMALL_REDUCED_SIZES
-    assert cmp.chapter_sizes("mpnet-base", small=False) == cmp.REDUCED_SIZES
+    assert cmp.default_specs(ctx(False)) == ["default", "random:default", "mpnet-base"]
+    assert cmp.default_specs(ctx(True)) == ["default", "random:default"]  # the test configuration stays small
+    assert cmp.chapter_sizes("default", ctx(False)) == {} and cmp.chapter_sizes("default", ctx(True)) == {}
+    assert cmp.chapter_sizes("random:default", ctx(True)) == cmp.SMALL_REDUCED_SIZES
+    assert cmp.chapter_sizes("mpnet-base", ctx(False)) == cmp.REDUCED_SIZES
     monkeypatch.setenv("BERT_ATTENTION_MODEL", "mpnet-base")  # the book's model leads, at the chapters' sizes
-    assert cmp.default_specs(small=False) == ["mpnet-base", "random:mpnet-base", "default"]  # the offline default too
-    assert cmp.default_specs(small=True) == ["mpnet-base", "random:mpnet-base"]
-    assert cmp.chapter_sizes("mpnet-base", small=False) == {} and cmp.chapter_sizes("default", small=False) != {}
+    assert cmp.default_specs(ctx(False)) == ["mpnet-base", "random:mpnet-base", "default"]  # the offline default too
+    assert cmp.default_specs(ctx(True)) == ["mpnet-base", "random:mpnet-base"]
+    assert cmp.chapter_sizes("mpnet-base", ctx(False)) == {} and cmp.chapter_sizes("default", ctx(False)) != {}
+    assert cmp.default_specs(RunContext(small=True)) == ["default", "random:default"]  # the context, not the environment
 
 
 def _result(spec, random_init, verdicts):
@@ -106,18 +112,18 @@ def test_isolated_compare_equals_in_process(tiny_model_dir, toy_data, tmp_path):
     """The chapter's ``isolate=True`` (each model in a spawned child process): the same claims and depth
     profile as in-process (the random-init copy: its seed must reach the child too), with the child's wall time and peak memory filled in; an error in the child
     reaches the caller."""
-    sizes = dict(n_segments=3, max_sentences=100, max_documents=4, seeds=(0,), epochs=1, n_perm=20, max_length=60,
-                 small=False, data_dir=str(toy_data))
+    sizes = dict(n_segments=3, max_sentences=100, max_documents=4, seeds=(0,), epochs=1, n_perm=20, max_length=60)
     model = str(tiny_model_dir)
-    isolated = cmp.compare(["random:" + model], isolate=True, cache_root=str(tmp_path / "a"), **sizes)
-    local = cmp.compare(["random:" + model], cache_root=str(tmp_path / "b"), **sizes)
+    a, b = (RunContext.from_env(data_dir=toy_data, cache_dir=tmp_path / name, small=False) for name in "ab")
+    isolated = cmp.compare(["random:" + model], a, isolate=True, **sizes)
+    local = cmp.compare(["random:" + model], b, **sizes)
     for got, want in zip(isolated, local):
         assert [c.to_json() for c in got.claims] == [c.to_json() for c in want.claims]
         assert got.depth == want.depth and got.card == want.card and got.sizes == want.sizes
         assert got.seconds > 0 and 0.05 < got.peak_rss_gib < 20
         assert want.seconds is None and want.peak_rss_gib is None  # measured only in a process of its own
     with pytest.raises(Exception, match="nothing-here"):
-        cmp.compare([str(tmp_path / "nothing-here")], isolate=True, cache_root=str(tmp_path / "a"), **sizes)
+        cmp.compare([str(tmp_path / "nothing-here")], a, isolate=True, **sizes)
 
 
 def test_compare_refuses_bad_specs(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from helpers.context import RunContext
 from helpers.plan import book_passes, segment_statistics
 
 
@@ -12,7 +13,7 @@ def test_book_passes_follow_the_chapters_sizes():
     from helpers.probe.run import probe_corpora
     from helpers.surface.run import SEGMENTS
 
-    passes = book_passes(small=False, specs=["default", "random:default"])
+    passes = book_passes(RunContext(small=False), specs=["default", "random:default"])
     book = {(p.input, p.backward): p for p in passes if p.spec == "default"}
     assert book["segments", False].option["n_segments"] == SEGMENTS and book["segments", True].option["n_segments"] == SEGMENTS
     assert all(book[c, False].option["max_sentences"] is None for c in probe_corpora().values())
@@ -27,12 +28,15 @@ def test_book_passes_follow_the_chapters_sizes():
 def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     from helpers.cluster.run import run_cluster
     from helpers.norms.run import run_norms
-    from helpers.surface.run import run_surface
+    from helpers.surface.run import cached_surface_statistics, run_surface
+
+    def surface_of(cache):  # §6's input: the §3 statistics of its segments (as the §3 report gives them)
+        return lambda batch: cached_surface_statistics(tiny_lm, batch, cache_root=cache)
 
     n, L = 6, 48  # the tiny model has 64 positions
     separate, shared = tmp_path / "separate", tmp_path / "shared"
     surface = run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=separate).stats.to_json()
-    cluster = run_cluster(tiny_lm, n_segments=n, max_length=L, n_perm=10, cache_root=separate)
+    cluster = run_cluster(tiny_lm, surface_of(separate), n_segments=n, max_length=L, n_perm=10, cache_root=separate)
     norms = run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=separate).stats.to_cache()
     assert sorted(segment_statistics(tiny_lm, n_segments=n, max_length=L, cache_root=shared)) == ["distances", "norms", "surface"]
     assert segment_statistics(tiny_lm, n_segments=n, max_length=L, cache_root=shared) == []  # all cached now: nothing recomputed
@@ -42,7 +46,7 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     before = {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")}
     assert json.dumps(run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=shared).stats.to_json(),
                       sort_keys=True) == json.dumps(surface, sort_keys=True)
-    again = run_cluster(tiny_lm, n_segments=n, max_length=L, n_perm=10, cache_root=shared)
+    again = run_cluster(tiny_lm, surface_of(shared), n_segments=n, max_length=L, n_perm=10, cache_root=shared)
     assert again.distance.tolist() == cluster.distance.tolist() and again.tokens == cluster.tokens
     assert json.dumps(run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=shared).stats.to_cache(), sort_keys=True) == \
         json.dumps(norms, sort_keys=True)

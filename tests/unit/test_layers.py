@@ -7,19 +7,22 @@ helpers`` as one of the top layer. Each rule has a planted violation below that 
 
 Layers, lowest first (a module may import its own layer and those below):
 
-0. settings and the paper: ``config``, ``paper``, ``claims`` (the claim record and verdict rules),
-   ``digest`` (cache keys from source code)
+0. settings and the paper: ``config``, ``context`` (the run's settings, :class:`RunContext`), ``paper``,
+   ``claims`` (the claim record and verdict rules), ``section`` (the section record's type), ``digest``
+   (cache keys from source code)
 1. ``core``: model in, maps out
 2. ``data``: every read and write (CoNLL-U, corpora, segments, OntoGUM, the cache, atomic files)
 3. ``pipeline``: steps the sections share (extraction into the cache, the distributed engine, options),
    and ``reduce`` (the accumulators' protocol and the one loop over shards)
 4. one package per paper section: ``surface``, ``syntax``, ``coref``, ``probe``, ``cluster``, ``norms``
-5. ``results`` (every section's claims for one model) and ``compare`` (several models)
+5. ``results`` (the sections' records, listed once, and every claim for one model) and ``compare`` (several models)
 6. ``presentation``: views, charts, glue, summary tables
 7. ``cli``, ``__main__`` and the package's public names (``helpers/__init__.py``)
 
 Inside a section the modules are ordered ``stats`` < its other helpers (``gradients``, ``mlm``, ``probes``,
-``batches``) < ``run`` < ``claims`` < ``command``; a module imports none later than its own rank.
+``batches``) < ``run`` < ``claims`` < ``command`` < ``section`` (the section's record, which names its run,
+claims and command); a module imports none later than its own rank. A section reads another's results
+only as declared inputs of its record, handed in as reports: no exception to the sibling rule.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "helpers"
 LAYERS = {
-    "config": 0, "paper": 0, "claims": 0, "digest": 0,
+    "config": 0, "context": 0, "paper": 0, "claims": 0, "section": 0, "digest": 0,
     "core": 1, "data": 2, "pipeline": 3, "reduce": 3,
     "surface": 4, "syntax": 4, "coref": 4, "probe": 4, "cluster": 4, "norms": 4,
     "results": 5, "compare": 5,
@@ -38,17 +41,8 @@ LAYERS = {
     "cli": 7, "__main__": 7, "__init__": 7,
 }
 SECTIONS = {name for name, level in LAYERS.items() if level == 4}
-RANKS = {"stats": 0, "run": 2, "claims": 3, "command": 4}  # other modules of a section: 1
+RANKS = {"stats": 0, "run": 2, "claims": 3, "command": 4, "section": 5}  # other modules of a section: 1
 OTHER_RANK = 1
-# Imports between sections that break the rule "a sibling's pure stats only", each named with its reason.
-ALLOWED_CROSS_SECTION = {
-    # cross-section inputs become declared section inputs (issue 26): §6 marks the heads found by §4.2 and
-    # §4.3 and reads §3's cached statistics through their runs.
-    ("helpers.cluster.run", "helpers.surface.run"),
-    ("helpers.cluster.run", "helpers.coref.run"),
-    ("helpers.cluster.run", "helpers.syntax.run"),
-    ("helpers.cluster.run", "helpers.syntax.claims"),
-}
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -162,11 +156,11 @@ def cycles(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
-def cross_section_imports(graph: dict[str, set[str]], allowed=ALLOWED_CROSS_SECTION) -> list[str]:
-    """Imports of another section's modules other than its ``stats`` (not in ``allowed``)."""
+def cross_section_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of another section's modules other than its ``stats``."""
     return sorted(f"{m} -> {t}" for m, targets in graph.items() if section(m) in SECTIONS
                   for t in targets if section(t) in SECTIONS and section(t) != section(m)
-                  and t != f"helpers.{section(t)}" and t.split(".")[-1] != "stats" and (m, t) not in allowed)
+                  and t != f"helpers.{section(t)}" and t.split(".")[-1] != "stats")
 
 
 def out_of_order_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -195,12 +189,6 @@ def test_no_cycles():
 
 def test_sections_use_only_their_siblings_stats():
     assert cross_section_imports(GRAPH) == []
-
-
-def test_allowed_cross_section_imports_still_exist():
-    """An allowed exception is removed from the list once the import is gone (the list cannot go stale)."""
-    stale = sorted(f"{m} -> {t}" for m, t in ALLOWED_CROSS_SECTION if t not in GRAPH.get(m, ()))
-    assert not stale, f"no longer imported, drop from ALLOWED_CROSS_SECTION: {stale}"
 
 
 def test_stats_then_run_then_claims_inside_a_section():
@@ -249,16 +237,26 @@ def test_planted_cycle_fails(tmp_path):
     assert cycles(graph) == ["helpers.data.a -> helpers.data.b -> helpers.data.a"]
 
 
-@pytest.mark.parametrize("target", ["run", "claims", "command", "gradients"])
-def test_planted_sibling_import_fails(tmp_path, target):
-    graph = _package(tmp_path, {"syntax/run.py": f"from helpers.surface.{target} import x\nfrom helpers.surface.stats import y\n",
+@pytest.mark.parametrize("importer", ["run", "section"])
+@pytest.mark.parametrize("target", ["run", "claims", "command", "gradients", "section"])
+def test_planted_sibling_import_fails(tmp_path, importer, target):
+    """A section's record reads a sibling's results as declared inputs, never by importing its record or run."""
+    graph = _package(tmp_path, {f"syntax/{importer}.py": f"from helpers.surface.{target} import x\nfrom helpers.surface.stats import y\n",
                                 f"surface/{target}.py": "", "surface/stats.py": ""})
-    assert cross_section_imports(graph) == [f"helpers.syntax.run -> helpers.surface.{target}"]  # stats is fine
-    assert cross_section_imports(graph, allowed={("helpers.syntax.run", f"helpers.surface.{target}")}) == []
+    assert cross_section_imports(graph) == [f"helpers.syntax.{importer} -> helpers.surface.{target}"]  # stats is fine
+
+
+def test_a_section_record_imports_its_own_run_claims_and_command(tmp_path):
+    graph = _package(tmp_path, {"surface/section.py": "from helpers.surface import run, claims, command, stats\n"
+                                                      "from helpers.section import Section\n",
+                                "surface/run.py": "", "surface/claims.py": "", "surface/command.py": "",
+                                "surface/stats.py": "", "section.py": ""})
+    assert out_of_order_imports(graph) == [] and cross_section_imports(graph) == [] and upward_imports(graph) == []
 
 
 @pytest.mark.parametrize("importer, target", [("stats", "run"), ("stats", "gradients"), ("gradients", "run"),
-                                              ("run", "claims"), ("claims", "command")])
+                                              ("run", "claims"), ("claims", "command"), ("command", "section"),
+                                              ("run", "section")])
 def test_planted_order_violation_fails(tmp_path, importer, target):
     files = {"surface/stats.py": "", f"surface/{target}.py": "from helpers.surface import stats\n"}
     files[f"surface/{importer}.py"] = f"def f():\n    from helpers.surface import {target}\n"

@@ -1,0 +1,54 @@
+"""Paper §6 as one record (:class:`helpers.section.Section`): chapter ``06_cluster``, command ``cluster``.
+
+§6 reads three other sections, declared as its ``inputs`` and handed in as their reports: §3's statistics
+of its segments (the heads' behaviours), and the heads §4.2 and §4.3 find on GUM dev (marked in the map).
+
+>>> report = SECTION.run(lm, ctx, inputs=input_reports(SECTION, lm, ctx))   # doctest: +SKIP
+>>> report.result.similarity["p_value"]                                      # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from helpers.claims import Claim
+from helpers.cluster import claims as cluster_claims
+from helpers.cluster.command import COMMAND
+from helpers.cluster.run import ClusterResult, linguistic_heads, run_cluster
+from helpers.context import RunContext
+from helpers.core.models import LoadedModel
+from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS
+from helpers.section import Section, Sizes, part
+
+
+class ClusterSectionReport:
+    """The chapter's run, each part computed when first read: ``result`` (:func:`~helpers.cluster.run.run_cluster`:
+    distances cached, MDS, behaviours from the §3 report, the layer test) and ``linguistic`` (the heads of
+    the §4.2 and §4.3 reports, :func:`~helpers.cluster.run.linguistic_heads`)."""
+
+    def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict):
+        self.lm, self.ctx, self.settings, self.inputs = lm, ctx, settings, inputs
+
+    @part
+    def result(self) -> ClusterResult:
+        s, ctx = self.settings, self.ctx
+        return run_cluster(self.lm, self.inputs["surface"].statistics, n_segments=s["n_segments"], seed=s["seed"],
+                           max_length=s["max_length"], segments_from=s["segments_from"], n_perm=s["n_perm"],
+                           data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+
+    @part
+    def linguistic(self) -> dict[str, str]:
+        return linguistic_heads(self.inputs["syntax"].specialised_heads(), self.inputs["coref"].dev.best_head())
+
+
+def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> ClusterSectionReport:
+    return ClusterSectionReport(lm, ctx, settings, inputs)
+
+
+def _claims(report: ClusterSectionReport) -> list[Claim]:
+    return cluster_claims.claims(report.result)
+
+
+_SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE, "n_perm": 1000}  # the same in both configurations
+SECTION = Section(
+    key="cluster", paper="§6", chapter="06_cluster",
+    sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
+    runner=_run, claims=_claims, command=COMMAND, inputs=("surface", "syntax", "coref"),
+)

@@ -1,0 +1,112 @@
+"""One record per paper section: :class:`Section` says everything the package knows about a section once.
+
+Each section package defines ``SECTION = Section(...)`` in its ``section.py``: its key, the paper's
+section, its chapter notebook, the sizes of its runs (:class:`Sizes`: the book's and the small test
+configuration's), ``run(lm, ctx) -> report`` covering all of the chapter's runs, ``claims(report)`` and
+its command. :data:`helpers.results.SECTIONS` lists the records in the paper's order; the claims
+table, the comparison, "Results at a glance", the CLI's table, the build plan and the tests iterate over
+it.
+
+A section that needs another's results (§6 colours heads by the behaviours of §3 and the heads of §4.2
+and §4.3) declares it in ``inputs``; its run is handed those sections' reports (computed lazily, so a
+report costs only the parts that are read), never imports their runs.
+
+>>> from helpers.surface.section import SECTION              # doctest: +SKIP
+>>> report = SECTION.run(lm, RunContext.from_env())           # doctest: +SKIP
+>>> [c.id for c in SECTION.claims(report)][:2]                # doctest: +SKIP
+['prev-token-heads', 'next-token-heads']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Mapping
+
+from helpers.claims import Claim
+from helpers.context import RunContext
+
+MAX_LENGTH = 128  # the paper's longest input in tokens: a setting of every section's run (longer inputs are skipped)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The settings of a section's runs in the book (``full``) and in the small configuration of the notebook
+    tests (``small``): its sizes (``None``: all of a corpus), which differ, and the other settings a caller
+    may override (a seed, the permutations of a test), which do not. Both name the same settings."""
+
+    full: Mapping[str, Any]
+    small: Mapping[str, Any]
+
+    def __post_init__(self):
+        if set(self.full) != set(self.small):
+            raise ValueError(f"Sizes: full {sorted(self.full)} and small {sorted(self.small)} name different settings")
+
+    def pick(self, small: bool) -> dict[str, Any]:
+        """The settings of one configuration, with :data:`MAX_LENGTH`."""
+        return {"max_length": MAX_LENGTH, **(self.small if small else self.full)}
+
+
+class part(cached_property):
+    """A part of a section's report (an object with a ``ctx``): computed when first read, then kept, and
+    computed inside ``ctx.active()`` (so ``refresh`` holds for it, whenever it is read)."""
+
+    def __get__(self, instance, owner=None):
+        if instance is None or self.attrname in instance.__dict__:
+            return super().__get__(instance, owner)
+        with instance.ctx.active():
+            return super().__get__(instance, owner)
+
+
+# ``runner(lm, ctx, settings, inputs) -> report``: ``settings`` as :meth:`Section.settings` returns them,
+# ``inputs`` the reports of the sections named in :attr:`Section.inputs`.
+Runner = Callable[[Any, RunContext, dict, dict], Any]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A paper section: ``key`` (its package, e.g. ``"surface"``), ``paper`` (its section in the paper,
+    ``"§3"``; ``None`` beyond the paper), ``chapter`` (its notebook, ``"03_surface"``), ``sizes``,
+    ``runner`` (see :meth:`run`), ``claims(report) -> list[Claim]``, its ``command`` (a
+    :class:`helpers.pipeline.options.Command`) and ``inputs`` (the keys of the sections whose reports its
+    run reads)."""
+
+    key: str
+    paper: str | None
+    chapter: str
+    sizes: Sizes
+    runner: Runner = field(repr=False)
+    claims: Callable[[Any], list[Claim]] = field(repr=False)
+    command: Any = field(repr=False)
+    inputs: tuple[str, ...] = ()
+
+    @property
+    def in_paper(self) -> bool:
+        """Whether the section is one of the paper's (its claims are the paper's claims)."""
+        return self.paper is not None
+
+    def covers(self, paper_section: str) -> bool:
+        """Whether ``paper_section`` (a claim's ``section``, e.g. ``"§3.2"``) is this section or one of its
+        subsections."""
+        return self.paper is not None and (paper_section == self.paper or paper_section.startswith(self.paper + "."))
+
+    def settings(self, ctx: RunContext, **overrides) -> dict[str, Any]:
+        """The settings of the run in ``ctx``'s configuration, with ``overrides`` (``None``: keep the
+        configuration's); raises on a setting this section does not have."""
+        out = self.sizes.pick(ctx.small)
+        unknown = sorted(set(overrides) - set(out))
+        if unknown:
+            raise TypeError(f"section {self.key!r} has no setting {', '.join(unknown)} (it has {', '.join(sorted(out))})")
+        out.update({k: v for k, v in overrides.items() if v is not None})
+        return out
+
+    def run(self, lm, ctx: RunContext, *, inputs: Mapping[str, Any] | None = None, **overrides):
+        """All of the chapter's runs for ``lm`` as one report (cached on disk where they are heavy), at the sizes
+        of ``ctx``'s configuration with ``overrides``; ``inputs`` holds the reports of :attr:`inputs`
+        (:func:`helpers.results.input_reports` makes them)."""
+        inputs = dict(inputs or {})
+        missing = [k for k in self.inputs if k not in inputs]
+        if missing:
+            raise ValueError(f"section {self.key!r} reads the reports of {', '.join(missing)}: pass them as "
+                             "inputs={key: report} (helpers.results.input_reports(section, lm, ctx) makes them)")
+        with ctx.active():
+            return self.runner(lm, ctx, self.settings(ctx, **overrides), {k: inputs[k] for k in self.inputs})

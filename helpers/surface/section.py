@@ -1,0 +1,79 @@
+"""Paper §3 as one record (:class:`helpers.section.Section`): chapter ``03_surface``, command ``surface``.
+
+>>> report = SECTION.run(lm, ctx)            # doctest: +SKIP
+>>> report.stats.heads_above("prev")         # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from helpers.claims import Claim
+from helpers.context import RunContext
+from helpers.core.encoding import EncodedBatch
+from helpers.core.models import LoadedModel
+from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS, build_segments
+from helpers.section import Section, Sizes, part
+from helpers.surface import claims as surface_claims
+from helpers.surface.command import COMMAND
+from helpers.surface.run import SurfaceReport, cached_surface_statistics, run_surface
+from helpers.surface.stats import SurfaceStats
+
+
+class SurfaceSectionReport:
+    """The chapter's run, each part computed when first read: ``stats`` (the streaming statistics, cached;
+    :meth:`statistics` gives those of other segments: what §6 reads) and ``full`` (:func:`~helpers.surface.run.run_surface`: the statistics, the masked-LM
+    head and the gradients, cached); ``batch``, ``gradients``, ``mlm`` and ``to_json()`` are ``full``'s."""
+
+    def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict):
+        self.lm, self.ctx, self.settings = lm, ctx, settings
+
+    @part
+    def full(self) -> SurfaceReport:
+        s, ctx = self.settings, self.ctx
+        return run_surface(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
+                           segments_from=s["segments_from"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
+                           progress=ctx.progress, execution=ctx.execution)
+
+    @part
+    def batch(self) -> EncodedBatch:
+        if "full" in self.__dict__:
+            return self.full.batch
+        s, ctx = self.settings, self.ctx
+        return build_segments(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
+                              segments_from=s["segments_from"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
+
+    @part
+    def stats(self) -> SurfaceStats:
+        return self.full.stats if "full" in self.__dict__ else self.statistics(self.batch)
+
+    def statistics(self, batch: EncodedBatch) -> SurfaceStats:
+        """The §3 statistics of ``batch`` (cached; segments built with this run's ``segments_from``): what §6
+        colours heads by, for its own segments."""
+        return cached_surface_statistics(self.lm, batch, segments_from=self.settings["segments_from"],
+                                         cache_root=self.ctx.cache_dir, progress=self.ctx.progress,
+                                         execution=self.ctx.execution)
+
+    @property
+    def gradients(self) -> dict | None:
+        return self.full.gradients
+
+    @property
+    def mlm(self) -> dict | None:
+        return self.full.mlm
+
+    def to_json(self) -> dict:
+        return self.full.to_json()
+
+
+def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> SurfaceSectionReport:
+    return SurfaceSectionReport(lm, ctx, settings)
+
+
+def _claims(report: SurfaceSectionReport) -> list[Claim]:
+    return surface_claims.claims(report.full)
+
+
+_SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE}  # the same in both configurations
+SECTION = Section(
+    key="surface", paper="§3", chapter="03_surface",
+    sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
+    runner=_run, claims=_claims, command=COMMAND,
+)

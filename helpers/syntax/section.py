@@ -1,0 +1,74 @@
+"""Paper §4.2 as one record (:class:`helpers.section.Section`): chapter ``04_syntax``, command ``heads``.
+
+>>> report = SECTION.run(lm, ctx)                          # doctest: +SKIP
+>>> report.test.scores.table()["det"]["best_head"]         # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from helpers.claims import Claim
+from helpers.context import RunContext
+from helpers.core.models import LoadedModel
+from helpers.section import Section, Sizes, part
+from helpers.syntax import claims as syntax_claims
+from helpers.syntax.command import COMMAND
+from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, run_heads, table1_relations
+
+
+class SyntaxSectionReport:
+    """The chapter's runs (:func:`~helpers.syntax.run.run_heads`, maps cached), each computed when first read:
+    ``test`` (GUM test, Table 1 and the claims), ``dev`` (GUM dev, where heads are chosen) and ``ewt``
+    (UD English EWT dev); ``max_sentences`` is the limit they were read with (``None``: all)."""
+
+    def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict):
+        self.lm, self.ctx, self.settings = lm, ctx, settings
+
+    @property
+    def max_sentences(self) -> int | None:
+        return self.settings["max_sentences"]
+
+    def _run(self, corpus: str) -> HeadsRun:
+        s, ctx = self.settings, self.ctx
+        return run_heads(self.lm, corpus, max_sentences=s["max_sentences"], max_length=s["max_length"],
+                         data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+
+    @part
+    def test(self) -> HeadsRun:
+        return self._run("gum:test")
+
+    @part
+    def dev(self) -> HeadsRun:
+        return self._run("gum:dev")
+
+    @part
+    def ewt(self) -> HeadsRun:
+        return self._run("ewt:dev")
+
+    @part
+    def relations(self) -> list[str]:
+        """Table 1's relations on GUM test (:func:`~helpers.syntax.run.table1_relations`)."""
+        return table1_relations(self.test.scores)
+
+    def specialised_heads(self) -> dict[str, list[str]]:
+        """``{"L-H": [relation, ...]}``: on GUM dev, the best head of each Table-1 relation where it beats the
+        offset baseline by at least :data:`~helpers.syntax.claims.SPECIALISED_MARGIN` points (what §6 marks)."""
+        table = self.dev.scores.table()
+        found: dict[str, list[str]] = {}
+        for rel in table1_relations(self.dev.scores)[1:]:
+            if table[rel]["accuracy"] - table[rel]["baseline_accuracy"] >= syntax_claims.SPECIALISED_MARGIN:
+                found.setdefault(table[rel]["best_head"], []).append(rel)
+        return found
+
+
+def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> SyntaxSectionReport:
+    return SyntaxSectionReport(lm, ctx, settings)
+
+
+def _claims(report: SyntaxSectionReport) -> list[Claim]:
+    return syntax_claims.claims(report.test, report.dev)
+
+
+SECTION = Section(
+    key="syntax", paper="§4.2", chapter="04_syntax",
+    sizes=Sizes(full={"max_sentences": None}, small={"max_sentences": SMALL_SENTENCES}),
+    runner=_run, claims=_claims, command=COMMAND,
+)

@@ -1,0 +1,244 @@
+"""The section records (helpers.results.SECTIONS) and the run's context (helpers.context.RunContext):
+one record per section, iterated by every registry; settings read once, at the entry points."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from helpers.claims import Claim
+from helpers.context import RunContext
+from helpers.results import PAPER_SECTIONS, SECTIONS, section, section_of
+from helpers.section import MAX_LENGTH, Section, Sizes
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "helpers"
+
+
+# ------------------------------------------------------------------------------------ the records
+
+
+def test_each_section_once_in_the_papers_order():
+    keys = [s.key for s in SECTIONS]
+    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms"]
+    assert [s.paper for s in PAPER_SECTIONS] == ["§3", "§4.2", "§4.3", "§5", "§6"]
+    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms"]
+    for s in SECTIONS:  # a section reads only sections before it (their reports exist when it runs)
+        assert set(s.inputs) <= set(keys[: keys.index(s.key)]), s.key
+
+
+@pytest.mark.parametrize("record", SECTIONS, ids=lambda s: s.key)
+def test_record_names_its_chapter_package_and_command(record: Section):
+    assert (ROOT / "notebooks" / f"{record.chapter}.ipynb").is_file(), record.chapter
+    assert record.chapter.split("_", 1)[1] == record.key  # chapter, package and key share a name
+    assert (PACKAGE / record.key / "section.py").is_file()
+    assert record.command.handler.__module__ == f"helpers.{record.key}.command"
+    assert set(record.sizes.full) == set(record.sizes.small)
+
+
+def test_sizes_are_the_modules_constants():
+    """The records refer to the run modules' constants, whose values are those the book was built with."""
+    from helpers.coref import run as coref
+    from helpers.probe import run as probe
+    from helpers.surface import run as surface
+    from helpers.syntax import run as syntax
+
+    assert (surface.SEGMENTS, surface.SMALL_SEGMENTS, syntax.SMALL_SENTENCES, coref.SMALL_DOCUMENTS) == (1000, 40, 150, 4)
+    assert (probe.EPOCHS, probe.SMALL_EPOCHS, probe.SMALL_SENTENCES, probe.SEEDS) == (3, 2, 300, (0, 1, 2))
+    pick = {s.key: (s.sizes.pick(False), s.sizes.pick(True)) for s in SECTIONS}
+    assert pick["surface"][0]["n_segments"] == surface.SEGMENTS and pick["surface"][1]["n_segments"] == surface.SMALL_SEGMENTS
+    assert pick["cluster"][0]["n_segments"] == surface.SEGMENTS and pick["norms"][1]["n_segments"] == surface.SMALL_SEGMENTS
+    assert pick["syntax"][0]["max_sentences"] is None and pick["syntax"][1]["max_sentences"] == syntax.SMALL_SENTENCES
+    assert pick["coref"][0]["max_documents"] is None and pick["coref"][1]["max_documents"] == coref.SMALL_DOCUMENTS
+    assert pick["probe"][0] == {"max_length": MAX_LENGTH, "max_sentences": None, "epochs": probe.EPOCHS, "seeds": probe.SEEDS}
+    assert pick["probe"][1] == {"max_length": MAX_LENGTH, "max_sentences": probe.SMALL_SENTENCES,
+                                "epochs": probe.SMALL_EPOCHS, "seeds": probe.SEEDS}
+
+
+def test_settings_and_inputs_are_checked():
+    record = section("probe")
+    assert record.settings(RunContext(small=True), epochs=5, max_sentences=None)["epochs"] == 5
+    assert record.settings(RunContext(small=True), max_sentences=None)["max_sentences"] == 300  # None keeps the size
+    with pytest.raises(TypeError, match="n_segments"):
+        record.settings(RunContext(), n_segments=3)
+    with pytest.raises(ValueError, match="surface, syntax, coref"):
+        section("cluster").run(None, RunContext())
+    with pytest.raises(ValueError, match="name different settings"):
+        Sizes(full={"a": 1}, small={"b": 1})
+
+
+def test_cli_table_lists_every_section():
+    from helpers.cli import COMMANDS
+
+    for record in SECTIONS:
+        assert record.command in COMMANDS, record.key
+    assert [c.name for c in COMMANDS if c in {s.command for s in SECTIONS}] == [s.command.name for s in SECTIONS]
+    for c in COMMANDS:  # a command that reads other sections names sections that exist
+        assert all(section(k) for k in c.inputs)
+
+
+def test_claim_sections_map_to_records():
+    from helpers.compare.run import SECTIONS as JSON_SECTIONS
+    from helpers.compare.run import section_key
+    from helpers.presentation.summary import chapter_of
+
+    def claim(where: str) -> Claim:
+        return Claim("x", where, "c", "p", "o", None, "partly")
+
+    expect = {"§3.1": "03_surface", "§3.2": "03_surface", "§3": "03_surface", "§4.2": "04_syntax", "§4.3": "04_coref",
+              "§5": "05_probe", "§6": "06_cluster"}
+    assert {w: chapter_of(claim(w)) for w in expect} == expect
+    assert JSON_SECTIONS == ("3", "4.2", "4.3", "5", "6") and section_key("§4.3") == "4.3"
+    with pytest.raises(ValueError):
+        section_of(claim("§4.1"))  # no such section: not silently §4.2's or §6's
+    with pytest.raises(ValueError):
+        section_of(claim("beyond §3.2"))
+
+
+# ------------------------------------------------------------------------------------ the context
+
+
+def test_context_reads_the_environment_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("BERT_ATTENTION_SMALL", "1")
+    monkeypatch.setenv("BERT_ATTENTION_REFRESH", "1")
+    monkeypatch.setenv("BERT_ATTENTION_CACHE", str(tmp_path / "c"))
+    monkeypatch.setenv("BERT_ATTENTION_MODEL", "some-model")
+    ctx = RunContext.from_env()
+    assert ctx.small and ctx.refresh and ctx.cache_dir == (tmp_path / "c").resolve() and ctx.model == "some-model"
+    assert not RunContext.from_env(small=False, refresh=False).small  # an entry point's own options win
+    for name in ("BERT_ATTENTION_SMALL", "BERT_ATTENTION_REFRESH", "BERT_ATTENTION_CACHE", "BERT_ATTENTION_MODEL"):
+        monkeypatch.delenv(name)
+    # what was read stays: the sizes follow the context, not the environment of the moment
+    assert ctx.small and section("surface").settings(ctx)["n_segments"] == 40
+    assert section("surface").settings(RunContext(small=False))["n_segments"] == 1000
+    monkeypatch.setenv("BERT_ATTENTION_SMALL", "1")
+    from helpers.plan import book_passes
+
+    book = [p for p in book_passes(RunContext(small=False), specs=["default"]) if p.input == "segments"]
+    assert book[0].option["n_segments"] == 1000  # the context says full, whatever the environment says
+
+
+def test_refresh_is_the_contexts(tmp_path, monkeypatch):
+    """Cached results are recomputed inside an active context with ``refresh``, and only there: the
+    variable itself is read by the entry point, not by the cache."""
+    from helpers.data.cache import cached_json
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"n": len(calls)}
+
+    assert cached_json("t", {"k": 1}, compute, cache_root=tmp_path) == {"n": 1}
+    monkeypatch.setenv("BERT_ATTENTION_REFRESH", "1")
+    assert cached_json("t", {"k": 1}, compute, cache_root=tmp_path) == {"n": 1}  # the cache does not read it
+    with RunContext.from_env().active():
+        assert cached_json("t", {"k": 1}, compute, cache_root=tmp_path) == {"n": 2}
+    with RunContext(refresh=False).active():
+        assert cached_json("t", {"k": 1}, compute, cache_root=tmp_path) == {"n": 2}
+
+
+# Modules that may read the environment: the settings module, and the CLI (its error lines name the variable
+# a bad folder came from).
+ENVIRONMENT_READERS = {"helpers.config", "helpers.cli"}
+# The readers of helpers.config that look at the environment, called only where a context is built.
+CONFIG_READERS = {"small_run", "refresh_results", "sized", "model_name", "compare_specs", "env_text"}
+CONTEXT_BUILDERS = {"helpers.config", "helpers.context",
+                    "helpers.core.models"}  # load_model() with no name: $BERT_ATTENTION_MODEL (the notebook API, README)
+
+
+def _environment_uses(tree: ast.AST) -> tuple[bool, set[str]]:
+    """(reads ``os.environ`` / ``os.getenv`` / ``environ``, config env readers it calls)."""
+    direct, readers = False, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb", "putenv"):
+            direct = True
+        elif isinstance(node, ast.ImportFrom) and node.module == "os" and any(
+                a.name in ("environ", "getenv") for a in node.names):
+            direct = True
+        elif isinstance(node, ast.ImportFrom) and node.module == "helpers.config":
+            readers |= {a.name for a in node.names} & CONFIG_READERS
+        elif isinstance(node, ast.Attribute) and node.attr in CONFIG_READERS and ast.unparse(node.value).endswith("config"):
+            readers.add(node.attr)
+    return direct, readers
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_only_the_entry_points_read_the_environment():
+    direct, readers = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        reads, calls = _environment_uses(ast.parse(path.read_text(), str(path)))
+        if reads and _module(path) not in ENVIRONMENT_READERS:
+            direct.append(_module(path))
+        if calls and _module(path) not in CONTEXT_BUILDERS:
+            readers.append(f"{_module(path)}: {sorted(calls)}")
+    assert not direct, f"read the environment (take a RunContext, or its fields, instead): {direct}"
+    assert not readers, f"call helpers.config's environment readers (take a RunContext instead): {readers}"
+
+
+def test_the_environment_rule_can_fail():
+    assert _environment_uses(ast.parse("import os\nx = os.environ.get('A')\n"))[0]
+    assert _environment_uses(ast.parse("from os import getenv\n"))[0]
+    assert _environment_uses(ast.parse("from helpers.config import small_run\n"))[1] == {"small_run"}
+    assert _environment_uses(ast.parse("from helpers import config\nconfig.refresh_results()\n"))[1] == {"refresh_results"}
+    assert _environment_uses(ast.parse("from helpers.config import cache_dir\ncache_dir(root)\n")) == (False, set())
+
+
+# ------------------------------------------------------------------ the summary equals the records' claims
+
+
+def test_all_claims_is_the_records_claims(tiny_lm, toy_data, tmp_path):
+    """``results.all_claims`` on the tiny model is the concatenation of each paper section's
+    ``SECTION.claims(SECTION.run(...))``, each record run on its own (inputs made for it alone)."""
+    from helpers.results import all_claims, input_reports
+
+    sizes = dict(n_segments=3, max_sentences=100, max_documents=4, seeds=(0,), epochs=1, n_perm=20, max_length=60)
+    ctx = RunContext.from_env(data_dir=toy_data, cache_dir=tmp_path / "cache", small=False)
+    together = [c.to_json() for c in all_claims(tiny_lm, ctx, **sizes)]
+    alone = []
+    for record in PAPER_SECTIONS:
+        own = {k: v for k, v in sizes.items() if k in record.settings(ctx)}
+        report = record.run(tiny_lm, ctx, inputs=input_reports(record, tiny_lm, ctx, **sizes), **own)
+        alone += [c.to_json() for c in record.claims(report)]
+    assert together == alone and len({c["id"] for c in together}) == len(together)
+    assert [section_of(Claim(**c)).key for c in together] == sorted(
+        (section_of(Claim(**c)).key for c in together), key=[s.key for s in SECTIONS].index)
+
+
+def test_reports_compute_only_the_parts_read(monkeypatch):
+    """A report computes a part when it is first read, once, inside its context: §6 reading §4.2's dev run
+    costs no test or EWT run, and ``claims`` reads no part it does not need."""
+    from helpers.context import refresh_requested
+    from helpers.syntax import section as syntax_section
+
+    calls = []
+
+    def fake_run_heads(lm, corpus, **kw):
+        calls.append((corpus, kw["max_sentences"], refresh_requested()))
+        return corpus
+
+    monkeypatch.setattr(syntax_section, "run_heads", fake_run_heads)
+    report = syntax_section.SECTION.run(None, RunContext(small=True, refresh=True))
+    assert calls == []
+    assert report.dev == "gum:dev" and report.dev == "gum:dev"
+    assert calls == [("gum:dev", 150, True)]  # once, at the small size, with the context's refresh in force
+
+
+def test_cli_reads_refresh_once_and_the_cache_obeys(tiny_model_dir, toy_data, tmp_path, monkeypatch):
+    """``$BERT_ATTENTION_REFRESH=1`` (the memory benchmark's switch) still recomputes a command's cached
+    results: the CLI reads it into its context, which the cache obeys while the command runs."""
+    from helpers.cli import main
+
+    args = ["surface", "--model", str(tiny_model_dir), "--segments", "3", "--max-length", "60", "--no-gradients",
+            "--data-dir", str(toy_data), "--cache-dir", str(tmp_path / "cache"), "--quiet", "--json", str(tmp_path / "o.json")]
+    monkeypatch.delenv("BERT_ATTENTION_REFRESH", raising=False)
+    assert main(args) == 0
+    (stats,) = (tmp_path / "cache" / "artifacts").glob("surface-stats-*.json")
+    first = stats.stat().st_ino
+    assert main(args) == 0 and stats.stat().st_ino == first  # read back, not rewritten
+    monkeypatch.setenv("BERT_ATTENTION_REFRESH", "1")
+    assert main(args) == 0 and stats.stat().st_ino != first  # recomputed and written again (atomically)
