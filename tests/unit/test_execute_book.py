@@ -46,3 +46,14 @@ def test_bad_options_name_themselves(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_info:
             execute_book.main(argv)
         assert exit_info.value.code == 2 and expected in capsys.readouterr().err
+
+
+def test_pages_wait_for_the_sections_their_section_reads():
+    """A section's declared inputs (``Section.inputs``) are cached results its chapter reads: the chapter runs
+    after those sections' chapters (else it would compute them a second time, beside them)."""
+    from helpers.results import SECTIONS, section
+
+    for record in SECTIONS:
+        after = execute_book.AFTER[f"notebooks/{record.chapter}"]
+        for key in record.inputs:
+            assert f"notebooks/{section(key).chapter}" in after, (record.key, key)
