@@ -38,7 +38,10 @@ AFTER: dict[str, tuple[str, ...]] = {
                              "notebooks/06_cluster", "notebooks/07_norms"),
     "notebooks/results_at_a_glance": ("notebooks/08_compare",),
 }
-ALONE = ("notebooks/performance",)  # it measures timings: nothing else runs beside it
+ALONE = ("notebooks/performance",)
+# A page starting beside pages whose cost adds up to at least this fraction of its own runs on one thread
+# (e.g. chapters 3 and 5 together); beside less (the comparison beside the short chapter 2), on every core.
+SHARED_FRACTION = 0.5  # it measures timings: nothing else runs beside it
 # Cold seconds of each page on the 2-core machine (benchmarks/results/book_build-default-*.json): the longest
 # ready page starts first.
 COST = {"notebooks/05_probe": 324, "notebooks/03_surface": 244, "notebooks/08_compare": 127, "notebooks/04_coref": 61,
@@ -111,6 +114,15 @@ def schedule(pages: list[str], done: set[str]) -> list[list[str]]:
     return waves
 
 
+def threads_for(page: str, company: list[str], *, jobs: int, cores: int) -> int | None:
+    """The kernel threads of ``page`` started beside the running and ready pages ``company``: its share of the
+    cores when they cost at least :data:`SHARED_FRACTION` of its own time (threads of two kernels waiting on
+    each other at every operation are slower than one thread each), else ``None`` (every core: alone, or
+    beside a short page)."""
+    shared = jobs > 1 and sum(COST.get(p, 60) for p in company) >= SHARED_FRACTION * COST.get(page, 60)
+    return max(1, cores // jobs) if shared else None
+
+
 def ready_after(page: str, pages: list[str], finished: set[str]) -> bool:
     """True when every page that ``page`` reads from (among ``pages``) is finished."""
     needs = AFTER.get(page)
@@ -168,10 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                 if page in ALONE and running:
                     break  # wait until the others finish
                 todo.remove(page)
-                # a page that will have company runs on its share of the cores (threads of two kernels
-                # waiting on each other at every operation are slower than one thread each); alone, on all
-                shared = bool(running or ready) and args.jobs > 1
-                threads = max(1, cores // args.jobs) if shared else None
+                threads = threads_for(page, [*running.values(), *ready], jobs=args.jobs, cores=cores)
                 running[pool.submit(_execute, str(book / f"{page}.ipynb"), settings["timeout"],
                                     settings["allow_errors"], threads)] = page
                 print(f"  start {page} ({time.perf_counter() - start:.0f} s{f', {threads} thread(s)' if threads else ''})",

@@ -25,6 +25,7 @@ from torch import nn
 from helpers.core.encoding import EncodedBatch
 from helpers.core.extract import bucket, model_inputs
 from helpers.core.models import LoadedModel
+from helpers.core.threads import FIXED_THREADS, torch_threads
 from helpers.surface.mlm import masked_examples
 from helpers.surface.stats import token_masks
 
@@ -52,15 +53,21 @@ def gradient_importance(lm: LoadedModel, head: nn.Module, batch: EncodedBatch, *
     Returns ``{"sep": [layer], "punct": [layer], "cls": [layer], "other": [layer], "segments": int}``; a segment
     without "." or "," adds nothing to ``punct``.
     """
-    from tqdm.auto import tqdm
-
     head = head.to(lm.device)
     masked = masked_examples(lm, batch.examples, seed=seed)
     labels_of = {ex.index: labels for ex, labels in masked}
     original = {ex.index: ex.input_ids for ex in batch.examples}
+    groups = bucket([ex for ex, _ in masked], batch_size=batch_size or gradient_batch_size(lm))
+    with torch_threads(FIXED_THREADS):  # the same sums on any machine (see helpers.core.threads)
+        return _importance(lm, head, groups, labels_of, original, len(batch.examples), progress=progress)
+
+
+def _importance(lm: LoadedModel, head: nn.Module, groups, labels_of, original, n_segments: int, *,
+                progress: bool) -> dict:
+    from tqdm.auto import tqdm
+
     sums = {k: np.zeros(lm.n_layers) for k in KINDS}
     counts = {k: 0 for k in KINDS}
-    groups = bucket([ex for ex, _ in masked], batch_size=batch_size or gradient_batch_size(lm))
     for group in tqdm(groups, desc="gradients", disable=not progress):
         # parameters keep requires_grad, but only the attention gradients are taken
         with torch.enable_grad():
@@ -90,4 +97,4 @@ def gradient_importance(lm: LoadedModel, head: nn.Module, batch: EncodedBatch, *
                 if mask.any():
                     sums[kind] += per_key[:, mask].mean(axis=1)
                     counts[kind] += 1
-    return {**{k: (sums[k] / max(counts[k], 1)).tolist() for k in KINDS}, "segments": len(batch.examples)}
+    return {**{k: (sums[k] / max(counts[k], 1)).tolist() for k in KINDS}, "segments": n_segments}

@@ -26,7 +26,7 @@ from torch import nn
 from helpers.core.encoding import Encoded, EncodedBatch
 from helpers.core.extract import bucket, model_inputs
 from helpers.core.models import LoadedModel, quiet_transformers
-from helpers.core.threads import torch_threads
+from helpers.core.threads import FIXED_THREADS, torch_threads
 from helpers.data.cache import artifact_path
 from helpers.data.files import atomic_write
 from helpers.digest import source_digest
@@ -139,10 +139,7 @@ def _mean_loss(head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chun
 # 6.73 nats after 4 epochs and 6.73 after 8 (6.99, 6.86, 6.79, 6.73, 6.72, 6.67, 6.71, 6.73), so more
 # epochs cost time without a better head.
 HEAD_EPOCHS = 4
-# The fit's threads: its gradient sums are split over the threads, so the fitted weights' last digits
-# depended on the thread count (1 and 2 threads differ by ~1e-9 in the §3 gradient ratio). Two, the
-# thread count every head in this project's caches was fitted with (2-core machines).
-FIT_THREADS = 2
+FIT_THREADS = FIXED_THREADS  # the fit's threads: the same weights on any machine (see helpers.core.threads)
 
 
 def fit_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, seed: int = 0,

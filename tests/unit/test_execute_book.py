@@ -57,3 +57,15 @@ def test_pages_wait_for_the_sections_their_section_reads():
         after = execute_book.AFTER[f"notebooks/{record.chapter}"]
         for key in record.inputs:
             assert f"notebooks/{section(key).chapter}" in after, (record.key, key)
+
+
+def test_a_page_shares_the_cores_only_with_long_company():
+    threads = execute_book.threads_for
+    # chapters 3 and 5 together: one thread each on two cores
+    assert threads("notebooks/05_probe", ["notebooks/03_surface"], jobs=2, cores=2) == 1
+    assert threads("notebooks/03_surface", ["notebooks/05_probe"], jobs=2, cores=2) == 1
+    # the comparison beside the short chapter 2 (done in seconds), or alone: every core
+    assert threads("notebooks/08_compare", ["notebooks/02_attention_maps"], jobs=2, cores=2) is None
+    assert threads("notebooks/08_compare", [], jobs=2, cores=2) is None
+    assert threads("notebooks/05_probe", ["notebooks/03_surface"], jobs=1, cores=2) is None
+    assert threads("notebooks/05_probe", ["notebooks/03_surface"], jobs=2, cores=8) == 4
