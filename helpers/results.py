@@ -40,11 +40,16 @@ def section(key: str) -> Section:
     raise KeyError(f"no section {key!r}: choose one of {', '.join(s.key for s in SECTIONS)}")
 
 
+def covering(paper_section: str) -> Section | None:
+    """The record of the paper section that covers ``paper_section`` ("§3.2" -> §3's), ``None`` if none does."""
+    return next((s for s in PAPER_SECTIONS if s.covers(paper_section)), None)
+
+
 def section_of(claim: Claim) -> Section:
     """The paper section's record that states ``claim`` (by its ``section``, e.g. "§3.2" -> §3)."""
-    for s in PAPER_SECTIONS:
-        if s.covers(claim.section):
-            return s
+    record = covering(claim.section)
+    if record is not None:
+        return record
     raise ValueError(f"claim {claim.id}: section {claim.section!r} is none of "
                      f"{', '.join(s.paper for s in PAPER_SECTIONS)}")
 

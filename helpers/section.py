@@ -57,6 +57,16 @@ class part(cached_property):
             return super().__get__(instance, owner)
 
 
+class SectionReport:
+    """The report of a section's run: the model, the context, the run's ``settings`` and the ``inputs`` (the
+    reports of the sections it reads), with its results as :class:`part` attributes, computed when first
+    read. A subclass is itself a section's runner (``Section(runner=MyReport, ...)``: the record calls
+    ``MyReport(lm, ctx, settings, inputs)``)."""
+
+    def __init__(self, lm, ctx: RunContext, settings: dict, inputs: Mapping[str, Any]):
+        self.lm, self.ctx, self.settings, self.inputs = lm, ctx, settings, inputs
+
+
 # ``runner(lm, ctx, settings, inputs) -> report``: ``settings`` as :meth:`Section.settings` returns them,
 # ``inputs`` the reports of the sections named in :attr:`Section.inputs`.
 Runner = Callable[[Any, RunContext, dict, dict], Any]

@@ -12,19 +12,14 @@ from helpers.claims import Claim
 from helpers.cluster import claims as cluster_claims
 from helpers.cluster.command import COMMAND
 from helpers.cluster.run import ClusterResult, linguistic_heads, run_cluster
-from helpers.context import RunContext
-from helpers.core.models import LoadedModel
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS
-from helpers.section import Section, Sizes, part
+from helpers.section import Section, SectionReport, Sizes, part
 
 
-class ClusterSectionReport:
+class ClusterSectionReport(SectionReport):
     """The chapter's run, each part computed when first read: ``result`` (:func:`~helpers.cluster.run.run_cluster`:
     distances cached, MDS, behaviours from the §3 report, the layer test) and ``linguistic`` (the heads of
     the §4.2 and §4.3 reports, :func:`~helpers.cluster.run.linguistic_heads`)."""
-
-    def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict):
-        self.lm, self.ctx, self.settings, self.inputs = lm, ctx, settings, inputs
 
     @part
     def result(self) -> ClusterResult:
@@ -38,10 +33,6 @@ class ClusterSectionReport:
         return linguistic_heads(self.inputs["syntax"].specialised_heads(), self.inputs["coref"].dev.best_head())
 
 
-def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> ClusterSectionReport:
-    return ClusterSectionReport(lm, ctx, settings, inputs)
-
-
 def _claims(report: ClusterSectionReport) -> list[Claim]:
     return cluster_claims.claims(report.result)
 
@@ -50,5 +41,5 @@ _SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE, "n_perm": 1000}  # the 
 SECTION = Section(
     key="cluster", paper="§6", chapter="06_cluster",
     sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
-    runner=_run, claims=_claims, command=COMMAND, inputs=("surface", "syntax", "coref"),
+    runner=ClusterSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax", "coref"),
 )

@@ -21,7 +21,7 @@ from pathlib import Path
 from helpers.claims import VERDICTS, Claim, by_id
 from helpers.config import COMPARE_ENV  # comma-separated SPECs: the chapter's models (replaces the default list)
 from helpers.context import RunContext
-from helpers.results import PAPER_SECTIONS
+from helpers.results import PAPER_SECTIONS, covering
 
 RANDOM_PREFIX = "random:"
 DEFAULT_SPEC = "default"
@@ -109,10 +109,9 @@ def sizes_text(sizes: dict) -> str:
 def section_key(section: str) -> str:
     """The JSON's section (``"3"``, ``"4.2"``, ``"4.3"``, ``"5"``, ``"6"``) of a claim's ``"§3.1"`` etc.: the
     paper section of the record that covers it."""
-    text = "§" + section.strip().lstrip("§").strip()
-    for record in PAPER_SECTIONS:
-        if record.covers(text):
-            return record.paper.lstrip("§")
+    record = covering("§" + section.strip().lstrip("§").strip())
+    if record is not None:
+        return record.paper.lstrip("§")
     raise ValueError(f"claim section {section!r} is not one of §{', §'.join(SECTIONS)}")
 
 

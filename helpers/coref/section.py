@@ -6,22 +6,17 @@
 from __future__ import annotations
 
 from helpers.claims import Claim
-from helpers.context import RunContext
-from helpers.core.models import LoadedModel
 from helpers.coref import claims as coref_claims
 from helpers.coref.command import COMMAND
 from helpers.coref.run import SMALL_DOCUMENTS, CorefRun, run_coref
-from helpers.section import Section, Sizes, part
+from helpers.section import Section, SectionReport, Sizes, part
 
 
-class CorefSectionReport:
+class CorefSectionReport(SectionReport):
     """The chapter's runs (:func:`~helpers.coref.run.run_coref`, maps cached), each computed when first read:
     ``dev`` and ``test`` with each document truncated to its first window (the paper's setting), and
     ``dev_windows`` and ``test_windows`` over whole documents (the claim's setting,
     :data:`~helpers.coref.claims.CLAIM_SETTING`)."""
-
-    def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict):
-        self.lm, self.ctx, self.settings = lm, ctx, settings
 
     def _run(self, split: str, setting: str) -> CorefRun:
         s, ctx = self.settings, self.ctx
@@ -45,10 +40,6 @@ class CorefSectionReport:
         return self._run("test", coref_claims.CLAIM_SETTING)
 
 
-def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> CorefSectionReport:
-    return CorefSectionReport(lm, ctx, settings)
-
-
 def _claims(report: CorefSectionReport) -> list[Claim]:
     return coref_claims.claims(report.dev_windows, report.test_windows)
 
@@ -56,5 +47,5 @@ def _claims(report: CorefSectionReport) -> list[Claim]:
 SECTION = Section(
     key="coref", paper="§4.3", chapter="04_coref",
     sizes=Sizes(full={"max_documents": None}, small={"max_documents": SMALL_DOCUMENTS}),
-    runner=_run, claims=_claims, command=COMMAND,
+    runner=CorefSectionReport, claims=_claims, command=COMMAND,
 )

@@ -10,27 +10,29 @@ segments' statistics) and the §4.2 report (the best heads on GUM test under wei
 from __future__ import annotations
 
 from helpers.claims import Claim
-from helpers.context import RunContext
-from helpers.core.models import LoadedModel
 from helpers.norms import claims as norms_claims
 from helpers.norms.command import COMMAND
 from helpers.norms.run import NormsReport, run_norms, run_table1_norms, table1_comparison
 from helpers.norms.stats import NormStats
 from helpers.pipeline.segments import SEGMENTS, SMALL_SEGMENTS
-from helpers.section import Section, Sizes, part
+from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax.stats import HeadScores
 
 
-class NormsSectionReport:
+class NormsSectionReport(SectionReport):
     """The chapter's runs, each computed when first read: ``norms`` (:func:`~helpers.norms.run.run_norms`:
     weights and norms over the surface chapter's segments, cached; ``stats`` is its statistics), ``surface``
     and ``syntax`` (the input reports), ``norms_test`` (every head scored on norm maps of GUM test, with
     the syntax chapter's sentence limit) and ``table1`` (:func:`~helpers.norms.run.table1_comparison` on the
     syntax chapter's relations)."""
 
-    def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict):
-        self.lm, self.ctx, self.settings = lm, ctx, settings
-        self.surface, self.syntax = inputs["surface"], inputs["syntax"]
+    @property
+    def surface(self):
+        return self.inputs["surface"]
+
+    @property
+    def syntax(self):
+        return self.inputs["syntax"]
 
     @part
     def norms(self) -> NormsReport:
@@ -54,10 +56,6 @@ class NormsSectionReport:
         return table1_comparison(self.syntax.test.scores, self.norms_test, self.syntax.relations)
 
 
-def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> NormsSectionReport:
-    return NormsSectionReport(lm, ctx, settings, inputs)
-
-
 def _claims(report: NormsSectionReport) -> list[Claim]:
     return norms_claims.claims(report.stats, report.surface.gradients, report.table1)
 
@@ -65,5 +63,5 @@ def _claims(report: NormsSectionReport) -> list[Claim]:
 SECTION = Section(
     key="norms", paper=None, chapter="07_norms",
     sizes=Sizes(full={"n_segments": SEGMENTS, "seed": 0}, small={"n_segments": SMALL_SEGMENTS, "seed": 0}),
-    runner=_run, claims=_claims, command=COMMAND, inputs=("surface", "syntax"),
+    runner=NormsSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax"),
 )

@@ -6,24 +6,19 @@
 from __future__ import annotations
 
 from helpers.claims import Claim
-from helpers.context import RunContext
 from helpers.core.encoding import EncodedBatch
-from helpers.core.models import LoadedModel
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS, build_segments
-from helpers.section import Section, Sizes, part
+from helpers.section import Section, SectionReport, Sizes, part
 from helpers.surface import claims as surface_claims
 from helpers.surface.command import COMMAND
 from helpers.surface.run import SurfaceReport, cached_surface_statistics, run_surface
 from helpers.surface.stats import SurfaceStats
 
 
-class SurfaceSectionReport:
+class SurfaceSectionReport(SectionReport):
     """The chapter's run, each part computed when first read: ``stats`` (the streaming statistics, cached;
     :meth:`statistics` gives those of other segments: what §6 reads) and ``full`` (:func:`~helpers.surface.run.run_surface`: the statistics, the masked-LM
     head and the gradients, cached); ``batch``, ``gradients``, ``mlm`` and ``to_json()`` are ``full``'s."""
-
-    def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict):
-        self.lm, self.ctx, self.settings = lm, ctx, settings
 
     @part
     def full(self) -> SurfaceReport:
@@ -63,10 +58,6 @@ class SurfaceSectionReport:
         return self.full.to_json()
 
 
-def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> SurfaceSectionReport:
-    return SurfaceSectionReport(lm, ctx, settings)
-
-
 def _claims(report: SurfaceSectionReport) -> list[Claim]:
     return surface_claims.claims(report.full)
 
@@ -75,5 +66,5 @@ _SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE}  # the same in both con
 SECTION = Section(
     key="surface", paper="§3", chapter="03_surface",
     sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
-    runner=_run, claims=_claims, command=COMMAND,
+    runner=SurfaceSectionReport, claims=_claims, command=COMMAND,
 )

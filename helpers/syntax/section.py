@@ -6,21 +6,16 @@
 from __future__ import annotations
 
 from helpers.claims import Claim
-from helpers.context import RunContext
-from helpers.core.models import LoadedModel
-from helpers.section import Section, Sizes, part
+from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax import claims as syntax_claims
 from helpers.syntax.command import COMMAND
 from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, run_heads, table1_relations
 
 
-class SyntaxSectionReport:
+class SyntaxSectionReport(SectionReport):
     """The chapter's runs (:func:`~helpers.syntax.run.run_heads`, maps cached), each computed when first read:
     ``test`` (GUM test, Table 1 and the claims), ``dev`` (GUM dev, where heads are chosen) and ``ewt``
     (UD English EWT dev); ``max_sentences`` is the limit they were read with (``None``: all)."""
-
-    def __init__(self, lm: LoadedModel, ctx: RunContext, settings: dict):
-        self.lm, self.ctx, self.settings = lm, ctx, settings
 
     @property
     def max_sentences(self) -> int | None:
@@ -59,10 +54,6 @@ class SyntaxSectionReport:
         return found
 
 
-def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> SyntaxSectionReport:
-    return SyntaxSectionReport(lm, ctx, settings)
-
-
 def _claims(report: SyntaxSectionReport) -> list[Claim]:
     return syntax_claims.claims(report.test, report.dev)
 
@@ -70,5 +61,5 @@ def _claims(report: SyntaxSectionReport) -> list[Claim]:
 SECTION = Section(
     key="syntax", paper="§4.2", chapter="04_syntax",
     sizes=Sizes(full={"max_sentences": None}, small={"max_sentences": SMALL_SENTENCES}),
-    runner=_run, claims=_claims, command=COMMAND,
+    runner=SyntaxSectionReport, claims=_claims, command=COMMAND,
 )
