@@ -172,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     finished = set(done)
     running: dict = {}
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        def submit(page: str, threads: int | None = None) -> None:
+            todo.remove(page)
+            running[pool.submit(_execute, str(book / f"{page}.ipynb"), settings["timeout"], settings["allow_errors"],
+                                threads)] = page
+
         while todo or running:
             alone = any(p in ALONE for p in running.values())
             ready = sorted((p for p in todo if ready_after(p, pages, finished)), key=lambda p: -COST.get(p, 60))
@@ -179,17 +184,13 @@ def main(argv: list[str] | None = None) -> int:
                 page = ready.pop(0)
                 if page in ALONE and running:
                     break  # wait until the others finish
-                todo.remove(page)
                 threads = threads_for(page, [*running.values(), *ready], jobs=args.jobs, cores=cores)
-                running[pool.submit(_execute, str(book / f"{page}.ipynb"), settings["timeout"],
-                                    settings["allow_errors"], threads)] = page
+                submit(page, threads)
                 print(f"  start {page} ({time.perf_counter() - start:.0f} s{f', {threads} thread(s)' if threads else ''})",
                       flush=True)
                 alone = page in ALONE
             if not running:  # nothing ready (a cycle or a failed dependency): run the next page anyway
-                page = todo.pop(0)
-                running[pool.submit(_execute, str(book / f"{page}.ipynb"), settings["timeout"],
-                                    settings["allow_errors"])] = page
+                submit(todo[0])
                 continue
             complete, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in complete:

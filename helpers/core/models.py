@@ -32,7 +32,6 @@ RandomInit = Literal["paper", "all"]
 RANDOM_INITS: tuple[str, ...] = ("paper", "all")
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "default"}
-# MODEL_ENV (helpers.config): the model of every chapter and command when none is named
 
 
 @dataclass
@@ -326,10 +325,6 @@ def check_model(name: str | None, *, cache_root: str | os.PathLike | None = None
         raise ModelNotAvailableError(f"{where}: {err}") from None
 
 
-def _offline() -> bool:
-    return hub_offline()
-
-
 def _first_line(err: BaseException, limit: int = 200) -> str:
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return _shown(lines[0] if lines else type(err).__name__, limit)
@@ -364,7 +359,7 @@ def _from_hub(loader, source: str, display: str, *, part: str = "weights", **kwa
     except OSError as first:
         if Path(source).is_dir():
             raise ModelNotAvailableError(_load_failure(source, display, part, first)) from None
-        if not (_offline() or Path(source).exists()):
+        if not (hub_offline() or Path(source).exists()):
             try:
                 return loader(source, **kwargs)
             except OSError as online_err:

@@ -139,7 +139,6 @@ def _mean_loss(head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chun
 # 6.73 nats after 4 epochs and 6.73 after 8 (6.99, 6.86, 6.79, 6.73, 6.72, 6.67, 6.71, 6.73), so more
 # epochs cost time without a better head.
 HEAD_EPOCHS = 4
-FIT_THREADS = FIXED_THREADS  # the fit's threads: the same weights on any machine (see helpers.core.threads)
 
 
 def fit_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, seed: int = 0,
@@ -152,7 +151,7 @@ def fit_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, see
     head = FittedMLMHead(embeddings)
     optim = torch.optim.Adam([p for p in head.parameters() if p.requires_grad], lr=lr)
     generator = torch.Generator().manual_seed(seed)
-    with torch_threads(FIT_THREADS):  # the same weights whatever the machine's (or the caller's) thread count
+    with torch_threads(FIXED_THREADS):  # the same weights whatever the machine's (or the caller's) thread count
         for _ in range(epochs):
             order = torch.randperm(len(y_train), generator=generator)
             for start in range(0, len(order), batch):

@@ -145,7 +145,7 @@ def test_chunked_mean_loss_equals_one_pass():
 
 
 def test_fitted_head_does_not_depend_on_the_thread_count():
-    """The masked-LM head of the default model is fitted on FIT_THREADS threads whatever the caller's count:
+    """The masked-LM head of the default model is fitted on FIXED_THREADS threads whatever the caller's count:
     fitted on 1 or on 2 threads, its weights differed in their last digits (and so did the §3 gradient
     ratio, at 1e-9), which made the book's numbers depend on how many pages ran at once."""
     import torch
