@@ -92,8 +92,31 @@ def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None)
 
     notebook = nbformat.read(path, as_version=4)
     result = single_nb_execution(notebook, cwd=str(Path(path).parent.resolve()), allow_errors=allow_errors,
-                                 timeout=timeout, meta_override=True)
-    return notebook, result.time, (None if result.err is None else result.exc_string or repr(result.err))
+                                 timeout=timeout, meta_override=True, record_timing=True)
+    cells = cell_seconds(notebook)
+    return notebook, result.time, (None if result.err is None else result.exc_string or repr(result.err)), cells
+
+
+def cell_seconds(notebook) -> list[list]:
+    """``[[cell index, seconds, first line of its source], ...]`` for each executed code cell, read from the
+    timing nbclient records (``record_timing``) and then removed from the cells, so that the cached notebook
+    is the one jupyter-book itself would cache. Where a page's time goes, kept beside its total."""
+    from datetime import datetime
+
+    out = []
+    for index, cell in enumerate(notebook.cells):
+        timing = cell.get("metadata", {}).pop("execution", None)
+        if cell.cell_type != "code" or not timing:
+            continue
+        begin = timing.get("iopub.execute_input") or timing.get("shell.execute_reply.started")
+        end = timing.get("shell.execute_reply")
+        if not (begin and end):
+            continue
+        seconds = (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                   - datetime.fromisoformat(begin.replace("Z", "+00:00"))).total_seconds()
+        first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+        out.append([index, round(seconds, 2), first[:80]])
+    return out
 
 
 _INHERITED = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -197,18 +220,21 @@ def main(argv: list[str] | None = None) -> int:
                 page = running.pop(future)
                 finished.add(page)
                 try:
-                    notebook, seconds, error = future.result()
+                    notebook, seconds, error, cells = future.result()
                 except Exception as exc:  # the executor itself failed: leave the page to jupyter-book
-                    notebook, seconds, error = None, 0.0, repr(exc)
+                    notebook, seconds, error, cells = None, 0.0, repr(exc), []
                 if error is not None:
                     failed.append(page)
                     print(f"  FAILED {page}: left to jupyter-book build, which reports the error\n{error[-2000:]}",
                           file=sys.stderr, flush=True)
                     continue
                 record = cache.add_nb_to_project(str(book / f"{page}.ipynb"))
-                cache.cache_notebook_bundle(CacheBundleIn(notebook, record.uri, data={"execution_seconds": seconds}),
+                cache.cache_notebook_bundle(CacheBundleIn(notebook, record.uri,
+                                                          data={"execution_seconds": seconds, "cell_seconds": cells}),
                                             check_validity=False, overwrite=True)
-                print(f"  done  {page} in {seconds:.0f} s ({time.perf_counter() - start:.0f} s)", flush=True)
+                slowest = ", ".join(f"cell {i} {t:.0f} s" for i, t, _ in sorted(cells, key=lambda c: -c[1])[:3])
+                print(f"  done  {page} in {seconds:.0f} s ({time.perf_counter() - start:.0f} s; slowest: {slowest})",
+                      flush=True)
     print(f"execute_book: {time.perf_counter() - start:.0f} s; {len(failed)} failed"
           + (f" ({', '.join(failed)})" if failed else ""), flush=True)
     return 0  # failures are reported by jupyter-book build, which executes those pages again

@@ -69,3 +69,23 @@ def test_a_page_shares_the_cores_only_with_long_company():
     assert threads("notebooks/08_compare", [], jobs=2, cores=2) is None
     assert threads("notebooks/05_probe", ["notebooks/03_surface"], jobs=1, cores=2) is None
     assert threads("notebooks/05_probe", ["notebooks/03_surface"], jobs=2, cores=8) == 4
+
+
+def test_a_page_is_executed_with_the_seconds_of_each_cell_and_without_their_timestamps(tmp_path):
+    """Each cell's seconds travel beside the page's total (where a page's time goes, for the build benchmark),
+    and the cached notebook carries no timing metadata (the notebook jupyter-book itself would cache)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("x = 1"),
+                nbformat.v4.new_code_cell("\n# a pause\nimport time; time.sleep(0.6)")]
+    path = tmp_path / "page.ipynb"
+    nbformat.write(nb, path)
+    notebook, seconds, error, cells = execute_book._execute(str(path), 60, False)
+    assert error is None and seconds >= 0.6
+    assert [c[0] for c in cells] == [1, 2]
+    assert cells[1][1] >= 0.6 > cells[0][1]
+    assert cells[1][2] == "# a pause"
+    assert all("execution" not in c.metadata for c in notebook.cells)
+    assert notebook.cells[2].outputs == [] and notebook.cells[2].execution_count == 2
