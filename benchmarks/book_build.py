@@ -16,7 +16,7 @@
    page's execution time is read from jupyter-book's execution cache.
 3. A rebuild of the same folder with nothing changed.
 
-Writes JSON with the per-page times (and each page's slowest cells), the totals, the peak, the floor and the ratio total / floor;
+Writes JSON with the per-page times (and each page's slowest cells and peak memory), the totals, the peak, the floor and the ratio total / floor;
 ``--record`` keeps it dated in ``benchmarks/results/`` for the Performance page.
 """
 from __future__ import annotations
@@ -47,21 +47,23 @@ def run(argv: list[str], env: dict, log: Path) -> dict:
 SLOWEST_CELLS = 5  # kept per page in the JSON
 
 
-def page_times(src: Path) -> tuple[dict[str, float], dict[str, list]]:
-    """Execution seconds of each executed page, from jupyter-book's execution cache (jupyter-cache), and
-    each page's slowest cells, ``[[cell index, seconds, first line], ...]``, where ``execute_book.py``
-    recorded them (pages jupyter-book executed itself have none)."""
+def page_times(src: Path) -> tuple[dict[str, float], dict[str, list], dict[str, float]]:
+    """From jupyter-book's execution cache (jupyter-cache): the execution seconds of each executed page and,
+    where ``execute_book.py`` recorded them (not for pages jupyter-book executed itself), each page's slowest
+    cells, ``[[cell index, seconds, first line], ...]``, and the peak resident memory of its kernel in GiB."""
     from jupyter_cache import get_cache
 
     cache = get_cache(src / "_build" / ".jupyter_cache")
-    pages, cells = {}, {}
+    pages, cells, peaks = {}, {}, {}
     for record in cache.list_cache_records():
         page = Path(record.uri).relative_to(src).with_suffix("").as_posix()
         data = record.data or {}
         pages[page] = round(float(data.get("execution_seconds") or 0.0), 1)
         if data.get("cell_seconds"):
             cells[page] = sorted(data["cell_seconds"], key=lambda c: -c[1])[:SLOWEST_CELLS]
-    return dict(sorted(pages.items())), dict(sorted(cells.items()))
+        if data.get("peak_rss_bytes"):
+            peaks[page] = round(data["peak_rss_bytes"] / GIB, 2)
+    return dict(sorted(pages.items())), dict(sorted(cells.items())), dict(sorted(peaks.items()))
 
 
 def copy_sources(src: Path) -> None:
@@ -132,17 +134,17 @@ def main() -> None:
                work / "build.log")
     if cold["exit_status"] != 0:
         raise SystemExit(f"the build failed (exit {cold['exit_status']}): see {work / 'build.log'}")
-    pages, cells = page_times(src)
+    pages, cells, peaks = page_times(src)
     print(f"cold build: {cold['seconds']:.0f} s (pages executed: {sum(pages.values()):.0f} s), "
           f"largest process {cold['peak_rss_gib']:.2f} GiB", flush=True)
     for page, seconds in pages.items():
         slowest = "; ".join(f"{t:.0f} s {line}" for _, t, line in cells.get(page, [])[:2])
-        print(f"  {page:36s} {seconds:8.1f} s   {slowest}")
+        print(f"  {page:36s} {seconds:8.1f} s {peaks.get(page, float('nan')):5.2f} GiB   {slowest}")
     rebuild = run(argv, env, work / "rebuild.log")
     print(f"rebuild with nothing changed: {rebuild['seconds']:.1f} s", flush=True)
 
     result = {"model": spec, "small": args.small, "jobs": args.jobs, "extras": not args.no_extras and extras.is_dir(),
-              "pages": pages, "slowest_cells": cells, "seconds_pages": round(sum(pages.values()), 1),
+              "pages": pages, "slowest_cells": cells, "page_peak_rss_gib": peaks, "seconds_pages": round(sum(pages.values()), 1),
               "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,

@@ -38,10 +38,10 @@ AFTER: dict[str, tuple[str, ...]] = {
                              "notebooks/06_cluster", "notebooks/07_norms"),
     "notebooks/results_at_a_glance": ("notebooks/08_compare",),
 }
-ALONE = ("notebooks/performance",)
+ALONE = ("notebooks/performance",)  # it measures timings: nothing else runs beside it
 # A page starting beside pages whose cost adds up to at least this fraction of its own runs on one thread
 # (e.g. chapters 3 and 5 together); beside less (the comparison beside the short chapter 2), on every core.
-SHARED_FRACTION = 0.5  # it measures timings: nothing else runs beside it
+SHARED_FRACTION = 0.5
 # Cold seconds of each page on the 2-core machine (benchmarks/results/book_build-default-*.json): the longest
 # ready page starts first.
 COST = {"notebooks/05_probe": 324, "notebooks/03_surface": 244, "notebooks/08_compare": 127, "notebooks/04_coref": 61,
@@ -74,9 +74,13 @@ def execute_settings(book: Path) -> dict:
 
 
 def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None):
-    """One notebook executed as myst_nb's cache mode does; returns ``(notebook, seconds, error text)``.
-    ``threads``: the kernel's intra-op threads (torch, BLAS), when set."""
+    """One notebook executed as myst_nb's cache mode does; returns ``(notebook, seconds, error text, cells,
+    peak)``: ``cells`` from :func:`cell_seconds`, ``peak`` the largest resident memory in bytes of the
+    processes this call waited for (the kernel and the processes it waited for; run each page in a fresh
+    worker process, as :func:`main` does, for the page's own peak). ``threads``: the kernel's intra-op
+    threads (torch, BLAS), when set."""
     import os
+    import resource
 
     import nbformat
 
@@ -94,7 +98,8 @@ def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None)
     result = single_nb_execution(notebook, cwd=str(Path(path).parent.resolve()), allow_errors=allow_errors,
                                  timeout=timeout, meta_override=True, record_timing=True)
     cells = cell_seconds(notebook)
-    return notebook, result.time, (None if result.err is None else result.exc_string or repr(result.err)), cells
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
+    return notebook, result.time, (None if result.err is None else result.exc_string or repr(result.err)), cells, peak
 
 
 def cell_seconds(notebook) -> list[list]:
@@ -194,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     cores = len(os.sched_getaffinity(0))
     finished = set(done)
     running: dict = {}
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    # a fresh worker process for each page (spawned): its waited-for children are that page's kernel alone
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs), max_tasks_per_child=1) as pool:
         def submit(page: str, threads: int | None = None) -> None:
             todo.remove(page)
             running[pool.submit(_execute, str(book / f"{page}.ipynb"), settings["timeout"], settings["allow_errors"],
@@ -220,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                 page = running.pop(future)
                 finished.add(page)
                 try:
-                    notebook, seconds, error, cells = future.result()
+                    notebook, seconds, error, cells, peak = future.result()
                 except Exception as exc:  # the executor itself failed: leave the page to jupyter-book
-                    notebook, seconds, error, cells = None, 0.0, repr(exc), []
+                    notebook, seconds, error, cells, peak = None, 0.0, repr(exc), [], 0
                 if error is not None:
                     failed.append(page)
                     print(f"  FAILED {page}: left to jupyter-book build, which reports the error\n{error[-2000:]}",
@@ -230,11 +236,12 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 record = cache.add_nb_to_project(str(book / f"{page}.ipynb"))
                 cache.cache_notebook_bundle(CacheBundleIn(notebook, record.uri,
-                                                          data={"execution_seconds": seconds, "cell_seconds": cells}),
+                                                          data={"execution_seconds": seconds, "cell_seconds": cells,
+                                                                "peak_rss_bytes": peak}),
                                             check_validity=False, overwrite=True)
                 slowest = ", ".join(f"cell {i} {t:.0f} s" for i, t, _ in sorted(cells, key=lambda c: -c[1])[:3])
-                print(f"  done  {page} in {seconds:.0f} s ({time.perf_counter() - start:.0f} s; slowest: {slowest})",
-                      flush=True)
+                print(f"  done  {page} in {seconds:.0f} s, {peak / 2 ** 30:.2f} GiB ({time.perf_counter() - start:.0f} s; "
+                      f"slowest: {slowest})", flush=True)
     print(f"execute_book: {time.perf_counter() - start:.0f} s; {len(failed)} failed"
           + (f" ({', '.join(failed)})" if failed else ""), flush=True)
     return 0  # failures are reported by jupyter-book build, which executes those pages again

@@ -82,7 +82,8 @@ def test_a_page_is_executed_with_the_seconds_of_each_cell_and_without_their_time
                 nbformat.v4.new_code_cell("\n# a pause\nimport time; time.sleep(0.6)")]
     path = tmp_path / "page.ipynb"
     nbformat.write(nb, path)
-    notebook, seconds, error, cells = execute_book._execute(str(path), 60, False)
+    notebook, seconds, error, cells, peak = execute_book._execute(str(path), 60, False)
+    assert 20 * 2 ** 20 < peak < 2 ** 31  # the kernel's resident memory: tens of MiB, not the test process's
     assert error is None and seconds >= 0.6
     assert [c[0] for c in cells] == [1, 2]
     assert cells[1][1] >= 0.6 > cells[0][1]
