@@ -29,7 +29,7 @@ from helpers.coref.stats import (
 from helpers.data.corpora import file_digest, load_gum
 from helpers.data.ontogum import CorefDocument, build_document
 from helpers.pipeline.engine import Execution
-from helpers.pipeline.extraction import extract
+from helpers.pipeline.extraction import extract, shard_size_for
 from helpers.syntax.stats import bootstrap_interval
 
 Setting = Literal["truncated", "windows"]
@@ -171,13 +171,15 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
         from helpers.pipeline.engine import run_shards
         from helpers.pipeline.extraction import plan_extraction
 
-        plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest)
+        plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest,
+                               shard_size=shard_size_for(lm))
         payloads = [[pending.get(ex.index, []) for ex in shard] for shard in plan.store.shards]
         store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
                                   progress=progress)
         scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
     else:
-        store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest)
+        store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest,
+                        shard_size=shard_size_for(lm))
         scored = ((ex, _predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
                   for ex, attn in store)
     heads, words, base, kinds, doc_ids, examples = [], [], [], [], [], []

@@ -146,3 +146,38 @@ def test_every_word_candidates_against_a_loop(toy_doc):
                 assert words[l, h, k] == (pick in q.correct)
     with pytest.raises(ValueError, match="candidates 'all'"):
         head_predictions(attn, queries, candidates="all")
+
+
+def test_shard_size_holds_the_default_models_maps_per_shard():
+    """Base-size models get smaller coreference shards (memory), always whole batches; the default keeps 256."""
+    from types import SimpleNamespace
+
+    from helpers.pipeline.extraction import SHARD_SIZE, shard_size_for
+
+    size = lambda layers, heads: shard_size_for(SimpleNamespace(n_layers=layers, n_heads=heads))  # noqa: E731
+    assert size(6, 12) == SHARD_SIZE == 256 and size(2, 4) == 256  # the default and the tests' tiny model
+    assert size(12, 12) == 128 and size(24, 16) == 32 and size(48, 64) == 32
+    assert all(size(layers, heads) % 32 == 0 for layers in range(1, 40) for heads in range(1, 40))
+
+
+def test_coreference_run_does_not_depend_on_the_shard_size(tiny_lm, toy_coref_data, tmp_path, monkeypatch):
+    """The coreference run's results are per window (predictions, integer counts), so the order in which
+    the store yields the windows, which follows the shard size, changes none of them: what lets
+    ``shard_size_for`` cut a base-size model's windows into smaller shards."""
+    import helpers.coref.run as coref_run
+
+    runs = []
+    for size in (256, 1):
+        monkeypatch.setattr(coref_run, "shard_size_for", lambda lm, size=size: size)
+        run = coref_run.run_coref(tiny_lm, "test", setting="windows", max_length=10, data_dir=toy_coref_data,
+                                  cache_root=tmp_path / f"cache{size}")
+        runs.append(run)
+    one, many = runs
+    assert len(one.store.shards) == 1 < len(many.store.shards) == len(many.store.batch.examples)
+    assert [ex.index for shard in one.store.shards for ex in shard] != [ex.index for shard in many.store.shards for ex in shard]
+    for name in ("head_correct", "baseline_correct", "word_correct", "kinds", "documents"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(many, name), err_msg=name)
+    assert one.accuracy()["all"].tolist() == many.accuracy()["all"].tolist()
+    assert json.dumps(one.baseline_accuracy(), sort_keys=True) == json.dumps(many.baseline_accuracy(), sort_keys=True)  # NaN where a kind has no mention
+    assert one.head_interval(0, 0) == many.head_interval(0, 0)
+    assert [(e[1], e[2], e[3].mention.start) for e in one.examples] == [(e[1], e[2], e[3].mention.start) for e in many.examples]
