@@ -84,14 +84,8 @@ def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None)
 
     import nbformat
 
-    if threads:  # this worker process runs one page at a time: its environment is the kernel's
+    if threads:  # this worker process runs this one page (a fresh worker per page): its environment is the kernel's
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-    else:
-        for name, value in _INHERITED.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     from jupyter_cache.executors.utils import single_nb_execution
 
     notebook = nbformat.read(path, as_version=4)
@@ -122,9 +116,6 @@ def cell_seconds(notebook) -> list[list]:
         first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
         out.append([index, round(seconds, 2), first[:80]])
     return out
-
-
-_INHERITED = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
 def schedule(pages: list[str], done: set[str]) -> list[list[str]]:
