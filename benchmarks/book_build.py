@@ -16,7 +16,8 @@
    page's execution time is read from jupyter-book's execution cache.
 3. A rebuild of the same folder with nothing changed.
 
-Writes JSON with the per-page times (and each page's slowest cells and peak memory), the totals, the peak, the floor and the ratio total / floor;
+Writes JSON with the per-page times (and each page's slowest cells and peak memory), the totals, the peak, the
+floor and the ratio total / floor;
 ``--record`` keeps it dated in ``benchmarks/results/`` for the Performance page.
 """
 from __future__ import annotations
@@ -144,7 +145,8 @@ def main() -> None:
     print(f"rebuild with nothing changed: {rebuild['seconds']:.1f} s", flush=True)
 
     result = {"model": spec, "small": args.small, "jobs": args.jobs, "extras": not args.no_extras and extras.is_dir(),
-              "pages": pages, "slowest_cells": cells, "page_peak_rss_gib": peaks, "seconds_pages": round(sum(pages.values()), 1),
+              "pages": pages, "slowest_cells": cells, "page_peak_rss_gib": peaks,
+              "seconds_pages": round(sum(pages.values()), 1),
               "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,

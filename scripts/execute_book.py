@@ -84,7 +84,7 @@ def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None)
 
     import nbformat
 
-    if threads:  # this worker process runs this one page (a fresh worker per page): its environment is the kernel's
+    if threads:  # this worker runs this one page (a fresh worker per page): its environment is the kernel's
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     from jupyter_cache.executors.utils import single_nb_execution
 
@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                 "peak_rss_bytes": peak}),
                                             check_validity=False, overwrite=True)
                 slowest = ", ".join(f"cell {i} {t:.0f} s" for i, t, _ in sorted(cells, key=lambda c: -c[1])[:3])
-                print(f"  done  {page} in {seconds:.0f} s, {peak / 2 ** 30:.2f} GiB ({time.perf_counter() - start:.0f} s; "
+                print(f"  done  {page} in {seconds:.0f} s, {peak / 2 ** 30:.2f} GiB "
+                      f"({time.perf_counter() - start:.0f} s; "
                       f"slowest: {slowest})", flush=True)
     print(f"execute_book: {time.perf_counter() - start:.0f} s; {len(failed)} failed"
           + (f" ({', '.join(failed)})" if failed else ""), flush=True)

@@ -246,7 +246,7 @@ def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = N
 
 def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
                      word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False, shard_size: int = 256, maps: str = "weights"):
+                     progress: bool = False, shard_size: int = SHARD_SIZE, maps: str = "weights"):
     """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files);
     ``maps="norms"`` for norm-based maps."""
     sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
