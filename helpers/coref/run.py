@@ -36,6 +36,12 @@ Setting = Literal["truncated", "windows"]
 BASELINES: tuple[str, ...] = ("nearest", "head match", "rule-based")
 CANDIDATE_LABELS = {"mentions": "head words of earlier mentions", "words": "every word of the window"}
 
+# Whole-document windows per cache shard, for a 6 x 12 model (:func:`~helpers.pipeline.extraction.shard_size_for`
+# scales it to the model: 32 at 12 x 12). A shard's maps are in memory while it is made and while it is read:
+# at 256 windows the default's chapter peaked at 2.32 GiB and the comparison's random-init copy of it (10
+# documents, after §3 in the same process) at 2.76 GiB, over the 3 GB budget (2.79 GiB); at 64, 1.62 and
+# 2.41 GiB, in the same time. The run's results do not depend on the shard size (tested).
+COREF_SHARD_EXAMPLES = 64
 SMALL_DOCUMENTS = 4  # documents per split in the small (test) configuration; the book reads them all
 
 
@@ -172,14 +178,14 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
         from helpers.pipeline.extraction import plan_extraction
 
         plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest,
-                               shard_size=shard_size_for(lm))
+                               shard_size=shard_size_for(lm, examples=COREF_SHARD_EXAMPLES))
         payloads = [[pending.get(ex.index, []) for ex in shard] for shard in plan.store.shards]
         store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
                                   progress=progress)
         scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
     else:
         store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest,
-                        shard_size=shard_size_for(lm))
+                        shard_size=shard_size_for(lm, examples=COREF_SHARD_EXAMPLES))
         scored = ((ex, _predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
                   for ex, attn in store)
     heads, words, base, kinds, doc_ids, examples = [], [], [], [], [], []

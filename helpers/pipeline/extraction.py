@@ -61,19 +61,18 @@ class ExtractionPlan:
 SHARD_SIZE = 256  # examples per cache shard (the default model's: 6 x 12 maps each)
 
 
-def shard_size_for(lm: LoadedModel, *, batch_size: int = 32) -> int:
-    """Examples per shard holding as many maps as :data:`SHARD_SIZE` examples of a 6-layer, 12-head model
-    (a multiple of ``batch_size``, at least one batch): 256 for the default, 128 for a 12 x 12 model. A
-    shard's maps are in memory while it is made and while it is read; at 256 whole-document windows of a
-    12 x 12 model the coreference chapter peaked at 3.84 GiB, over the base size's 4 GB budget (2.57 GiB
-    at 128). The batches are the same at either size (both cut the same length order every ``batch_size``
+def shard_size_for(lm: LoadedModel, *, examples: int = SHARD_SIZE, batch_size: int = 32) -> int:
+    """Examples per shard holding as many maps as ``examples`` examples of a 6-layer, 12-head model (a
+    multiple of ``batch_size``, at least one batch, at most ``examples``): with the default 256, 256 for the
+    default model and 128 for a 12 x 12 one. A shard's maps are in memory while it is made and while it is
+    read. The batches are the same at any size (all cut the same length order every ``batch_size``
     examples), so the maps are too; only the order in which a store yields its examples changes, which is
     why only consumers whose results do not depend on that order (coreference: per-example predictions and
-    integer counts) use it, and the other stores keep :data:`SHARD_SIZE` (their float sums, and so their
-    last digits, follow the order)."""
+    integer counts; see :data:`helpers.coref.run.COREF_SHARD_EXAMPLES`) use it, and the other stores keep
+    :data:`SHARD_SIZE` (their float sums, and so their last digits, follow the order)."""
     per_example = lm.n_layers * lm.n_heads
-    fitted = SHARD_SIZE * 6 * 12 // per_example
-    return max(batch_size, min(SHARD_SIZE, fitted // batch_size * batch_size))
+    fitted = examples * 6 * 12 // per_example
+    return max(batch_size, min(examples, fitted // batch_size * batch_size))
 
 
 def plan_extraction(

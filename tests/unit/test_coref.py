@@ -149,15 +149,24 @@ def test_every_word_candidates_against_a_loop(toy_doc):
 
 
 def test_shard_size_holds_the_default_models_maps_per_shard():
-    """Base-size models get smaller coreference shards (memory), always whole batches; the default keeps 256."""
+    """Larger models get smaller shards (memory), always whole batches; the default model keeps the size
+    asked for; the coreference windows are cut into shards of COREF_SHARD_EXAMPLES for the default."""
     from types import SimpleNamespace
 
+    from helpers.coref.run import COREF_SHARD_EXAMPLES
     from helpers.pipeline.extraction import SHARD_SIZE, shard_size_for
 
-    size = lambda layers, heads: shard_size_for(SimpleNamespace(n_layers=layers, n_heads=heads))  # noqa: E731
+    def size(layers, heads, **kw):
+        return shard_size_for(SimpleNamespace(n_layers=layers, n_heads=heads), **kw)
+
     assert size(6, 12) == SHARD_SIZE == 256 and size(2, 4) == 256  # the default and the tests' tiny model
     assert size(12, 12) == 128 and size(24, 16) == 32 and size(48, 64) == 32
     assert all(size(layers, heads) % 32 == 0 for layers in range(1, 40) for heads in range(1, 40))
+    assert COREF_SHARD_EXAMPLES == 64
+    assert size(6, 12, examples=64) == 64 and size(2, 4, examples=64) == 64 and size(12, 12, examples=64) == 32
+    assert size(24, 16, examples=64) == 32  # never less than one batch
+    assert all(32 <= size(layers, heads, examples=64) <= 64 and size(layers, heads, examples=64) % 32 == 0
+               for layers in range(1, 40) for heads in range(1, 40))
 
 
 def test_coreference_run_does_not_depend_on_the_shard_size(tiny_lm, toy_coref_data, tmp_path, monkeypatch):
@@ -168,7 +177,7 @@ def test_coreference_run_does_not_depend_on_the_shard_size(tiny_lm, toy_coref_da
 
     runs = []
     for size in (256, 1):
-        monkeypatch.setattr(coref_run, "shard_size_for", lambda lm, size=size: size)
+        monkeypatch.setattr(coref_run, "shard_size_for", lambda lm, size=size, **kw: size)
         run = coref_run.run_coref(tiny_lm, "test", setting="windows", max_length=10, data_dir=toy_coref_data,
                                   cache_root=tmp_path / f"cache{size}")
         runs.append(run)
