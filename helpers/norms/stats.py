@@ -74,8 +74,12 @@ def kind_shares(maps: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
 def average_ranks(x: np.ndarray) -> np.ndarray:
     """0-based ranks along the last axis of a 2-D array, ties given their mean rank (as scipy's ``rankdata``).
 
-    One sort of every row at once; equal values are found as runs in the sorted rows.
-    """
+    One sort of every row at once; equal values are found as runs in the sorted rows. Finite float32 rows
+    (the maps) take :func:`_float32_ranks`, about three times faster; both give the same ranks, exactly
+    (tested against scipy)."""
+    x = np.asarray(x)
+    if x.dtype == np.float32 and x.size and np.isfinite(x.min()) and np.isfinite(x.max()):  # NaN makes min NaN
+        return _float32_ranks(x)
     rows, n = x.shape
     order = np.argsort(x, axis=-1)
     ordered = np.take_along_axis(x, order, axis=-1)
@@ -87,6 +91,45 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
     mean_position = first + (length - 1) / 2.0 - (first // n) * n  # within its row
     ranks = np.empty((rows, n), dtype=np.float64)
     np.put_along_axis(ranks, order, mean_position[run].reshape(rows, n), axis=-1)
+    return ranks
+
+
+def _float32_ranks(x: np.ndarray) -> np.ndarray:
+    """:func:`average_ranks` of a finite float32 ``[rows, n]`` array (n < 2**32).
+
+    Each value is sorted with its column as one 64-bit key (the float's bits above the column), which numpy
+    sorts several times faster than it argsorts floats: for non-negative floats (attention weights and
+    norms) the bits order as the values do; otherwise negative values' bits are flipped and the others get
+    the sign bit. ``-0.0`` is first made ``+0.0``, so equal keys are equal values. Every sorted position gets
+    its position as rank, then each run of equal values the mean of its first and last positions: the
+    same half-integers as :func:`average_ranks`' general path."""
+    rows, n = x.shape
+    x = x + np.float32(0.0)  # -0.0 -> +0.0
+    bits = x.view(np.uint32)
+    key = np.empty((rows, n), dtype=np.uint64)
+    if x.min() >= 0:
+        key[...] = bits
+    else:
+        key[...] = np.where(bits >> np.uint32(31) == 1, ~bits, bits | np.uint32(0x80000000))
+    key <<= np.uint64(32)
+    key |= np.arange(n, dtype=np.uint64)
+    key.sort(axis=-1)
+    order = (key & np.uint64(0xFFFFFFFF)).astype(np.intp)  # [rows, n]: the column at each sorted position
+    key >>= np.uint64(32)  # the sorted values' keys
+    position = np.broadcast_to(np.arange(n, dtype=np.float64), (rows, n)).copy()
+    row, column = np.nonzero(key[:, 1:] == key[:, :-1])  # sorted positions column and column + 1 are equal
+    if len(row):
+        flat = row * n + column
+        starts = np.ones(len(flat), dtype=bool)
+        starts[1:] = flat[1:] != flat[:-1] + 1  # a new run of equal values (rows never share one)
+        first = flat[starts]  # the run's first sorted position
+        last = flat[np.append(starts[1:], True)] + 1  # and its last
+        length = last - first + 1
+        offset = np.repeat(np.cumsum(length) - length, length)
+        runs = np.repeat(first, length) + (np.arange(length.sum()) - offset)
+        position.reshape(-1)[runs] = np.repeat((first % n + last % n) / 2.0, length)
+    ranks = np.empty((rows, n), dtype=np.float64)
+    ranks.reshape(-1)[(order + np.arange(rows)[:, None] * n).reshape(-1)] = position.reshape(-1)
     return ranks
 
 

@@ -116,6 +116,30 @@ def test_spearman_matches_scipy_with_ties():
     assert np.isnan(const).all()
 
 
+def test_average_ranks_equal_scipys_exactly():
+    """Both paths of ``average_ranks`` (float32 keys; any other dtype) give scipy's average ranks exactly, with
+    ties, runs at a row's ends, negative values, -0.0 beside +0.0 and rows of one value."""
+    from scipy.stats import rankdata
+
+    from helpers.norms.stats import average_ranks
+
+    rng = np.random.default_rng(3)
+    cases = [rng.dirichlet(np.ones(9), size=6).astype(np.float32),               # weights: no ties
+             rng.integers(0, 3, size=(5, 11)).astype(np.float32),                 # many ties
+             (rng.integers(-3, 3, size=(4, 7)) * 0.5).astype(np.float32),         # negative values with ties
+             np.array([[0.0, -0.0, 1.0, -0.0, -2.5, 1.0, 0.0]], dtype=np.float32),  # -0.0 equals +0.0
+             np.full((2, 5), 0.25, dtype=np.float32),                             # one run per row
+             np.array([[1, 1, 2, 3, 3], [4, 4, 4, 0, 0]], dtype=np.float32),      # runs at both ends, in every row
+             rng.random((3, 200)).astype(np.float32) ** 8]                        # tiny values, as maps have
+    cases += [c.astype(np.float64) for c in cases] + [rng.integers(0, 4, size=(3, 8))]
+    for x in cases:
+        ours = average_ranks(x)
+        assert ours.dtype == np.float64
+        np.testing.assert_array_equal(ours, rankdata(x, axis=-1) - 1, err_msg=str(x))
+    with_nan = np.array([[0.5, np.nan, 0.1]], dtype=np.float32)  # not finite: the general path, no error
+    assert average_ranks(with_nan)[0, [0, 2]].tolist() == [1.0, 0.0]
+
+
 def test_accumulator_round_trips_and_json_layout():
     rng = np.random.default_rng(2)
     acc = NormAccumulator()
