@@ -75,8 +75,8 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
     """0-based ranks along the last axis of a 2-D array, ties given their mean rank (as scipy's ``rankdata``).
 
     One sort of every row at once; equal values are found as runs in the sorted rows. Finite float32 rows
-    (the maps) take :func:`_float32_ranks`, about three times faster; both give the same ranks, exactly
-    (tested against scipy)."""
+    (the maps) take :func:`_float32_ranks`, about twice as fast (31 -> 14 ms for a 6 x 12 map of 123
+    tokens); both give the same ranks, exactly (tested against scipy)."""
     x = np.asarray(x)
     if x.dtype == np.float32 and x.size and np.isfinite(x.min()) and np.isfinite(x.max()):  # NaN makes min NaN
         return _float32_ranks(x)
