@@ -5,8 +5,12 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import book_phases  # noqa: E402
+BENCHMARKS = str(Path(__file__).resolve().parents[2] / "benchmarks")
+sys.path.insert(0, BENCHMARKS)  # for its `from common import ...`; removed again at once: benchmarks/distributed.py
+try:                             # would shadow Dask's `distributed` in every later test (and its spawned workers)
+    import book_phases  # noqa: E402
+finally:
+    sys.path.remove(BENCHMARKS)
 
 
 def test_wrapped_calls_are_timed_inclusively_and_still_return():
