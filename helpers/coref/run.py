@@ -173,19 +173,20 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
                 seen.add(key)
                 kept.append(q)
         pending[w] = kept
+    shard_size = shard_size_for(lm, examples=COREF_SHARD_EXAMPLES)
     if execution is not None and execution.distributed:
         from helpers.pipeline.engine import run_shards
         from helpers.pipeline.extraction import plan_extraction
 
         plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest,
-                               shard_size=shard_size_for(lm, examples=COREF_SHARD_EXAMPLES))
+                               shard_size=shard_size)
         payloads = [[pending.get(ex.index, []) for ex in shard] for shard in plan.store.shards]
         store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
                                   progress=progress)
         scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
     else:
         store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest,
-                        shard_size=shard_size_for(lm, examples=COREF_SHARD_EXAMPLES))
+                        shard_size=shard_size)
         scored = ((ex, _predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
                   for ex, attn in store)
     heads, words, base, kinds, doc_ids, examples = [], [], [], [], [], []
