@@ -92,11 +92,11 @@ def test_a_page_is_executed_with_the_seconds_of_each_cell_and_without_their_time
               f"nb, seconds, error, cells, peak = execute_book._execute({str(path)!r}, 60, False)\n"
               "print(json.dumps({'seconds': seconds, 'error': error, 'cells': cells, 'peak': peak,\n"
               "                  'timing_left': [c.metadata.get('execution') for c in nb.cells],\n"
-              "                  'count': nb.cells[2].execution_count}))")
+              "                  'count': nb.cells[2].execution_count, 'outputs': nb.cells[2].outputs}))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["error"] is None and out["seconds"] >= 0.6 and out["count"] == 2
+    assert out["error"] is None and out["seconds"] >= 0.6 and out["count"] == 2 and out["outputs"] == []
     cells = out["cells"]
     assert [c[0] for c in cells] == [1, 2]
     assert cells[1][1] >= 0.6 > cells[0][1]
