@@ -36,7 +36,7 @@ from common import LATEST, machine, save
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PAGES = ("surface", "probe", "coref")
+PAGES = ("surface", "probe", "coref")  # the pages timed, in the order they run (keys of PAGE_PASSES)
 
 
 class Phases:
@@ -92,17 +92,19 @@ def instrument(phases: Phases) -> None:
     phases.wrap(coref_run, "extract", "coref: extraction of the windows' maps")
 
 
+# page -> (whose passes: the book's model or also its random-init control, which inputs) it runs
+PAGE_PASSES = {"surface": (False, lambda name: "segments" in name),
+               "probe": (True, lambda name: name.startswith(("gum:", "ewt:"))),
+               "coref": (False, lambda name: name.startswith("coreference"))}
+
+
 def page_floor(floor: dict, page: str) -> float | None:
     """The seconds of the bare passes of ``floor`` (a book_floor.py JSON) that page ``page`` runs."""
     book = floor.get("model_spec", "default")
-    rows = floor.get("passes", [])
-    if page == "surface":
-        picked = [r for r in rows if r["spec"] == book and ("segments" in r["input"])]
-    elif page == "probe":
-        picked = [r for r in rows if r["spec"] in (book, "random:" + book) and r["input"].startswith(("gum:", "ewt:"))]
-    else:
-        picked = [r for r in rows if r["spec"] == book and r["input"].startswith("coreference")]
-    return round(sum(r["seconds"] for r in picked), 1) if picked else None
+    control, reads = PAGE_PASSES[page]
+    specs = (book, "random:" + book) if control else (book,)
+    picked = [r["seconds"] for r in floor.get("passes", []) if r["spec"] in specs and reads(r["input"])]
+    return round(sum(picked), 1) if picked else None
 
 
 def run_pages(pages: list[str], phases: Phases) -> dict[str, float]:
@@ -140,24 +142,26 @@ def main() -> None:
     unknown = sorted(set(pages) - set(PAGES))
     if unknown or not pages:
         parser.error(f"--pages: {', '.join(unknown) or 'none given'}; choose from {', '.join(PAGES)}")
+    if args.model:
+        os.environ["BERT_ATTENTION_MODEL"] = args.model
+    if args.small:
+        os.environ["BERT_ATTENTION_SMALL"] = "1"
+    from helpers.compare.run import book_spec
+    from helpers.config import cache_dir
+    from helpers.context import RunContext
+
+    ctx = RunContext.from_env()  # the model and configuration the pages will run
+    spec = book_spec(ctx)
     floor = None
     if args.floor:
         try:
             floor = json.loads(Path(args.floor).read_text())
         except (OSError, ValueError) as exc:
             parser.error(f"--floor {args.floor}: not a readable book_floor.py JSON ({exc})")
-        wanted = args.model or os.environ.get("BERT_ATTENTION_MODEL") or "default"
-        if floor.get("model_spec") != wanted or bool(floor.get("small")) != args.small:
+        if floor.get("model_spec") != spec or bool(floor.get("small")) != ctx.small:
             parser.error(f"--floor {args.floor}: measured for {floor.get('model_spec')!r}"
-                         f"{' (small)' if floor.get('small') else ''}, not for {wanted!r}{' (small)' if args.small else ''}")
-    if args.model:
-        os.environ["BERT_ATTENTION_MODEL"] = args.model
-    if args.small:
-        os.environ["BERT_ATTENTION_SMALL"] = "1"
+                         f"{' (small)' if floor.get('small') else ''}, not for {spec!r}{' (small)' if ctx.small else ''}")
     started = machine()
-    from helpers.compare.run import book_spec
-    from helpers.config import cache_dir
-
     with tempfile.TemporaryDirectory(prefix="book-phases-") as cache:
         extras = cache_dir() / "models"  # installed optional models: not results
         if extras.is_dir():
@@ -167,9 +171,9 @@ def main() -> None:
 
         phases = Phases()
         instrument(phases)
-        print(f"phases of {', '.join(pages)} for {book_spec()} ({torch.get_num_threads()} threads, fresh cache) ...", flush=True)
+        print(f"phases of {', '.join(pages)} for {spec} ({torch.get_num_threads()} threads, fresh cache) ...", flush=True)
         totals = run_pages(pages, phases)
-    result = {"model_spec": book_spec(), "small": args.small, "threads": torch.get_num_threads(), "pages": totals,
+    result = {"model_spec": spec, "small": ctx.small, "threads": torch.get_num_threads(), "pages": totals,
               "phases": {k: round(phases.seconds[k], 1) for k in phases.labels if k in phases.seconds},
               "calls": {k: phases.calls[k] for k in phases.labels if k in phases.calls}}
     if floor is not None:
