@@ -39,23 +39,27 @@ GIB = 2 ** 30
 
 
 def run(argv: list[str], env: dict, log: Path) -> dict:
-    """:func:`common.measure` of ``argv`` with its output in ``log``; the peak in GiB."""
+    """:func:`common.measure` of ``argv`` with its output in ``log``; the peak in GiB, and ``cpu_busy``: its
+    processor time over its wall time times the cores it may use (1.0: every core busy throughout)."""
     done = measure(argv, env, log=log)
+    cores = len(os.sched_getaffinity(0))
     return {"seconds": done["seconds"], "exit_status": done["exit_status"],
-            "peak_rss_gib": round(done["peak_rss_bytes"] / GIB, 2)}
+            "peak_rss_gib": round(done["peak_rss_bytes"] / GIB, 2), "cpu_seconds": done["cpu_seconds"],
+            "cpu_busy": round(done["cpu_seconds"] / (max(done["seconds"], 1e-9) * cores), 2)}
 
 
 SLOWEST_CELLS = 5  # kept per page in the JSON
 
 
-def page_times(src: Path) -> tuple[dict[str, float], dict[str, list], dict[str, float]]:
+def page_times(src: Path) -> tuple[dict[str, float], dict[str, list], dict[str, float], dict[str, float]]:
     """From jupyter-book's execution cache (jupyter-cache): the execution seconds of each executed page and,
     where ``execute_book.py`` recorded them (not for pages jupyter-book executed itself), each page's slowest
-    cells, ``[[cell index, seconds, first line], ...]``, and the peak resident memory of its kernel in GiB."""
+    cells, ``[[cell index, seconds, first line], ...]``, the peak resident memory of its kernel in GiB and
+    the processor seconds of its kernel and the processes it waited for (above its seconds: several cores)."""
     from jupyter_cache import get_cache
 
     cache = get_cache(src / "_build" / ".jupyter_cache")
-    pages, cells, peaks = {}, {}, {}
+    pages, cells, peaks, cpu = {}, {}, {}, {}
     for record in cache.list_cache_records():
         page = Path(record.uri).relative_to(src).with_suffix("").as_posix()
         data = record.data or {}
@@ -64,7 +68,9 @@ def page_times(src: Path) -> tuple[dict[str, float], dict[str, list], dict[str, 
             cells[page] = sorted(data["cell_seconds"], key=lambda c: -c[1])[:SLOWEST_CELLS]
         if data.get("peak_rss_bytes"):
             peaks[page] = round(data["peak_rss_bytes"] / GIB, 2)
-    return dict(sorted(pages.items())), dict(sorted(cells.items())), dict(sorted(peaks.items()))
+        if data.get("cpu_seconds") is not None:
+            cpu[page] = round(float(data["cpu_seconds"]), 1)
+    return tuple(dict(sorted(d.items())) for d in (pages, cells, peaks, cpu))
 
 
 def copy_sources(src: Path) -> None:
@@ -135,12 +141,14 @@ def main() -> None:
                work / "build.log")
     if cold["exit_status"] != 0:
         raise SystemExit(f"the build failed (exit {cold['exit_status']}): see {work / 'build.log'}")
-    pages, cells, peaks = page_times(src)
+    pages, cells, peaks, page_cpu = page_times(src)
     print(f"cold build: {cold['seconds']:.0f} s (pages executed: {sum(pages.values()):.0f} s), "
-          f"largest process {cold['peak_rss_gib']:.2f} GiB", flush=True)
+          f"largest process {cold['peak_rss_gib']:.2f} GiB, processor time {cold['cpu_seconds']:.0f} s "
+          f"({cold['cpu_busy']:.0%} of the cores' time)", flush=True)
     for page, seconds in pages.items():
         slowest = "; ".join(f"{t:.0f} s {line}" for _, t, line in cells.get(page, [])[:2])
-        print(f"  {page:36s} {seconds:8.1f} s {peaks.get(page, float('nan')):5.2f} GiB   {slowest}")
+        print(f"  {page:36s} {seconds:8.1f} s {page_cpu.get(page, float('nan')):8.1f} cpu-s "
+              f"{peaks.get(page, float('nan')):5.2f} GiB   {slowest}")
     rebuild = run(argv, env, work / "rebuild.log")
     print(f"rebuild with nothing changed: {rebuild['seconds']:.1f} s", flush=True)
 
@@ -148,6 +156,8 @@ def main() -> None:
               "pages": pages, "slowest_cells": cells, "page_peak_rss_gib": peaks,
               "seconds_pages": round(sum(pages.values()), 1),
               "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],
+              "cpu_seconds_cold_build": cold["cpu_seconds"], "cpu_busy_cold_build": cold["cpu_busy"],
+              "page_cpu_seconds": page_cpu,
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,
               "ratio_build_over_floor": round(cold["seconds"] / floor["seconds_floor"], 2) if floor else None,

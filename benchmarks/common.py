@@ -26,8 +26,10 @@ def peak_rss_mib() -> float:
 
 
 def measure(argv: list[str], env: dict, *, log: Path | None = None) -> dict:
-    """Run ``argv``: its wall time, exit status and ``peak_rss_bytes``, the peak resident memory of the largest
-    process among it and the descendants it waited for (``os.wait4``). Output goes to ``log`` when given;
+    """Run ``argv``: its wall time, exit status, ``peak_rss_bytes``, the peak resident memory of the largest
+    process among it and the descendants it waited for (``os.wait4``), and ``cpu_seconds``, the processor time
+    (user + system) of all of them together: over ``seconds`` times the cores, how busy it kept the machine.
+    Output goes to ``log`` when given;
     otherwise standard output is dropped and a failure's last line of standard error kept as ``error``."""
     start = time.perf_counter()
     if log is not None:
@@ -41,7 +43,7 @@ def measure(argv: list[str], env: dict, *, log: Path | None = None) -> dict:
         err = proc.stderr.read()
         proc.stderr.close()
     out = {"peak_rss_bytes": usage.ru_maxrss * 1024, "seconds": round(time.perf_counter() - start, 1),
-           "exit_status": os.waitstatus_to_exitcode(status)}
+           "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "exit_status": os.waitstatus_to_exitcode(status)}
     if out["exit_status"] != 0 and err.strip():
         out["error"] = err.strip().splitlines()[-1:]
     elif out["exit_status"] != 0:

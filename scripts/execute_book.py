@@ -75,10 +75,11 @@ def execute_settings(book: Path) -> dict:
 
 def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None):
     """One notebook executed as myst_nb's cache mode does; returns ``(notebook, seconds, error text, cells,
-    peak)``: ``cells`` from :func:`cell_seconds`, ``peak`` the largest resident memory in bytes of the
+    peak, cpu)``: ``cells`` from :func:`cell_seconds`, ``peak`` the largest resident memory in bytes of the
     processes this call waited for (the kernel and the processes it waited for; run each page in a fresh
-    worker process, as :func:`main` does, for the page's own peak). ``threads``: the kernel's intra-op
-    threads (torch, BLAS), when set."""
+    worker process, as :func:`main` does, for the page's own peak) and ``cpu`` their processor seconds (user +
+    system; above ``seconds`` where the page used several cores). ``threads``: the kernel's intra-op threads
+    (torch, BLAS), when set."""
     import os
     import resource
 
@@ -92,8 +93,11 @@ def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None)
     result = single_nb_execution(notebook, cwd=str(Path(path).parent.resolve()), allow_errors=allow_errors,
                                  timeout=timeout, meta_override=True, record_timing=True)
     cells = cell_seconds(notebook)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
-    return notebook, result.time, (None if result.err is None else result.exc_string or repr(result.err)), cells, peak
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak = children.ru_maxrss * 1024  # KiB on Linux
+    cpu = round(children.ru_utime + children.ru_stime, 1)
+    error = None if result.err is None else result.exc_string or repr(result.err)
+    return notebook, result.time, error, cells, peak, cpu
 
 
 def cell_seconds(notebook) -> list[list]:
@@ -217,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                 page = running.pop(future)
                 finished.add(page)
                 try:
-                    notebook, seconds, error, cells, peak = future.result()
+                    notebook, seconds, error, cells, peak, cpu = future.result()
                 except Exception as exc:  # the executor itself failed: leave the page to jupyter-book
-                    notebook, seconds, error, cells, peak = None, 0.0, repr(exc), [], 0
+                    notebook, seconds, error, cells, peak, cpu = None, 0.0, repr(exc), [], 0, 0.0
                 if error is not None:
                     failed.append(page)
                     print(f"  FAILED {page}: left to jupyter-book build, which reports the error\n{error[-2000:]}",
@@ -228,10 +232,10 @@ def main(argv: list[str] | None = None) -> int:
                 record = cache.add_nb_to_project(str(book / f"{page}.ipynb"))
                 cache.cache_notebook_bundle(CacheBundleIn(notebook, record.uri,
                                                           data={"execution_seconds": seconds, "cell_seconds": cells,
-                                                                "peak_rss_bytes": peak}),
+                                                                "peak_rss_bytes": peak, "cpu_seconds": cpu}),
                                             check_validity=False, overwrite=True)
                 slowest = ", ".join(f"cell {i} {t:.0f} s" for i, t, _ in sorted(cells, key=lambda c: -c[1])[:3])
-                print(f"  done  {page} in {seconds:.0f} s, {peak / 2 ** 30:.2f} GiB "
+                print(f"  done  {page} in {seconds:.0f} s ({cpu:.0f} processor s), {peak / 2 ** 30:.2f} GiB "
                       f"({time.perf_counter() - start:.0f} s; "
                       f"slowest: {slowest})", flush=True)
     print(f"execute_book: {time.perf_counter() - start:.0f} s; {len(failed)} failed"

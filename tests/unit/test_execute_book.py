@@ -85,12 +85,14 @@ def test_a_page_is_executed_with_the_seconds_of_each_cell_and_without_their_time
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("x = 1"),
-                nbformat.v4.new_code_cell("\n# a pause\nimport time; time.sleep(0.6)")]
+                nbformat.v4.new_code_cell("\n# a pause\nimport time; time.sleep(0.6)"),
+                nbformat.v4.new_code_cell("# busy\nimport time\nt = time.process_time()\n"
+                                          "while time.process_time() - t < 0.5:\n    pass")]
     path = tmp_path / "page.ipynb"
     nbformat.write(nb, path)
     script = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import execute_book\n"
-              f"nb, seconds, error, cells, peak = execute_book._execute({str(path)!r}, 60, False)\n"
-              "print(json.dumps({'seconds': seconds, 'error': error, 'cells': cells, 'peak': peak,\n"
+              f"nb, seconds, error, cells, peak, cpu = execute_book._execute({str(path)!r}, 60, False)\n"
+              "print(json.dumps({'seconds': seconds, 'error': error, 'cells': cells, 'peak': peak, 'cpu': cpu,\n"
               "                  'timing_left': [c.metadata.get('execution') for c in nb.cells],\n"
               "                  'count': nb.cells[2].execution_count, 'outputs': nb.cells[2].outputs}))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -98,8 +100,11 @@ def test_a_page_is_executed_with_the_seconds_of_each_cell_and_without_their_time
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["error"] is None and out["seconds"] >= 0.6 and out["count"] == 2 and out["outputs"] == []
     cells = out["cells"]
-    assert [c[0] for c in cells] == [1, 2]
+    assert [c[0] for c in cells] == [1, 2, 3]
     assert cells[1][1] >= 0.6 > cells[0][1]
     assert cells[1][2] == "# a pause"
-    assert out["timing_left"] == [None, None, None]
+    assert out["timing_left"] == [None, None, None, None]
     assert 20 * 2 ** 20 < out["peak"] < 2 ** 30  # a bare kernel's resident memory: tens of MiB
+    # the kernel's processor time: at least the busy cell's half second, not the pause's (a kernel's start
+    # costs about a second of imports)
+    assert 0.5 <= out["cpu"] < out["seconds"] + 10
