@@ -42,11 +42,11 @@ ALONE = ("notebooks/performance",)  # it measures timings: nothing else runs bes
 # A page starting beside pages whose cost adds up to at least this fraction of its own runs on one thread
 # (e.g. chapters 3 and 5 together); beside less (the comparison beside the short chapter 2), on every core.
 SHARED_FRACTION = 0.5
-# Cold seconds of each page on the 2-core machine (benchmarks/results/book_build-default-*.json): the longest
-# ready page starts first.
-COST = {"notebooks/05_probe": 324, "notebooks/03_surface": 244, "notebooks/08_compare": 127, "notebooks/04_coref": 61,
-        "notebooks/performance": 57, "notebooks/04_syntax": 29, "notebooks/07_norms": 23,
-        "notebooks/results_at_a_glance": 22, "notebooks/06_cluster": 18, "notebooks/02_attention_maps": 15}
+# Cold seconds of each page on the 2-core machine, two at a time (benchmarks/results/book_build-default-2026-11-24.json,
+# rounded): the longest ready page starts first.
+COST = {"notebooks/03_surface": 395, "notebooks/05_probe": 384, "notebooks/08_compare": 96, "notebooks/04_coref": 68,
+        "notebooks/performance": 43, "notebooks/07_norms": 20, "notebooks/04_syntax": 12, "notebooks/06_cluster": 12,
+        "notebooks/02_attention_maps": 9, "notebooks/results_at_a_glance": 6}
 
 
 def toc_pages(book: Path) -> list[str]:
