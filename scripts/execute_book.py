@@ -16,6 +16,8 @@ again and reports its error as usual. Already cached pages are skipped.
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import os
 import sys
 import time
@@ -42,11 +44,25 @@ ALONE = ("notebooks/performance",)  # it measures timings: nothing else runs bes
 # A page starting beside pages whose cost adds up to at least this fraction of its own runs on one thread
 # (e.g. chapters 3 and 5 together); beside less (the comparison beside the short chapter 2), on every core.
 SHARED_FRACTION = 0.5
-# Cold seconds of each page on the 2-core machine, two at a time (benchmarks/results/book_build-default-2026-11-24.json,
-# rounded): the longest ready page starts first.
-COST = {"notebooks/03_surface": 395, "notebooks/05_probe": 384, "notebooks/08_compare": 96, "notebooks/04_coref": 68,
-        "notebooks/performance": 43, "notebooks/07_norms": 20, "notebooks/04_syntax": 12, "notebooks/06_cluster": 12,
-        "notebooks/02_attention_maps": 9, "notebooks/results_at_a_glance": 6}
+ROOT = Path(__file__).resolve().parents[1]
+UNTIMED_COST = 60  # seconds taken for a page that no recorded build timed
+
+
+@functools.cache
+def page_costs() -> dict[str, float]:
+    """Cold seconds of each page on the 2-core machine, two at a time: the pages of the newest recorded build
+    of the default book (``benchmarks/results/book_build-default-*.json``, found by the benchmarks' own
+    ``common.recorded``), so a new ``book_build.py --record`` updates the schedule; empty when none is
+    recorded. The longest ready page starts first."""
+    spec = importlib.util.spec_from_file_location("_benchmarks_common", ROOT / "benchmarks" / "common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    return dict((common.recorded("book_build", "default") or {}).get("pages", {}))
+
+
+def cost(page: str) -> float:
+    """:func:`page_costs` of ``page``, or :data:`UNTIMED_COST`."""
+    return page_costs().get(page, UNTIMED_COST)
 
 
 def toc_pages(book: Path) -> list[str]:
@@ -131,7 +147,7 @@ def schedule(pages: list[str], done: set[str]) -> list[list[str]]:
         ready = [p for p in remaining if ready_after(p, pages, finished)]
         if not ready:
             ready = remaining[:1]
-        waves.append(sorted(ready, key=lambda p: -COST.get(p, 60)))
+        waves.append(sorted(ready, key=lambda p: -cost(p)))
         finished.update(ready)
         remaining = [p for p in remaining if p not in finished]
     return waves
@@ -142,7 +158,7 @@ def threads_for(page: str, company: list[str], *, jobs: int, cores: int) -> int 
     cores when they cost at least :data:`SHARED_FRACTION` of its own time (threads of two kernels waiting on
     each other at every operation are slower than one thread each), else ``None`` (every core: alone, or
     beside a short page)."""
-    shared = jobs > 1 and sum(COST.get(p, 60) for p in company) >= SHARED_FRACTION * COST.get(page, 60)
+    shared = jobs > 1 and sum(cost(p) for p in company) >= SHARED_FRACTION * cost(page)
     return max(1, cores // jobs) if shared else None
 
 
@@ -203,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
         while todo or running:
             alone = any(p in ALONE for p in running.values())
-            ready = sorted((p for p in todo if ready_after(p, pages, finished)), key=lambda p: -COST.get(p, 60))
+            ready = sorted((p for p in todo if ready_after(p, pages, finished)), key=lambda p: -cost(p))
             while ready and len(running) < args.jobs and not alone:
                 page = ready.pop(0)
                 if page in ALONE and running:

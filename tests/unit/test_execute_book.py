@@ -59,6 +59,18 @@ def test_pages_wait_for_the_sections_their_section_reads():
             assert f"notebooks/{section(key).chapter}" in after, (record.key, key)
 
 
+def test_page_costs_are_the_newest_recorded_default_build():
+    """The schedule's costs are read from the recorded default build, one for every page of the book (a page
+    the recording lacks would be scheduled as :data:`UNTIMED_COST`)."""
+    import json
+
+    recordings = [json.loads(p.read_text()) for p in (ROOT / "benchmarks" / "results").glob("book_build-default-*.json")]
+    newest = max(recordings, key=lambda r: r["recorded"]["date"])
+    assert execute_book.page_costs() == newest["pages"]
+    assert set(execute_book.toc_pages(ROOT)) <= set(execute_book.page_costs())
+    assert execute_book.cost("notebooks/99_new") == execute_book.UNTIMED_COST
+
+
 def test_a_page_shares_the_cores_only_with_long_company():
     threads = execute_book.threads_for
     # chapters 3 and 5 together: one thread each on two cores
