@@ -89,6 +89,24 @@ def execute_settings(book: Path) -> dict:
             "mode": execute.get("execute_notebooks", "auto")}
 
 
+def shared_kernel_environment(threads: int, environ) -> dict[str, str]:
+    """The environment variables of a kernel started with ``threads`` intra-op threads beside other pages.
+
+    Besides the thread counts, OpenMP's wait policy ``PASSIVE`` (unless ``environ`` sets one): a thread that
+    reaches a barrier sleeps instead of spinning. The §3 page fits its masked-LM head and runs its gradient pass
+    on :data:`helpers.core.threads.FIXED_THREADS` threads whatever the page's count (the same sums on every
+    machine), so beside chapter 5 its kernel has more threads than its share of the cores, and a spinning thread
+    burns the core the other page needs. Measured on the 2-core machine, §3 and §5 side by side on one thread
+    each (``benchmarks/book_phases.py``): §3 405 -> 310 s (gradient pass 152 -> 88 s, masked-LM head 116 -> 89 s),
+    §5 424 -> 369 s (its trainings 211 -> 163 s). The policy changes when a waiting thread sleeps, not how work
+    is split between threads, so no result moves. A kernel with every core (alone) keeps the default, which
+    was about 10 % faster there."""
+    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    if not environ.get("OMP_WAIT_POLICY"):
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return env
+
+
 def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None):
     """One notebook executed as myst_nb's cache mode does; returns ``(notebook, seconds, error text, cells,
     peak, cpu)``: ``cells`` from :func:`cell_seconds`, ``peak`` the largest resident memory in bytes of the
@@ -102,7 +120,7 @@ def _execute(path: str, timeout, allow_errors: bool, threads: int | None = None)
     import nbformat
 
     if threads:  # this worker runs this one page (a fresh worker per page): its environment is the kernel's
-        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+        os.environ.update(shared_kernel_environment(threads, os.environ))
     from jupyter_cache.executors.utils import single_nb_execution
 
     notebook = nbformat.read(path, as_version=4)

@@ -120,3 +120,39 @@ def test_a_page_is_executed_with_the_seconds_of_each_cell_and_without_their_time
     # the kernel's processor time: at least the busy cell's half second, not the pause's (a kernel's start
     # costs about a second of imports)
     assert 0.5 <= out["cpu"] < out["seconds"] + 10
+
+
+def test_a_kernel_sharing_the_cores_waits_passively_unless_told_otherwise():
+    env = execute_book.shared_kernel_environment
+    assert env(1, {}) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    assert env(4, {"OMP_WAIT_POLICY": "ACTIVE"}) == {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4"}
+
+
+def test_a_shared_kernel_starts_with_its_threads_and_wait_policy(tmp_path):
+    """The settings reach the kernel itself (its process reads them when OpenMP starts), and a page given every
+    core keeps the environment it had. In a fresh process: ``_execute`` sets the worker's environment."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("import os, json\nprint(json.dumps({k: os.environ.get(k) for k in "
+                                          "('OMP_NUM_THREADS', 'OMP_WAIT_POLICY')}))")]
+    path = tmp_path / "page.ipynb"
+    nbformat.write(nb, path)
+
+    def kernel_env(threads):
+        script = (f"import sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import execute_book\n"
+                  f"nb = execute_book._execute({str(path)!r}, 60, False, {threads!r})[0]\n"
+                  "print(nb.cells[0].outputs[0]['text'])")
+        environ = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=environ)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert kernel_env(1) == {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    assert kernel_env(None) == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": None}
