@@ -8,6 +8,31 @@ execute_book = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(execute_book)
 
 
+def write_page(path: Path, cells) -> Path:
+    """A notebook of ``cells`` (nbformat cells) on the kernel "python3", written to ``path``."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = list(cells)
+    nbformat.write(nb, path)
+    return path
+
+
+def in_fresh_process(code: str, env=None) -> dict:
+    """Run ``code`` (with ``execute_book`` imported) in a fresh Python process, as ``main`` runs each page in a
+    fresh worker (``_execute`` sets that process's environment; its peak is that of what it waited for), and
+    return the JSON of its last line of output."""
+    import json
+    import subprocess
+    import sys
+
+    script = f"import json, sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import execute_book\n" + code
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_every_page_of_the_toc_has_a_place():
     """A new notebook must be placed (what it reads first, or alone): otherwise it would run last, alone."""
     pages = execute_book.toc_pages(ROOT)
@@ -88,28 +113,18 @@ def test_a_page_is_executed_with_the_seconds_of_each_cell_and_without_their_time
     and memory go, for the build benchmark), and the cached notebook carries no timing metadata (the notebook
     jupyter-book itself would cache). Run in a fresh process, as ``main`` runs each page: the peak is that
     of the processes the caller waited for, which in this test process would include earlier tests'."""
-    import json
-    import subprocess
-    import sys
-
     import nbformat
 
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("x = 1"),
-                nbformat.v4.new_code_cell("\n# a pause\nimport time; time.sleep(0.6)"),
-                nbformat.v4.new_code_cell("# busy\nimport time\nt = time.process_time()\n"
-                                          "while time.process_time() - t < 0.5:\n    pass")]
-    path = tmp_path / "page.ipynb"
-    nbformat.write(nb, path)
-    script = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import execute_book\n"
-              f"nb, seconds, error, cells, peak, cpu = execute_book._execute({str(path)!r}, 60, False)\n"
-              "print(json.dumps({'seconds': seconds, 'error': error, 'cells': cells, 'peak': peak, 'cpu': cpu,\n"
-              "                  'timing_left': [c.metadata.get('execution') for c in nb.cells],\n"
-              "                  'count': nb.cells[2].execution_count, 'outputs': nb.cells[2].outputs}))")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    path = write_page(tmp_path / "page.ipynb", [
+        nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("\n# a pause\nimport time; time.sleep(0.6)"),
+        nbformat.v4.new_code_cell("# busy\nimport time\nt = time.process_time()\n"
+                                  "while time.process_time() - t < 0.5:\n    pass")])
+    out = in_fresh_process(
+        f"nb, seconds, error, cells, peak, cpu = execute_book._execute({str(path)!r}, 60, False)\n"
+        "print(json.dumps({'seconds': seconds, 'error': error, 'cells': cells, 'peak': peak, 'cpu': cpu,\n"
+        "                  'timing_left': [c.metadata.get('execution') for c in nb.cells],\n"
+        "                  'count': nb.cells[2].execution_count, 'outputs': nb.cells[2].outputs}))")
     assert out["error"] is None and out["seconds"] >= 0.6 and out["count"] == 2 and out["outputs"] == []
     cells = out["cells"]
     assert [c[0] for c in cells] == [1, 2, 3]
@@ -131,28 +146,17 @@ def test_a_kernel_sharing_the_cores_waits_passively_unless_told_otherwise():
 def test_a_shared_kernel_starts_with_its_threads_and_wait_policy(tmp_path):
     """The settings reach the kernel itself (its process reads them when OpenMP starts), and a page given every
     core keeps the environment it had. In a fresh process: ``_execute`` sets the worker's environment."""
-    import json
     import os
-    import subprocess
-    import sys
 
     import nbformat
 
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("import os, json\nprint(json.dumps({k: os.environ.get(k) for k in "
-                                          "('OMP_NUM_THREADS', 'OMP_WAIT_POLICY')}))")]
-    path = tmp_path / "page.ipynb"
-    nbformat.write(nb, path)
+    path = write_page(tmp_path / "page.ipynb", [nbformat.v4.new_code_cell(
+        "import os, json\nprint(json.dumps({k: os.environ.get(k) for k in ('OMP_NUM_THREADS', 'OMP_WAIT_POLICY')}))")])
+    environ = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
 
     def kernel_env(threads):
-        script = (f"import sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import execute_book\n"
-                  f"nb = execute_book._execute({str(path)!r}, 60, False, {threads!r})[0]\n"
-                  "print(nb.cells[0].outputs[0]['text'])")
-        environ = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=environ)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return in_fresh_process(f"nb = execute_book._execute({str(path)!r}, 60, False, {threads!r})[0]\n"
+                                "print(nb.cells[0].outputs[0]['text'])", env=environ)
 
     assert kernel_env(1) == {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     assert kernel_env(None) == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": None}
