@@ -6,13 +6,13 @@ jupyter-book executes the pages one after another, each in its own kernel; much 
 one core (statistics in numpy, kernel start, reading caches), so on a 2-core machine half of it sits
 idle. Here the pages run as a schedule of two slots: a page starts once the pages whose cached results it
 reads are done (:data:`AFTER`; otherwise it would compute those results itself, twice), the longest
-first, a page with long company on its share of the cores (:func:`threads_for`, :func:`shared_kernel_environment`),
-and the Performance page, which times things, runs alone. Each page is executed exactly as
-jupyter-book's ``cache`` mode executes it (``myst_nb``: the notebook's folder as working directory, the
-timeout and ``allow_errors`` of ``_config.yml``) and stored in the same cache (``_build/.jupyter_cache``),
-so ``jupyter-book build`` then finds every page executed and only renders. The step is only an
-accelerator: a page that fails here is left out of the cache, and ``jupyter-book build`` executes it
-again and reports its error as usual. Already cached pages are skipped.
+first, a page with long company on its share of the cores (:func:`threads_for`,
+:func:`shared_kernel_environment`), and the Performance page, which times things, runs alone. Each page
+is executed exactly as jupyter-book's ``cache`` mode executes it (``myst_nb``: the notebook's folder as
+working directory, the timeout and ``allow_errors`` of ``_config.yml``) and stored in the same cache
+(``_build/.jupyter_cache``), so ``jupyter-book build`` then finds every page executed and only renders.
+The step is only an accelerator: a page that fails here is left out of the cache, and
+``jupyter-book build`` executes it again and reports its error as usual. Already cached pages are skipped.
 """
 from __future__ import annotations
 
