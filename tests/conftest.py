@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,23 @@ TOY_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'", "s", "the", "a", "cat", "dog", "sat",
     "on", "mat", "un", "##aff", "##able", "sit", "is", "big", "##gest",
 ]
+
+
+RUN_TEMP_GB = 5  # what a whole run writes under pytest's base temporary folder (measured: 4.5 GB)
+
+
+def pytest_sessionstart(session) -> None:
+    """Say how much space is free where the run writes (even under ``-q``): a disk that fills mid-run fails
+    tests at random with ``OSError`` (errno 28), far from the cause; this line at the top of the log names it."""
+    given = session.config.getoption("basetemp", None)
+    where = Path(given).resolve().parent if given else Path(tempfile.gettempdir())
+    free = shutil.disk_usage(where).free / 1e9
+    line = f"temporary files: {where}, {free:.1f} GB free (a whole run writes about {RUN_TEMP_GB} GB there)"
+    if free < RUN_TEMP_GB + 1:
+        line += "; WARNING: too little space, free some or point TMPDIR at a larger disk"
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
 
 
 @pytest.fixture(autouse=True, scope="session")
