@@ -13,7 +13,8 @@
    ``mpnet-base`` are linked in, they are installed models, not results). Its peak resident memory is
    the largest of the build's processes (``os.wait4`` of the build: the maximum over it and every
    process it waited for, the chapters' kernels and the comparison's per-model processes included); each
-   page's execution time is read from jupyter-book's execution cache.
+   page's execution time is read from jupyter-book's execution cache, and the analysis cache's size on disk
+   by kind (``helpers.data.cache.cache_usage``: maps, spilled probe batches, results) after the build.
 3. A rebuild of the same folder with nothing changed.
 
 Writes JSON with the per-page times (and each page's slowest cells and peak memory), the totals, the peak, the
@@ -116,6 +117,7 @@ def main() -> None:
     cache.mkdir()
     copy_sources(src)
     from helpers.config import cache_dir
+    from helpers.data.cache import cache_usage
 
     extras = cache_dir() / "models"  # installed optional models (install-model): not results
     if extras.is_dir() and not args.no_extras:
@@ -142,9 +144,12 @@ def main() -> None:
     if cold["exit_status"] != 0:
         raise SystemExit(f"the build failed (exit {cold['exit_status']}): see {work / 'build.log'}")
     pages, cells, peaks, page_cpu = page_times(src)
+    disk = cache_usage(cache)  # what the cold build left in its analysis cache (the linked extras not counted)
     print(f"cold build: {cold['seconds']:.0f} s (pages executed: {sum(pages.values()):.0f} s), "
           f"largest process {cold['peak_rss_gib']:.2f} GiB, processor time {cold['cpu_seconds']:.0f} s "
           f"({cold['cpu_busy']:.0%} of the cores' time)", flush=True)
+    print(f"analysis cache on disk: {disk['total'] / 1e9:.1f} GB (maps {disk['maps'] / 1e9:.1f} GB, spilled probe "
+          f"batches {disk['probe_batches'] / 1e9:.1f} GB, results {disk['results'] / 1e9:.2f} GB)", flush=True)
     for page, seconds in pages.items():
         slowest = "; ".join(f"{t:.0f} s {line}" for _, t, line in cells.get(page, [])[:2])
         print(f"  {page:36s} {seconds:8.1f} s {page_cpu.get(page, float('nan')):8.1f} cpu-s "
@@ -158,6 +163,7 @@ def main() -> None:
               "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],
               "cpu_seconds_cold_build": cold["cpu_seconds"], "cpu_busy_cold_build": cold["cpu_busy"],
               "page_cpu_seconds": page_cpu,
+              "cache_bytes_cold_build": disk,
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,
               "ratio_build_over_floor": round(cold["seconds"] / floor["seconds_floor"], 2) if floor else None,

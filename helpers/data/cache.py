@@ -343,6 +343,43 @@ def cache_entries(cache_root: str | os.PathLike | None = None, *, remove_stale: 
     return entries
 
 
+USAGE_KINDS = ("maps", "probe_batches", "results", "models")
+
+
+def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
+    """Bytes on disk of the cache by kind, temporary files of writers included (they take the space too).
+
+    ``maps``: each extraction's shards of attention maps and its ``meta.json``; ``probe_batches``: the padded
+    probe batches spilled beside them (``probe-*``); ``results``: everything else (statistics, fitted heads,
+    parsed corpora, results of the commands); ``models``: installed optional models (``install-model``);
+    ``total``: the sum. The first two are the bulk, and are what :func:`prune` removes. Links are not followed.
+    """
+    root = cache_dir(cache_root)
+    usage = dict.fromkeys(USAGE_KINDS, 0)
+    if not root.is_dir():
+        return {**usage, "total": 0}
+    for top in root.iterdir():
+        if top.is_symlink():
+            continue
+        if top.is_file():
+            usage["results"] += top.stat().st_size
+            continue
+        extraction = (top / "meta.json").is_file() or any(top.glob("shard-*.npz"))
+        for folder, _, files in os.walk(top):
+            for name in files:
+                try:
+                    size = os.lstat(os.path.join(folder, name)).st_size
+                except OSError:
+                    continue  # removed meanwhile
+                if top.name == "models":
+                    usage["models"] += size
+                elif extraction:
+                    usage["probe_batches" if name.startswith("probe-") else "maps"] += size
+                else:
+                    usage["results"] += size
+    return {**usage, "total": sum(usage.values())}
+
+
 # ----------------------------------------------------------------------------- small artifacts
 
 
