@@ -90,7 +90,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     memory (``batch_size`` is then the default size of its batches). Sentences are in cache-shard
     order in both forms, and batches never cross a shard, so both give the same batches.
     """
-    from helpers.probe.batches import load_spilled, spill
+    from helpers.probe.batches import load_spilled, spill as spill_batches  # not `spill`: that is the argument
 
     sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
                                         data_dir=data_dir, cache_root=cache_root, progress=progress,
@@ -127,7 +127,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
                 vectors = word_vectors(source, shard, glove, embeddings=E)
                 yield [position[ex.index] for ex in shard], half, [vectors[ex.index] for ex in shard]
                 del half
-        spilled = spill(data, shards(), path, key, batch_size)
+        spilled = spill_batches(data, shards(), path, key, batch_size)
     data.spilled = spilled
     return data
 

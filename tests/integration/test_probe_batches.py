@@ -40,6 +40,7 @@ def test_spilled_probe_equals_in_memory(tiny_lm, tmp_path, kind):
               for name, f in (("train", train_file), ("dev", dev_file))}
     assert spilled["train"].maps == [] and spilled["train"].vectors == []  # nothing corpus-sized in RAM
     assert spilled["train"].spilled is not None and len(spilled["train"].groups) == 3
+    assert memory["train"].spilled is None and len(memory["train"].maps) == 40  # held in memory, not spilled
     assert spilled["train"].batches(4) == memory["train"].batches(4)
 
     results = []
