@@ -48,7 +48,7 @@ def _info_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> dict:
-    from helpers.data.cache import cache_entries
+    from helpers.data.cache import cache_entries, cache_usage
     from helpers.data.corpora import GUM_SPLITS, gum_split_documents, verify
 
     out: dict = {}
@@ -77,6 +77,7 @@ def cmd_info(args: argparse.Namespace) -> dict:
         "entries": [{k: e.get(k) for k in ("key", "model", "level", "word_mode", "examples", "complete", "bytes")}
                     for e in entries],
         "bytes": sum(e["bytes"] for e in entries),
+        "usage": cache_usage(args.cache_dir),  # bytes by kind; `prune` removes maps and probe batches
     }
     return out
 
@@ -160,6 +161,29 @@ def cmd_install_model(args: argparse.Namespace) -> dict:
     print(f"installed: use --model {args.name} (or --model {path})", file=sys.stderr)
     return {"name": args.name, "directory": str(path)}
 
+# ------------------------------------------------------------------------------------ prune
+
+
+def _prune_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keep-maps", action="store_true",
+                        help="remove the spilled probe batches only, keep the attention maps")
+    parser.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+
+
+def cmd_prune(args: argparse.Namespace) -> dict:
+    from helpers.data.cache import cache_usage, prune
+
+    out = prune(args.cache_dir, keep_maps=args.keep_maps, dry_run=args.dry_run)
+    out["after"] = out["before"] if args.dry_run else cache_usage(args.cache_dir)
+    gb = lambda n: f"{n / 1e9:.2f} GB"  # noqa: E731
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{out['dir']}: {verb} {gb(out['bytes_removed'])} ({len(out['extractions_pruned'])} extraction(s)); "
+          f"{gb(out['after']['total'])} left, of which results {gb(out['after']['results'])}"
+          + (f"; {len(out['extractions_in_use'])} in use by a running analysis, kept" if out["extractions_in_use"] else ""),
+          file=sys.stderr)
+    return out
+
+
 # ------------------------------------------------------------------------------- the table
 
 # Every command, in the order of ``--help``: the general ones, then one per section (each section's record,
@@ -173,6 +197,8 @@ COMMANDS: tuple[Command, ...] = (
             _download_args, cmd_download),
     Command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
             _install_model_args, cmd_install_model),
+    Command("prune", "free the disk: remove cached attention maps and spilled probe batches, keep every result",
+            _prune_args, cmd_prune),
     segments.COMMAND,
     *(s.command for s in results.SECTIONS),
     results.COMMAND,
@@ -247,7 +273,7 @@ def check_model_option(args: argparse.Namespace) -> int | None:
     is whole, or the hub name is known here. Returns its input limit in tokens (``None``: no model used)."""
     from helpers.core.models import MODEL_ENV, check_model, requested_model
 
-    if args.command in ("download", "install-model", "compare") or getattr(args, "no_model", False):
+    if args.command in ("download", "install-model", "compare", "prune") or getattr(args, "no_model", False):
         return None
     name = requested_model(args.model)
     option = "--model" if args.model else f"${MODEL_ENV}"

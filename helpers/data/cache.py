@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +41,10 @@ from helpers.core.wordlevel import WordMode
 from helpers.data.files import (
     _TMP_SUFFIX,
     atomic_write,
+    is_stale_tmp,
     remove_stale_tmp,
     strict_dumps,
+    temporary_files,
     write_text,
 )
 
@@ -364,7 +367,7 @@ def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
         if top.is_file():
             usage["results"] += top.stat().st_size
             continue
-        extraction = (top / "meta.json").is_file() or any(top.glob("shard-*.npz"))
+        extraction = _is_extraction(top)
         for folder, _, files in os.walk(top):
             for name in files:
                 try:
@@ -378,6 +381,64 @@ def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
                 else:
                     usage["results"] += size
     return {**usage, "total": sum(usage.values())}
+
+
+def _is_extraction(folder: Path) -> bool:
+    """A folder of the cache that holds one extraction (its ``meta.json``, or shards of one being written)."""
+    return not folder.is_symlink() and folder.is_dir() and (
+        (folder / "meta.json").is_file() or any(folder.glob("shard-*")))
+
+
+def _stale_or_gone(tmp: Path) -> bool:
+    try:
+        return is_stale_tmp(tmp)
+    except OSError:
+        return True
+
+
+def _folder_bytes(folder: Path, pattern: str = "*") -> int:
+    total = 0
+    for path in folder.glob(pattern):
+        try:
+            total += path.lstat().st_size if path.is_file() else 0
+        except OSError:
+            continue  # removed meanwhile
+    return total
+
+
+def prune(cache_root: str | os.PathLike | None = None, *, keep_maps: bool = False, dry_run: bool = False) -> dict:
+    """Remove the bulk of the cache, the attention maps and the probe batches spilled beside them (with
+    ``keep_maps``, the spilled batches only), and keep the rest: statistics and results, fitted heads,
+    parsed corpora, installed models. What is removed is computed again when an analysis needs it.
+
+    An extraction with a live writer (a recent temporary file of a running process in its folder) is left
+    whole and listed in ``in_use``; temporary files of killed writers are removed first. Returns the cache's
+    usage by kind before (:func:`cache_usage`), the bytes removed (with ``dry_run``, that would be removed,
+    and nothing is) and the extractions touched, by key.
+    """
+    root = cache_dir(cache_root)
+    before = cache_usage(root)
+    freed, pruned, in_use = 0, [], []
+    folders = sorted(f for f in root.iterdir() if _is_extraction(f)) if root.is_dir() else []
+    for folder in folders:
+        if any(not _stale_or_gone(tmp) for tmp in temporary_files(folder)):
+            in_use.append(folder.name)
+            continue
+        pattern = "probe-*" if keep_maps else "*"
+        size = _folder_bytes(folder, pattern)
+        if size == 0:
+            continue
+        if not dry_run:
+            if keep_maps:
+                for path in folder.glob(pattern):
+                    path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
+        freed += size
+        pruned.append(folder.name)
+    return {"dir": str(root), "before": before, "bytes_removed": freed, "dry_run": dry_run,
+            "kept": "maps and results" if keep_maps else "results", "extractions_pruned": pruned,
+            "extractions_in_use": in_use}
 
 
 # ----------------------------------------------------------------------------- small artifacts

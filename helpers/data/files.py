@@ -148,23 +148,33 @@ def remove_stale_tmp(directory: Path) -> int:
     A live writer's recent file is kept (two runs may share a cache). Returns how many were removed.
     """
     removed = 0
-    try:
-        candidates = list(Path(directory).glob(f"*{_TMP_SUFFIX}"))
-    except OSError:
-        return 0
-    for tmp in candidates:
-        parts = tmp.name[: -len(_TMP_SUFFIX)].rsplit(".", 2)
-        host, _, pid = parts[1].partition("-") if len(parts) == 3 else ("", "", "")
+    for tmp in temporary_files(directory):
         try:
-            stale = time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS  # also covers a reused pid
-            if not stale and host == _HOST and pid.isdigit():
-                stale = int(pid) != os.getpid() and not _pid_alive(int(pid))
-            if stale:
+            if is_stale_tmp(tmp):
                 tmp.unlink()
                 removed += 1
         except OSError:
             continue  # gone already, or not ours to delete
     return removed
+
+
+def temporary_files(directory: Path) -> list[Path]:
+    """The temporary files of writers (:func:`atomic_write`) in ``directory``, live or left by killed ones."""
+    try:
+        return list(Path(directory).glob(f"*{_TMP_SUFFIX}"))
+    except OSError:
+        return []
+
+
+def is_stale_tmp(tmp: Path) -> bool:
+    """Whether the temporary file ``tmp`` was left by a killed writer (see :func:`remove_stale_tmp`);
+    ``OSError`` if it is gone."""
+    parts = tmp.name[: -len(_TMP_SUFFIX)].rsplit(".", 2)
+    host, _, pid = parts[1].partition("-") if len(parts) == 3 else ("", "", "")
+    stale = time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS  # also covers a reused pid
+    if not stale and host == _HOST and pid.isdigit():
+        stale = int(pid) != os.getpid() and not _pid_alive(int(pid))
+    return stale
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
