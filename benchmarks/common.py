@@ -4,7 +4,7 @@ and command.
 
 - ``RESULTS / "latest"``: each script's last output (not committed; the default ``--out``);
 - ``RESULTS / "NAME-MODEL-DATE.json"``: recorded measurements (committed), written with ``--record``:
-  the result plus ``recorded = {"date", "machine", "command", "commit"}``.
+  the result plus ``recorded = {"date", "machine", "command", "commit"}`` (HEAD when it started; ``commit_at_end`` too if HEAD moved).
 """
 import json
 import os
@@ -89,6 +89,9 @@ def _commit() -> str | None:
         return None
 
 
+COMMIT_AT_START = _commit()  # the code a benchmark measures: HEAD when it started, not a commit made while it ran
+
+
 def record_path(name: str, model: str) -> Path:
     """``benchmarks/results/NAME-MODEL-DATE.json`` for a recorded measurement (``model`` made file-safe)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model).name if os.sep in model else model).strip("_") or "model"
@@ -124,7 +127,9 @@ def save(result: dict, out: str | Path, *, record: str | None = None, model: str
     print(f"wrote {out}")
     if record:
         meta = {"date": time.strftime("%Y-%m-%d"), "time": time.strftime("%H:%M:%S"), "machine": started or machine(),
-                "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]), "commit": _commit()}
+                "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]), "commit": COMMIT_AT_START}
+        if _commit() != COMMIT_AT_START:
+            meta["commit_at_end"] = _commit()  # HEAD moved during the run: the files may have changed under it
         path = record_path(record, model)
         path.write_text(json.dumps({**result, "model_spec": model, "recorded": meta}, indent=1) + "\n")
         print(f"recorded {path}")
