@@ -4,7 +4,8 @@ and command.
 
 - ``RESULTS / "latest"``: each script's last output (not committed; the default ``--out``);
 - ``RESULTS / "NAME-MODEL-DATE.json"``: recorded measurements (committed), written with ``--record``:
-  the result plus ``recorded = {"date", "machine", "command", "commit"}`` (HEAD when it started; ``commit_at_end`` too if HEAD moved).
+  the result plus ``recorded = {"date", "machine", "command", "commit"}`` (HEAD when it started;
+  ``commit_at_end`` too if HEAD moved).
 """
 import json
 import os
