@@ -197,7 +197,8 @@ COMMANDS: tuple[Command, ...] = (
             _download_args, cmd_download),
     Command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
             _install_model_args, cmd_install_model),
-    Command("prune", "free the disk: remove cached attention maps and spilled probe batches, keep every result",
+    Command("prune", "free the disk: remove cached attention maps and spilled probe batches, keep every result "
+                     "(run it while no analysis reads the cache)",
             _prune_args, cmd_prune),
     segments.COMMAND,
     *(s.command for s in results.SECTIONS),
