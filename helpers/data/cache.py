@@ -412,7 +412,7 @@ def prune(cache_root: str | os.PathLike | None = None, *, keep_maps: bool = Fals
     parsed corpora, installed models. What is removed is computed again when an analysis needs it.
 
     An extraction with a live writer (a recent temporary file of a running process in its folder) is left
-    whole and listed in ``in_use``; temporary files of killed writers are removed first. Returns the cache's
+    whole and listed in ``in_use``; a killed writer's leftovers do not protect it. Returns the cache's
     usage by kind before (:func:`cache_usage`), the bytes removed (with ``dry_run``, that would be removed,
     and nothing is) and the extractions touched, by key.
     """
