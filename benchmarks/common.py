@@ -129,8 +129,9 @@ def save(result: dict, out: str | Path, *, record: str | None = None, model: str
     if record:
         meta = {"date": time.strftime("%Y-%m-%d"), "time": time.strftime("%H:%M:%S"), "machine": started or machine(),
                 "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]), "commit": COMMIT_AT_START}
-        if _commit() != COMMIT_AT_START:
-            meta["commit_at_end"] = _commit()  # HEAD moved during the run: the files may have changed under it
+        at_end = _commit()
+        if at_end != COMMIT_AT_START:
+            meta["commit_at_end"] = at_end  # HEAD moved during the run: the files may have changed under it
         path = record_path(record, model)
         path.write_text(json.dumps({**result, "model_spec": model, "recorded": meta}, indent=1) + "\n")
         print(f"recorded {path}")

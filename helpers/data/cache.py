@@ -307,11 +307,12 @@ def _savez_streamed(handle, arrays: dict[str, np.ndarray], name: str, parts: lis
                 out.write(np.ascontiguousarray(convert(part, dtype)).data)
 
 
-def _finished_bytes(directory: Path) -> int:
-    """Bytes of the finished files in ``directory`` (temporary files of writers are not counted)."""
+def _folder_bytes(directory: Path, pattern: str = "*", *, finished: bool = False) -> int:
+    """Bytes of the files of ``directory`` matching ``pattern``; with ``finished``, temporary files of
+    writers are not counted."""
     total = 0
-    for path in directory.iterdir():
-        if path.name.endswith(_TMP_SUFFIX):
+    for path in directory.glob(pattern):
+        if finished and path.name.endswith(_TMP_SUFFIX):
             continue
         try:
             total += path.stat().st_size if path.is_file() else 0
@@ -341,7 +342,7 @@ def cache_entries(cache_root: str | os.PathLike | None = None, *, remove_stale: 
                 raise ValueError("not an object")
         except (OSError, ValueError):
             meta = {"key": meta_path.parent.name, "corrupted": True}
-        meta["bytes"] = _finished_bytes(meta_path.parent)
+        meta["bytes"] = _folder_bytes(meta_path.parent, finished=True)
         entries.append(meta)
     return entries
 
@@ -394,16 +395,6 @@ def _stale_or_gone(tmp: Path) -> bool:
         return is_stale_tmp(tmp)
     except OSError:
         return True
-
-
-def _folder_bytes(folder: Path, pattern: str = "*") -> int:
-    total = 0
-    for path in folder.glob(pattern):
-        try:
-            total += path.lstat().st_size if path.is_file() else 0
-        except OSError:
-            continue  # removed meanwhile
-    return total
 
 
 def prune(cache_root: str | os.PathLike | None = None, *, keep_maps: bool = False, dry_run: bool = False) -> dict:
