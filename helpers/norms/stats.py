@@ -75,46 +75,53 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
     """0-based ranks along the last axis of a 2-D array, ties given their mean rank (as scipy's ``rankdata``).
 
     One sort of every row at once (:func:`_mean_ranks` then finds the runs of equal values in the sorted
-    rows). Finite float32 rows (the maps) are sorted by :func:`_sorted_float32`, about twice as fast as an
-    ``argsort`` (31 -> 14 ms for a 6 x 12 map of 123 tokens); both sorts give the same ranks, exactly
-    (tested against scipy)."""
+    rows). Finite float32 rows (the maps) are sorted by :func:`_sorted_float32`, a radix sort (for a 6 x 12
+    map of 123 tokens, idle 2-core machine: an ``argsort`` of the floats 39 ms, the sort of 64-bit
+    value-and-column keys this replaced 36 ms, the radix sort 27 ms; the ranks 46 -> 32 ms, and a segment
+    of the norms chapter's statistics 97 -> 64 ms). Every sort gives the same ranks, exactly (tested
+    against scipy)."""
     x = np.asarray(x)
     if x.dtype == np.float32 and x.size and np.isfinite(x.min()) and np.isfinite(x.max()):  # NaN makes min NaN
-        ordered, order = _sorted_float32(x)
+        ordered, flat = _sorted_float32(x)
     else:
         order = np.argsort(x, axis=-1)
         ordered = np.take_along_axis(x, order, axis=-1)
-    return _mean_ranks(ordered, order)
+        flat = order + np.arange(x.shape[0])[:, None] * x.shape[1]
+    return _mean_ranks(ordered, flat)
 
 
 def _sorted_float32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ordered, order)`` of a finite float32 ``[rows, n]`` array (n < 2**32): each row's values in
-    increasing order as keys (equal keys for equal values) and the column of each sorted position.
+    """``(ordered, flat)`` of a finite float32 ``[rows, n]`` array: each row's values in increasing order as
+    keys (equal keys for equal values) and, for each sorted position, the flat index (``row * n + column``)
+    of the value there.
 
-    Each value is sorted with its column as one 64-bit key (the float's bits above the column), which numpy
-    sorts several times faster than it argsorts floats: for non-negative floats (attention weights and
-    norms) the bits order as the values do; otherwise negative values' bits are flipped and the others get
-    the sign bit. ``-0.0`` is first made ``+0.0``, so equal keys are equal values."""
+    A least-significant-digit radix sort of 32-bit keys: a stable sort by the low 16 bits, then a stable
+    sort by the high 16 bits (numpy sorts 16-bit integers stably by counting, in linear time). For
+    non-negative floats (attention weights and norms) the bits order as the values do; otherwise negative
+    values' bits are flipped and the others get the sign bit. ``-0.0`` is first made ``+0.0``, so equal
+    keys are equal values."""
     rows, n = x.shape
     x = x + np.float32(0.0)  # -0.0 -> +0.0
-    bits = x.view(np.uint32)
-    key = np.empty((rows, n), dtype=np.uint64)
-    if x.min() >= 0:
-        key[...] = bits
-    else:
-        key[...] = np.where(bits >> np.uint32(31) == 1, ~bits, bits | np.uint32(0x80000000))
-    key <<= np.uint64(32)
-    key |= np.arange(n, dtype=np.uint64)
-    key.sort(axis=-1)
-    order = (key & np.uint64(0xFFFFFFFF)).astype(np.intp)  # [rows, n]: the column at each sorted position
-    key >>= np.uint64(32)  # the sorted values' keys
-    return key, order
+    key = x.view(np.uint32)
+    if x.min() < 0:
+        key = np.where(key >> np.uint32(31) == 1, ~key, key | np.uint32(0x80000000))
+    key = key.reshape(-1)
+    offsets = (np.arange(rows) * n)[:, None]
+    by_low = np.argsort(key.reshape(rows, n).astype(np.uint16), axis=-1, kind="stable")  # the low 16 bits
+    by_low += offsets
+    by_low = by_low.reshape(-1)
+    high = (key[by_low] >> np.uint32(16)).astype(np.uint16).reshape(rows, n)
+    by_high = np.argsort(high, axis=-1, kind="stable")  # then the high 16 bits, ties kept in low-bit order
+    by_high += offsets
+    flat = by_low[by_high]  # [rows, n]
+    return key[flat], flat
 
 
-def _mean_ranks(ordered: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``[rows, n]`` ranks from each row's sorted values ``ordered`` and their columns ``order``: every sorted
-    position its position, each run of equal values the mean of its first and last positions (exact
-    half-integers), written back to the columns."""
+def _mean_ranks(ordered: np.ndarray, flat_order: np.ndarray) -> np.ndarray:
+    """``[rows, n]`` ranks from each row's sorted values ``ordered`` and the flat indices ``flat_order``
+    (``row * n + column``) of the values at each sorted position: every sorted position its position, each
+    run of equal values the mean of its first and last positions (exact half-integers), written back to
+    the values' places."""
     rows, n = ordered.shape
     position = np.broadcast_to(np.arange(n, dtype=np.float64), (rows, n)).copy()
     row, column = np.nonzero(ordered[:, 1:] == ordered[:, :-1])  # sorted positions column and column + 1 are equal
@@ -129,7 +136,7 @@ def _mean_ranks(ordered: np.ndarray, order: np.ndarray) -> np.ndarray:
         runs = np.repeat(first, length) + (np.arange(length.sum()) - offset)
         position.reshape(-1)[runs] = np.repeat((first % n + last % n) / 2.0, length)
     ranks = np.empty((rows, n), dtype=np.float64)
-    ranks.reshape(-1)[(order + np.arange(rows)[:, None] * n).reshape(-1)] = position.reshape(-1)
+    ranks.reshape(-1)[flat_order.reshape(-1)] = position.reshape(-1)
     return ranks
 
 

@@ -130,7 +130,9 @@ def test_average_ranks_equal_scipys_exactly():
              np.array([[0.0, -0.0, 1.0, -0.0, -2.5, 1.0, 0.0]], dtype=np.float32),  # -0.0 equals +0.0
              np.full((2, 5), 0.25, dtype=np.float32),                             # one run per row
              np.array([[1, 1, 2, 3, 3], [4, 4, 4, 0, 0]], dtype=np.float32),      # runs at both ends, in every row
-             rng.random((3, 200)).astype(np.float32) ** 8]                        # tiny values, as maps have
+             rng.random((3, 200)).astype(np.float32) ** 8,                        # tiny values, as maps have
+             rng.dirichlet(np.ones(123), size=12 * 123).astype(np.float32).reshape(12, -1),  # a head's map per row
+             np.round(rng.dirichlet(np.ones(50), size=8 * 50), 3).astype(np.float32).reshape(8, -1)]  # ... with ties
     cases += [c.astype(np.float64) for c in cases] + [rng.integers(0, 4, size=(3, 8))]
     for x in cases:
         ours = average_ranks(x)
