@@ -146,6 +146,32 @@ def test_plumbing_rule_on_examples():
     assert not shows_nothing_but_glues(ast.parse('d = f(x)\nchart(d)\n'))
 
 
+def displays_a_table(tree: ast.Module) -> bool:
+    """The cell's last statement is a call of ``table(...)`` (:func:`helpers.presentation.book.table`): it displays
+    a MyST ``{table}`` directive."""
+    last = tree.body[-1] if tree.body else None
+    return (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+            and ast.unparse(last.value.func).split(".")[-1] == "table")
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
+def test_table_cells_are_parsed_as_myst(path):
+    """A cell displaying ``table(...)`` has ``{"mystnb": {"markdown_format": "myst"}}``: without it the book
+    renders the directive as a code block of an unknown language (a warning, which fails ``-W`` builds)."""
+    problems = [f"cell {i} displays table(...): give it the metadata {{\"mystnb\": {{\"markdown_format\": \"myst\"}}}}"
+                for i, cell, tree in _parsed_code_cells(path)
+                if displays_a_table(tree) and cell.get("metadata", {}).get("mystnb", {}).get("markdown_format") != "myst"]
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+def test_table_rule_on_examples():
+    assert displays_a_table(ast.parse('frame = f(x)\ntable(frame, name="tbl-x", caption="c")\n'))
+    assert displays_a_table(ast.parse('book.table(frame, name="tbl-x", caption="c")\n'))
+    assert not displays_a_table(ast.parse('t = table(frame, name="tbl-x", caption="c")\n'))
+    assert not displays_a_table(ast.parse('table(frame, name="tbl-x", caption="c")\nglue_text("a", 1)\n'))
+    assert not displays_a_table(ast.parse('pd.DataFrame(rows)\n'))
+
+
 # ---------------------------------------------------------------- chapters run their section's record
 
 
