@@ -19,7 +19,9 @@
 
 Writes JSON with the per-page times (and each page's slowest cells and peak memory), the totals, the peak, the
 floor and the ratio total / floor;
-``--record`` keeps it dated in ``benchmarks/results/`` for the Performance page.
+``--record`` keeps it dated in ``benchmarks/results/`` for the Performance page. With
+``BERT_ATTENTION_DEVICE=cuda`` in the environment the floor and every page load their models on the GPU
+(the JSON's ``device``; the machine's GPU is in ``recorded.machine``), for the GPU times beside the CPU ones.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import LATEST, machine, measure, save
+from common import LATEST, device_record, machine, measure, save
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "benchmarks")
@@ -157,7 +159,9 @@ def main() -> None:
     rebuild = run(argv, env, work / "rebuild.log")
     print(f"rebuild with nothing changed: {rebuild['seconds']:.1f} s", flush=True)
 
-    result = {"model": spec, "small": args.small, "jobs": args.jobs, "extras": not args.no_extras and extras.is_dir(),
+    from helpers.config import requested_device
+
+    result = {"model": spec, "small": args.small, "device": requested_device() or "cpu", "jobs": args.jobs, "extras": not args.no_extras and extras.is_dir(),
               "pages": pages, "slowest_cells": cells, "page_peak_rss_gib": peaks,
               "seconds_pages": round(sum(pages.values()), 1),
               "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],
@@ -170,7 +174,7 @@ def main() -> None:
               "build_folder": str(work) if args.keep else None}
     if floor:
         print(f"ratio cold build / floor: {result['ratio_build_over_floor']:.2f}")
-    save(result, args.out, record="book_build" if args.record else None, model=spec, started=started)
+    save(result, args.out, record=device_record("book_build") if args.record else None, model=spec, started=started)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -17,7 +17,8 @@ chapter "Comparing models" the same at its reduced sizes. Each input is encoded 
 - forward and backward passes (``loss = sum of the last hidden states``, attention probabilities kept
   for their gradients) in the gradient pass's batches, for the §3 gradient segments.
 
-The floor is their sum. Loading each model is timed apart (a build loads models too, but it is not a
+The floor is their sum. The models are on ``$BERT_ATTENTION_DEVICE`` when it is set (``cuda``: the
+GPU's floor, its queued work waited for before each time is taken), else on the CPU. Loading each model is timed apart (a build loads models too, but it is not a
 pass over the data). Prints the floor in seconds and writes JSON (``--record`` keeps it dated in
 ``benchmarks/results/`` for the Performance page).
 """
@@ -31,9 +32,17 @@ from pathlib import Path
 
 import torch
 
-from common import LATEST, machine, save
+from common import LATEST, device_record, machine, save
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _elapsed(lm, start: float) -> float:
+    """Seconds since ``start``, once the model's device has finished its queued work (a GPU runs
+    asynchronously: without the wait the last batches would not be counted)."""
+    if lm.device.type == "cuda":
+        torch.cuda.synchronize(lm.device)
+    return time.perf_counter() - start
 
 
 def forward_seconds(lm, examples, *, attentions: bool) -> float:
@@ -47,7 +56,7 @@ def forward_seconds(lm, examples, *, attentions: bool) -> float:
             else:
                 with torch.inference_mode():
                     lm.model(**model_inputs(lm, part))
-    return time.perf_counter() - start
+    return _elapsed(lm, start)
 
 
 def backward_seconds(lm, examples) -> float:
@@ -61,7 +70,7 @@ def backward_seconds(lm, examples) -> float:
             a.retain_grad()
         out.last_hidden_state.sum().backward()
         lm.model.zero_grad(set_to_none=True)
-    return time.perf_counter() - start
+    return _elapsed(lm, start)
 
 
 def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, progress: bool = True) -> dict:
@@ -100,7 +109,10 @@ def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, pro
             print(f"  {p.spec:>18s}  {p.input:32s} {'backward' if p.backward else 'forward ':8s} "
                   f"{len(examples):6d} inputs {row['tokens']:9,d} tokens {seconds:8.1f} s", flush=True)
     total = round(sum(r["seconds"] for r in rows), 1)
-    return {"model_spec": book_spec(), "small": small, "threads": torch.get_num_threads(), "passes": rows,
+    from helpers.config import requested_device
+
+    return {"model_spec": book_spec(), "small": small, "threads": torch.get_num_threads(),
+            "device": requested_device() or "cpu", "passes": rows,
             "seconds_floor": total, "seconds_forward": round(sum(r["seconds"] for r in rows if not r["backward"]), 1),
             "seconds_backward": round(sum(r["seconds"] for r in rows if r["backward"]), 1),
             "seconds_loading": loading, "seconds_encoding": round(encoding, 1)}
@@ -120,7 +132,7 @@ def main() -> None:
     print(f"floor of a {'small' if args.small else 'full'} build for {result['model_spec']}: "
           f"{result['seconds_floor']:.1f} s ({result['seconds_forward']:.1f} s forward, "
           f"{result['seconds_backward']:.1f} s backward; loading models {sum(result['seconds_loading'].values()):.1f} s)")
-    save(result, args.out, record="book_floor" if args.record else None, model=result["model_spec"], started=started)
+    save(result, args.out, record=device_record("book_floor") if args.record else None, model=result["model_spec"], started=started)
 
 
 if __name__ == "__main__":

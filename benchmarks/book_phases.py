@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import LATEST, machine, save
+from common import LATEST, device_record, machine, save
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -184,7 +184,7 @@ def main() -> None:
         for label, seconds in result["phases"].items():
             if label.startswith(page + ":"):
                 print(f"    {label.split(': ', 1)[1]:55s} {seconds:7.1f} s")
-    save(result, args.out, record="book_phases" if args.record else None, model=result["model_spec"], started=started)
+    save(result, args.out, record=device_record("book_phases") if args.record else None, model=result["model_spec"], started=started)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,19 @@ def _commit() -> str | None:
 COMMIT_AT_START = _commit()  # the code a benchmark measures: HEAD when it started, not a commit made while it ran
 
 
+def device_record(name: str) -> str:
+    """The name a measurement of this run is recorded under: ``name`` on the CPU; ``name_cuda`` (``_mps`` ...)
+    when ``$BERT_ATTENTION_DEVICE`` puts the models on another device, so that GPU times are kept beside the
+    CPU ones (``recorded(name)`` and the Performance page keep reading the CPU ones), never in their place."""
+    import torch
+
+    from helpers.config import requested_device
+
+    device = requested_device()
+    kind = torch.device(device).type if device else "cpu"
+    return name if kind == "cpu" else f"{name}_{kind}"
+
+
 def record_path(name: str, model: str) -> Path:
     """``benchmarks/results/NAME-MODEL-DATE.json`` for a recorded measurement (``model`` made file-safe)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model).name if os.sep in model else model).strip("_") or "model"

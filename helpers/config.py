@@ -20,6 +20,7 @@ SMALL_ENV = "BERT_ATTENTION_SMALL"
 REFRESH_ENV = "BERT_ATTENTION_REFRESH"  # recompute cached results (not the extracted maps): benchmarks
 MODEL_ENV = "BERT_ATTENTION_MODEL"      # the book's model (a name, a folder or an installed extra)
 COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the models of the chapter "Comparing models"
+DEVICE_ENV = "BERT_ATTENTION_DEVICE"    # the torch device models are loaded on (a command's --device wins)
 ASSETS_ENV = "BOOK_ASSETS_DIR"          # where the book's JavaScript libraries were installed (npm)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +96,55 @@ def env_text(name: str) -> str | None:
 def model_name() -> str | None:
     """``$BERT_ATTENTION_MODEL`` (``None``: the offline default)."""
     return env_text(MODEL_ENV)
+
+
+def device_name() -> str | None:
+    """``$BERT_ATTENTION_DEVICE`` as written (``None``: CPU); :func:`requested_device` checks it."""
+    return env_text(DEVICE_ENV)
+
+
+def check_device(text: str, *, instead: str = "--device cpu") -> str:
+    """``text`` when it names a torch device this machine has (``cpu``, ``cuda``, ``cuda:1``, ``mps``,
+    ``xpu``), else a :class:`ValueError` saying why and suggesting ``instead``."""
+    import torch
+
+    try:
+        dev = torch.device(text)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f"{text!r} is not a torch device; use cpu, cuda, cuda:N or mps") from None
+    if dev.type == "cpu":
+        return text
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{text!r}: CUDA is not available on this machine (torch {torch.__version__}); use {instead}")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise ValueError(f"{text!r}: this machine has {count} CUDA device(s), numbered from 0")
+        return text
+    if dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"{text!r}: Apple MPS is not available on this machine; use {instead}")
+        return text
+    if dev.type == "xpu":
+        if not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+            raise ValueError(f"{text!r}: no Intel XPU on this machine; use {instead}")
+        return text
+    raise ValueError(f"{text!r}: device type {dev.type!r} is not supported; use cpu, cuda or mps")
+
+
+def requested_device(device=None):
+    """The device asked for: ``device`` when given (a command's ``--device`` wins), else
+    ``$BERT_ATTENTION_DEVICE`` checked by :func:`check_device` (an error names the variable), else ``None``
+    (CPU). The whole book runs on a GPU with ``BERT_ATTENTION_DEVICE=cuda bash scripts/build_book.sh``."""
+    if device is not None:
+        return device
+    text = device_name()
+    if text is None:
+        return None
+    try:
+        return check_device(text, instead=f"{DEVICE_ENV}=cpu or unset it")
+    except ValueError as err:
+        raise ValueError(f"${DEVICE_ENV}: {err}") from None
 
 
 def compare_specs() -> str | None:

@@ -2,8 +2,8 @@
 
 The entry points (the CLI, a chapter notebook, the comparison's child process) build it once, from
 their options and the environment (:meth:`RunContext.from_env`: ``$BERT_ATTENTION_DATA``,
-``$BERT_ATTENTION_CACHE``, ``$BERT_ATTENTION_SMALL``, ``$BERT_ATTENTION_REFRESH``); everything below
-takes it, or the explicit arguments it fills, and never reads the environment itself.
+``$BERT_ATTENTION_CACHE``, ``$BERT_ATTENTION_SMALL``, ``$BERT_ATTENTION_REFRESH``, ``$BERT_ATTENTION_DEVICE``
+...); everything below takes it, or the explicit arguments it fills, and never reads the environment itself.
 
 >>> from helpers.context import RunContext
 >>> ctx = RunContext.from_env()                     # doctest: +SKIP
@@ -54,7 +54,7 @@ class RunContext:
                  progress: bool = False, execution: Any = None, device: str | None = None) -> "RunContext":
         """The context of an entry point: each argument given wins, the rest comes from the environment
         (read here, once: ``$BERT_ATTENTION_DATA``, ``_CACHE``, ``_SMALL``, ``_REFRESH``, ``_MODEL``,
-        ``_COMPARE``) or the defaults of :mod:`helpers.config`. The folders are resolved now; a corpora
+        ``_COMPARE``, ``_DEVICE``) or the defaults of :mod:`helpers.config`. The folders are resolved now; a corpora
         folder that cannot be found is left unresolved, so that the first read of a corpus says why."""
         try:
             data = config.data_dir(data_dir)
@@ -63,7 +63,8 @@ class RunContext:
         return cls(data_dir=data, cache_dir=config.cache_dir(cache_dir),
                    small=config.small_run() if small is None else bool(small),
                    refresh=config.refresh_results() if refresh is None else bool(refresh),
-                   progress=progress, execution=execution, device=device, model=config.model_name(),
+                   progress=progress, execution=execution, device=config.requested_device(device),
+                   model=config.model_name(),
                    compare=config.compare_specs())
 
     def replace(self, **changes) -> "RunContext":

@@ -25,7 +25,7 @@ from typing import Literal
 
 import torch
 
-from helpers.config import MODEL_ENV, hub_offline, model_name
+from helpers.config import MODEL_ENV, hub_offline, model_name, requested_device
 from helpers.core.errors import ModelNotAvailableError
 
 RandomInit = Literal["paper", "all"]
@@ -434,7 +434,7 @@ def load_model(
             word/positional embeddings but randomly initialized other weights"); ``"all"``: every
             weight random, embeddings included. See :func:`random_init_model`.
         seed: seed for the random initialisation.
-        device: ``"cpu"``, ``"cuda"`` ...; default CPU.
+        device: ``"cpu"``, ``"cuda"`` ...; default ``$BERT_ATTENTION_DEVICE`` when set, else CPU.
         cache_root: the cache an optional extra was installed into (default :func:`helpers.config.cache_dir`).
     """
     from transformers import AutoModel
@@ -447,6 +447,7 @@ def load_model(
         raise ValueError(f"seed={_shown(repr(seed), 60)}: a whole number from 0 to 2**32 - 1")
     if device is not None and not isinstance(device, (str, torch.device)):
         raise TypeError(f"device={_shown(repr(device), 60)}: a torch device such as 'cpu' or 'cuda', or None")
+    device = requested_device(device)  # None: $BERT_ATTENTION_DEVICE, checked, else CPU
     spec = requested_model(None if name is None else os.fspath(name))
     option = "--model" if name is not None and str(name).strip() else f"${MODEL_ENV}"
     display, source, origin = resolve_source(spec, cache_root=cache_root, option=option)

@@ -78,32 +78,14 @@ max_length_int = IntRange(3)
 
 
 def device(text: str) -> str:
-    """A torch device that exists on this machine (``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
-    import torch
+    """A torch device that exists on this machine (``cpu``, ``cuda``, ``cuda:1``, ``mps``):
+    :func:`helpers.config.check_device`."""
+    from helpers.config import check_device
 
     try:
-        dev = torch.device(text)
-    except (RuntimeError, ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device; use cpu, cuda, cuda:N or mps") from None
-    if dev.type == "cpu":
-        return text
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: CUDA is not available on this machine (torch {torch.__version__}); use --device cpu")
-        count = torch.cuda.device_count()
-        if dev.index is not None and dev.index >= count:
-            raise argparse.ArgumentTypeError(f"{text!r}: this machine has {count} CUDA device(s), numbered from 0")
-        return text
-    if dev.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise argparse.ArgumentTypeError(f"{text!r}: Apple MPS is not available on this machine; use --device cpu")
-        return text
-    if dev.type == "xpu":
-        if not (hasattr(torch, "xpu") and torch.xpu.is_available()):
-            raise argparse.ArgumentTypeError(f"{text!r}: no Intel XPU on this machine; use --device cpu")
-        return text
-    raise argparse.ArgumentTypeError(f"{text!r}: device type {dev.type!r} is not supported; use cpu, cuda or mps")
+        return check_device(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 STDOUT = "-"

@@ -49,7 +49,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--cache-dir", default=None, metavar="DIR",
                        help=f"cache of maps, parsed treebanks and results (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
     group.add_argument("--device", type=device, default=None,
-                       help="torch device, e.g. cpu or cuda (default cpu); checked before anything loads")
+                       help="torch device, e.g. cpu or cuda (default $BERT_ATTENTION_DEVICE, else cpu); checked before anything loads")
     group.add_argument("--json", default=None, metavar="OUT",
                        help="write the result as JSON to OUT ('-': standard output, as without --json)")
     group.add_argument("--quiet", action="store_true", help="no progress bars")
