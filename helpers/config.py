@@ -1,5 +1,5 @@
-"""Where things live: the data directory, the cache directory and the small-run switch; the one module
-that reads the environment (the CLI reads it for its error messages too).
+"""Where things live and what runs them: the data directory, the cache directory, the small-run switch and
+the torch device; the one module that reads the environment (the CLI reads it for its error messages too).
 
 Every location can be set three ways, strongest first: an explicit argument (the CLI's
 ``--data-dir`` / ``--cache-dir``), an environment variable, then a default. The entry points (the CLI, a
