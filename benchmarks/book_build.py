@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import LATEST, device_record, machine, measure, save
+from common import LATEST, device_record, machine, measure, run_device, save
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "benchmarks")
@@ -159,9 +159,8 @@ def main() -> None:
     rebuild = run(argv, env, work / "rebuild.log")
     print(f"rebuild with nothing changed: {rebuild['seconds']:.1f} s", flush=True)
 
-    from helpers.config import requested_device
-
-    result = {"model": spec, "small": args.small, "device": requested_device() or "cpu", "jobs": args.jobs, "extras": not args.no_extras and extras.is_dir(),
+    result = {"model": spec, "small": args.small, "device": run_device(), "jobs": args.jobs,
+              "extras": not args.no_extras and extras.is_dir(),
               "pages": pages, "slowest_cells": cells, "page_peak_rss_gib": peaks,
               "seconds_pages": round(sum(pages.values()), 1),
               "seconds_cold_build": cold["seconds"], "peak_rss_gib": cold["peak_rss_gib"],

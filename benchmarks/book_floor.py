@@ -18,8 +18,8 @@ chapter "Comparing models" the same at its reduced sizes. Each input is encoded 
   for their gradients) in the gradient pass's batches, for the §3 gradient segments.
 
 The floor is their sum. The models are on ``$BERT_ATTENTION_DEVICE`` when it is set (``cuda``: the
-GPU's floor, its queued work waited for before each time is taken), else on the CPU. Loading each model is timed apart (a build loads models too, but it is not a
-pass over the data). Prints the floor in seconds and writes JSON (``--record`` keeps it dated in
+GPU's floor, its queued work waited for before each time is taken), else on the CPU. Loading each model
+is timed apart (a build loads models too, but it is not a pass over the data). Prints the floor in seconds and writes JSON (``--record`` keeps it dated in
 ``benchmarks/results/`` for the Performance page).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from common import LATEST, device_record, machine, save
+from common import LATEST, device_record, machine, run_device, save
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -109,10 +109,8 @@ def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, pro
             print(f"  {p.spec:>18s}  {p.input:32s} {'backward' if p.backward else 'forward ':8s} "
                   f"{len(examples):6d} inputs {row['tokens']:9,d} tokens {seconds:8.1f} s", flush=True)
     total = round(sum(r["seconds"] for r in rows), 1)
-    from helpers.config import requested_device
-
-    return {"model_spec": book_spec(), "small": small, "threads": torch.get_num_threads(),
-            "device": requested_device() or "cpu", "passes": rows,
+    return {"model_spec": book_spec(), "small": small, "threads": torch.get_num_threads(), "device": run_device(),
+            "passes": rows,
             "seconds_floor": total, "seconds_forward": round(sum(r["seconds"] for r in rows if not r["backward"]), 1),
             "seconds_backward": round(sum(r["seconds"] for r in rows if r["backward"]), 1),
             "seconds_loading": loading, "seconds_encoding": round(encoding, 1)}

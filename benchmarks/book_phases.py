@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import LATEST, device_record, machine, save
+from common import LATEST, device_record, machine, run_device, save
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -173,7 +173,8 @@ def main() -> None:
         instrument(phases)
         print(f"phases of {', '.join(pages)} for {spec} ({torch.get_num_threads()} threads, fresh cache) ...", flush=True)
         totals = run_pages(pages, phases)
-    result = {"model_spec": spec, "small": ctx.small, "threads": torch.get_num_threads(), "pages": totals,
+    result = {"model_spec": spec, "small": ctx.small, "threads": torch.get_num_threads(), "device": run_device(),
+              "pages": totals,
               "phases": {k: round(phases.seconds[k], 1) for k in phases.labels if k in phases.seconds},
               "calls": {k: phases.calls[k] for k in phases.labels if k in phases.calls}}
     if floor is not None:

@@ -93,16 +93,20 @@ def _commit() -> str | None:
 COMMIT_AT_START = _commit()  # the code a benchmark measures: HEAD when it started, not a commit made while it ran
 
 
+def run_device() -> str:
+    """The device this run's models are loaded on: ``$BERT_ATTENTION_DEVICE`` (checked), else ``"cpu"``."""
+    from helpers.config import requested_device
+
+    return requested_device() or "cpu"
+
+
 def device_record(name: str) -> str:
     """The name a measurement of this run is recorded under: ``name`` on the CPU; ``name_cuda`` (``_mps`` ...)
     when ``$BERT_ATTENTION_DEVICE`` puts the models on another device, so that GPU times are kept beside the
     CPU ones (``recorded(name)`` and the Performance page keep reading the CPU ones), never in their place."""
     import torch
 
-    from helpers.config import requested_device
-
-    device = requested_device()
-    kind = torch.device(device).type if device else "cpu"
+    kind = torch.device(run_device()).type
     return name if kind == "cpu" else f"{name}_{kind}"
 
 

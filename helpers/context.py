@@ -2,8 +2,9 @@
 
 The entry points (the CLI, a chapter notebook, the comparison's child process) build it once, from
 their options and the environment (:meth:`RunContext.from_env`: ``$BERT_ATTENTION_DATA``,
-``$BERT_ATTENTION_CACHE``, ``$BERT_ATTENTION_SMALL``, ``$BERT_ATTENTION_REFRESH``, ``$BERT_ATTENTION_DEVICE``
-...); everything below takes it, or the explicit arguments it fills, and never reads the environment itself.
+``$BERT_ATTENTION_CACHE``, ``$BERT_ATTENTION_SMALL``, ``$BERT_ATTENTION_REFRESH``, ``$BERT_ATTENTION_DEVICE``,
+and the others :meth:`RunContext.from_env` names); everything below takes it, or the explicit arguments it
+fills, and never reads the environment itself.
 
 >>> from helpers.context import RunContext
 >>> ctx = RunContext.from_env()                     # doctest: +SKIP
