@@ -206,9 +206,9 @@ class SegmentAccumulator:
 
 
 def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = 128, norms: bool = True,
-                       data_dir=None, cache_root=None, progress: bool = False) -> list[str]:
-    """Fill the caches of the §3 statistics, the §6 JS distances and (``norms``) the norms chapter's
-    statistics of the chapters' segments in one pass of the model, computing only what the cache lacks;
+                       distances: bool = True, data_dir=None, cache_root=None, progress: bool = False) -> list[str]:
+    """Fill the caches of the §3 statistics, (``distances``) the §6 JS distances and (``norms``) the norms
+    chapter's statistics of the chapters' segments in one pass of the model, computing only what the cache lacks;
     returns the names computed. The chapters then read them back (:func:`helpers.surface.run.run_surface`,
     :func:`helpers.cluster.run.run_cluster`, :func:`helpers.norms.run.run_norms`): each would otherwise
     run the model over the same segments again. The results are those of the separate runs (tested)."""
@@ -225,7 +225,9 @@ def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = 
 
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
                            cache_root=cache_root)
-    keys = {"surface": ("surface-stats", surface_key(lm, batch)), "distances": ("js-distances", distances_key(lm, batch))}
+    keys = {"surface": ("surface-stats", surface_key(lm, batch))}
+    if distances:
+        keys["distances"] = ("js-distances", distances_key(lm, batch))
     if norms:
         keys["norms"] = ("norm-stats", norms_key(lm, batch))
     parts = tuple(name for name, (kind, key) in keys.items() if _cached(kind, key, cache_root) is None)

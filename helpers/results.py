@@ -80,10 +80,40 @@ def input_reports(record: Section, lm: LoadedModel, ctx: RunContext, **sizes) ->
     return {k: reports[k] for k in record.inputs}
 
 
+def shared_segment_pass(lm: LoadedModel, ctx: RunContext, keys, **sizes) -> list[str]:
+    """Before the runs of the sections ``keys`` at ``sizes`` (as :func:`run_sections` takes them), when they
+    will all be read: one pass of the model over §3's segments for the §3 statistics and whichever of the §6
+    JS distances and the norms statistics those runs read of the same segments
+    (:func:`helpers.plan.segment_statistics`: what chapter 3 does first), instead of a pass per section.
+    Returns the parts computed: none when no second part shares §3's segments, when everything is cached,
+    when the runs are distributed (``ctx.execution``: each section's run spreads its own pass) or ``ctx.refresh``
+    recomputes every part (each run would then compute its own again)."""
+    from helpers.pipeline.segments import DEFAULT_SOURCE
+    from helpers.plan import segment_statistics
+
+    if "surface" not in keys or ctx.execution is not None or ctx.refresh:
+        return []
+    settings = {key: section(key).settings(ctx, **_settings(section(key), sizes)) for key in keys}
+    segments = settings["surface"]
+
+    def same_segments(key: str) -> bool:
+        return key in settings and all(settings[key].get(name, DEFAULT_SOURCE) == segments[name]
+                                       for name in ("n_segments", "seed", "max_length", "segments_from"))
+
+    distances, norms = same_segments("cluster"), same_segments("norms")
+    if segments["segments_from"] != DEFAULT_SOURCE or not (distances or norms):
+        return []
+    return segment_statistics(lm, n_segments=segments["n_segments"], seed=segments["seed"],
+                              max_length=segments["max_length"], distances=distances, norms=norms,
+                              data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
+
+
 def all_claims(lm: LoadedModel, ctx: RunContext, **sizes) -> list[Claim]:
     """Every claim of the paper: each paper section's ``claims(report)``, in the paper's order (ids are
     checked to be unique). ``sizes`` override the configuration's sizes of every section that has them."""
-    reports = run_sections(lm, ctx, [s.key for s in PAPER_SECTIONS], **sizes)
+    keys = [s.key for s in PAPER_SECTIONS]
+    shared_segment_pass(lm, ctx, keys, **sizes)
+    reports = run_sections(lm, ctx, keys, **sizes)
     rows = [c for s in PAPER_SECTIONS for c in s.claims(reports[s.key])]
     by_id(rows)
     return rows

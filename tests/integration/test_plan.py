@@ -51,3 +51,39 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     assert json.dumps(run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=shared).stats.to_cache(), sort_keys=True) == \
         json.dumps(norms, sort_keys=True)
     assert {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")} == before
+
+
+def test_claims_pass_over_the_segments_once(tiny_lm, toy_data, tmp_path, monkeypatch):
+    """``all_claims`` (the ``claims`` and ``compare`` commands) fills the §3 statistics and the §6 distances in one
+    pass of the model over §3's segments, as chapter 3 does, instead of one per section: the model reads one
+    pass's worth of segment tokens less than with a pass per section, and the claims are the same."""
+    from helpers import results
+    from helpers.pipeline.segments import build_segments
+
+    sizes = dict(n_segments=3, max_sentences=100, max_documents=4, seeds=(0,), epochs=1, n_perm=20, max_length=60)
+    tokens = []
+
+    def count(module, args, kwargs):  # the real (unpadded) tokens of each forward pass of the model
+        mask = kwargs.get("attention_mask")
+        tokens.append(int(mask.sum()) if mask is not None else kwargs.get("input_ids", args[0] if args else None).numel())
+
+    hook = tiny_lm.model.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        ctx = RunContext(data_dir=toy_data, cache_dir=tmp_path / "one")
+        assert sorted(results.shared_segment_pass(tiny_lm, ctx, ["surface", "cluster"], **sizes)) == ["distances", "surface"]
+        assert results.shared_segment_pass(tiny_lm, ctx, ["surface", "cluster"], **sizes) == []  # cached: no pass
+        assert results.shared_segment_pass(tiny_lm, ctx.replace(cache_dir=tmp_path / "x"), ["surface", "syntax"], **sizes) == []
+        assert results.shared_segment_pass(tiny_lm, ctx.replace(cache_dir=tmp_path / "x", refresh=True),
+                                           ["surface", "cluster"], **sizes) == []
+        tokens.clear()
+        one = results.all_claims(tiny_lm, ctx.replace(cache_dir=tmp_path / "shared"), **sizes)
+        shared_tokens = sum(tokens)
+        tokens.clear()
+        monkeypatch.setattr(results, "shared_segment_pass", lambda *args, **kwargs: [])
+        separate = results.all_claims(tiny_lm, ctx.replace(cache_dir=tmp_path / "separate"), **sizes)
+        separate_tokens = sum(tokens)
+    finally:
+        hook.remove()
+    segments = build_segments(tiny_lm, n_segments=3, max_length=60, data_dir=toy_data)
+    assert separate_tokens - shared_tokens == sum(len(ex.input_ids) for ex in segments.examples) > 0
+    assert [c.to_json() for c in one] == [c.to_json() for c in separate]

@@ -308,3 +308,41 @@ def test_probe_result_key_carries_the_code(tiny_lm, fake_data, monkeypatch):
     monkeypatch.setattr(run, "source_digest", lambda *modules: "changed-code")
     run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
     assert keys[-1]["code"] == "changed-code" and keys[0]["code"] != keys[1]["code"]
+
+
+def test_a_random_init_model_trains_its_control_rows_once(tiny_model_dir, fake_data, toy_conllu, tmp_path, monkeypatch):
+    """A random-init model's control is that model (same architecture, seed and weights): its "Random-init
+    Attn + words" trainings would repeat its "Attn + words" ones on the same data, so they are not run again,
+    and the table is the one that running them gives (the same run with the reuse switched off)."""
+    import helpers.probe.run as run
+    from helpers import load_model
+
+    (fake_data / "ud-english-ewt").mkdir()
+    shutil.copy(toy_conllu, fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
+    lm = load_model(str(tiny_model_dir), random_init=True, seed=0)
+    trained = []
+    real_train_all = run.train_all
+
+    def recording(jobs, *args, **kwargs):
+        trained.append([(job[0], job[4]) for job in jobs])
+        return real_train_all(jobs, *args, **kwargs)
+
+    monkeypatch.setattr(run, "train_all", recording)
+    kw = dict(seeds=(0, 1), epochs=1, max_length=60, data_dir=fake_data, workers=1)
+    reused = run.run_probes(lm, cache_root=tmp_path / "a", **kw)
+    assert reused["control_is_model"] and reused["trainings"] == len(trained[0]) == len(run.training_jobs((0, 1))) - 2
+    assert not any(label == "Random-init Attn + words" for label, _ in trained[0])
+    monkeypatch.setattr(run, "twin_jobs", lambda jobs: {})
+    again = run.run_probes(lm, cache_root=tmp_path / "b", **kw)
+    assert len(trained[1]) == len(run.training_jobs((0, 1))) and again["trainings"] == len(trained[1])
+    assert again["rows"] == reused["rows"]
+    assert reused["rows"]["Random-init Attn + words"] == reused["rows"]["Attn + words"]
+
+
+def test_twin_jobs_pair_each_control_job_with_the_models_own():
+    """Each control job's twin is the job with the same probe, misalignment and seed on the model's own data;
+    no other job has a twin."""
+    from helpers.probe.run import twin_jobs, training_jobs
+
+    twins = twin_jobs(training_jobs((0, 1, 2)))
+    assert twins == {("Random-init Attn + words", s): ("Attn + words", s) for s in (0, 1, 2)}
