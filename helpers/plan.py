@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from helpers.core.encoding import EncodedBatch
+from helpers.segment_pass import SegmentAccumulator, segment_statistics  # noqa: F401 (where the chapters name them)
 
 TREEBANKS = ("gum:train", "gum:dev", "gum:test", "ewt:dev")  # §4.2 reads test/dev/ewt, §5 all four
 COREF_SPLITS, COREF_SETTINGS = ("dev", "test"), ("truncated", "windows")
@@ -153,105 +154,6 @@ def encode_pass(lm, p: Pass, *, data_dir=None, cache_root=None, max_length: int 
 
 
 # ------------------------------------------------------------------ one pass over the segments
-
-class _Missing(Exception):
-    pass
-
-
-def _missing():
-    raise _Missing
-
-
-def _cached(kind: str, key: dict, cache_root=None):
-    """The cached result ``kind`` under ``key``, or ``None`` when the cache lacks it (or refreshes it)."""
-    from helpers.data.cache import cached_json
-
-    try:
-        return cached_json(kind, key, _missing, cache_root=cache_root)
-    except _Missing:
-        return None
-
-
-class SegmentAccumulator:
-    """The §3 statistics, the §6 JS distances and the norms chapter's statistics of the same segments, fed
-    from one pass (:func:`helpers.reduce.reduce_shards` with ``maps="weights+norms"`` when the norm
-    statistics are wanted). ``parts`` names the ones to compute (``surface``, ``distances``, ``norms``);
-    ``update(weights[, norms], surface_masks, norm_masks)``."""
-
-    def __init__(self, n_maps: int, parts: tuple[str, ...]):
-        from helpers.cluster.stats import JSAccumulator
-        from helpers.norms.stats import NormAccumulator
-        from helpers.surface.stats import SurfaceAccumulator
-
-        self.n_maps, self.parts = n_maps, parts
-        new = {"surface": SurfaceAccumulator, "distances": lambda: JSAccumulator(n_maps), "norms": NormAccumulator}
-        self.accs = {name: new[name]() for name in parts}
-
-    def update(self, weights, *rest) -> None:
-        norms, (surface_masks, norm_masks) = (rest[0], rest[1:]) if "norms" in self.parts else (None, rest)
-        if "surface" in self.accs:
-            self.accs["surface"].update(weights, surface_masks)
-        if "distances" in self.accs:
-            self.accs["distances"].update(weights)
-        if "norms" in self.accs:
-            self.accs["norms"].update(weights, norms, norm_masks)
-
-    def merge(self, other: "SegmentAccumulator") -> "SegmentAccumulator":
-        for name, acc in self.accs.items():
-            acc.merge(other.accs[name])
-        return self
-
-    def result(self) -> dict:
-        return dict(self.accs)
-
-
-def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = 128, norms: bool = True,
-                       distances: bool = True, data_dir=None, cache_root=None, progress: bool = False) -> list[str]:
-    """Fill the caches of the §3 statistics, (``distances``) the §6 JS distances and (``norms``) the norms
-    chapter's statistics of the chapters' segments in one pass of the model, computing only what the cache lacks;
-    returns the names computed. The chapters then read them back (:func:`helpers.surface.run.run_surface`,
-    :func:`helpers.cluster.run.run_cluster`, :func:`helpers.norms.run.run_norms`): each would otherwise
-    run the model over the same segments again. The results are those of the separate runs (tested)."""
-    from functools import partial
-
-    from helpers.cluster.run import distances_key
-    from helpers.data.cache import cached_json
-    from helpers.norms.run import stats_key as norms_key
-    from helpers.norms.stats import kind_masks
-    from helpers.pipeline.segments import build_segments
-    from helpers.reduce import reduce_shards
-    from helpers.surface.run import stats_key as surface_key
-    from helpers.surface.stats import token_masks
-
-    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
-                           cache_root=cache_root)
-    keys = {"surface": ("surface-stats", surface_key(lm, batch))}
-    if distances:
-        keys["distances"] = ("js-distances", distances_key(lm, batch))
-    if norms:
-        keys["norms"] = ("norm-stats", norms_key(lm, batch))
-    parts = tuple(name for name, (kind, key) in keys.items() if _cached(kind, key, cache_root) is None)
-    if not parts:
-        return []
-    with_norms = "norms" in parts
-
-    def extras(ex) -> tuple:
-        return (token_masks(lm.tokenizer, ex.input_ids), kind_masks(lm.tokenizer, ex.input_ids) if with_norms else None)
-
-    accs = reduce_shards(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts), extras=extras,
-                         maps="weights+norms" if with_norms else "weights", progress=progress).result()
-    values = {}
-    if "surface" in accs:
-        values["surface"] = accs["surface"].result().to_json()
-    if "distances" in accs:
-        values["distances"] = {"distance": accs["distances"].result().tolist(), "tokens": accs["distances"].tokens}
-    if "norms" in accs:
-        values["norms"] = accs["norms"].result().to_cache()
-    for name, value in values.items():
-        kind, key = keys[name]
-        cached_json(kind, key, lambda value=value: value, cache_root=cache_root)
-    return list(parts)
-
 
 def chapter_segment_statistics(lm, ctx) -> list[str]:
     """:func:`segment_statistics` for the chapters' segments in the configuration of ``ctx`` (a

@@ -84,12 +84,12 @@ def shared_segment_pass(lm: LoadedModel, ctx: RunContext, keys, **sizes) -> list
     """Before the runs of the sections ``keys`` at ``sizes`` (as :func:`run_sections` takes them), when they
     will all be read: one pass of the model over §3's segments for the §3 statistics and whichever of the §6
     JS distances and the norms statistics those runs read of the same segments
-    (:func:`helpers.plan.segment_statistics`: what chapter 3 does first), instead of a pass per section.
+    (:func:`helpers.segment_pass.segment_statistics`: what chapter 3 does first), instead of a pass per section.
     Returns the parts computed: none when no second part shares §3's segments, when everything is cached,
     when the runs are distributed (``ctx.execution``: each section's run spreads its own pass) or ``ctx.refresh``
     recomputes every part (each run would then compute its own again)."""
     from helpers.pipeline.segments import DEFAULT_SOURCE
-    from helpers.plan import segment_statistics
+    from helpers.segment_pass import segment_statistics
 
     if "surface" not in keys or ctx.execution is not None or ctx.refresh:
         return []

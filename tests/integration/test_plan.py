@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from helpers.context import RunContext
-from helpers.plan import book_passes, segment_statistics
+from helpers.plan import book_passes
+from helpers.segment_pass import segment_statistics
 
 
 def test_book_passes_follow_the_chapters_sizes():

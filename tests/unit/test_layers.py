@@ -15,7 +15,8 @@ Layers, lowest first (a module may import its own layer and those below):
 3. ``pipeline``: steps the sections share (extraction into the cache, the distributed engine, options),
    and ``reduce`` (the accumulators' protocol and the one loop over shards)
 4. one package per paper section: ``surface``, ``syntax``, ``coref``, ``probe``, ``cluster``, ``norms``
-5. ``results`` (the sections' records, listed once, and every claim for one model) and ``compare`` (several models)
+5. ``results`` (the sections' records, listed once, and every claim for one model), ``segment_pass`` (one pass
+   over the segments for the statistics of several sections) and ``compare`` (several models)
 6. ``presentation``: views, charts, glue, summary tables
 7. ``cli``, ``__main__`` and the package's public names (``helpers/__init__.py``)
 
@@ -36,7 +37,7 @@ LAYERS = {
     "config": 0, "context": 0, "paper": 0, "claims": 0, "section": 0, "digest": 0,
     "core": 1, "data": 2, "pipeline": 3, "reduce": 3,
     "surface": 4, "syntax": 4, "coref": 4, "probe": 4, "cluster": 4, "norms": 4,
-    "results": 5, "compare": 5,
+    "results": 5, "segment_pass": 5, "compare": 5,
     "presentation": 6, "plan": 6,
     "cli": 7, "__main__": 7, "__init__": 7,
 }
