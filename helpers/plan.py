@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from helpers.core.encoding import EncodedBatch
-from helpers.segment_pass import SegmentAccumulator, segment_statistics  # noqa: F401 (where the chapters name them)
+from helpers.segment_pass import segment_statistics
 
 TREEBANKS = ("gum:train", "gum:dev", "gum:test", "ewt:dev")  # §4.2 reads test/dev/ewt, §5 all four
 COREF_SPLITS, COREF_SETTINGS = ("dev", "test"), ("truncated", "windows")

@@ -93,19 +93,18 @@ def shared_segment_pass(lm: LoadedModel, ctx: RunContext, keys, **sizes) -> list
 
     if "surface" not in keys or ctx.execution is not None or ctx.refresh:
         return []
-    settings = {key: section(key).settings(ctx, **_settings(section(key), sizes)) for key in keys}
-    segments = settings["surface"]
 
-    def same_segments(key: str) -> bool:
-        return key in settings and all(settings[key].get(name, DEFAULT_SOURCE) == segments[name]
-                                       for name in ("n_segments", "seed", "max_length", "segments_from"))
+    def segments_of(key: str) -> tuple:  # what build_segments reads for the section (norms: the default source)
+        s = section(key).settings(ctx, **_settings(section(key), sizes))
+        return s["n_segments"], s["seed"], s["max_length"], s.get("segments_from", DEFAULT_SOURCE)
 
-    distances, norms = same_segments("cluster"), same_segments("norms")
-    if segments["segments_from"] != DEFAULT_SOURCE or not (distances or norms):
+    read = {key: segments_of(key) for key in ("surface", "cluster", "norms") if key in keys}
+    distances, norms = (read.get(key) == read["surface"] for key in ("cluster", "norms"))
+    if read["surface"][3] != DEFAULT_SOURCE or not (distances or norms):
         return []
-    return segment_statistics(lm, n_segments=segments["n_segments"], seed=segments["seed"],
-                              max_length=segments["max_length"], distances=distances, norms=norms,
-                              data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
+    n_segments, seed, max_length, _ = read["surface"]
+    return segment_statistics(lm, n_segments=n_segments, seed=seed, max_length=max_length, distances=distances,
+                              norms=norms, data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
 
 
 def all_claims(lm: LoadedModel, ctx: RunContext, **sizes) -> list[Claim]:
