@@ -18,7 +18,8 @@
 3. A rebuild of the same folder with nothing changed.
 
 Writes JSON with the per-page times (and each page's slowest cells and peak memory), the totals, the peak, the
-floor and the ratio total / floor;
+floor and the ratio total / floor, and what scheduling alone could reach (:func:`work_bounds`: the build's
+processor time spread over the cores, against the floor);
 ``--record`` keeps it dated in ``benchmarks/results/`` for the Performance page. With
 ``BERT_ATTENTION_DEVICE=cuda`` in the environment the floor and every page load their models on the GPU
 (the JSON's ``device``; the machine's GPU is in ``recorded.machine``), for the GPU times beside the CPU ones.
@@ -49,6 +50,21 @@ def run(argv: list[str], env: dict, log: Path) -> dict:
     return {"seconds": done["seconds"], "exit_status": done["exit_status"],
             "peak_rss_gib": round(done["peak_rss_bytes"] / GIB, 2), "cpu_seconds": done["cpu_seconds"],
             "cpu_busy": round(done["cpu_seconds"] / (max(done["seconds"], 1e-9) * cores), 2)}
+
+
+def work_bounds(cold: dict, floor: dict | None) -> dict:
+    """How far scheduling alone could bring the build: ``seconds_packed``, its processor time over the cores it
+    may use (every core busy from start to end: no schedule of the same work takes less), that over the floor
+    (``ratio_packed_over_floor``), and the processor time over the floor passes' own
+    (``ratio_cpu_over_floor_cpu``, where the floor recorded it): the build's work against the floor's.
+    The build's ratio minus ``ratio_packed_over_floor`` is what its schedule leaves idle."""
+    cores = len(os.sched_getaffinity(0))
+    packed = cold["cpu_seconds"] / cores
+    out = {"cores": cores, "seconds_packed": round(packed, 1),
+           "ratio_packed_over_floor": round(packed / floor["seconds_floor"], 2) if floor else None}
+    if floor and floor.get("cpu_seconds_floor"):
+        out["ratio_cpu_over_floor_cpu"] = round(cold["cpu_seconds"] / floor["cpu_seconds_floor"], 2)
+    return out
 
 
 SLOWEST_CELLS = 5  # kept per page in the JSON
@@ -170,9 +186,14 @@ def main() -> None:
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,
               "ratio_build_over_floor": round(cold["seconds"] / floor["seconds_floor"], 2) if floor else None,
+              **work_bounds(cold, floor),
               "build_folder": str(work) if args.keep else None}
     if floor:
-        print(f"ratio cold build / floor: {result['ratio_build_over_floor']:.2f}")
+        print(f"ratio cold build / floor: {result['ratio_build_over_floor']:.2f}; the build's processor time spread "
+              f"over the {result['cores']} cores: {result['seconds_packed']:.0f} s, {result['ratio_packed_over_floor']:.2f} x "
+              f"the floor (no schedule of this work is faster)"
+              + (f"; processor time / the floor's: {result['ratio_cpu_over_floor_cpu']:.2f}"
+                 if result.get("ratio_cpu_over_floor_cpu") else ""))
     save(result, args.out, record=device_record("book_build") if args.record else None, model=spec, started=started)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

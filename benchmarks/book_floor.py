@@ -17,7 +17,8 @@ chapter "Comparing models" the same at its reduced sizes. Each input is encoded 
 - forward and backward passes (``loss = sum of the last hidden states``, attention probabilities kept
   for their gradients) in the gradient pass's batches, for the §3 gradient segments.
 
-The floor is their sum. The models are on ``$BERT_ATTENTION_DEVICE`` when it is set (``cuda``: the
+The floor is their sum; beside each pass's seconds its processor time (user + system of this process, every
+thread counted), whose sum is the floor's work (``cpu_seconds_floor``). The models are on ``$BERT_ATTENTION_DEVICE`` when it is set (``cuda``: the
 GPU's floor, its queued work waited for before each time is taken), else on the CPU. Loading each model
 is timed apart (a build loads models too, but it is not a pass over the data). Prints the floor in seconds and writes JSON (``--record`` keeps it dated in
 ``benchmarks/results/`` for the Performance page).
@@ -98,12 +99,14 @@ def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, pro
         if batch is None:
             continue
         examples = batch.examples
+        cpu = time.process_time()
         if p.backward:
             seconds = backward_seconds(lm, examples)
         else:
             seconds = forward_seconds(lm, examples, attentions=not p.input.startswith("masked-LM"))
+        cpu = time.process_time() - cpu
         row = {**p.to_json(), "examples": len(examples), "tokens": int(sum(len(e) for e in examples)),
-               "seconds": round(seconds, 2)}
+               "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2)}
         rows.append(row)
         if progress:
             print(f"  {p.spec:>18s}  {p.input:32s} {'backward' if p.backward else 'forward ':8s} "
@@ -111,7 +114,8 @@ def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, pro
     total = round(sum(r["seconds"] for r in rows), 1)
     return {"model_spec": book_spec(), "small": small, "threads": torch.get_num_threads(), "device": run_device(),
             "passes": rows,
-            "seconds_floor": total, "seconds_forward": round(sum(r["seconds"] for r in rows if not r["backward"]), 1),
+            "seconds_floor": total, "cpu_seconds_floor": round(sum(r["cpu_seconds"] for r in rows), 1),
+            "seconds_forward": round(sum(r["seconds"] for r in rows if not r["backward"]), 1),
             "seconds_backward": round(sum(r["seconds"] for r in rows if r["backward"]), 1),
             "seconds_loading": loading, "seconds_encoding": round(encoding, 1)}
 
@@ -129,7 +133,8 @@ def main() -> None:
     result = floor(args.model, small=args.small, data_dir=args.data_dir, cache_root=args.cache_dir)
     print(f"floor of a {'small' if args.small else 'full'} build for {result['model_spec']}: "
           f"{result['seconds_floor']:.1f} s ({result['seconds_forward']:.1f} s forward, "
-          f"{result['seconds_backward']:.1f} s backward; loading models {sum(result['seconds_loading'].values()):.1f} s)")
+          f"{result['seconds_backward']:.1f} s backward; loading models {sum(result['seconds_loading'].values()):.1f} s); "
+          f"processor time of the passes {result['cpu_seconds_floor']:.1f} s")
     save(result, args.out, record=device_record("book_floor") if args.record else None, model=result["model_spec"], started=started)
 
 
