@@ -110,23 +110,28 @@ def device_record(name: str) -> str:
     return name if kind == "cpu" else f"{name}_{kind}"
 
 
-def record_path(name: str, model: str) -> Path:
-    """``benchmarks/results/NAME-MODEL-DATE.json`` for a recorded measurement (``model`` made file-safe)."""
+def record_path(name: str, model: str, results: Path | None = None) -> Path:
+    """``benchmarks/results/NAME-MODEL-DATE.json`` for a recorded measurement (``model`` made file-safe); a second
+    recording on the same day gets the time too (``NAME-MODEL-DATE-HHMMSS.json``) instead of replacing the first.
+    :func:`recorded` tells the newest by the date and time inside."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model).name if os.sep in model else model).strip("_") or "model"
-    return RESULTS / f"{name}-{safe}-{time.strftime('%Y-%m-%d')}.json"
+    results = RESULTS if results is None else results
+    path = results / f"{name}-{safe}-{time.strftime('%Y-%m-%d')}.json"
+    return path.with_name(f"{path.stem}-{time.strftime('%H%M%S')}.json") if path.exists() else path
 
 
-def recorded(name: str, model: str | None = None) -> dict | None:
-    """The newest recorded measurement ``name`` (of ``model``, when given), or ``None``."""
+def recorded(name: str, model: str | None = None, results: Path | None = None) -> dict | None:
+    """The newest recorded measurement ``name`` (of ``model``, when given) by the date and time it records, or
+    ``None``."""
     found = []
-    for path in RESULTS.glob(f"{name}-*.json"):
+    for path in (RESULTS if results is None else results).glob(f"{name}-*.json"):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
         if "recorded" in data and (model is None or data.get("model_spec", data.get("model")) == model):
-            found.append((data["recorded"].get("date", ""), path.name, data))
-    return max(found, key=lambda f: (f[0], f[1]))[2] if found else None
+            found.append((data["recorded"].get("date", ""), data["recorded"].get("time", ""), path.name, data))
+    return max(found, key=lambda f: f[:3])[3] if found else None
 
 
 def save(result: dict, out: str | Path, *, record: str | None = None, model: str = "default",
