@@ -117,7 +117,13 @@ def record_path(name: str, model: str, results: Path | None = None) -> Path:
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model).name if os.sep in model else model).strip("_") or "model"
     results = RESULTS if results is None else results
     path = results / f"{name}-{safe}-{time.strftime('%Y-%m-%d')}.json"
-    return path.with_name(f"{path.stem}-{time.strftime('%H%M%S')}.json") if path.exists() else path
+    if path.exists():
+        stem, again = f"{path.stem}-{time.strftime('%H%M%S')}", 1
+        path = path.with_name(f"{stem}.json")
+        while path.exists():  # several in one second (tests)
+            again += 1
+            path = path.with_name(f"{stem}-{again}.json")
+    return path
 
 
 def recorded(name: str, model: str | None = None, results: Path | None = None) -> dict | None:

@@ -24,5 +24,7 @@ def test_record_names_the_commit_at_the_start(tmp_path, monkeypatch):
 
     monkeypatch.setattr(common, "_commit", lambda: "bbbbbbb")  # HEAD moved during the run
     common.save({"x": 1, "peak_rss_mib": 1.0}, tmp_path / "out.json", record="bench", started={"cores": 2})
-    meta = json.loads(first.read_text())["recorded"]
+    (second,) = set(tmp_path.glob("bench-default-*.json")) - {first}  # the first recording of the day is kept
+    meta = json.loads(second.read_text())["recorded"]
     assert meta["commit"] == "aaaaaaa" and meta["commit_at_end"] == "bbbbbbb"
+    assert "commit_at_end" not in json.loads(first.read_text())["recorded"]

@@ -22,6 +22,8 @@ def test_a_second_recording_on_the_same_day_keeps_the_first(tmp_path, monkeypatc
     first.write_text("{}")
     second = common.record_path("book_build", "default", tmp_path)
     assert second.name == "book_build-default-2026-11-25-031600.json" and second != first
+    second.write_text("{}")
+    assert common.record_path("book_build", "default", tmp_path).name == "book_build-default-2026-11-25-031600-2.json"
 
 
 def test_the_newest_is_chosen_by_its_recorded_date_and_time_not_its_file_name(tmp_path):
