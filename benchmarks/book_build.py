@@ -52,18 +52,18 @@ def run(argv: list[str], env: dict, log: Path) -> dict:
             "cpu_busy": round(done["cpu_seconds"] / (max(done["seconds"], 1e-9) * cores), 2)}
 
 
-def work_bounds(cold: dict, floor: dict | None) -> dict:
-    """How far scheduling alone could bring the build: ``seconds_packed``, its processor time over the cores it
-    may use (every core busy from start to end: no schedule of the same work takes less), that over the floor
-    (``ratio_packed_over_floor``), and the processor time over the floor passes' own
-    (``ratio_cpu_over_floor_cpu``, where the floor recorded it): the build's work against the floor's.
-    The build's ratio minus ``ratio_packed_over_floor`` is what its schedule leaves idle."""
-    cores = len(os.sched_getaffinity(0))
-    packed = cold["cpu_seconds"] / cores
+def work_bounds(cpu_seconds: float, floor: dict | None, cores: int) -> dict:
+    """How far scheduling alone could bring a build of ``cpu_seconds`` processor time on ``cores`` cores:
+    ``seconds_packed``, its processor time over the cores (every core busy from start to end: no schedule of
+    the same work takes less), that over the floor (``ratio_packed_over_floor``), and the processor time over
+    the floor passes' own (``ratio_cpu_over_floor_cpu``, where the floor recorded it): the build's work against
+    the floor's. The build's ratio minus ``ratio_packed_over_floor`` is what its schedule leaves idle. The
+    Performance page calls it for recordings made before these fields were."""
+    packed = cpu_seconds / cores
     out = {"cores": cores, "seconds_packed": round(packed, 1),
            "ratio_packed_over_floor": round(packed / floor["seconds_floor"], 2) if floor else None}
     if floor and floor.get("cpu_seconds_floor"):
-        out["ratio_cpu_over_floor_cpu"] = round(cold["cpu_seconds"] / floor["cpu_seconds_floor"], 2)
+        out["ratio_cpu_over_floor_cpu"] = round(cpu_seconds / floor["cpu_seconds_floor"], 2)
     return out
 
 
@@ -186,7 +186,7 @@ def main() -> None:
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,
               "ratio_build_over_floor": round(cold["seconds"] / floor["seconds_floor"], 2) if floor else None,
-              **work_bounds(cold, floor),
+              **work_bounds(cold["cpu_seconds"], floor, len(os.sched_getaffinity(0))),
               "build_folder": str(work) if args.keep else None}
     if floor:
         print(f"ratio cold build / floor: {result['ratio_build_over_floor']:.2f}; the build's processor time spread "

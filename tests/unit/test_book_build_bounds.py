@@ -13,20 +13,16 @@ finally:
 
 
 @pytest.mark.parametrize("cores", [1, 2, 16])
-def test_the_packed_time_is_the_processor_time_over_the_cores(monkeypatch, cores):
-    monkeypatch.setattr(book_build.os, "sched_getaffinity", lambda pid: set(range(cores)))
-    cold = {"seconds": 900.0, "cpu_seconds": 1440.0}
+def test_the_packed_time_is_the_processor_time_over_the_cores(cores):
     floor = {"seconds_floor": 240.0, "cpu_seconds_floor": 360.0}
-    out = book_build.work_bounds(cold, floor)
+    out = book_build.work_bounds(1440.0, floor, cores)
     assert out["cores"] == cores
     assert out["seconds_packed"] == pytest.approx(1440.0 / cores, abs=0.05)
     assert out["ratio_packed_over_floor"] == pytest.approx(1440.0 / cores / 240.0, abs=0.0051)
     assert out["ratio_cpu_over_floor_cpu"] == 4.0  # the work: 1,440 processor-s against the floor's 360
 
 
-def test_without_a_floor_or_its_processor_time_the_ratios_are_left_out(monkeypatch):
-    monkeypatch.setattr(book_build.os, "sched_getaffinity", lambda pid: {0, 1})
-    cold = {"seconds": 900.0, "cpu_seconds": 1000.0}
-    assert book_build.work_bounds(cold, None) == {"cores": 2, "seconds_packed": 500.0, "ratio_packed_over_floor": None}
-    older = book_build.work_bounds(cold, {"seconds_floor": 250.0})  # a floor recorded before its processor time was
+def test_without_a_floor_or_its_processor_time_the_ratios_are_left_out():
+    assert book_build.work_bounds(1000.0, None, 2) == {"cores": 2, "seconds_packed": 500.0, "ratio_packed_over_floor": None}
+    older = book_build.work_bounds(1000.0, {"seconds_floor": 250.0}, 2)  # a floor recorded before its processor time was
     assert older["ratio_packed_over_floor"] == 2.0 and "ratio_cpu_over_floor_cpu" not in older
