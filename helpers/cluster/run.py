@@ -25,7 +25,7 @@ from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
-from helpers.digest import source_digest
+from helpers.digest import code_digest
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
@@ -34,8 +34,6 @@ from helpers.pipeline.segments import (
 )
 from helpers.reduce import reduce_shards
 from helpers.surface.stats import BROAD_ENTROPY_FRACTION, SurfaceStats
-
-DISTANCES_CODE = ("helpers.cluster.stats", "helpers.reduce")  # their source is part of the distances' cache key
 
 # Behaviour rules, applied in this order with later matches overriding earlier ones (the original's
 # order). Thresholds are the original's; "broadly" is relative to the uniform entropy, so that it
@@ -123,8 +121,9 @@ def js_distances(lm: LoadedModel, batch, *, progress: bool = False, execution: E
 
 
 def distances_key(lm: LoadedModel, batch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
-    """The cache key of the JS distances of ``batch`` (the model, the segments and the code computing them)."""
-    return {"model": lm.fingerprint(), "data": batch.digest(), "code": source_digest(*DISTANCES_CODE),
+    """The cache key of the JS distances of ``batch`` (the model, the segments and the code computing them:
+    :func:`js_distances` and every module it imports)."""
+    return {"model": lm.fingerprint(), "data": batch.digest(), "code": code_digest(js_distances),
             **segments_key(segments_from)}
 
 
@@ -132,7 +131,7 @@ def run_cluster(lm: LoadedModel, surface: Callable[[EncodedBatch], SurfaceStats]
                 seed: int = 0, max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
                 cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False,
                 execution: Execution | None = None) -> ClusterResult:
-    """Distances (cached, keyed by the model, the segments and the source of :data:`DISTANCES_CODE`), MDS
+    """Distances (cached, keyed by the model, the segments and the code of :func:`js_distances`), MDS
     coordinates, behaviour labels and the layer-similarity test.
 
     ``surface(batch)`` gives §3's statistics of the same segments (the §3 report's, an input of this

@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from helpers.claims import VERDICTS, Claim, by_id
 from helpers.config import COMPARE_ENV  # comma-separated SPECs: the chapter's models (replaces the default list)
@@ -152,30 +151,20 @@ def depth_profile(lm, ctx: RunContext, *, n_segments: int | None = None, max_len
     return out
 
 
-def code_digest(package: Path | None = None) -> str:
-    """SHA-256 of the ``helpers`` package's Python sources (every layer; ``package``: another copy of
-    it): part of the key of cached claims, so that a change to any rule, threshold or analysis
-    recomputes them."""
-    import hashlib
-
-    package = Path(package) if package is not None else Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
-
-
 def cached_claims(lm, ctx: RunContext, **sizes) -> list[Claim]:
     """:func:`helpers.results.all_claims` for ``lm``, ``ctx`` and ``sizes``, kept on disk (keyed by the model's
-    weights, the sizes, the configuration, the data folder and :func:`code_digest`), so that the chapter and
-    the command compute a model's rows once; the analyses under it are cached by the chapters' own keys."""
+    weights, the sizes, the configuration, the data folder and the code of ``all_claims``:
+    :func:`helpers.digest.code_digest`, every module it imports, so every rule, threshold and analysis it runs
+    and nothing else), so that the chapter and the command compute a model's rows once; the analyses under it
+    are cached by the chapters' own keys."""
     from helpers.data.cache import cached_json
+    from helpers.digest import code_digest
     from helpers.results import all_claims
 
     settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()}
     settings["small"] = ctx.small
     key = {"model": lm.fingerprint(), "random_init": lm.random_init, "seed": lm.seed, "sizes": settings,
-           "data": str(ctx.data_dir), "code": code_digest()}
+           "data": str(ctx.data_dir), "code": code_digest(all_claims)}
     rows = cached_json("compare-claims", key, lambda: [c.to_json() for c in all_claims(lm, ctx, **sizes)],
                        cache_root=ctx.cache_dir)
     return [Claim(**row) for row in rows]

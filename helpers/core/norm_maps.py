@@ -14,8 +14,6 @@ from helpers.core.internals import attention_parts, capture, output_weight
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode, batched_matrices, word_level_batch
 
-VERSION = 1  # part of cache keys: bump when a definition changes
-
 
 # ------------------------------------------------------------------------------ the maps
 

@@ -6,7 +6,8 @@
 
 The cache key is a SHA-256 of the model fingerprint (every weight), the encoded data (every token
 id and word alignment, so a change to a corpus file or tokenizer changes it), the source files'
-digest when given, and the settings (level, word mode, length limit, token types, shard size).
+digest when given, the settings (level, word mode, length limit, token types, shard size) and the
+shards' layout (:data:`FORMAT_VERSION`); norm maps add the digest of their code.
 Each shard is an ``.npz`` written to a temporary file and renamed into place, so an interrupted run
 keeps every finished shard and resumes from the next. A shard that fails to load (truncated, bad
 CRC), whose recorded key or indices disagree, or whose maps are not finite, are negative or (attention
@@ -48,7 +49,11 @@ from helpers.data.files import (
     write_text,
 )
 
-FORMAT_VERSION = 2  # 2: shards hold float32 maps (1: float16)
+# The layout of the map shards (2: float32 maps; 1: float16). Maps are keyed by the model and the data, not by
+# the code (an edit elsewhere must not extract them again), so a shard written in an older layout would be read
+# as it is by newer code: this number, bumped when the layout changes, is what keeps it out. Results computed
+# from the maps need none: their keys carry the digest of their code (helpers.digest), which covers this module.
+FORMAT_VERSION = 2
 
 # Shards keep the model's float32 weights: rounding to float16 merges near-equal weights into ties that
 # move argmax-based scores (Table 1, Table 2, Figure 5); see the book's deviations page for the measured cost.
@@ -79,9 +84,10 @@ def cache_key(
         "shard_size": shard_size,
     }
     if maps != "weights":  # weight maps keep the keys they always had
-        from helpers.core.norm_maps import VERSION as norms_version
+        from helpers.core.norm_maps import iter_norm_maps
+        from helpers.digest import code_digest
 
-        settings["maps"] = {"kind": maps, "version": norms_version}
+        settings["maps"] = {"kind": maps, "code": code_digest(iter_norm_maps)}  # the norm maps' definition
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -437,7 +443,7 @@ def prune(cache_root: str | os.PathLike | None = None, *, keep_maps: bool = Fals
 
 def artifact_path(kind: str, key: dict, suffix: str, cache_root: str | os.PathLike | None = None) -> Path:
     """Where a derived artifact (statistics, a fitted head ...) keyed by ``key`` lives in the cache."""
-    digest = hashlib.sha256(json.dumps({"format": FORMAT_VERSION, **key}, sort_keys=True, default=str).encode())
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode())
     return cache_dir(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
 
 

@@ -115,9 +115,6 @@ def load_gum(split: GumSplit = "test", *, data_dir: str | os.PathLike | None = N
     return docs
 
 
-PARSE_VERSION = 2  # part of the parsed-file cache key: bump when Sentence or read_conllu changes (2: trees checked)
-
-
 @lru_cache(maxsize=1024)
 def _read_cached(path: Path, doc_id: str | None, mtime_ns: int | None = None, cache_root: str | None = None
                  ) -> tuple[Sentence, ...]:
@@ -146,14 +143,14 @@ def _rows_digest(rows) -> str:
 def parsed_entry_problem(entry, key: str, data: bytes) -> str | None:
     """Why a parsed-treebank cache entry cannot stand for the file whose bytes are ``data``, or ``None``.
 
-    The entry is ``{"format", "key", "digest", "sentences": [row, ...]}``: the key must be this file's,
+    The entry is ``{"key", "file", "digest", "sentences": [row, ...]}``: the key must be this file's,
     the digest that of the rows (damage), the rows must start at the file's sentence blocks, one row
     per block (a foreign or cut entry), and each row must be a sentence whose HEAD column forms a tree
     (:func:`~helpers.data.conllu_io.tree_problem`), with one entry per word in every column."""
     from helpers.data.conllu_io import tree_problem
 
-    if not isinstance(entry, dict) or entry.get("format") != PARSE_VERSION or entry.get("key") != key:
-        return "not an entry of this file (format or key differ)"
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return "not an entry of this file and this code (the key differs)"
     rows = entry.get("sentences")
     if not isinstance(rows, list) or entry.get("digest") != _rows_digest(rows):
         return "its sentences do not match their digest (damaged)"
@@ -181,15 +178,17 @@ def parsed_entry_problem(entry, key: str, data: bytes) -> str | None:
 
 def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.PathLike | None = None) -> list[Sentence]:
     """:func:`read_conllu`, with its result kept as JSON in the cache directory (``parsed/``), keyed by the
-    file's bytes: parsing GUM train takes ~6 s, reading it back ~0.5 s, and every chapter's kernel reads
-    it. An entry is checked as it is read (:func:`parsed_entry_problem`: its key, its digest, one sentence
-    per block of the file, every sentence a tree); an unreadable, damaged or foreign entry is parsed again
-    and rewritten; a cache that cannot be written is skipped."""
+    file's bytes and the code that parses and checks it (:func:`helpers.digest.code_digest` of this module,
+    which imports :func:`~helpers.data.conllu_io.read_conllu`): parsing GUM train takes ~6 s, reading it back
+    ~0.5 s, and every chapter's kernel reads it. An entry is checked as it is read (:func:`parsed_entry_problem`:
+    its key, its digest, one sentence per block of the file, every sentence a tree); an unreadable, damaged or
+    foreign entry is parsed again and rewritten; a cache that cannot be written is skipped."""
     from helpers.config import cache_dir
     from helpers.data.files import atomic_write
+    from helpers.digest import code_digest
 
     data = path.read_bytes()
-    key = hashlib.sha256(f"{PARSE_VERSION}\0{doc_id}\0".encode() + data).hexdigest()[:32]
+    key = hashlib.sha256(f"{code_digest(_parse_with_disk_cache)}\0{doc_id}\0".encode() + data).hexdigest()[:32]
     stored = cache_dir(cache_root) / "parsed" / f"{key}.json"
     try:
         entry = json.loads(stored.read_text(encoding="utf-8"))
@@ -201,7 +200,7 @@ def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.
     sentences = read_conllu(path, doc_id=doc_id)
     rows = [{k: v for k, v in vars(s).items() if k != "source"} for s in sentences]
     rows = json.loads(json.dumps(rows, ensure_ascii=False))  # as it will be read back (tuples as lists)
-    entry = {"format": PARSE_VERSION, "key": key, "file": path.name, "digest": _rows_digest(rows), "sentences": rows}
+    entry = {"key": key, "file": path.name, "digest": _rows_digest(rows), "sentences": rows}
     try:
         atomic_write(stored, lambda h: h.write(json.dumps(entry, ensure_ascii=False).encode("utf-8")))
     except OSError:

@@ -40,7 +40,6 @@ from helpers.data.corpora import Document
 
 SegmentSource = Literal["documents", "paragraphs"]
 SEGMENT_SOURCES: tuple[str, ...] = ("documents", "paragraphs")
-VERSION = 2  # part of cache keys: bump when a construction changes (2: the authors' document chunks)
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,12 @@ import numpy as np
 from helpers.core.encoding import EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
-from helpers.digest import source_digest
+from helpers.digest import code_digest
 from helpers.norms.stats import NormStats, norm_statistics
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import extract_treebank
 from helpers.pipeline.segments import build_segments
 from helpers.syntax.stats import HeadScores, score_heads
-
-# The modules whose code computes the norm statistics (the statistics, the norm maps, the token kinds and
-# the reduction): their source is part of the statistics' cache key, so a change to any recomputes them.
-STATS_CODE = ("helpers.norms.stats", "helpers.core.norm_maps", "helpers.surface.stats", "helpers.reduce")
 
 
 @dataclass
@@ -40,9 +36,10 @@ class NormsReport:
 
 
 def stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
-    """The cache key of the norm statistics of ``batch`` (the model, the segments and the code computing them)."""
+    """The cache key of the norm statistics of ``batch`` (the model, the segments and the code computing them:
+    :func:`~helpers.norms.stats.norm_statistics` and every module it imports)."""
     return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types,
-            "code": source_digest(*STATS_CODE)}
+            "code": code_digest(norm_statistics)}
 
 
 def run_norms(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128, data_dir=None,

@@ -14,7 +14,6 @@ from helpers.core.models import LoadedModel
 from helpers.data.corpora import load_gum
 from helpers.data.segments import (
     SEGMENT_SOURCES,
-    VERSION,
     Segment,
     SegmentSource,
     encode_segments,
@@ -50,8 +49,9 @@ def build_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1
 
 
 def segments_key(segments_from: SegmentSource) -> dict:
-    """The construction's part of the cache keys of results computed on segments."""
-    return {"segments_from": segments_from, "segments_v": VERSION}
+    """The construction's part of the cache keys of results computed on segments (the segments themselves are
+    in the key as the encoded batch's digest, the code that builds them in the key's code digest)."""
+    return {"segments_from": segments_from}
 
 
 def segments_json(lm: LoadedModel, segments: list[Segment], batch: EncodedBatch) -> dict:

@@ -13,6 +13,10 @@ built once, one cache shard at a time, and written to one file per corpus:
 ``probe-<key>.json``  the index (written last, atomically: its presence marks the file complete):
                       per batch its sentence indices, padded length and byte offset
 
+The key names the cached maps, the word vectors, the batch size and the code that builds the batches
+(:func:`helpers.digest.code_digest` of :func:`helpers.probe.run.probe_data`, whose imports include this
+module): a change to that code or to this layout builds them again, with no format number to bump.
+
 :class:`DiskBatches` reads one batch at a time with ordinary file reads (not a memory map, whose
 touched pages would count as resident memory), and rebuilds labels and masks from the gold heads.
 Batches follow :meth:`ProbeData.batches` with the cache shards as groups, so an in-memory
@@ -31,8 +35,6 @@ import torch
 from helpers.data.cache import write_cache_json
 from helpers.data.files import atomic_write
 from helpers.probe.probes import Batch, ProbeData, assemble_batch, make_batch
-
-FORMAT = 1
 
 
 class DiskBatches(Sequence):
@@ -128,7 +130,7 @@ def load_spilled(data: ProbeData, path: Path, key: str) -> DiskBatches | None:
     try:
         index = json.loads(index_path.read_text())
         expected = sum(entry["bytes"] for entry in index["batches"])
-        if index.get("key") != key or index.get("format") != FORMAT or os.path.getsize(path) != expected:
+        if index.get("key") != key or os.path.getsize(path) != expected:
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -168,7 +170,7 @@ def spill(data: ProbeData, shards, path: Path, key: str, batch_size: int) -> Dis
             del local, maps, vectors  # this shard's maps go before the next shard is read
 
     atomic_write(path, write)
-    index = {"format": FORMAT, "key": key, "batch_size": batch_size, **meta, "batches": entries}
+    index = {"key": key, "batch_size": batch_size, **meta, "batches": entries}
     write_cache_json(path.with_suffix(".json"), index)
     data.n_maps, data.dim_ = meta["n_maps"], meta["dim"]
     return DiskBatches(data, path, index)

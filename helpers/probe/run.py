@@ -19,7 +19,7 @@ from helpers.core.extract import convert
 from helpers.core.models import LoadedModel, load_model
 from helpers.data.cache import cached_json
 from helpers.data.corpora import corpus_files, file_digest
-from helpers.digest import source_digest
+from helpers.digest import code_digest
 from helpers.pipeline.extraction import extract_treebank
 from helpers.probe.probes import (
     ProbeData,
@@ -114,7 +114,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     data = ProbeData([], heads, punct, [], skipped=len(store.skipped), names=names, groups=groups,
                      batch_size=batch_size)
     key = json.dumps({"store": store.directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
-                      "batch_size": batch_size}, sort_keys=True)
+                      "batch_size": batch_size, "code": code_digest(probe_data)}, sort_keys=True)
     path = store.directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
     spilled = load_spilled(data, path, key)
     if spilled is None:
@@ -136,10 +136,6 @@ def _summary(values: list[float]) -> dict:
     return {"mean": round(float(np.mean(values)), 2), "sd": round(float(np.std(values, ddof=1)), 2) if len(values) > 1 else 0.0,
             "runs": [round(v, 2) for v in values]}
 
-
-# The modules whose code computes a probe result: their source is part of its cache key (a change to a
-# probe, its batches or its training recomputes the table; no version to bump by hand).
-PROBE_CODE = ("helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run")
 
 SPECS = (("train", "gum:train"), ("dev", "gum:dev"), ("test", "gum:test"), ("ewt", "ewt:dev"))
 TRAIN_BATCH, EVAL_BATCH = 32, 64  # sentences per batch (training; evaluation)
@@ -167,13 +163,14 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
                progress: bool = False, refresh: bool = False, corpora: dict[str, str] | None = None,
                workers: int | None = None) -> dict:
     """Every row of Table 3 on each test set (default: GUM test and EWT dev), mean and spread over ``seeds``
-    (cached on disk, keyed by the model, the corpus files, the word vectors and the settings).
+    (cached on disk, keyed by the model, the corpus files, the word vectors, the settings and the code that
+    computes them: :func:`helpers.digest.code_digest` of this module, which follows its imports).
 
     ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks.
     Memory does not grow with the corpora: batches are spilled to disk and streamed (see
     :mod:`helpers.probe.batches`)."""
     corpora = corpora or probe_corpora()
-    key = {"model": lm.fingerprint(), "code": source_digest(*PROBE_CODE), "seeds": list(seeds), "epochs": epochs,
+    key = {"model": lm.fingerprint(), "code": code_digest(_run_probes), "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
            "glove": file_digest([Path(glove_path)]) if glove_path else None,
            "data": {name: file_digest(corpus_files(spec, data_dir=data_dir)) for name, spec in corpora.items()}}

@@ -29,7 +29,7 @@ from helpers.core.models import LoadedModel, quiet_transformers
 from helpers.core.threads import FIXED_THREADS, torch_threads
 from helpers.data.cache import artifact_path
 from helpers.data.files import atomic_write
-from helpers.digest import source_digest
+from helpers.digest import code_digest
 
 MASK_RATE = 0.15    # share of a segment's (non-special) tokens chosen for the loss, as in BERT
 MASK_BELOW = 0.8    # a chosen token becomes the mask token when its roll is below this (80%),
@@ -182,7 +182,7 @@ def mlm_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, see
     from safetensors.torch import load_file
 
     key = {"model": lm.fingerprint(), "train": train.digest(), "heldout": heldout.digest(), "seed": seed,
-           "epochs": HEAD_EPOCHS, "code": source_digest(__name__)}  # the fit's code: a change to it refits
+           "epochs": HEAD_EPOCHS, "code": code_digest(fit_head)}  # the fit's code: a change to it refits
     path = artifact_path("mlm-head", key, ".safetensors", cache_root)
     embeddings = lm.model.get_input_embeddings().weight.detach().float().cpu()
     if path.is_file():

@@ -2,7 +2,8 @@
 
 Used by the chapter notebook and by ``python -m helpers surface --json OUT`` alike, so both report
 the same numbers. Results are cached on disk, keyed by the model's weights, the encoded segments,
-the settings and the source of the modules that compute them (:data:`STATS_CODE`, :data:`GRADIENTS_CODE`).
+the settings and the code that computes them (:func:`helpers.digest.code_digest`: this module and
+everything it imports).
 
 >>> report = run_surface(lm, n_segments=1000, seed=0)                  # doctest: +SKIP
 >>> report.stats.heads_above("prev")                                    # doctest: +SKIP
@@ -19,7 +20,7 @@ from helpers.core.encoding import EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
-from helpers.digest import source_digest
+from helpers.digest import code_digest
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
@@ -39,9 +40,6 @@ from helpers.surface.stats import (
 )
 
 # SEGMENTS, SMALL_SEGMENTS (the chapters' segments) come from helpers.pipeline.segments, shared with §6 and norms
-# The modules whose code computes each cached result: their source is part of its cache key.
-STATS_CODE = ("helpers.surface.stats", "helpers.reduce")
-GRADIENTS_CODE = ("helpers.surface.gradients", "helpers.surface.mlm", "helpers.surface.stats")
 
 
 @dataclass
@@ -77,9 +75,10 @@ def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int 
 
 
 def stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
-    """The cache key of the §3 statistics of ``batch`` (the model, the segments and the code computing them)."""
+    """The cache key of the §3 statistics of ``batch`` (the model, the segments and the code computing them:
+    :func:`surface_statistics` and every module it imports)."""
     return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types,
-            "code": source_digest(*STATS_CODE), **segments_key(segments_from)}
+            "code": code_digest(surface_statistics), **segments_key(segments_from)}
 
 
 def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_from: SegmentSource = DEFAULT_SOURCE,
@@ -119,7 +118,7 @@ def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_l
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
         grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": {k: v for k, v in mlm.items() if k != "cached"}, "seed": seed,
-                                                  "grad_code": source_digest(*GRADIENTS_CODE)},
+                                                  "grad_code": code_digest(gradient_importance)},
                             lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
                             cache_root=cache_root)
     return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch, segments_from)

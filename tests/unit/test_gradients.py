@@ -46,13 +46,14 @@ def test_head_is_cached(tiny_lm, tmp_path):
 
 
 def test_head_is_refitted_when_its_code_changes(tiny_lm, tmp_path, monkeypatch):
-    """The fitted head's key carries the digest of surface/mlm.py's source (no version to bump by hand)."""
+    """The fitted head's key carries the digest of the fit's code (surface/mlm.py and what it imports; no
+    version to bump by hand)."""
     import helpers.surface.mlm as mlm
 
     batch = _batch(tiny_lm)
     assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1].get("cached") is None
     assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1]["cached"] is True
-    monkeypatch.setattr(mlm, "source_digest", lambda *modules: "changed-code")
+    monkeypatch.setattr(mlm, "code_digest", lambda target: "changed-code")
     assert mlm_head(tiny_lm, batch, batch, seed=0, cache_root=tmp_path)[1].get("cached") is None  # refitted
 
 

@@ -27,12 +27,13 @@ only as declared inputs of its record, handed in as reports: no exception to the
 """
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "helpers"
+from helpers.digest import PACKAGE, import_graph, module_name, package_exports
+
+# The import graph is the one cache keys follow (helpers.digest): one reading of the imports for both.
 LAYERS = {
     "config": 0, "context": 0, "paper": 0, "claims": 0, "section": 0, "digest": 0,
     "core": 1, "data": 2, "pipeline": 3, "reduce": 3,
@@ -46,49 +47,6 @@ RANKS = {"stats": 0, "run": 2, "claims": 3, "command": 4, "section": 5}  # other
 OTHER_RANK = 1
 
 
-def module_name(path: Path, package: Path = PACKAGE) -> str:
-    parts = path.relative_to(package.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def public_names() -> dict[str, str]:
-    """``from helpers import X``: the module that defines each public name."""
-    import helpers
-
-    return dict(helpers.EXPORTS)
-
-
-def imports_of(path: Path, package: Path = PACKAGE, modules: set[str] | None = None,
-               exports: dict[str, str] | None = None) -> set[str]:
-    """Every ``helpers`` module ``path`` imports (absolute or relative, at any depth of the code), a public
-    name of ``helpers`` resolved to the module that defines it."""
-    modules = MODULES if modules is None else modules
-    exports = public_names() if exports is None else exports
-    name = module_name(path, package)
-    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.split(".")[0] == "helpers")
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if target.split(".")[0] != "helpers":
-                continue
-            for alias in node.names:  # ``from helpers.surface import stats`` imports a module
-                candidate = f"{target}.{alias.name}"
-                if candidate in modules:
-                    out.add(candidate)
-                elif target == "helpers" and alias.name in exports:  # ``from helpers import load_model``
-                    out.add(exports[alias.name])
-                else:
-                    out.add(target)
-    return {m for m in out if m != name}
-
-
 def layer(module: str) -> int:
     parts = module.split(".")
     key = parts[1] if len(parts) > 1 else "__init__"
@@ -98,15 +56,12 @@ def layer(module: str) -> int:
 
 
 def build_graph(package: Path) -> dict[str, set[str]]:
-    files = sorted(package.rglob("*.py"))
-    modules = {module_name(p, package) for p in files}
-    exports = public_names()
-    return {module_name(p, package): imports_of(p, package, modules, exports) for p in files}
+    """The import graph of the package at ``package``, public names resolved with the real package's."""
+    return import_graph(package, exports=package_exports())
 
 
 FILES = sorted(PACKAGE.rglob("*.py"))
-MODULES = {module_name(p) for p in FILES}
-GRAPH = build_graph(PACKAGE)
+GRAPH = import_graph()  # exactly the graph cache keys follow
 
 
 def section(module: str) -> str:
@@ -281,6 +236,7 @@ def test_public_names_are_what_the_readme_calls():
     assert callable(helpers.charts.save_chart) and callable(helpers.views.load_javascript)
     assert helpers.extract is not helpers.core.extract and inspect.ismodule(helpers.core.extract)
     assert set(helpers.__all__) == set(helpers.EXPORTS) and all(hasattr(helpers, n) for n in helpers.__all__)
+    assert package_exports() == helpers.EXPORTS  # the graph reads the public names from the source
     with pytest.raises(AttributeError):
         helpers.no_such_name  # noqa: B018
 

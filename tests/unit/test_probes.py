@@ -295,17 +295,18 @@ def test_trainings_in_worker_processes_equal_trainings_here():
 
 
 def test_probe_result_key_carries_the_code(tiny_lm, fake_data, monkeypatch):
-    """The cached Table 3 is keyed by the source of the probe modules (PROBE_CODE), not a version to bump."""
+    """The cached Table 3 is keyed by the code that computes it (the import closure of the probe's run), not a
+    version to bump."""
     import helpers.probe.run as run
-    from helpers.digest import source_digest
+    from helpers.digest import code_digest, import_closure
 
     keys = []
     monkeypatch.setattr(run, "cached_json", lambda name, key, compute, **kw: keys.append(key) or {})
     corpora = {"train": "gum:train", "dev": "gum:dev", "test": "gum:test"}
     run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
-    assert keys[-1]["code"] == source_digest(*run.PROBE_CODE) and "v" not in keys[-1]
-    assert set(run.PROBE_CODE) >= {"helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run"}
-    monkeypatch.setattr(run, "source_digest", lambda *modules: "changed-code")
+    assert keys[-1]["code"] == code_digest(run) and "v" not in keys[-1]
+    assert import_closure(run) >= {"helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run"}
+    monkeypatch.setattr(run, "code_digest", lambda target: "changed-code")
     run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
     assert keys[-1]["code"] == "changed-code" and keys[0]["code"] != keys[1]["code"]
 
