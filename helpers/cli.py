@@ -255,18 +255,18 @@ def cache_label(args: argparse.Namespace) -> str:
 
 
 def check_cache(args: argparse.Namespace) -> None:
-    """The cache folder is a folder (or can be made) and, for commands that write it, writable: checked
-    before the model loads, so a read-only or unusable ``--cache-dir`` is named at once."""
+    """The cache folder is a folder, or can be made: checked before the model loads, so an unusable
+    ``--cache-dir`` is named at once. A folder that exists but cannot be written (a lab's prebuilt cache,
+    left read-only) is accepted here: a run whose results are all in it only reads it, and one that must
+    add to it is refused before that work, where the cache finds the miss
+    (:func:`helpers.data.files.require_writable`)."""
     cache = config.cache_dir(getattr(args, "cache_dir", None))
     where = cache_label(args)
     if cache.exists() and not cache.is_dir():
         raise NotADirectoryError(f"{where}: is {'a file' if cache.is_file() else 'a device, pipe or socket'}, not a folder")
-    if args.command in READ_ONLY_COMMANDS or getattr(args, "no_cache", False):
+    if args.command in READ_ONLY_COMMANDS or getattr(args, "no_cache", False) or cache.is_dir():
         return
-    check_writable_folder(cache, where)
-    for sub in ("artifacts", "parsed", "results", "models"):  # the cache's own folders, where they exist
-        if (cache / sub).exists():
-            check_writable_folder(cache / sub, where)
+    check_writable_folder(cache, where)  # a new cache folder: it must be possible to make it
 
 
 def check_model_option(args: argparse.Namespace) -> int | None:
@@ -405,7 +405,9 @@ def describe_os_error(err: OSError, args: argparse.Namespace) -> str:
         return f"{reason}; the system named no file: this command writes to {cache_label(args)} and --json"
     path = Path(os.fsdecode(err.filename)).expanduser().absolute()
     for label, root in _named_paths(args):
-        if path == root or root in path.parents:
+        if path == root:
+            return f"{label}: {reason}"
+        if root in path.parents:
             return f"{label}: {path}: {reason}"
     return f"{path}: {reason}"
 

@@ -44,6 +44,7 @@ from helpers.data.files import (
     atomic_write,
     is_stale_tmp,
     remove_stale_tmp,
+    require_writable,
     strict_dumps,
     temporary_files,
     write_text,
@@ -469,6 +470,7 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
                 return stored["value"]
         except (OSError, ValueError, AttributeError):
             pass
+    require_writable(path.parent)  # before the work: a read-only cache is refused now, not after computing
     value = compute()
     remove_stale_tmp(path.parent)
     write_cache_json(path, {"key": json.loads(json.dumps(key, default=str)), "value": value})

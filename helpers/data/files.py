@@ -122,6 +122,28 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
+def require_writable(folder: str | os.PathLike) -> None:
+    """Raise ``OSError`` (``filename`` = the folder) unless a file can be created in ``folder``, or, where it
+    does not exist yet, ``folder`` can be made in the nearest folder above it that exists. Called before
+    work whose result must be stored (a cache miss), so that a read-only cache (a lab's prebuilt one) is
+    refused before the work, and a run whose results are all stored never asks."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if existing == folder:
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-", suffix=_TMP_SUFFIX)
+            os.close(fd)
+            os.unlink(probe)
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".write-test-"))
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise OSError(err.errno, f"cannot write in the cache ({reason}): this run must store a result that it "
+                                 "does not hold yet; choose a cache folder you can write", str(existing)) from None
+
+
 def _naming(err: OSError, path: Path) -> OSError:
     """``err`` with ``path`` as its file name when it is an operating-system error (it has an errno);
     other ``OSError``s (messages of our own) are returned unchanged."""

@@ -29,7 +29,7 @@ from helpers.data.cache import (
     cache_key,
     write_cache_json,
 )
-from helpers.data.files import remove_stale_tmp
+from helpers.data.files import remove_stale_tmp, require_writable
 
 
 @dataclass
@@ -138,6 +138,8 @@ def plan_extraction(
             except ValueError:
                 recomputed += 1
         todo.append(number)
+    if todo:
+        require_writable(directory)  # shards to write: a read-only cache is refused before the model runs
     return ExtractionPlan(store, key, directory, meta, on_disk, todo, recomputed, time.perf_counter())
 
 
