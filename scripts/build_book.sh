@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv (if needed) and build the book with the offline default model on the full corpora.
+# Set up .venv and the corpora (if needed: scripts/setup.sh), then build the book with the offline default model on
+# the full corpora.
 # Warnings are errors. Output: _build/html/index.html. Chapters re-run only when their code changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Create .venv in the repository root if missing, and install the pinned requirements and the
-# helpers package into it. Re-running is cheap: nothing is installed while requirements.txt and
-# pyproject.toml are unchanged.
+# Create .venv in the repository root if missing, install the pinned requirements and the helpers
+# package into it, and make sure the corpora are where the package reads them (fetched, pinned and
+# checksummed, when they are not). Re-running is cheap: nothing is installed while requirements.txt and
+# pyproject.toml are unchanged, and corpora already there are left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -33,3 +34,8 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "note: npm not found: the book will load bertviz, Altair and MathJax JavaScript from CDNs (a network is needed to view it)" >&2
 fi
+
+# The corpora (GUM, UD English EWT): found in $BERT_ATTENTION_DATA, else ../shared/data beside the repository;
+# where they are missing, fetched there by `python -m helpers download`'s pinned, checksummed download.
+# Offline and without them, one line says what to do and the set-up fails (the chapters cannot run).
+.venv/bin/python scripts/corpora.py
