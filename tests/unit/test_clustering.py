@@ -18,32 +18,44 @@ from helpers.cluster.stats import (
 )
 from helpers.cluster.run import NO_BEHAVIOUR, behaviours
 from helpers.surface.stats import STATISTICS, SurfaceStats
+from tolerances import EPS32, EPS64, round_off
 
 
 def maps(seed, L=2, H=3, n=7, alpha=0.5):
     return np.random.default_rng(seed).dirichlet(np.ones(n) * alpha, size=(L, H, n))
 
 
+def js_tolerance(n: int, eps: float) -> float:
+    """Round-off of one entry of :func:`segment_js` on a segment of n tokens, in precision ``eps``: a difference
+    of sums of n * n terms x log x, each sum at most n log n in size (n rows of entropy at most log n), so the
+    scale is n log n, not the (smaller, cancelled) result."""
+    return round_off(n * np.log(n), n * n, eps=eps)
+
+
 @pytest.mark.parametrize("chunk", [None, 1, 4, 100])
 def test_matches_scipy_reference_float64_and_float32(chunk):
     attn = maps(0)  # 6 heads: chunks of 4 leave a partial last chunk
     ref = js_reference(attn)
-    # tolerance: float64 against scipy's float64: only summation order differs
-    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64, chunk=chunk).numpy(), ref, rtol=1e-6, atol=1e-12)
-    # tolerance: float32 inputs: ~7 significant digits, logs of small weights lose a few more
-    np.testing.assert_allclose(segment_js(attn.astype(np.float32)).numpy(), ref, rtol=1e-4, atol=1e-6)
+    n = attn.shape[-1]
+    # tolerance: float64 against scipy's float64 (js_tolerance)
+    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64, chunk=chunk).numpy(), ref, rtol=0,
+                               atol=js_tolerance(n, EPS64))
+    # tolerance: float32 (the cast of the inputs, then js_tolerance) against float64
+    np.testing.assert_allclose(segment_js(attn.astype(np.float32)).numpy(), ref, rtol=0, atol=js_tolerance(n, EPS32))
 
 
 def test_properties():
     attn = maps(1)
+    n = attn.shape[-1]
     D = segment_js(attn, dtype=torch.float64).numpy()
-    np.testing.assert_allclose(np.diag(D), 0.0)
-    np.testing.assert_allclose(D, D.T)
+    np.testing.assert_array_equal(np.diag(D), 0.0)  # exact: the diagonal is set to 0
+    # tolerance: (a, b) and (b, a) add the same terms, perhaps in another order (js_tolerance)
+    np.testing.assert_allclose(D, D.T, rtol=0, atol=js_tolerance(n, EPS64))
     assert (D >= 0).all()
     same = np.stack([attn[0], attn[0]])  # two identical layers: JS(x, x) = 0 across them
     D2 = segment_js(same, dtype=torch.float64).numpy()
-    np.testing.assert_allclose(D2[:3, 3:].diagonal(), 0.0, atol=1e-12)  # identical rows: zero up to float64 round-off
-    n = attn.shape[-1]
+    # tolerance: identical rows: zero up to float64 round-off (js_tolerance)
+    np.testing.assert_allclose(D2[:3, 3:].diagonal(), 0.0, rtol=0, atol=js_tolerance(n, EPS64))
     upper = n * np.log(2)  # JS of each row is at most log 2
     assert D.max() <= upper
 
@@ -53,8 +65,9 @@ def test_scipy_single_row():
     attn = np.stack([np.tile(p, (3, 1)), np.tile(q, (3, 1))])[None]  # one layer, two heads, 3 identical rows
     ps, qs = smooth(torch.tensor(p)).numpy(), smooth(torch.tensor(q)).numpy()
     expected = 3 * jensenshannon(ps, qs) ** 2  # scipy gives the square root of the divergence
-    # tolerance: float64, a closed-form expected value
-    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64).numpy()[0, 1], expected, rtol=1e-10)
+    # tolerance: float64 against scipy's float64 (js_tolerance)
+    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64).numpy()[0, 1], expected, rtol=0,
+                               atol=js_tolerance(3, EPS64))
 
 
 def test_accumulator_sums_segments():
@@ -62,7 +75,8 @@ def test_accumulator_sums_segments():
     acc.add(maps(2, n=5))
     acc.add(maps(3, n=9))
     expected = js_reference(maps(2, n=5)) + js_reference(maps(3, n=9))
-    np.testing.assert_allclose(acc.result(), expected, rtol=1e-4)  # the accumulator works in float32
+    # tolerance: the accumulator works in float32 on each segment (js_tolerance), and adds them in float64
+    np.testing.assert_allclose(acc.result(), expected, rtol=0, atol=js_tolerance(5, EPS32) + js_tolerance(9, EPS32))
     assert acc.tokens == 14 and acc.segments == 2
 
 
@@ -72,7 +86,7 @@ def test_mds_is_seeded_and_layer_test_detects_structure():
     points = np.repeat(centres, 4, axis=0) + rng.normal(size=(12, 2))
     D = np.linalg.norm(points[:, None] - points[None], axis=-1)
     a, b = embed_mds(D, seed=1), embed_mds(D, seed=1)
-    np.testing.assert_allclose(a, b)
+    np.testing.assert_allclose(a, b)  # tolerance: float64, the same seeded computation twice (relative 1e-7)
     sim = layer_similarity(D, n_heads=4, n_perm=200)
     assert sim["within_layer_mean"] < sim["between_layer_mean"] and sim["p_value"] < 0.05
     flat = layer_similarity(np.ones((12, 12)) - np.eye(12), n_heads=4, n_perm=200)  # no structure at all

@@ -2,6 +2,7 @@
 architecture the package knows (tiny random models built from configs, no download)."""
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,9 +12,7 @@ import torch
 from helpers.core.formula import recompute_attention
 from helpers.core.internals import attention_parts, capture
 from helpers.core.models import LoadedModel
-
-# float32 softmax of the same products, computed in another order: agreement to ~1e-7 expected
-TOLERANCE = 1e-5
+from tolerances import in_float64, round_off
 
 
 def tiny(kind: str, **overrides) -> LoadedModel:
@@ -38,29 +37,46 @@ def tiny(kind: str, **overrides) -> LoadedModel:
 IDS = np.array([0, 5, 9, 12, 7, 30, 5, 2, 17, 3, 2])
 
 
+def formula_tolerance(lm: LoadedModel, ids: np.ndarray, layer: int) -> float:
+    """What two evaluations of ``softmax(q k^T / sqrt(d) + B)`` of ``layer`` may differ by, in ``lm``'s precision.
+
+    Each score is a dot product of d terms: off by at most ``round_off(|q| |k|^T / sqrt(d) + |B|, d)``; scores
+    off by delta move a weight p by at most ``2 p delta <= 2 delta``; the softmax's own sum has n terms.
+    """
+    eps = torch.finfo(next(lm.model.parameters()).dtype).eps
+    with torch.inference_mode(), capture(lm, ("query", "key", "position_bias"), layers=[layer]) as seen:
+        lm.model(input_ids=torch.as_tensor(ids)[None])
+    q, k = seen.heads("query", layer)[0], seen.heads("key", layer)[0]  # [head, token, d]
+    scale = q.abs() @ k.abs().transpose(1, 2) / math.sqrt(q.shape[-1])
+    if seen.bias(layer) is not None:
+        scale = scale + seen.bias(layer).abs()
+    return 2 * round_off(scale, q.shape[-1], eps=eps) + round_off(1.0, len(ids), eps=eps)
+
+
 @pytest.mark.parametrize("kind", ["bert", "roberta", "mpnet", "distilbert"])
 def test_recomputed_attention_equals_output_attentions(kind):
-    lm = tiny(kind)
+    """In a float64 model: the formula is checked to float64 round-off."""
+    lm = in_float64(tiny(kind))
     with torch.inference_mode():
         out = lm.model(input_ids=torch.as_tensor(IDS)[None], output_attentions=True)
     for layer in range(lm.n_layers):
         ours = recompute_attention(lm, IDS, layer=layer)
         theirs = out.attentions[layer][0]
         assert ours.shape == (lm.n_heads, len(IDS), len(IDS))
-        assert float((ours - theirs).abs().max()) < TOLERANCE
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=formula_tolerance(lm, IDS, layer))
         assert float(theirs.max()) > 0.5  # peaked attention: the comparison is not between two uniform maps
 
 
 def test_mpnet_bias_is_needed():
     """Without the relative position bias the recomputed maps are wrong: the test above can fail."""
-    lm = tiny("mpnet")
+    lm = in_float64(tiny("mpnet"))
     with torch.inference_mode():
         out = lm.model(input_ids=torch.as_tensor(IDS)[None], output_attentions=True)
         with capture(lm, ("query", "key"), layers=[1]) as seen:
             lm.model(input_ids=torch.as_tensor(IDS)[None])
     q, k = seen.heads("query", 1)[0], seen.heads("key", 1)[0]
     no_bias = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
-    assert float((no_bias - out.attentions[1][0]).abs().max()) > 100 * TOLERANCE
+    assert float((no_bias - out.attentions[1][0]).abs().max()) > 100 * formula_tolerance(lm, IDS, 1)
 
 
 def test_hooks_are_removed():

@@ -2,11 +2,21 @@
 import json
 
 import numpy as np
+import pytest
 
 from helpers.cli import main
 from helpers.core.encoding import encode_words
 from helpers.surface.gradients import gradient_importance
 from helpers.surface.mlm import bert_mask, fit_head, mlm_head
+from tolerances import EPS64, float64_passes, in_float64, round_off
+
+
+def _in_float64(lm, head):
+    """The model and a fitted head in float64: two float32 backward passes through the model differ by what
+    the layers make of their round-off, which no test can bound; two float64 ones by float64 round-off."""
+    import copy
+
+    return in_float64(lm), copy.deepcopy(head).double()
 
 
 def test_bert_mask_rates_and_specials():
@@ -59,12 +69,13 @@ def test_head_is_refitted_when_its_code_changes(tiny_lm, tmp_path, monkeypatch):
 
 def test_gradient_importance_shapes_and_determinism(tiny_lm):
     batch = _batch(tiny_lm)
-    head, _ = fit_head(tiny_lm, batch, batch, seed=0, epochs=1)
-    a = gradient_importance(tiny_lm, head, batch, seed=3, batch_size=5)
-    b = gradient_importance(tiny_lm, head, batch, seed=3, batch_size=12)
+    lm, head = _in_float64(tiny_lm, fit_head(tiny_lm, batch, batch, seed=0, epochs=1)[0])
+    a = gradient_importance(lm, head, batch, seed=3, batch_size=5)
+    b = gradient_importance(lm, head, batch, seed=3, batch_size=12)
     for kind in ("sep", "punct", "cls", "other"):
-        assert len(a[kind]) == tiny_lm.n_layers and np.all(np.isfinite(a[kind]))
-        np.testing.assert_allclose(a[kind], b[kind], rtol=1e-4)  # batching does not change per-segment gradients
+        assert len(a[kind]) == lm.n_layers and np.all(np.isfinite(a[kind]))
+        # tolerance: batching does not change per-segment gradients, to float64 round-off (two float64 passes)
+        np.testing.assert_allclose(a[kind], b[kind], rtol=0, atol=float64_passes(b[kind]))
     assert min(a["other"]) > 0
 
 
@@ -77,17 +88,17 @@ def test_gradient_importance_matches_a_one_segment_reference(tiny_lm):
     from helpers.surface.stats import token_masks
 
     batch = _batch(tiny_lm, 6, lengths=(12, 30))  # several masked tokens per segment
-    head, _ = fit_head(tiny_lm, batch, batch, seed=0, epochs=1)
-    got = gradient_importance(tiny_lm, head, batch, seed=5, batch_size=4)
-    sums = {k: np.zeros(tiny_lm.n_layers) for k in ("sep", "punct", "cls", "other")}
+    lm, head = _in_float64(tiny_lm, fit_head(tiny_lm, batch, batch, seed=0, epochs=1)[0])
+    got = gradient_importance(lm, head, batch, seed=5, batch_size=4)
+    sums = {k: np.zeros(lm.n_layers) for k in ("sep", "punct", "cls", "other")}
     counts = dict.fromkeys(sums, 0)
-    for ex, labels in masked_examples(tiny_lm, batch.examples, seed=5):
+    for ex, labels in masked_examples(lm, batch.examples, seed=5):
         with torch.enable_grad():
-            out = tiny_lm.model(input_ids=torch.from_numpy(ex.input_ids)[None], output_attentions=True)
+            out = lm.model(input_ids=torch.from_numpy(ex.input_ids)[None], output_attentions=True)
             loss = torch.nn.functional.cross_entropy(head(out.last_hidden_state[0]), torch.from_numpy(labels))
             grads = torch.autograd.grad(loss, out.attentions)
         original = next(e for e in batch.examples if e.index == ex.index).input_ids
-        masks = token_masks(tiny_lm.tokenizer, original)
+        masks = token_masks(lm.tokenizer, original)
         masks["other"] = ~(masks["sep"] | masks["punct"] | masks["cls"])
         for kind, mask in masks.items():
             if not mask.any():
@@ -98,8 +109,9 @@ def test_gradient_importance_matches_a_one_segment_reference(tiny_lm):
                 keys = [float(g[:, :, j].mean()) for j in range(len(mask)) if mask[j]]
                 sums[kind][layer] += sum(keys) / len(keys)
     for kind in sums:
-        # tolerance: float32 gradients, averaged in a different order than the loop
-        np.testing.assert_allclose(got[kind], sums[kind] / max(counts[kind], 1), rtol=1e-4, atol=1e-9)
+        want = sums[kind] / max(counts[kind], 1)
+        # tolerance: float64 gradients of one segment against those of batches of 4, averaged in another order
+        np.testing.assert_allclose(got[kind], want, rtol=0, atol=float64_passes(want))
 
 
 def test_surface_command_json(tiny_model_dir, fake_data, tmp_path):
@@ -138,11 +150,16 @@ def test_chunked_mean_loss_equals_one_pass():
     from helpers.surface.mlm import _mean_loss
 
     torch.manual_seed(0)
-    head = nn.Linear(8, 30)
-    hidden, labels = torch.randn(50, 8), torch.randint(0, 30, (50,))
-    want = float(nn.functional.cross_entropy(head(hidden), labels))
+    head = nn.Linear(8, 30).double()  # float64: the chunks' bookkeeping is checked to float64 round-off
+    hidden, labels = torch.randn(50, 8, dtype=torch.float64), torch.randint(0, 30, (50,))
+    with torch.no_grad():
+        want = float(nn.functional.cross_entropy(head(hidden), labels))
+        # tolerance: a token's logits are sums of 8 products (at most `scale` in size), its loss a log-sum-exp of
+        # 30 logits minus one (off by twice their error, plus its own 30 terms); the mean adds 50 losses
+        scale = float((hidden.abs() @ head.weight.abs().T + head.bias.abs()).max())
+        tolerance = round_off(scale, 2 * 8 + 30, eps=EPS64) + round_off(want, 50, eps=EPS64)
     for chunk in (7, 50, 1000):
-        assert abs(_mean_loss(head, hidden, labels, chunk=chunk) - want) < 1e-5
+        assert _mean_loss(head, hidden, labels, chunk=chunk) == pytest.approx(want, rel=0, abs=tolerance)
 
 
 def test_fitted_head_does_not_depend_on_the_thread_count():

@@ -22,6 +22,16 @@ from helpers.probe.probes import (
     train_probe,
     uas,
 )
+from tolerances import float64_passes, round_off
+
+
+def probe_in_float64(model, batch):
+    """A probe and a batch in float64: where the probe's logits are compared with another evaluation of
+    them, the two then differ by float64 round-off (:data:`tolerances.FLOAT64_PASSES`)."""
+    import dataclasses
+
+    return model.double(), dataclasses.replace(batch, features=batch.features.double(),
+                                               root_parts=batch.root_parts.double(), vectors=batch.vectors.double())
 
 
 def random_tree(rng, n):
@@ -100,13 +110,14 @@ def test_distance_features_and_misalignment():
     f = distance_features(3).numpy()
     assert f.shape == (3, 4, 8)
     assert f[0, 0].tolist() == [0, 0, 0, 0, 0, 0, 0, 1]  # ROOT column
-    assert f[0, 2, 0] == pytest.approx(1 / 3) and f[0, 2, 4] == 1  # word 1 -> candidate 2: next word
-    assert f[1, 1, 1] == pytest.approx(1 / 3) and f[1, 1, 3] == 1  # word 2 -> candidate 1: previous
+    third = pytest.approx(1 / 3, rel=0, abs=round_off(1 / 3))  # tolerance: a float32 third (one rounding)
+    assert f[0, 2, 0] == third and f[0, 2, 4] == 1  # word 1 -> candidate 2: next word
+    assert f[1, 1, 1] == third and f[1, 1, 3] == 1  # word 2 -> candidate 1: previous
     data = synthetic(np.random.default_rng(2), 2)
     batch = make_batch(data, [0])
     v, shifted = batch.word_vectors(), batch.word_vectors(misaligned=True)
     n = len(data.heads[0])
-    assert np.allclose(shifted[0, : n - 1], v[0, 1:n]) and np.allclose(shifted[0, n - 1], 0)
+    assert np.array_equal(shifted[0, : n - 1], v[0, 1:n]) and not shifted[0, n - 1].any()  # exact: a shifted copy
 
 
 def test_fused_pair_loss_matches_plain_autograd():
@@ -136,9 +147,12 @@ def test_fused_pair_loss_matches_plain_autograd():
             plain = plain - torch.log_softmax(scores, 0)[heads[k][i]]
     plain = plain / b
     (2.5 * plain).backward()
-    assert torch.allclose(fused, plain)
+    # tolerance: float64 on both sides, the same terms in other orders; gradients on the scale of the largest one
+    # (the bias's sums softmax - one-hot to about 0: its terms are of that size, not of the result's)
+    torch.testing.assert_close(fused, plain, rtol=0, atol=float64_passes(plain.detach()))
+    scale = max(float(x.grad.abs().max()) for x in leaves)
     for got, x in zip(fused_grads, leaves):
-        assert torch.allclose(got, x.grad)
+        torch.testing.assert_close(got, x.grad, rtol=0, atol=float64_passes(scale))
 
 
 def test_distance_probe_loss_is_the_cross_entropy_of_its_logits():
@@ -150,9 +164,8 @@ def test_distance_probe_loss_is_the_cross_entropy_of_its_logits():
     from helpers.probe.probes import probe_loss
 
     data = synthetic(np.random.default_rng(6), 5)
-    batch = make_batch(data, list(range(5)))
     torch.manual_seed(0)
-    model = build_probe("distances+words", data)
+    model, batch = probe_in_float64(build_probe("distances+words", data), make_batch(data, list(range(5))))
     fused = probe_loss(model, batch)
     fused.backward()
     grads = [p.grad.clone() for p in model.parameters()]
@@ -161,10 +174,12 @@ def test_distance_probe_loss_is_the_cross_entropy_of_its_logits():
     plain = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
                                         ignore_index=-100, reduction="sum") / 5
     plain.backward()
-    # tolerance: float32, two summation orders of the same terms
-    torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-5)
+    # tolerance: float64 (probe_in_float64), two summation orders of the same terms; gradients on the scale of the
+    # largest one (as in test_fused_pair_loss_matches_plain_autograd)
+    torch.testing.assert_close(fused, plain, rtol=0, atol=float64_passes(plain.detach()))
+    scale = max(float(p.grad.abs().max()) for p in model.parameters())
     for got, p in zip(grads, model.parameters()):
-        torch.testing.assert_close(got, p.grad, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(got, p.grad, rtol=0, atol=float64_passes(scale))
 
 
 def test_distance_probe_does_not_depend_on_the_batch():
@@ -177,15 +192,17 @@ def test_distance_probe_does_not_depend_on_the_batch():
     short, long = order[0], order[-1]
     assert len(data.heads[short]) < len(data.heads[long])
     torch.manual_seed(0)
-    model = build_probe("distances+words", data).eval()
+    model, batch_alone = probe_in_float64(build_probe("distances+words", data).eval(), make_batch(data, [short]))
+    batch_padded = probe_in_float64(model, make_batch(data, [short, long]))[1]
     with torch.no_grad():
-        alone = model(make_batch(data, [short]))[0]
-        padded = model(make_batch(data, [short, long]))[0]
+        alone, padded = model(batch_alone)[0], model(batch_padded)[0]
     m = len(data.heads[short])
-    # tolerance: float32: padding changes the length of the softmax/matmul reductions
-    torch.testing.assert_close(padded[:m, : m + 1], alone[:m, : m + 1], rtol=1e-5, atol=1e-5)
+    # tolerance: float64 (probe_in_float64): padding changes the length of the matmul reductions
+    torch.testing.assert_close(padded[:m, : m + 1], alone[:m, : m + 1], rtol=0, atol=float64_passes(alone[:m, : m + 1]))
     indicators, distances = distance_parts(len(data.heads[long]))
-    torch.testing.assert_close(indicators[:m, : m + 1] + distances[:m, : m + 1] / m, distance_features(m))
+    want = distance_features(m)
+    # tolerance: float32 quotients of small integers, one rounding on each side
+    torch.testing.assert_close(indicators[:m, : m + 1] + distances[:m, : m + 1] / m, want, rtol=0, atol=round_off(want))
 
 
 def test_batch_features_follow_the_maps():
@@ -211,9 +228,8 @@ def test_attn_words_logits_follow_the_formula(misaligned):
     """Attn + words logits against the paper's formula evaluated one (dependent, candidate) at a time."""
     torch = pytest.importorskip("torch")
     data = synthetic(np.random.default_rng(4), 3)
-    batch = make_batch(data, [0, 1, 2])
     torch.manual_seed(0)
-    probe = build_probe("attn+words", data)
+    probe, batch = probe_in_float64(build_probe("attn+words", data), make_batch(data, [0, 1, 2]))
     with torch.no_grad():
         for param in probe.parameters():
             param.normal_()
@@ -225,14 +241,17 @@ def test_attn_words_logits_follow_the_formula(misaligned):
             for i in range(m):
                 weights_root = probe.dep(v[b, i])  # [v_i; 0]
                 root = r_s * batch.root_parts[b, i, :, 0] + r_e * batch.root_parts[b, i, :, 1]
-                # tolerance: float32 dot product of ~100 terms against an explicit sum
-                assert torch.allclose(logits[b, i, 0], (weights_root * root).sum(), atol=1e-4)
+                terms = weights_root * root
+                # tolerance: float64 (probe_in_float64): a dot product against an explicit sum of the same terms, on
+                # the scale of the terms (they can cancel)
+                torch.testing.assert_close(logits[b, i, 0], terms.sum(), rtol=0, atol=float64_passes(terms.abs().sum()))
                 for j in range(m):
                     if j == i:
                         continue
                     weights = probe.dep(v[b, i]) + probe.cand(v[b, j])  # W [v_i; v_j] + b
-                    # tolerance: as above
-                    assert torch.allclose(logits[b, i, j + 1], (weights * batch.features[b, i, j + 1]).sum(), atol=1e-4)
+                    terms = weights * batch.features[b, i, j + 1]
+                    torch.testing.assert_close(logits[b, i, j + 1], terms.sum(), rtol=0,
+                                               atol=float64_passes(terms.abs().sum()))  # as above
 
 
 def test_right_branching():
@@ -244,8 +263,9 @@ def test_glove_reader(tmp_path):
     f = tmp_path / "g.txt"
     f.write_text("the 0.1 0.2\nCat 0.3 0.4\n")
     vectors = load_glove(f)
-    # tolerance: parsed from decimal text into float32
-    assert set(vectors) == {"the", "cat"} and vectors["cat"].tolist() == pytest.approx([0.3, 0.4])
+    assert set(vectors) == {"the", "cat"}
+    # tolerance: parsed from decimal text into float32 (one rounding)
+    assert vectors["cat"].tolist() == pytest.approx([0.3, 0.4], rel=0, abs=round_off(0.4))
     f.write_text("the 0.1 0.2\ncat 0.3\n")
     with pytest.raises(ValueError, match=r"g.txt:2: 1 numbers, expected 2"):
         load_glove(f)

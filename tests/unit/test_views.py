@@ -9,6 +9,8 @@ from helpers.data.examples import first_with_split_word
 from helpers.core.formula import recompute_attention
 from helpers.core.labels import head_label, parse_head_label
 from helpers.presentation.views import attention_rows, bertviz_attention, heatmap
+from test_formula import formula_tolerance
+from tolerances import decimals, in_float64
 
 
 def test_rows_round_trip_every_weight():
@@ -18,7 +20,7 @@ def test_rows_round_trip_every_weight():
     assert len(rows) == 2 * 3 * 4
     for r in rows:
         # tolerance: chart rows keep 3 decimals
-        np.testing.assert_allclose(r["w"], attn[r["layer"] - 1, r["head"] - 1, r["query"]], atol=5e-4)
+        np.testing.assert_allclose(r["w"], attn[r["layer"] - 1, r["head"] - 1, r["query"]], rtol=0, atol=decimals(3))
         assert r["k"] == [0, 1, 2, 3]
     spec = heatmap(attn, list("abcd")).to_dict()
     assert any(p["name"] == "layer" for p in spec["params"])
@@ -43,12 +45,13 @@ def test_formula_reproduces_extracted_maps(tiny_lm):
     from helpers.core.encoding import encode_words
     from helpers.core.extract import forward_attentions
 
-    ex = encode_words(tiny_lm.tokenizer, [["the", "cat", "sat", "on", "the", "mat"]]).examples[0]
-    attn = forward_attentions(tiny_lm, [ex])[0]
-    for layer in range(tiny_lm.n_layers):
-        np.testing.assert_allclose(recompute_attention(tiny_lm, ex.input_ids, layer=layer).numpy(),
-                                   # tolerance: float32 recomputation of the same formula (hooks against the model's own output)
-                                   attn[layer].numpy(), atol=1e-6)
+    lm = in_float64(tiny_lm)  # as in test_formula: the formula is checked to float64 round-off
+    ex = encode_words(lm.tokenizer, [["the", "cat", "sat", "on", "the", "mat"]]).examples[0]
+    attn = forward_attentions(lm, [ex])[0]
+    for layer in range(lm.n_layers):
+        # tolerance: the formula's round-off (test_formula.formula_tolerance): hooks against the model's own output
+        np.testing.assert_allclose(recompute_attention(lm, ex.input_ids, layer=layer).numpy(), attn[layer].numpy(),
+                                   rtol=0, atol=formula_tolerance(lm, ex.input_ids, layer))
 
 
 def test_head_labels_are_one_based():
