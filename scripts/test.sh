@@ -18,8 +18,10 @@ export PATH="$PWD/.venv/bin:$PATH"
 # The distributed engine's tests run on a local two-worker Dask cluster: install the optional extra if missing.
 python -c "import distributed" 2>/dev/null || python -m pip install -q -r requirements-distributed.txt
 export BERT_ATTENTION_SMALL=1 HF_HUB_OFFLINE=1
-# --durations: the slowest tests, printed at the end of every run, to keep CI under 15 minutes.
+# Two worker processes (pytest-xdist): much of a test's time uses one core (kernel start, imports, numpy). Tests
+# that share work (the chapters and the small book build) stay together on one worker: see tests/conftest.py.
+# --durations: the slowest tests, printed at the end of every run, to keep CI under 12 minutes.
 # The Performance page runs in the small book build of tests/book (it measures the model in use, whichever
 # it is), so nbmake does not run it a second time; every other chapter runs here with the default model.
 python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -q --durations=25 \
-  --ignore=notebooks/performance.ipynb "$@"
+  -n "${TEST_WORKERS:-2}" --dist loadgroup --ignore=notebooks/performance.ipynb "$@"

@@ -32,12 +32,32 @@ def pytest_sessionstart(session) -> None:
         reporter.write_line(line)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _offline_and_isolated(tmp_path_factory):
-    """No test touches the network or the user's cache."""
+def pytest_configure(config) -> None:
+    """No test and no chapter notebook touches the network or the user's cache: set here, before anything
+    runs (nbmake's kernels, which this folder's fixtures do not reach, inherit it), one analysis cache per
+    process (per xdist worker), which the chapters and the tests that share their inputs read and fill."""
     os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["BERT_ATTENTION_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    yield
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's own temporary folders (kept as it keeps them)
+    os.environ["BERT_ATTENTION_CACHE"] = str(factory.mktemp("cache") if factory is not None
+                                             else Path(tempfile.mkdtemp(prefix="bert-attention-cache-")))
+
+
+# Tests run on two processes (pytest-xdist, ``--dist loadgroup``, in scripts/test.sh). Items that share work run on
+# one of them, in collection order: the chapter notebooks (a chapter reads the cached analyses of the chapters
+# before it) with the CI-sized comparison (the comparison chapter reads its random-init analyses), and the
+# tests of the one small book build (:func:`tests.book.conftest.small_book`).
+SHARED_WORK = {
+    "chapters": lambda item: item.path.suffix == ".ipynb" or item.name == "test_compare_ci_sized_on_the_real_corpora",
+    "small-book": lambda item: "small_book" in getattr(item, "fixturenames", ()),
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        for group, shares in SHARED_WORK.items():
+            if shares(item):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
 
 
 @pytest.fixture(scope="session")
