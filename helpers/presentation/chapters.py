@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from helpers.core.labels import head_label
 
 if TYPE_CHECKING:  # annotations only: importing this module stays cheap
     import pandas as pd
+
+    from helpers.syntax.stats import HeadScores
 
 
 # ------------------------------------------------------------------------------- §3 surface
@@ -50,3 +54,53 @@ def mlm_note(mlm: dict) -> str:
             f"fitted by us, not the model's own pre-training objective, so these gradients show how much "
             f"attention weights matter for recovering masked words from this encoder, not what the model "
             f"was trained on.")
+
+
+# ------------------------------------------------------------------------------- §4.2 syntax
+
+
+def _with_interval(accuracy: float, interval: tuple[float, float], head: str) -> str:
+    lo, hi = interval
+    return f"{accuracy:.1f} [{lo:.1f}, {hi:.1f}] {head}"
+
+
+def held_out_rows_shown(held: list[dict], relations: list[str]) -> list[dict]:
+    """The rows of ``held`` (:func:`helpers.syntax.claims.held_out`, in its order) whose relation is one of
+    ``relations`` (Table 1's)."""
+    wanted = set(relations)
+    return [row for row in held if row["relation"] in wanted]
+
+
+def held_out_table(held: list[dict], relations: list[str]) -> "pd.DataFrame":
+    """The held-out table of the syntax chapter, one row per relation of ``relations`` found in ``held`` (the
+    §4.2 report's ``held_out``): its word count, the in-sample best head on GUM test and the head chosen on
+    GUM dev scored on GUM test, each as ``accuracy [95% interval] head``, and the offset baseline's
+    accuracy."""
+    import pandas as pd
+
+    rows = held_out_rows_shown(held, relations)
+    return pd.DataFrame([{
+        "relation": r["relation"], "count": r["count"],
+        "in-sample (test)": _with_interval(r["in_sample_accuracy"], r["in_sample_ci"], r["in_sample_head"]),
+        "chosen on dev → test": _with_interval(r["held_out_accuracy"], r["held_out_ci"], r["dev_head"]),
+        "baseline_accuracy": r["baseline_accuracy"],
+    } for r in rows], columns=["relation", "count", "in-sample (test)", "chosen on dev → test",
+                               "baseline_accuracy"]).set_index("relation")
+
+
+def held_out_drop(held: list[dict], relations: list[str]) -> float:
+    """The mean, over the rows :func:`held_out_table` shows, of the in-sample accuracy minus the accuracy of
+    the head chosen on dev (points; what selecting on other data costs)."""
+    rows = held_out_rows_shown(held, relations)
+    return float(np.mean([r["in_sample_accuracy"] - r["held_out_accuracy"] for r in rows]))
+
+
+def possessive_table(plain: "HeadScores", convention: "HeadScores", relation: str) -> "pd.DataFrame":
+    """``relation`` scored two ways, one row each: as UD scores it (``plain``: the possessor is the
+    dependent) and with the paper's convention (``convention``: the 's counts as the dependent); the
+    columns are those of :meth:`~helpers.syntax.stats.HeadScores.table`."""
+    import pandas as pd
+
+    return pd.DataFrame([{"scoring": "UD (possessor is the dependent)", **plain.table()[relation]},
+                         {"scoring": "paper's convention ('s counts as the dependent)", **convention.table()[relation]}]
+                        ).set_index("scoring")

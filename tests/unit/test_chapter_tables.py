@@ -4,6 +4,8 @@ constructed inputs, and the section reports' parts that the chapters read (compu
 chapters showed when they computed them)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -58,3 +60,70 @@ def test_figure1_is_the_models_own_attention_on_the_example_segment(tiny_lm, toy
     assert fig.attn.shape == expected.shape == (tiny_lm.n_layers, tiny_lm.n_heads, len(ids), len(ids))
     np.testing.assert_allclose(fig.attn, expected, rtol=1e-5, atol=1e-6)
     assert report.figure1 is fig  # a part: computed once
+
+
+# ------------------------------------------------------------------------------- §4.2 syntax
+
+
+def _held(relation, count, in_sample, in_ci, in_head, held, held_ci, dev_head, baseline):
+    return {"relation": relation, "count": count, "in_sample_accuracy": in_sample, "in_sample_ci": in_ci,
+            "in_sample_head": in_head, "held_out_accuracy": held, "held_out_ci": held_ci, "dev_head": dev_head,
+            "baseline_accuracy": baseline, "dev_direction": "dependent-to-head"}
+
+
+HELD = [_held("all", 500, 40.04, (38.0, 42.16), "5-1", 38.5, (36.44, 40.5), "5-2", 30.0),
+        _held("det", 50, 90.0, (85.0, 95.0), "2-3", 90.0, (85.0, 95.0), "2-3", 50.0),
+        _held("aux:pass", 9, 70.0, (50.0, 90.0), "1-1", 60.0, (40.0, 80.0), "1-2", 20.0)]  # a claims-only relation
+
+
+def test_the_held_out_table_shows_the_table1_rows_in_order():
+    frame = chapters.held_out_table(HELD, ["all", "det", "nsubj"])  # nsubj: no held-out row, left out
+    assert frame.index.tolist() == ["all", "det"]
+    assert frame.columns.tolist() == ["count", "in-sample (test)", "chosen on dev → test", "baseline_accuracy"]
+    assert frame.loc["all"].tolist() == [500, "40.0 [38.0, 42.2] 5-1", "38.5 [36.4, 40.5] 5-2", 30.0]
+    assert frame.loc["det"].tolist() == [50, "90.0 [85.0, 95.0] 2-3", "90.0 [85.0, 95.0] 2-3", 50.0]
+
+
+def test_the_mean_drop_is_over_the_rows_shown():
+    assert chapters.held_out_drop(HELD, ["all", "det"]) == pytest.approx(((40.04 - 38.5) + 0.0) / 2)
+    assert chapters.held_out_drop(HELD, ["all", "det", "aux:pass"]) == pytest.approx((1.54 + 0.0 + 10.0) / 3)
+
+
+def test_the_possessive_table_has_one_row_per_scoring():
+    row = lambda acc: {"count": 7, "best_head": "3-2", "accuracy": acc}  # noqa: E731
+    plain = SimpleNamespace(table=lambda: {"nmod:poss": row(40.0), "det": row(1.0)})
+    convention = SimpleNamespace(table=lambda: {"nmod:poss": row(85.0)})
+    frame = chapters.possessive_table(plain, convention, "nmod:poss")
+    assert frame.index.tolist() == ["UD (possessor is the dependent)", "paper's convention ('s counts as the dependent)"]
+    assert frame["accuracy"].tolist() == [40.0, 85.0] and frame.columns.tolist() == ["count", "best_head", "accuracy"]
+
+
+def test_the_held_out_rows_are_computed_once_for_the_claims_and_the_chapter(monkeypatch):
+    """The §4.2 report's ``held_out`` is what the claims read and the chapter's table shows: one computation."""
+    from helpers.context import RunContext
+    from helpers.syntax import claims as syntax_claims
+    from helpers.syntax.section import SECTION
+
+    calls = []
+    monkeypatch.setattr(syntax_claims, "held_out", lambda test, dev: calls.append((test, dev)) or HELD)
+    report = SECTION.run(None, RunContext(small=True))
+    report.__dict__.update(test="test run", dev="dev run", relations=["all", "det"])  # the runs, as if computed
+    claims = {c.id: c for c in SECTION.claims(report)}
+    frame = chapters.held_out_table(report.held_out, report.relations)
+    assert calls == [("test run", "dev run")]
+    assert claims["single-head-parsing-all"].value == 38.5 and frame.loc["all", "chosen on dev → test"].startswith("38.5 ")
+    assert claims["det-head"].value == 90.0 and claims["auxpass-head"].value == 60.0  # the claims-only row too
+
+
+def test_the_chapters_held_out_rows_equal_those_computed_alone(tiny_lm, toy_conllu):
+    """The chapter used to compute :func:`held_out_rows` for Table 1's relations alone; the claims' rows (with their
+    own relations added) hold the same numbers for those relations, bootstrap intervals included (each relation
+    resamples with the same seed)."""
+    from helpers.syntax.claims import held_out
+    from helpers.syntax.run import held_out_rows, run_heads, table1_relations
+
+    run = run_heads(tiny_lm, str(toy_conllu), max_length=60)
+    relations = table1_relations(run.scores)
+    alone = held_out_rows(run.scores, run.scores, relations, n_boot=50)
+    shown = chapters.held_out_rows_shown(held_out(run, run, n_boot=50), relations)
+    assert shown == alone and len(shown) > 1
