@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from helpers import paper
 from helpers.core.labels import head_label
 
 if TYPE_CHECKING:  # annotations only: importing this module stays cheap
@@ -104,3 +105,28 @@ def possessive_table(plain: "HeadScores", convention: "HeadScores", relation: st
     return pd.DataFrame([{"scoring": "UD (possessor is the dependent)", **plain.table()[relation]},
                          {"scoring": "paper's convention ('s counts as the dependent)", **convention.table()[relation]}]
                         ).set_index("scoring")
+
+
+# ------------------------------------------------------------------------------- §5 probes
+
+
+def _mean_sd(summary: dict) -> str:
+    """``mean ± sd`` of a probe's summary over seeds (only the mean for one seed, whose sd is 0)."""
+    return f"{summary['mean']:.1f} ± {summary['sd']:.1f}" if summary["sd"] else f"{summary['mean']:.1f}"
+
+
+def table3(result: dict) -> "pd.DataFrame":
+    """Table 3 (UAS without punctuation): one row per probe of ``result`` (:func:`helpers.probe.run.run_probes`),
+    its GUM test UAS with greedy and with maximum-spanning-tree decoding and its EWT dev UAS, each as
+    ``mean ± sd`` over seeds, the number of seeds, and the paper's UAS for that probe
+    (:func:`helpers.paper.table3`; "—" where the paper has no such row)."""
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "probe": name,
+        "GUM test UAS": _mean_sd(r["test"]),
+        "GUM test UAS, MST decoding": _mean_sd(r["test_mst"]) if "test_mst" in r else None,
+        "EWT dev UAS": _mean_sd(r["ewt"]),
+        "seeds": len(r["test"]["runs"]),
+        "paper (WSJ)": str(paper.table3(name)) if paper.table3(name) is not None else None,
+    } for name, r in result["rows"].items()]).set_index("probe")

@@ -7,9 +7,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from helpers import paper
 from helpers.presentation import chapters
+from helpers.presentation.book import MISSING, table
 
 
 # ------------------------------------------------------------------------------- §3 surface
@@ -127,3 +130,28 @@ def test_the_chapters_held_out_rows_equal_those_computed_alone(tiny_lm, toy_conl
     alone = held_out_rows(run.scores, run.scores, relations, n_boot=50)
     shown = chapters.held_out_rows_shown(held_out(run, run, n_boot=50), relations)
     assert shown == alone and len(shown) > 1
+
+
+# ------------------------------------------------------------------------------- §5 probes
+
+
+def _summary(runs):
+    return {"mean": round(float(np.mean(runs)), 2), "sd": round(float(np.std(runs, ddof=1)), 2) if len(runs) > 1 else 0.0,
+            "runs": runs}
+
+
+def test_table3_rows_give_mean_and_sd_over_seeds_beside_the_paper():
+    result = {"rows": {
+        "Right-branching": {"test": _summary([26.04]), "ewt": _summary([30.0])},
+        "Attn": {"test": _summary([60.0, 62.0]), "test_mst": _summary([61.0, 61.0]), "ewt": _summary([50.0, 54.0])},
+        "Attn + words (original misalignment)": {"test": _summary([70.0]), "test_mst": _summary([71.0]),
+                                                 "ewt": _summary([66.0])},
+    }}
+    frame = chapters.table3(result)
+    assert frame.index.tolist() == ["Right-branching", "Attn", "Attn + words (original misalignment)"]
+    assert frame.loc["Attn"].tolist() == ["61.0 ± 1.4", "61.0", "52.0 ± 2.8", 2, str(paper.TABLE3["Attn"])]
+    assert frame.loc["Right-branching"].tolist()[:1] == ["26.0"] and frame.loc["Right-branching", "seeds"] == 1
+    assert pd.isna(frame.loc["Right-branching", "GUM test UAS, MST decoding"])  # no MST row for a baseline
+    assert pd.isna(frame.loc["Attn + words (original misalignment)", "paper (WSJ)"])  # the paper has no such row
+    assert f"| Right-branching | 26.0 | {MISSING} | 30.0 | 1 | {paper.TABLE3['Right-branching']} |" in table(
+        frame, name="tbl-x", caption="c").data
