@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from helpers import paper
+from helpers.cluster.run import NO_BEHAVIOUR
+from helpers.cluster.stats import layer_distances
 from helpers.core.labels import head_label
 
 if TYPE_CHECKING:  # annotations only: importing this module stays cheap
     import pandas as pd
 
+    from helpers.cluster.run import ClusterResult
     from helpers.syntax.stats import HeadScores
 
 
@@ -130,3 +133,42 @@ def table3(result: dict) -> "pd.DataFrame":
         "seeds": len(r["test"]["runs"]),
         "paper (WSJ)": str(paper.table3(name)) if paper.table3(name) is not None else None,
     } for name, r in result["rows"].items()]).set_index("probe")
+
+
+# ------------------------------------------------------------------------------- §6 clustering
+
+HEAD_STATISTICS = ("next", "prev", "entropy", "cls", "sep", "punct")  # §3 statistics shown with each head
+
+
+def head_frame(result: "ClusterResult", linguistic: dict[str, str]) -> "pd.DataFrame":
+    """One row per head (flattened ``layer * n_heads + head``) for Figure 6's maps: its 1-based ``head`` label,
+    ``layer``, ``behaviour`` (the one found in the syntax or coreference chapter, ``linguistic``, else the
+    surface statistics' label) and its §3 statistics (:data:`HEAD_STATISTICS`, 3 decimals)."""
+    import pandas as pd
+
+    stats = result.stats.per_head
+    return pd.DataFrame({
+        "head": result.labels,
+        "layer": [k // result.n_heads + 1 for k in range(len(result.labels))],
+        "behaviour": [linguistic.get(label, b) for label, b in zip(result.labels, result.behaviours)],
+        **{name: np.round(stats[name].ravel(), 3) for name in HEAD_STATISTICS},
+    })
+
+
+def layer_table(result: "ClusterResult") -> "pd.DataFrame":
+    """Per layer (1-based): the mean distance between two of its heads and from them to the heads of other
+    layers (:func:`helpers.cluster.stats.layer_distances`), rounded to whole numbers."""
+    import pandas as pd
+
+    return pd.DataFrame([{"layer": r["layer"], "mean distance within": round(r["within"]),
+                          "mean distance to other layers": round(r["to_others"])}
+                         for r in layer_distances(result.distance, result.n_heads)]).set_index("layer")
+
+
+def behaviour_counts(heads: "pd.DataFrame") -> tuple[int, str]:
+    """``(heads with a behaviour, "label count, ...")`` of :func:`head_frame`'s ``behaviour`` column, most
+    frequent first (ties in order of first appearance), without :data:`~helpers.cluster.run.NO_BEHAVIOUR`;
+    "none" when no head has one."""
+    counts = heads["behaviour"].value_counts()
+    shown = [(label, int(n)) for label, n in counts.items() if label != NO_BEHAVIOUR]
+    return sum(n for _, n in shown), ", ".join(f"{label} {n}" for label, n in shown) or "none"

@@ -4,6 +4,7 @@ constructed inputs, and the section reports' parts that the chapters read (compu
 chapters showed when they computed them)."""
 from __future__ import annotations
 
+from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,8 +12,10 @@ import pandas as pd
 import pytest
 
 from helpers import paper
+from helpers.cluster.run import NO_BEHAVIOUR, THRESHOLDS, ClusterResult
 from helpers.presentation import chapters
 from helpers.presentation.book import MISSING, table
+from helpers.surface.stats import SurfaceStats
 
 
 # ------------------------------------------------------------------------------- §3 surface
@@ -155,3 +158,55 @@ def test_table3_rows_give_mean_and_sd_over_seeds_beside_the_paper():
     assert pd.isna(frame.loc["Attn + words (original misalignment)", "paper (WSJ)"])  # the paper has no such row
     assert f"| Right-branching | 26.0 | {MISSING} | 30.0 | 1 | {paper.TABLE3['Right-branching']} |" in table(
         frame, name="tbl-x", caption="c").data
+
+
+# ------------------------------------------------------------------------------- §6 clustering
+
+
+def _cluster(n_layers=2, n_heads=3, behaviours=None, distance=None):
+    rng = np.random.default_rng(0)
+    per_head = {k: rng.random((n_layers, n_heads)) for k in chapters.HEAD_STATISTICS}
+    n = n_layers * n_heads
+    return ClusterResult("m", np.zeros((n, n)) if distance is None else distance, np.zeros((n, 2)),
+                         behaviours or [NO_BEHAVIOUR] * n, SurfaceStats(per_head, 3.0, 4), n_layers, n_heads, 4, 100,
+                         {}, np.arange(n))
+
+
+def test_the_head_frame_has_one_row_per_head_in_flattened_order():
+    behaviours = ["attends to next", NO_BEHAVIOUR, "attends broadly", NO_BEHAVIOUR, NO_BEHAVIOUR, "attends to [SEP]"]
+    result = _cluster(behaviours=behaviours)
+    frame = chapters.head_frame(result, {"1-2": "syntax: det", "2-3": "coreference"})
+    assert frame["head"].tolist() == ["1-1", "1-2", "1-3", "2-1", "2-2", "2-3"]
+    assert frame["layer"].tolist() == [1, 1, 1, 2, 2, 2]
+    assert frame["behaviour"].tolist() == ["attends to next", "syntax: det", "attends broadly", NO_BEHAVIOUR,
+                                           NO_BEHAVIOUR, "coreference"]  # a linguistic head overrides its label
+    for name in chapters.HEAD_STATISTICS:
+        values = result.stats.per_head[name]
+        expected = [round(float(values[k // 3, k % 3]), 3) for k in range(6)]
+        assert frame[name].tolist() == pytest.approx(expected, abs=1e-12), name
+
+
+def test_the_layer_table_averages_pairs_within_and_across_layers():
+    D = np.array([[0, 10, 20, 30],
+                  [10, 0, 40, 50],
+                  [20, 40, 0, 6],
+                  [30, 50, 6, 0]], float)  # two layers of two heads
+    frame = chapters.layer_table(_cluster(n_layers=2, n_heads=2, distance=D))
+    assert frame.index.tolist() == [1, 2]
+    assert frame.loc[1].tolist() == [10, round((20 + 30 + 40 + 50) / 4)]
+    assert frame.loc[2].tolist() == [6, round((20 + 40 + 30 + 50) / 4)]
+
+
+def test_behaviour_counts_leave_out_the_heads_without_one():
+    behaviours = ["b", NO_BEHAVIOUR, "a", "b", NO_BEHAVIOUR, "a", "c", NO_BEHAVIOUR, NO_BEHAVIOUR]
+    frame = chapters.head_frame(_cluster(n_layers=3, n_heads=3, behaviours=behaviours), {})
+    counted = [(k, v) for k, v in Counter(behaviours).most_common() if k != NO_BEHAVIOUR]  # ties: first seen first
+    assert chapters.behaviour_counts(frame) == (5, ", ".join(f"{k} {v}" for k, v in counted)) == (5, "b 2, a 2, c 1")
+    assert chapters.behaviour_counts(chapters.head_frame(_cluster(), {})) == (0, "none")
+
+
+def test_the_cluster_thresholds_are_the_jsons():
+    result = _cluster()
+    result.similarity, result.order = {}, np.arange(6)
+    assert result.to_json()["thresholds"] == THRESHOLDS
+    assert list(THRESHOLDS) == ["next", "prev", "broad_entropy_fraction", "cls", "sep", "punct"]  # the rules' order
