@@ -4,6 +4,7 @@ constructed inputs, and the section reports' parts that the chapters read (compu
 chapters showed when they computed them)."""
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from types import SimpleNamespace
 
@@ -13,7 +14,7 @@ import pytest
 
 from helpers import paper
 from helpers.cluster.run import NO_BEHAVIOUR, THRESHOLDS, ClusterResult
-from helpers.presentation import chapters
+from helpers.presentation import chapters, performance
 from helpers.presentation.book import MISSING, table
 from helpers.surface.stats import SurfaceStats
 
@@ -210,3 +211,89 @@ def test_the_cluster_thresholds_are_the_jsons():
     result.similarity, result.order = {}, np.arange(6)
     assert result.to_json()["thresholds"] == THRESHOLDS
     assert list(THRESHOLDS) == ["next", "prev", "broad_entropy_fraction", "cls", "sep", "punct"]  # the rules' order
+
+
+# ------------------------------------------------------------------------------- the Performance page
+
+BUILD = {"seconds_cold_build": 1000.0, "seconds_floor": 250.0, "ratio_build_over_floor": 4.0,
+         "cpu_seconds_cold_build": 1500.0, "seconds_rebuild": 12.5, "peak_rss_gib": 2.5, "jobs": 2,
+         "pages": {"notebooks/a": 300.0, "notebooks/b": 600.0, "notebooks/c": 600.0},
+         "slowest_cells": {"notebooks/b": [[3, 420.4, "report = SECTION.run(lm, ctx)"]]},
+         "page_cpu_seconds": {"notebooks/a": 500.0},
+         "recorded": {"date": "2026-01-01", "machine": {"cores": 2, "cpu": "x"}, "command": "python b.py", "commit": "abc"}}
+
+
+def test_packed_over_floor_reads_the_recording_or_computes_it_from_the_cores():
+    assert performance.packed_over_floor({**BUILD, "ratio_packed_over_floor": 9.99}) == 9.99
+    assert performance.packed_over_floor(BUILD) == round(1500.0 / 2 / 250.0, 2)  # processor time / cores / floor
+    assert performance.packed_over_floor({k: v for k, v in BUILD.items() if k != "recorded"}) is None
+
+
+def test_page_rows_give_each_pages_share_and_slowest_cell():
+    rows = performance.page_rows("default", BUILD)
+    assert [r["page"] for r in rows] == ["notebooks/a", "notebooks/b", "notebooks/c"]
+    assert [r["share of the build"] for r in rows] == ["30%", "60%", "60%"]
+    assert rows[1]["slowest cell"] == "420 s: report = SECTION.run(lm, ctx)" and rows[0]["slowest cell"] is None
+    assert [r["processor s"] for r in rows] == [500.0, None, None]
+    assert performance.slowest_page(BUILD) == "notebooks/b"  # the first of two equally slow pages
+    assert performance.slowest_page(None) == "not recorded yet"
+
+
+def test_page_table_stacks_the_recorded_builds_and_drops_empty_columns():
+    frame = performance.page_table({"default": BUILD, "other": None, "big": {**BUILD, "pages": {"notebooks/a": 10.0}}})
+    assert frame.index.tolist() == [("default", "notebooks/a"), ("default", "notebooks/b"), ("default", "notebooks/c"),
+                                    ("big", "notebooks/a")]
+    assert "peak (GiB)" not in frame.columns and frame["seconds"].tolist() == [300.0, 600.0, 600.0, 10.0]
+    assert performance.page_table({"default": None}).columns.tolist() == ["seconds"]
+
+
+def test_build_table_has_one_row_per_model():
+    frame = performance.build_table({"default": BUILD, "mpnet-base": None})
+    assert frame.loc["default", "cold build (min)"] == round(1000.0 / 60, 1)
+    assert frame.loc["default", "processor time / cores / floor"] == 3.0
+    assert frame.loc["default", "measurement"].startswith("recorded 2026-01-01 on x (2 cores")
+    assert frame.loc["mpnet-base", "measurement"].startswith("not recorded yet")
+
+
+def test_phase_rows_give_each_phase_its_share_of_its_page():
+    phases = {"pages": {"surface": 200.0, "probe": 100.0}, "floor": {"surface": 50.0},
+              "phases": {"surface: extraction": 150.0, "surface: . inside it": 50.0, "probe: training": 25.0}}
+    rows = performance.phase_rows("default", phases)
+    assert [(r["page"], r["phase"], r["share of the page"]) for r in rows] == [
+        ("surface", "the page's first cell", "100%"), ("surface", "extraction", "75%"), ("surface", ". inside it", "25%"),
+        ("probe", "the page's first cell", "100%"), ("probe", "training", "25%")]
+    assert rows[0]["floor of its passes (s)"] == 50.0 and rows[3]["floor of its passes (s)"] is None
+    assert performance.phase_table({"default": phases}).index.names == ["model", "page", "phase"]
+    assert performance.phase_table({"default": None})["measurement"].tolist()[0].startswith("not recorded yet")
+
+
+def test_memory_and_probe_tables():
+    row = {"model": "m", "command": "heads", "peak_rss_gib": 1.5, "ratio_to_floor": 1.2, "seconds": 3.0, "budget_gb": 3,
+           "within_budget": False}
+    frame = performance.memory_table({"default": {"rows": [row, {**row, "command": "probe", "within_budget": True}]},
+                                      "mpnet-base": None})
+    assert frame["within budget"].tolist() == ["NO", "yes"] and frame.index.tolist() == [("m", "heads"), ("m", "probe")]
+    assert performance.memory_table({"default": None})["measurement"].tolist()[0].startswith("not recorded yet")
+    probe = {"seconds_epoch": 2.0, "ratio_epoch_over_plain_read": 4.0, "seconds_forward_only": 1.0,
+             "ratio_training_over_forward": 2.0}
+    frame = performance.probe_epoch_table({key: {**probe, "seconds_epoch": float(i)}
+                                           for i, key in enumerate(performance.PROBES.values())})
+    assert frame.index.tolist() == list(performance.PROBES) and frame["epoch (s)"].tolist() == [0.0, 1.0, 2.0]
+    assert frame["plain autograd (s)"].isna().all()
+
+
+def test_the_benchmarks_are_read_without_touching_sys_path():
+    before = list(sys.path)
+    common = performance.benchmarks_common()
+    assert common.__file__ == str(performance.BENCHMARKS / "common.py") and sys.path == before
+    assert "common" not in sys.modules or sys.modules["common"] is not common
+
+
+def test_run_benchmark_returns_the_scripts_json_and_says_when_it_fails(tmp_path, monkeypatch):
+    (tmp_path / "ok.py").write_text("import json, sys\nout = sys.argv[sys.argv.index('--out') + 1]\n"
+                                    "json.dump({'args': sys.argv[1:-2]}, open(out, 'w'))\n")
+    (tmp_path / "bad.py").write_text("import sys\nsys.exit('the corpora are missing')\n")
+    monkeypatch.setattr(performance, "BENCHMARKS", tmp_path)
+    assert performance.run_benchmark("ok", "--sentences", "4") == {"args": ["--sentences", "4"]}
+    with pytest.raises(RuntimeError, match=r"benchmarks/bad.py --x 1 failed \(exit 1\)(.|\n)*the corpora are missing"):
+        performance.run_benchmark("bad", "--x", "1")
