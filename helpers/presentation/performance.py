@@ -16,13 +16,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from helpers.digest import PACKAGE
+from helpers.config import PROJECT_ROOT
 from helpers.plan import work_bounds
 
 if TYPE_CHECKING:  # annotations only: importing this module stays cheap
     import pandas as pd
 
-BENCHMARKS = PACKAGE.parent / "benchmarks"  # the benchmark scripts, beside the package in the repository
+BENCHMARKS = PROJECT_ROOT / "benchmarks"  # the benchmark scripts, beside the package in the repository
 
 
 @functools.cache
