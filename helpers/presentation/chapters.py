@@ -17,6 +17,7 @@ from helpers import paper
 from helpers.cluster.run import NO_BEHAVIOUR
 from helpers.cluster.stats import layer_distances
 from helpers.core.labels import head_label
+from helpers.probe.run import CONFIGS
 
 if TYPE_CHECKING:  # annotations only: importing this module stays cheap
     import pandas as pd
@@ -118,13 +119,19 @@ def _mean_sd(summary: dict) -> str:
     return f"{summary['mean']:.1f} ± {summary['sd']:.1f}" if summary["sd"] else f"{summary['mean']:.1f}"
 
 
+TABLE3_ORDER = ("Right-branching", *(label for label, *_ in CONFIGS))  # the paper's order, then the misaligned row
+
+
 def table3(result: dict) -> "pd.DataFrame":
     """Table 3 (UAS without punctuation): one row per probe of ``result`` (:func:`helpers.probe.run.run_probes`),
     its GUM test UAS with greedy and with maximum-spanning-tree decoding and its EWT dev UAS, each as
     ``mean ± sd`` over seeds, the number of seeds, and the paper's UAS for that probe
-    (:func:`helpers.paper.table3`; "—" where the paper has no such row)."""
+    (:func:`helpers.paper.table3`; "—" where the paper has no such row). Rows in :data:`TABLE3_ORDER` (any
+    other after them): a result read back from the cache has its rows sorted by name."""
     import pandas as pd
 
+    rows = sorted(result["rows"].items(), key=lambda item: (TABLE3_ORDER.index(item[0]) if item[0] in TABLE3_ORDER
+                                                            else len(TABLE3_ORDER)))
     return pd.DataFrame([{
         "probe": name,
         "GUM test UAS": _mean_sd(r["test"]),
@@ -132,7 +139,7 @@ def table3(result: dict) -> "pd.DataFrame":
         "EWT dev UAS": _mean_sd(r["ewt"]),
         "seeds": len(r["test"]["runs"]),
         "paper (WSJ)": str(paper.table3(name)) if paper.table3(name) is not None else None,
-    } for name, r in result["rows"].items()]).set_index("probe")
+    } for name, r in rows]).set_index("probe")
 
 
 # ------------------------------------------------------------------------------- §6 clustering

@@ -153,6 +153,8 @@ def test_table3_rows_give_mean_and_sd_over_seeds_beside_the_paper():
     }}
     frame = chapters.table3(result)
     assert frame.index.tolist() == ["Right-branching", "Attn", "Attn + words (original misalignment)"]
+    read_back = chapters.table3({"rows": dict(sorted(result["rows"].items()))})  # as the cache's JSON holds them
+    assert read_back.equals(frame)
     assert frame.loc["Attn"].tolist() == ["61.0 ± 1.4", "61.0", "52.0 ± 2.8", 2, str(paper.TABLE3["Attn"])]
     assert frame.loc["Right-branching"].tolist()[:1] == ["26.0"] and frame.loc["Right-branching", "seeds"] == 1
     assert pd.isna(frame.loc["Right-branching", "GUM test UAS, MST decoding"])  # no MST row for a baseline
