@@ -18,7 +18,7 @@
 3. A rebuild of the same folder with nothing changed.
 
 Writes JSON with the per-page times (and each page's slowest cells and peak memory), the totals, the peak, the
-floor and the ratio total / floor, and what scheduling alone could reach (:func:`work_bounds`: the build's
+floor and the ratio total / floor, and what scheduling alone could reach (:func:`helpers.plan.work_bounds`: the build's
 processor time spread over the cores, against the floor);
 ``--record`` keeps it dated in ``benchmarks/results/`` for the Performance page. With
 ``BERT_ATTENTION_DEVICE=cuda`` in the environment the floor and every page load their models on the GPU
@@ -50,21 +50,6 @@ def run(argv: list[str], env: dict, log: Path) -> dict:
     return {"seconds": done["seconds"], "exit_status": done["exit_status"],
             "peak_rss_gib": round(done["peak_rss_bytes"] / GIB, 2), "cpu_seconds": done["cpu_seconds"],
             "cpu_busy": round(done["cpu_seconds"] / (max(done["seconds"], 1e-9) * cores), 2)}
-
-
-def work_bounds(cpu_seconds: float, floor: dict | None, cores: int) -> dict:
-    """How far scheduling alone could bring a build of ``cpu_seconds`` processor time on ``cores`` cores:
-    ``seconds_packed``, its processor time over the cores (every core busy from start to end: no schedule of
-    the same work takes less), that over the floor (``ratio_packed_over_floor``), and the processor time over
-    the floor passes' own (``ratio_cpu_over_floor_cpu``, where the floor recorded it): the build's work against
-    the floor's. The build's ratio minus ``ratio_packed_over_floor`` is what its schedule leaves idle. The
-    Performance page calls it for recordings made before these fields were."""
-    packed = cpu_seconds / cores
-    out = {"cores": cores, "seconds_packed": round(packed, 1),
-           "ratio_packed_over_floor": round(packed / floor["seconds_floor"], 2) if floor else None}
-    if floor and floor.get("cpu_seconds_floor"):
-        out["ratio_cpu_over_floor_cpu"] = round(cpu_seconds / floor["cpu_seconds_floor"], 2)
-    return out
 
 
 SLOWEST_CELLS = 5  # kept per page in the JSON
@@ -136,6 +121,7 @@ def main() -> None:
     copy_sources(src)
     from helpers.config import cache_dir
     from helpers.data.cache import cache_usage
+    from helpers.plan import work_bounds
 
     extras = cache_dir() / "models"  # installed optional models (install-model): not results
     if extras.is_dir() and not args.no_extras:

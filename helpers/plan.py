@@ -163,3 +163,21 @@ def chapter_segment_statistics(lm, ctx) -> list[str]:
     s = section("surface").settings(ctx)
     return segment_statistics(lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
                               data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
+
+
+# ------------------------------------------------------------------ a build against its floor
+
+def work_bounds(cpu_seconds: float, floor: dict | None, cores: int) -> dict:
+    """How far scheduling alone could bring a build of ``cpu_seconds`` processor time on ``cores`` cores:
+    ``seconds_packed``, its processor time over the cores (every core busy from start to end: no schedule of
+    the same work takes less), that over the floor (``ratio_packed_over_floor``), and the processor time over
+    the floor passes' own (``ratio_cpu_over_floor_cpu``, where the floor recorded it): the build's work against
+    the floor's. The build's ratio minus ``ratio_packed_over_floor`` is what its schedule leaves idle.
+    ``benchmarks/book_build.py`` records it; the Performance page computes it for recordings made before
+    these fields were."""
+    packed = cpu_seconds / cores
+    out = {"cores": cores, "seconds_packed": round(packed, 1),
+           "ratio_packed_over_floor": round(packed / floor["seconds_floor"], 2) if floor else None}
+    if floor and floor.get("cpu_seconds_floor"):
+        out["ratio_cpu_over_floor_cpu"] = round(cpu_seconds / floor["cpu_seconds_floor"], 2)
+    return out

@@ -44,6 +44,10 @@ PREV_THRESHOLD = 0.5
 CLS_THRESHOLD = 0.6
 SEP_THRESHOLD = 0.6
 PUNCT_THRESHOLD = 0.6
+# The thresholds above by the statistic they apply to, in the rules' order: what the JSON's "thresholds"
+# holds and the chapter states.
+THRESHOLDS = {"next": NEXT_THRESHOLD, "prev": PREV_THRESHOLD, "broad_entropy_fraction": BROAD_ENTROPY_FRACTION,
+              "cls": CLS_THRESHOLD, "sep": SEP_THRESHOLD, "punct": PUNCT_THRESHOLD}
 NO_BEHAVIOUR = "none of these"
 
 
@@ -93,8 +97,7 @@ class ClusterResult:
             "distance": np.round(self.distance, 6).tolist(), "coordinates": np.round(self.coordinates, 6).tolist(),
             "behaviours": self.behaviours, "linguistic": linguistic or {},
             "layer_similarity": self.similarity, "hierarchical_order": self.order.tolist(),
-            "thresholds": {"next": NEXT_THRESHOLD, "prev": PREV_THRESHOLD, "broad_entropy_fraction": BROAD_ENTROPY_FRACTION,
-                           "cls": CLS_THRESHOLD, "sep": SEP_THRESHOLD, "punct": PUNCT_THRESHOLD},
+            "thresholds": dict(THRESHOLDS),
         }
 
 

@@ -5,20 +5,39 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from helpers.claims import Claim
-from helpers.core.encoding import EncodedBatch
+from helpers.core.encoding import EncodedBatch, encode_ids
+from helpers.core.extract import attention_for
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS, build_segments
 from helpers.section import Section, SectionReport, Sizes, part
 from helpers.surface import claims as surface_claims
 from helpers.surface.command import COMMAND
-from helpers.surface.run import SurfaceReport, cached_surface_statistics, run_surface
+from helpers.surface.run import SurfaceReport, cached_surface_statistics, example_segment, figure1_heads, run_surface
 from helpers.surface.stats import SurfaceStats
+
+
+@dataclass
+class Figure1:
+    """Figure 1's example, chosen by rule: ``heads`` maps each pattern to its 0-based ``(layer, head)``
+    (:func:`~helpers.surface.run.figure1_heads`); ``position`` is the example segment's place in the run's
+    batch (:func:`~helpers.surface.run.example_segment`), ``tokens`` its tokens and ``attn`` its token-level
+    maps ``[layer, head, query, key]``."""
+
+    heads: dict[str, tuple[int, int]]
+    position: int
+    tokens: list[str]
+    attn: np.ndarray
 
 
 class SurfaceSectionReport(SectionReport):
     """The chapter's run, each part computed when first read: ``stats`` (the streaming statistics, cached;
     :meth:`statistics` gives those of other segments: what §6 reads) and ``full`` (:func:`~helpers.surface.run.run_surface`: the statistics, the masked-LM
-    head and the gradients, cached); ``batch``, ``gradients``, ``mlm`` and ``to_json()`` are ``full``'s."""
+    head and the gradients, cached); ``batch``, ``gradients``, ``mlm`` and ``to_json()`` are ``full``'s;
+    ``figure1`` is Figure 1's example (:class:`Figure1`)."""
 
     @part
     def full(self) -> SurfaceReport:
@@ -45,6 +64,15 @@ class SurfaceSectionReport(SectionReport):
         return cached_surface_statistics(self.lm, batch, segments_from=self.settings["segments_from"],
                                          cache_root=self.ctx.cache_dir, progress=self.ctx.progress,
                                          execution=self.ctx.execution)
+
+    @part
+    def figure1(self) -> Figure1:
+        """Figure 1's heads (from ``stats``) and example segment (from ``batch``), with the segment's maps from
+        one forward pass of the model: the statistics keep no maps."""
+        position = example_segment(self.lm, self.batch)
+        ids = self.batch.examples[position].input_ids
+        (attn,) = attention_for(self.lm, encode_ids([ids]), level="token")
+        return Figure1(figure1_heads(self.stats), position, self.lm.tokenizer.convert_ids_to_tokens(ids.tolist()), attn)
 
     @property
     def gradients(self) -> dict | None:

@@ -58,12 +58,19 @@ def verdict_direction(n_dep_to_head: int, n_relations: int) -> Verdict:
     return verdict(n_dep_to_head >= n_relations - DIRECTION_EXCEPTIONS, n_dep_to_head >= n_relations / 2)
 
 
-def claims(test: HeadsRun, dev: HeadsRun, *, n_boot: int = 1000, seed: int = 0) -> list[Claim]:
-    """The §4.2 claims from a GUM-test run and a GUM-dev run (the head is chosen on ``dev``, scored on
-    ``test``), each verdict from its rule above."""
-    relations = table1_relations(test.scores)
-    wanted = list(dict.fromkeys([*relations, *CLAIM_RELATIONS]))
-    rows = {r["relation"]: r for r in held_out_rows(dev.scores, test.scores, wanted, n_boot=n_boot, seed=seed)}
+def held_out(test: HeadsRun, dev: HeadsRun, **options) -> list[dict]:
+    """:func:`~helpers.syntax.run.held_out_rows` for every relation the claims read, the head chosen on ``dev``
+    and scored on ``test``: Table 1's relations of ``test`` in its order, then those of :data:`CLAIM_RELATIONS`
+    (``options``: its ``n_boot`` and ``seed``). The chapter's held-out table shows the Table-1 rows."""
+    wanted = list(dict.fromkeys([*table1_relations(test.scores), *CLAIM_RELATIONS]))
+    return held_out_rows(dev.scores, test.scores, wanted, **options)
+
+
+def claims(relations: list[str], held: list[dict]) -> list[Claim]:
+    """The §4.2 claims from Table 1's ``relations`` (:func:`~helpers.syntax.run.table1_relations` of GUM test)
+    and the ``held`` rows (:func:`held_out`: the head chosen on GUM dev, scored on GUM test), each verdict
+    from its rule above."""
+    rows = {r["relation"]: r for r in held}
     p_all = paper.TABLE1[ALL]
 
     def ours(row: dict) -> str:

@@ -10,12 +10,18 @@ from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax import claims as syntax_claims
 from helpers.syntax.command import COMMAND
 from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, run_heads, table1_relations
+from helpers.syntax.stats import HeadScores, score_heads
+
+POSSESSIVE = "nmod:poss"  # the UD relation of the paper's possessive convention (§4.2: 's counts as the dependent)
 
 
 class SyntaxSectionReport(SectionReport):
     """The chapter's runs (:func:`~helpers.syntax.run.run_heads`, maps cached), each computed when first read:
     ``test`` (GUM test, Table 1 and the claims), ``dev`` (GUM dev, where heads are chosen) and ``ewt``
-    (UD English EWT dev); ``max_sentences`` is the limit they were read with (``None``: all)."""
+    (UD English EWT dev); ``max_sentences`` is the limit they were read with (``None``: all). From them:
+    ``relations`` (Table 1's), ``held_out`` (heads chosen on dev, scored on test, with bootstrap intervals:
+    what the claims and the chapter's held-out table read) and ``possessive`` (GUM test scored with the
+    paper's possessive convention)."""
 
     @property
     def max_sentences(self) -> int | None:
@@ -43,6 +49,19 @@ class SyntaxSectionReport(SectionReport):
         """Table 1's relations on GUM test (:func:`~helpers.syntax.run.table1_relations`)."""
         return table1_relations(self.test.scores)
 
+    @part
+    def held_out(self) -> list[dict]:
+        """The head of each relation chosen on GUM dev and scored on GUM test, beside the in-sample best head,
+        both with 95% bootstrap intervals, for Table 1's relations and the claims' (:func:`~helpers.syntax.claims.held_out`)."""
+        return syntax_claims.held_out(self.test, self.dev)
+
+    @part
+    def possessive(self) -> HeadScores:
+        """GUM test scored with the paper's convention for :data:`POSSESSIVE` (a possessor followed by 's is
+        judged by the prediction made for the 's: :func:`~helpers.syntax.stats.score_heads`), from the
+        test run's maps (no model pass)."""
+        return score_heads(self.test.store, self.test.sentences, possessive=POSSESSIVE)
+
     def specialised_heads(self) -> dict[str, list[str]]:
         """``{"L-H": [relation, ...]}``: on GUM dev, the best head of each Table-1 relation where it beats the
         offset baseline by at least :data:`~helpers.syntax.claims.SPECIALISED_MARGIN` points (what §6 marks)."""
@@ -55,7 +74,7 @@ class SyntaxSectionReport(SectionReport):
 
 
 def _claims(report: SyntaxSectionReport) -> list[Claim]:
-    return syntax_claims.claims(report.test, report.dev)
+    return syntax_claims.claims(report.relations, report.held_out)
 
 
 SECTION = Section(

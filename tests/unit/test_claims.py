@@ -11,7 +11,7 @@ from helpers.norms import claims as no
 from helpers.probe import claims as pr
 from helpers.surface import claims as su
 from helpers.syntax import claims as sy
-from helpers.syntax.run import run_heads
+from helpers.syntax.run import run_heads, table1_relations
 from helpers.claims import (
     FIELDS,
     NOT_REPRODUCED,
@@ -198,7 +198,7 @@ def test_syntax_claims_on_toy_treebank(tiny_lm, toy_conllu):
     from helpers.syntax.stats import ALL, DIRECTIONS
 
     run = run_heads(tiny_lm, str(toy_conllu), max_length=60)
-    got = sy.claims(run, run, n_boot=50)
+    got = sy.claims(table1_relations(run.scores), sy.held_out(run, run, n_boot=50))
     ids = [c.id for c in got]
     assert ids == ["single-head-parsing-all", "det-head", "obj-head", "poss-head", "auxpass-head", "prt-head",
                    "specialised-heads", "dependent-attends-to-head"]

@@ -1,0 +1,181 @@
+"""What the chapters show beside their figures: each table and paragraph a chapter builds from its section's
+results, so that a chapter cell calls one function here and shows what it returns.
+
+Nothing here computes a statistic: every number comes from a section's report (or the result its record's
+run returns), and is only rounded, formatted and labelled here. Tables are pandas DataFrames for
+:func:`helpers.presentation.book.table`; text is for :func:`helpers.presentation.book.glue_text`.
+
+>>> table(example_heads(report.figure1.heads), name="tbl-surface-example-heads", caption="...")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from helpers import paper
+from helpers.cluster.run import NO_BEHAVIOUR
+from helpers.cluster.stats import layer_distances
+from helpers.core.labels import head_label
+from helpers.probe.run import CONFIGS
+
+if TYPE_CHECKING:  # annotations only: importing this module stays cheap
+    import pandas as pd
+
+    from helpers.cluster.run import ClusterResult
+    from helpers.syntax.stats import HeadScores
+
+
+# ------------------------------------------------------------------------------- §3 surface
+
+
+def example_heads(heads: dict[str, tuple[int, int]]) -> "pd.DataFrame":
+    """Figure 1's heads as a table ``pattern | head``: ``heads`` maps each pattern to its 0-based
+    ``(layer, head)`` (:func:`helpers.surface.run.figure1_heads`), shown 1-based ``layer-head``."""
+    import pandas as pd
+
+    return pd.DataFrame([(name, head_label(*lh)) for name, lh in heads.items()], columns=["pattern", "head"])
+
+
+FITTED_HEAD = "fitted"  # how the §3 masked-LM report's "source" starts when the head was fitted by us
+
+
+def mlm_source(mlm: dict) -> str:
+    """The sentence naming the masked-LM head the §3 gradients come from (``mlm``: the §3 report's
+    ``mlm``, :func:`helpers.surface.mlm.mlm_head`'s report)."""
+    return "This model's head: " + mlm["source"] + "."
+
+
+def mlm_note(mlm: dict) -> str:
+    """The paragraph after :func:`mlm_source`: for a head we fitted, how it was fitted and how well it
+    predicts held-out tokens (its loss against unigram frequencies), and what its gradients mean; for the
+    checkpoint's own head, that the loss is the model's pre-training loss."""
+    if not mlm["source"].startswith(FITTED_HEAD):
+        return "The gradients are those of the model's own pre-training masked-LM loss, as in the paper."
+    return (f"The checkpoint has no masked-LM head, so we fitted a small one (dense, GELU, layer norm, "
+            f"scores against the frozen input embeddings) on {mlm['train_tokens']} masked tokens of other "
+            f"GUM training segments, keeping the encoder frozen. Its held-out loss is {mlm['heldout_loss']:.2f} "
+            f"nats per token against {mlm['heldout_unigram_loss']:.2f} for unigram frequencies. It is a probe "
+            f"fitted by us, not the model's own pre-training objective, so these gradients show how much "
+            f"attention weights matter for recovering masked words from this encoder, not what the model "
+            f"was trained on.")
+
+
+# ------------------------------------------------------------------------------- §4.2 syntax
+
+
+def _with_interval(accuracy: float, interval: tuple[float, float], head: str) -> str:
+    lo, hi = interval
+    return f"{accuracy:.1f} [{lo:.1f}, {hi:.1f}] {head}"
+
+
+def held_out_rows_shown(held: list[dict], relations: list[str]) -> list[dict]:
+    """The rows of ``held`` (:func:`helpers.syntax.claims.held_out`, in its order) whose relation is one of
+    ``relations`` (Table 1's)."""
+    wanted = set(relations)
+    return [row for row in held if row["relation"] in wanted]
+
+
+def held_out_table(held: list[dict], relations: list[str]) -> "pd.DataFrame":
+    """The held-out table of the syntax chapter, one row per relation of ``relations`` found in ``held`` (the
+    §4.2 report's ``held_out``): its word count, the in-sample best head on GUM test and the head chosen on
+    GUM dev scored on GUM test, each as ``accuracy [95% interval] head``, and the offset baseline's
+    accuracy."""
+    import pandas as pd
+
+    rows = held_out_rows_shown(held, relations)
+    return pd.DataFrame([{
+        "relation": r["relation"], "count": r["count"],
+        "in-sample (test)": _with_interval(r["in_sample_accuracy"], r["in_sample_ci"], r["in_sample_head"]),
+        "chosen on dev → test": _with_interval(r["held_out_accuracy"], r["held_out_ci"], r["dev_head"]),
+        "baseline_accuracy": r["baseline_accuracy"],
+    } for r in rows], columns=["relation", "count", "in-sample (test)", "chosen on dev → test",
+                               "baseline_accuracy"]).set_index("relation")
+
+
+def held_out_drop(held: list[dict], relations: list[str]) -> float:
+    """The mean, over the rows :func:`held_out_table` shows, of the in-sample accuracy minus the accuracy of
+    the head chosen on dev (points; what selecting on other data costs)."""
+    rows = held_out_rows_shown(held, relations)
+    return float(np.mean([r["in_sample_accuracy"] - r["held_out_accuracy"] for r in rows]))
+
+
+def possessive_table(plain: "HeadScores", convention: "HeadScores", relation: str) -> "pd.DataFrame":
+    """``relation`` scored two ways, one row each: as UD scores it (``plain``: the possessor is the
+    dependent) and with the paper's convention (``convention``: the 's counts as the dependent); the
+    columns are those of :meth:`~helpers.syntax.stats.HeadScores.table`."""
+    import pandas as pd
+
+    return pd.DataFrame([{"scoring": "UD (possessor is the dependent)", **plain.table()[relation]},
+                         {"scoring": "paper's convention ('s counts as the dependent)", **convention.table()[relation]}]
+                        ).set_index("scoring")
+
+
+# ------------------------------------------------------------------------------- §5 probes
+
+
+def _mean_sd(summary: dict) -> str:
+    """``mean ± sd`` of a probe's summary over seeds (only the mean for one seed, whose sd is 0)."""
+    return f"{summary['mean']:.1f} ± {summary['sd']:.1f}" if summary["sd"] else f"{summary['mean']:.1f}"
+
+
+TABLE3_ORDER = ("Right-branching", *(label for label, *_ in CONFIGS))  # the paper's order, then the misaligned row
+
+
+def table3(result: dict) -> "pd.DataFrame":
+    """Table 3 (UAS without punctuation): one row per probe of ``result`` (:func:`helpers.probe.run.run_probes`),
+    its GUM test UAS with greedy and with maximum-spanning-tree decoding and its EWT dev UAS, each as
+    ``mean ± sd`` over seeds, the number of seeds, and the paper's UAS for that probe
+    (:func:`helpers.paper.table3`; "—" where the paper has no such row). Rows in :data:`TABLE3_ORDER` (any
+    other after them): a result read back from the cache has its rows sorted by name."""
+    import pandas as pd
+
+    rows = sorted(result["rows"].items(), key=lambda item: (TABLE3_ORDER.index(item[0]) if item[0] in TABLE3_ORDER
+                                                            else len(TABLE3_ORDER)))
+    return pd.DataFrame([{
+        "probe": name,
+        "GUM test UAS": _mean_sd(r["test"]),
+        "GUM test UAS, MST decoding": _mean_sd(r["test_mst"]) if "test_mst" in r else None,
+        "EWT dev UAS": _mean_sd(r["ewt"]),
+        "seeds": len(r["test"]["runs"]),
+        "paper (WSJ)": str(paper.table3(name)) if paper.table3(name) is not None else None,
+    } for name, r in rows]).set_index("probe")
+
+
+# ------------------------------------------------------------------------------- §6 clustering
+
+HEAD_STATISTICS = ("next", "prev", "entropy", "cls", "sep", "punct")  # §3 statistics shown with each head
+
+
+def head_frame(result: "ClusterResult", linguistic: dict[str, str]) -> "pd.DataFrame":
+    """One row per head (flattened ``layer * n_heads + head``) for Figure 6's maps: its 1-based ``head`` label,
+    ``layer``, ``behaviour`` (the one found in the syntax or coreference chapter, ``linguistic``, else the
+    surface statistics' label) and its §3 statistics (:data:`HEAD_STATISTICS`, 3 decimals)."""
+    import pandas as pd
+
+    stats = result.stats.per_head
+    return pd.DataFrame({
+        "head": result.labels,
+        "layer": [k // result.n_heads + 1 for k in range(len(result.labels))],
+        "behaviour": [linguistic.get(label, b) for label, b in zip(result.labels, result.behaviours)],
+        **{name: np.round(stats[name].ravel(), 3) for name in HEAD_STATISTICS},
+    })
+
+
+def layer_table(result: "ClusterResult") -> "pd.DataFrame":
+    """Per layer (1-based): the mean distance between two of its heads and from them to the heads of other
+    layers (:func:`helpers.cluster.stats.layer_distances`), rounded to whole numbers."""
+    import pandas as pd
+
+    return pd.DataFrame([{"layer": r["layer"], "mean distance within": round(r["within"]),
+                          "mean distance to other layers": round(r["to_others"])}
+                         for r in layer_distances(result.distance, result.n_heads)]).set_index("layer")
+
+
+def behaviour_counts(heads: "pd.DataFrame") -> tuple[int, str]:
+    """``(heads with a behaviour, "label count, ...")`` of :func:`head_frame`'s ``behaviour`` column, most
+    frequent first (ties in order of first appearance), without :data:`~helpers.cluster.run.NO_BEHAVIOUR`;
+    "none" when no head has one."""
+    counts = heads["behaviour"].value_counts()
+    shown = [(label, int(n)) for label, n in counts.items() if label != NO_BEHAVIOUR]
+    return sum(n for _, n in shown), ", ".join(f"{label} {n}" for label, n in shown) or "none"

@@ -1,0 +1,196 @@
+"""The Performance page's tables: the benchmark scripts run at the page's sizes, their dated recordings read
+(``benchmarks/``: scripts, not a package), and each table built from what they wrote.
+
+>>> builds = {"default": recorded("book_build", "default")}          # doctest: +SKIP
+>>> table(page_table(builds), name="tbl-performance-pages", caption="...")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from helpers.config import PROJECT_ROOT
+from helpers.plan import work_bounds
+
+if TYPE_CHECKING:  # annotations only: importing this module stays cheap
+    import pandas as pd
+
+BENCHMARKS = PROJECT_ROOT / "benchmarks"  # the benchmark scripts, beside the package in the repository
+
+
+@functools.cache
+def benchmarks_common() -> ModuleType:
+    """``benchmarks/common.py``, loaded from its path as ``scripts/execute_book.py`` loads it (its ``recorded``
+    and ``recorded_note`` read the dated recordings in ``benchmarks/results/``). The folder is never put on
+    ``sys.path``: its ``distributed.py`` would shadow Dask's ``distributed``."""
+    path = BENCHMARKS / "common.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the benchmarks are not here; the Performance page runs in a clone of "
+                                "the repository, beside its benchmarks/ folder")
+    spec = importlib.util.spec_from_file_location("_benchmarks_common", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def recorded(name: str, model: str | None = None) -> dict | None:
+    """The newest recorded measurement ``name`` of ``model`` (``benchmarks/common.py``'s ``recorded``), or ``None``."""
+    return benchmarks_common().recorded(name, model)
+
+
+def recorded_note(data: dict | None) -> str:
+    """When, where and how a recorded measurement was taken (``benchmarks/common.py``'s ``recorded_note``)."""
+    return benchmarks_common().recorded_note(data)
+
+
+def run_benchmark(script: str, *args: str) -> dict:
+    """Run ``benchmarks/SCRIPT.py ARGS`` in a process of its own (this interpreter) and return the JSON it
+    writes (to a temporary ``--out`` file, removed after). A failing script raises with the end of its
+    standard error."""
+    with tempfile.TemporaryDirectory(prefix=f"{script}-") as folder:
+        out = Path(folder) / f"{script}.json"
+        done = subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), *args, "--out", str(out)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+            raise RuntimeError(f"benchmarks/{script}.py {' '.join(args)} failed (exit {done.returncode}); run it "
+                               f"yourself to see why:\n{tail}")
+        return json.loads(out.read_text())
+
+
+# ------------------------------------------------------------------------- recorded builds
+
+
+def packed_over_floor(build: dict) -> float | None:
+    """A recorded build's processor time spread over the machine's cores, over the floor: the ratio no schedule
+    of the same work reaches below (recorded since 2026-11-25 as ``ratio_packed_over_floor``; computed with
+    :func:`helpers.plan.work_bounds` from the recorded processor time and cores for builds before). ``None``
+    when the recording lacks either."""
+    if build.get("ratio_packed_over_floor") is not None:
+        return build["ratio_packed_over_floor"]
+    cores = build.get("recorded", {}).get("machine", {}).get("cores")
+    if not (build.get("cpu_seconds_cold_build") and build.get("seconds_floor") and cores):
+        return None
+    return work_bounds(build["cpu_seconds_cold_build"], build, cores)["ratio_packed_over_floor"]
+
+
+def build_table(builds: dict[str, dict | None]) -> "pd.DataFrame":
+    """One row per model of ``builds`` (model -> its recorded ``book_build`` or ``None``): the cold build and its
+    floor in minutes, their ratio, :func:`packed_over_floor`, the pages at a time, the rebuild with nothing
+    changed, the largest process, the analysis cache left on disk, how busy the cores were, and when and where
+    it was recorded (fields a recording lacks are empty)."""
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "model": spec, "cold build (min)": round(b["seconds_cold_build"] / 60, 1) if b else None,
+        "floor (min)": round(b["seconds_floor"] / 60, 1) if b and b.get("seconds_floor") else None,
+        "build / floor": b.get("ratio_build_over_floor") if b else None,
+        "processor time / cores / floor": packed_over_floor(b) if b else None,
+        "pages at a time": b.get("jobs", 1) if b else None,
+        "rebuild, nothing changed (s)": b["seconds_rebuild"] if b else None,
+        "largest process (GiB)": b["peak_rss_gib"] if b else None,
+        "analysis cache (GB)": round(b["cache_bytes_cold_build"]["total"] / 1e9, 1)
+        if b and b.get("cache_bytes_cold_build") else None,  # on disk after the cold build (recorded since 2026-11-24)
+        "cores busy": f"{b['cpu_busy_cold_build']:.0%}" if b and b.get("cpu_busy_cold_build") is not None else None,
+        "measurement": recorded_note(b),
+    } for spec, b in builds.items()]).set_index("model")
+
+
+def page_rows(spec: str, build: dict) -> list[dict]:
+    """One row per page of a recorded cold build of model ``spec``: its seconds, its share of the build, its
+    processor seconds (above its seconds where it used both cores), its kernel's peak memory and its slowest
+    cell (where recorded: builds through scripts/execute_book.py since 2026-11-24)."""
+    slowest = {page: cells[0] for page, cells in build.get("slowest_cells", {}).items()}
+    return [{
+        "model": spec, "page": page, "seconds": seconds,
+        "share of the build": f"{seconds / build['seconds_cold_build']:.0%}",
+        "processor s": build.get("page_cpu_seconds", {}).get(page),
+        "peak (GiB)": build.get("page_peak_rss_gib", {}).get(page),
+        "slowest cell": f"{slowest[page][1]:.0f} s: {slowest[page][2]}" if page in slowest else None,
+    } for page, seconds in build["pages"].items()]
+
+
+def page_table(builds: dict[str, dict | None]) -> "pd.DataFrame":
+    """:func:`page_rows` of every recorded build of ``builds``, indexed by model and page, without the columns no
+    recording has (a table with an empty ``seconds`` column when none is recorded)."""
+    import pandas as pd
+
+    if not any(builds.values()):
+        return pd.DataFrame({"seconds": []})
+    frames = [pd.DataFrame(page_rows(spec, b)) for spec, b in builds.items() if b]  # each build's columns typed alone
+    return pd.concat(frames).set_index(["model", "page"]).dropna(axis=1, how="all")
+
+
+def slowest_page(build: dict | None) -> str:
+    """The page of a recorded build that took longest (the first of equals), or "not recorded yet"."""
+    return max(build["pages"], key=build["pages"].get) if build else "not recorded yet"
+
+
+# ------------------------------------------------------------------------- recorded phases and memory
+
+
+def phase_rows(spec: str, phases: dict) -> list[dict]:
+    """One row per page of a recorded ``book_phases.py`` run of model ``spec`` (its seconds and the floor of its
+    bare passes), then one per phase inside it (inclusive seconds, a phase inside another marked "."), with
+    its share of the page."""
+    rows = []
+    for page, total in phases["pages"].items():
+        floor = (phases.get("floor") or {}).get(page)
+        rows.append({"model": spec, "page": page, "phase": "the page's first cell", "seconds": total,
+                     "share of the page": "100%", "floor of its passes (s)": floor})
+        rows += [{"model": spec, "page": page, "phase": label.split(": ", 1)[1], "seconds": seconds,
+                  "share of the page": f"{seconds / total:.0%}"}
+                 for label, seconds in phases["phases"].items() if label.startswith(page + ": ")]
+    return rows
+
+
+def phase_table(phases: dict[str, dict | None]) -> "pd.DataFrame":
+    """:func:`phase_rows` of every recorded run of ``phases`` (model -> its recorded ``book_phases`` or
+    ``None``), indexed by model, page and phase (one row saying so when none is recorded)."""
+    import pandas as pd
+
+    rows = [row for spec, p in phases.items() if p for row in phase_rows(spec, p)]
+    if not rows:
+        return pd.DataFrame({"measurement": [recorded_note(None)]})
+    return pd.DataFrame(rows).set_index(["model", "page", "phase"])
+
+
+def memory_table(memory: dict[str, dict | None]) -> "pd.DataFrame":
+    """One row per command of every recorded ``memory`` run of ``memory`` (model -> recording or ``None``): its
+    peak, that over the floor process's, its seconds, the budget and whether it kept within it (one row
+    saying so when none is recorded)."""
+    import pandas as pd
+
+    rows = [{"model": r["model"], "command": r["command"], "peak (GiB)": r["peak_rss_gib"], "× floor": r["ratio_to_floor"],
+             "seconds": r["seconds"], "budget (GB)": r["budget_gb"], "within budget": "yes" if r["within_budget"] else "NO"}
+            for m in memory.values() if m for r in m["rows"]]
+    if not rows:
+        return pd.DataFrame({"measurement": [recorded_note(None)]})
+    return pd.DataFrame(rows).set_index(["model", "command"])
+
+
+# ------------------------------------------------------------------------- measured in this build
+
+PROBES = {"Distances + words": "distances+words", "Attn": "attn", "Attn + words": "attn+words"}  # row: the JSON's key
+
+
+def probe_epoch_table(probes: dict) -> "pd.DataFrame":
+    """One row per probe of ``benchmarks/probes.py``'s result: an epoch's seconds, that over a plain read of the
+    spill file, the same network in plain autograd and the speed-up over it (where measured), the forward
+    passes alone and training over forward."""
+    import pandas as pd
+
+    rows = []
+    for name, key in PROBES.items():
+        r = probes[key]
+        rows.append({"probe": name, "epoch (s)": r["seconds_epoch"], "epoch / plain read": r["ratio_epoch_over_plain_read"],
+                     "plain autograd (s)": r.get("seconds_epoch_plain_autograd"), "speed-up": r.get("speedup_over_plain"),
+                     "forward only (s)": r["seconds_forward_only"], "training / forward": r["ratio_training_over_forward"]})
+    return pd.DataFrame(rows).set_index("probe")

@@ -1,0 +1,301 @@
+"""What the chapters show, built in :mod:`helpers.presentation.chapters` and :mod:`helpers.presentation.performance`
+from their sections' results: each table and paragraph against an obvious computation written here on small
+constructed inputs, and the section reports' parts that the chapters read (computed once, the numbers the
+chapters showed when they computed them)."""
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import paper
+from helpers.cluster.run import NO_BEHAVIOUR, THRESHOLDS, ClusterResult
+from helpers.presentation import chapters, performance
+from helpers.presentation.book import MISSING, table
+from helpers.surface.stats import SurfaceStats
+
+
+# ------------------------------------------------------------------------------- §3 surface
+
+
+def test_example_heads_are_labelled_one_based():
+    frame = chapters.example_heads({"attends broadly": (0, 2), "attends to [SEP]": (3, 0)})
+    assert frame.columns.tolist() == ["pattern", "head"]
+    assert frame.values.tolist() == [["attends broadly", "1-3"], ["attends to [SEP]", "4-1"]]
+
+
+FITTED = {"source": "fitted on the frozen encoder", "train_tokens": 1234, "heldout_loss": 3.14159,
+          "heldout_unigram_loss": 6.5}
+
+
+def test_the_masked_lm_paragraph_of_a_fitted_head_states_its_fit():
+    assert chapters.mlm_source(FITTED) == "This model's head: fitted on the frozen encoder."
+    note = chapters.mlm_note(FITTED)
+    assert "on 1234 masked tokens" in note and "held-out loss is 3.14 nats" in note and "against 6.50 for unigram" in note
+    assert note.startswith("The checkpoint has no masked-LM head") and note.endswith("not what the model was trained on.")
+
+
+def test_the_masked_lm_paragraph_of_the_models_own_head_says_so():
+    own = {"source": "the checkpoint's own masked-LM head"}
+    assert chapters.mlm_source(own) == "This model's head: the checkpoint's own masked-LM head."
+    assert chapters.mlm_note(own) == "The gradients are those of the model's own pre-training masked-LM loss, as in the paper."
+
+
+def test_figure1_is_the_models_own_attention_on_the_example_segment(tiny_lm, toy_data, tmp_path):
+    """The §3 report's Figure 1 example: the heads with the largest statistics, and the segment's maps equal to the
+    model's own attention output (both float32 passes over the same ids: equal up to float32 rounding)."""
+    import torch
+
+    from helpers.context import RunContext
+    from helpers.surface.section import SECTION
+
+    report = SECTION.run(tiny_lm, RunContext(data_dir=toy_data, cache_dir=tmp_path), n_segments=3, max_length=60)
+    fig = report.figure1
+    for name, statistic in (("attends broadly", "entropy"), ("attends to the next token", "next"),
+                            ("attends to [SEP]", "sep"), ("attends to periods and commas", "punct")):
+        values = report.stats.per_head[statistic]
+        assert values[fig.heads[name]] == values.max(), name
+    ids = report.batch.examples[fig.position].input_ids
+    assert fig.tokens == tiny_lm.tokenizer.convert_ids_to_tokens(ids.tolist())
+    with torch.no_grad():
+        out = tiny_lm.model(input_ids=torch.as_tensor(ids)[None], output_attentions=True)
+    expected = torch.stack(out.attentions)[:, 0].numpy()  # [layer, head, query, key]
+    assert fig.attn.shape == expected.shape == (tiny_lm.n_layers, tiny_lm.n_heads, len(ids), len(ids))
+    np.testing.assert_allclose(fig.attn, expected, rtol=1e-5, atol=1e-6)
+    assert report.figure1 is fig  # a part: computed once
+
+
+# ------------------------------------------------------------------------------- §4.2 syntax
+
+
+def _held(relation, count, in_sample, in_ci, in_head, held, held_ci, dev_head, baseline):
+    return {"relation": relation, "count": count, "in_sample_accuracy": in_sample, "in_sample_ci": in_ci,
+            "in_sample_head": in_head, "held_out_accuracy": held, "held_out_ci": held_ci, "dev_head": dev_head,
+            "baseline_accuracy": baseline, "dev_direction": "dependent-to-head"}
+
+
+HELD = [_held("all", 500, 40.04, (38.0, 42.16), "5-1", 38.5, (36.44, 40.5), "5-2", 30.0),
+        _held("det", 50, 90.0, (85.0, 95.0), "2-3", 90.0, (85.0, 95.0), "2-3", 50.0),
+        _held("aux:pass", 9, 70.0, (50.0, 90.0), "1-1", 60.0, (40.0, 80.0), "1-2", 20.0)]  # a claims-only relation
+
+
+def test_the_held_out_table_shows_the_table1_rows_in_order():
+    frame = chapters.held_out_table(HELD, ["all", "det", "nsubj"])  # nsubj: no held-out row, left out
+    assert frame.index.tolist() == ["all", "det"]
+    assert frame.columns.tolist() == ["count", "in-sample (test)", "chosen on dev → test", "baseline_accuracy"]
+    assert frame.loc["all"].tolist() == [500, "40.0 [38.0, 42.2] 5-1", "38.5 [36.4, 40.5] 5-2", 30.0]
+    assert frame.loc["det"].tolist() == [50, "90.0 [85.0, 95.0] 2-3", "90.0 [85.0, 95.0] 2-3", 50.0]
+
+
+def test_the_mean_drop_is_over_the_rows_shown():
+    assert chapters.held_out_drop(HELD, ["all", "det"]) == pytest.approx(((40.04 - 38.5) + 0.0) / 2)
+    assert chapters.held_out_drop(HELD, ["all", "det", "aux:pass"]) == pytest.approx((1.54 + 0.0 + 10.0) / 3)
+
+
+def test_the_possessive_table_has_one_row_per_scoring():
+    row = lambda acc: {"count": 7, "best_head": "3-2", "accuracy": acc}  # noqa: E731
+    plain = SimpleNamespace(table=lambda: {"nmod:poss": row(40.0), "det": row(1.0)})
+    convention = SimpleNamespace(table=lambda: {"nmod:poss": row(85.0)})
+    frame = chapters.possessive_table(plain, convention, "nmod:poss")
+    assert frame.index.tolist() == ["UD (possessor is the dependent)", "paper's convention ('s counts as the dependent)"]
+    assert frame["accuracy"].tolist() == [40.0, 85.0] and frame.columns.tolist() == ["count", "best_head", "accuracy"]
+
+
+def test_the_held_out_rows_are_computed_once_for_the_claims_and_the_chapter(monkeypatch):
+    """The §4.2 report's ``held_out`` is what the claims read and the chapter's table shows: one computation."""
+    from helpers.context import RunContext
+    from helpers.syntax import claims as syntax_claims
+    from helpers.syntax.section import SECTION
+
+    calls = []
+    monkeypatch.setattr(syntax_claims, "held_out", lambda test, dev: calls.append((test, dev)) or HELD)
+    report = SECTION.run(None, RunContext(small=True))
+    report.__dict__.update(test="test run", dev="dev run", relations=["all", "det"])  # the runs, as if computed
+    claims = {c.id: c for c in SECTION.claims(report)}
+    frame = chapters.held_out_table(report.held_out, report.relations)
+    assert calls == [("test run", "dev run")]
+    assert claims["single-head-parsing-all"].value == 38.5 and frame.loc["all", "chosen on dev → test"].startswith("38.5 ")
+    assert claims["det-head"].value == 90.0 and claims["auxpass-head"].value == 60.0  # the claims-only row too
+
+
+def test_the_chapters_held_out_rows_equal_those_computed_alone(tiny_lm, toy_conllu):
+    """The chapter used to compute :func:`held_out_rows` for Table 1's relations alone; the claims' rows (with their
+    own relations added) hold the same numbers for those relations, bootstrap intervals included (each relation
+    resamples with the same seed)."""
+    from helpers.syntax.claims import held_out
+    from helpers.syntax.run import held_out_rows, run_heads, table1_relations
+
+    run = run_heads(tiny_lm, str(toy_conllu), max_length=60)
+    relations = table1_relations(run.scores)
+    alone = held_out_rows(run.scores, run.scores, relations, n_boot=50)
+    shown = chapters.held_out_rows_shown(held_out(run, run, n_boot=50), relations)
+    assert shown == alone and len(shown) > 1
+
+
+# ------------------------------------------------------------------------------- §5 probes
+
+
+def _summary(runs):
+    return {"mean": round(float(np.mean(runs)), 2), "sd": round(float(np.std(runs, ddof=1)), 2) if len(runs) > 1 else 0.0,
+            "runs": runs}
+
+
+def test_table3_rows_give_mean_and_sd_over_seeds_beside_the_paper():
+    result = {"rows": {
+        "Right-branching": {"test": _summary([26.04]), "ewt": _summary([30.0])},
+        "Attn": {"test": _summary([60.0, 62.0]), "test_mst": _summary([61.0, 61.0]), "ewt": _summary([50.0, 54.0])},
+        "Attn + words (original misalignment)": {"test": _summary([70.0]), "test_mst": _summary([71.0]),
+                                                 "ewt": _summary([66.0])},
+    }}
+    frame = chapters.table3(result)
+    assert frame.index.tolist() == ["Right-branching", "Attn", "Attn + words (original misalignment)"]
+    read_back = chapters.table3({"rows": dict(sorted(result["rows"].items()))})  # as the cache's JSON holds them
+    assert read_back.equals(frame)
+    assert frame.loc["Attn"].tolist() == ["61.0 ± 1.4", "61.0", "52.0 ± 2.8", 2, str(paper.TABLE3["Attn"])]
+    assert frame.loc["Right-branching"].tolist()[:1] == ["26.0"] and frame.loc["Right-branching", "seeds"] == 1
+    assert pd.isna(frame.loc["Right-branching", "GUM test UAS, MST decoding"])  # no MST row for a baseline
+    assert pd.isna(frame.loc["Attn + words (original misalignment)", "paper (WSJ)"])  # the paper has no such row
+    assert f"| Right-branching | 26.0 | {MISSING} | 30.0 | 1 | {paper.TABLE3['Right-branching']} |" in table(
+        frame, name="tbl-x", caption="c").data
+
+
+# ------------------------------------------------------------------------------- §6 clustering
+
+
+def _cluster(n_layers=2, n_heads=3, behaviours=None, distance=None):
+    rng = np.random.default_rng(0)
+    per_head = {k: rng.random((n_layers, n_heads)) for k in chapters.HEAD_STATISTICS}
+    n = n_layers * n_heads
+    return ClusterResult("m", np.zeros((n, n)) if distance is None else distance, np.zeros((n, 2)),
+                         behaviours or [NO_BEHAVIOUR] * n, SurfaceStats(per_head, 3.0, 4), n_layers, n_heads, 4, 100,
+                         {}, np.arange(n))
+
+
+def test_the_head_frame_has_one_row_per_head_in_flattened_order():
+    behaviours = ["attends to next", NO_BEHAVIOUR, "attends broadly", NO_BEHAVIOUR, NO_BEHAVIOUR, "attends to [SEP]"]
+    result = _cluster(behaviours=behaviours)
+    frame = chapters.head_frame(result, {"1-2": "syntax: det", "2-3": "coreference"})
+    assert frame["head"].tolist() == ["1-1", "1-2", "1-3", "2-1", "2-2", "2-3"]
+    assert frame["layer"].tolist() == [1, 1, 1, 2, 2, 2]
+    assert frame["behaviour"].tolist() == ["attends to next", "syntax: det", "attends broadly", NO_BEHAVIOUR,
+                                           NO_BEHAVIOUR, "coreference"]  # a linguistic head overrides its label
+    for name in chapters.HEAD_STATISTICS:
+        values = result.stats.per_head[name]
+        expected = [round(float(values[k // 3, k % 3]), 3) for k in range(6)]
+        assert frame[name].tolist() == pytest.approx(expected, abs=1e-12), name
+
+
+def test_the_layer_table_averages_pairs_within_and_across_layers():
+    D = np.array([[0, 10, 20, 30],
+                  [10, 0, 40, 50],
+                  [20, 40, 0, 6],
+                  [30, 50, 6, 0]], float)  # two layers of two heads
+    frame = chapters.layer_table(_cluster(n_layers=2, n_heads=2, distance=D))
+    assert frame.index.tolist() == [1, 2]
+    assert frame.loc[1].tolist() == [10, round((20 + 30 + 40 + 50) / 4)]
+    assert frame.loc[2].tolist() == [6, round((20 + 40 + 30 + 50) / 4)]
+
+
+def test_behaviour_counts_leave_out_the_heads_without_one():
+    behaviours = ["b", NO_BEHAVIOUR, "a", "b", NO_BEHAVIOUR, "a", "c", NO_BEHAVIOUR, NO_BEHAVIOUR]
+    frame = chapters.head_frame(_cluster(n_layers=3, n_heads=3, behaviours=behaviours), {})
+    counted = [(k, v) for k, v in Counter(behaviours).most_common() if k != NO_BEHAVIOUR]  # ties: first seen first
+    assert chapters.behaviour_counts(frame) == (5, ", ".join(f"{k} {v}" for k, v in counted)) == (5, "b 2, a 2, c 1")
+    assert chapters.behaviour_counts(chapters.head_frame(_cluster(), {})) == (0, "none")
+
+
+def test_the_cluster_thresholds_are_the_jsons():
+    result = _cluster()
+    result.similarity, result.order = {}, np.arange(6)
+    assert result.to_json()["thresholds"] == THRESHOLDS
+    assert list(THRESHOLDS) == ["next", "prev", "broad_entropy_fraction", "cls", "sep", "punct"]  # the rules' order
+
+
+# ------------------------------------------------------------------------------- the Performance page
+
+BUILD = {"seconds_cold_build": 1000.0, "seconds_floor": 250.0, "ratio_build_over_floor": 4.0,
+         "cpu_seconds_cold_build": 1500.0, "seconds_rebuild": 12.5, "peak_rss_gib": 2.5, "jobs": 2,
+         "pages": {"notebooks/a": 300.0, "notebooks/b": 600.0, "notebooks/c": 600.0},
+         "slowest_cells": {"notebooks/b": [[3, 420.4, "report = SECTION.run(lm, ctx)"]]},
+         "page_cpu_seconds": {"notebooks/a": 500.0},
+         "recorded": {"date": "2026-01-01", "machine": {"cores": 2, "cpu": "x"}, "command": "python b.py", "commit": "abc"}}
+
+
+def test_packed_over_floor_reads_the_recording_or_computes_it_from_the_cores():
+    assert performance.packed_over_floor({**BUILD, "ratio_packed_over_floor": 9.99}) == 9.99
+    assert performance.packed_over_floor(BUILD) == round(1500.0 / 2 / 250.0, 2)  # processor time / cores / floor
+    assert performance.packed_over_floor({k: v for k, v in BUILD.items() if k != "recorded"}) is None
+
+
+def test_page_rows_give_each_pages_share_and_slowest_cell():
+    rows = performance.page_rows("default", BUILD)
+    assert [r["page"] for r in rows] == ["notebooks/a", "notebooks/b", "notebooks/c"]
+    assert [r["share of the build"] for r in rows] == ["30%", "60%", "60%"]
+    assert rows[1]["slowest cell"] == "420 s: report = SECTION.run(lm, ctx)" and rows[0]["slowest cell"] is None
+    assert [r["processor s"] for r in rows] == [500.0, None, None]
+    assert performance.slowest_page(BUILD) == "notebooks/b"  # the first of two equally slow pages
+    assert performance.slowest_page(None) == "not recorded yet"
+
+
+def test_page_table_stacks_the_recorded_builds_and_drops_empty_columns():
+    frame = performance.page_table({"default": BUILD, "other": None, "big": {**BUILD, "pages": {"notebooks/a": 10.0}}})
+    assert frame.index.tolist() == [("default", "notebooks/a"), ("default", "notebooks/b"), ("default", "notebooks/c"),
+                                    ("big", "notebooks/a")]
+    assert "peak (GiB)" not in frame.columns and frame["seconds"].tolist() == [300.0, 600.0, 600.0, 10.0]
+    assert performance.page_table({"default": None}).columns.tolist() == ["seconds"]
+
+
+def test_build_table_has_one_row_per_model():
+    frame = performance.build_table({"default": BUILD, "mpnet-base": None})
+    assert frame.loc["default", "cold build (min)"] == round(1000.0 / 60, 1)
+    assert frame.loc["default", "processor time / cores / floor"] == 3.0
+    assert frame.loc["default", "measurement"].startswith("recorded 2026-01-01 on x (2 cores")
+    assert frame.loc["mpnet-base", "measurement"].startswith("not recorded yet")
+
+
+def test_phase_rows_give_each_phase_its_share_of_its_page():
+    phases = {"pages": {"surface": 200.0, "probe": 100.0}, "floor": {"surface": 50.0},
+              "phases": {"surface: extraction": 150.0, "surface: . inside it": 50.0, "probe: training": 25.0}}
+    rows = performance.phase_rows("default", phases)
+    assert [(r["page"], r["phase"], r["share of the page"]) for r in rows] == [
+        ("surface", "the page's first cell", "100%"), ("surface", "extraction", "75%"), ("surface", ". inside it", "25%"),
+        ("probe", "the page's first cell", "100%"), ("probe", "training", "25%")]
+    assert rows[0]["floor of its passes (s)"] == 50.0 and rows[3]["floor of its passes (s)"] is None
+    assert performance.phase_table({"default": phases}).index.names == ["model", "page", "phase"]
+    assert performance.phase_table({"default": None})["measurement"].tolist()[0].startswith("not recorded yet")
+
+
+def test_memory_and_probe_tables():
+    row = {"model": "m", "command": "heads", "peak_rss_gib": 1.5, "ratio_to_floor": 1.2, "seconds": 3.0, "budget_gb": 3,
+           "within_budget": False}
+    frame = performance.memory_table({"default": {"rows": [row, {**row, "command": "probe", "within_budget": True}]},
+                                      "mpnet-base": None})
+    assert frame["within budget"].tolist() == ["NO", "yes"] and frame.index.tolist() == [("m", "heads"), ("m", "probe")]
+    assert performance.memory_table({"default": None})["measurement"].tolist()[0].startswith("not recorded yet")
+    probe = {"seconds_epoch": 2.0, "ratio_epoch_over_plain_read": 4.0, "seconds_forward_only": 1.0,
+             "ratio_training_over_forward": 2.0}
+    frame = performance.probe_epoch_table({key: {**probe, "seconds_epoch": float(i)}
+                                           for i, key in enumerate(performance.PROBES.values())})
+    assert frame.index.tolist() == list(performance.PROBES) and frame["epoch (s)"].tolist() == [0.0, 1.0, 2.0]
+    assert frame["plain autograd (s)"].isna().all()
+
+
+def test_the_benchmarks_are_read_without_touching_sys_path():
+    before = list(sys.path)
+    common = performance.benchmarks_common()
+    assert common.__file__ == str(performance.BENCHMARKS / "common.py") and sys.path == before
+    assert "common" not in sys.modules or sys.modules["common"] is not common
+
+
+def test_run_benchmark_returns_the_scripts_json_and_says_when_it_fails(tmp_path, monkeypatch):
+    (tmp_path / "ok.py").write_text("import json, sys\nout = sys.argv[sys.argv.index('--out') + 1]\n"
+                                    "json.dump({'args': sys.argv[1:-2]}, open(out, 'w'))\n")
+    (tmp_path / "bad.py").write_text("import sys\nsys.exit('the corpora are missing')\n")
+    monkeypatch.setattr(performance, "BENCHMARKS", tmp_path)
+    assert performance.run_benchmark("ok", "--sentences", "4") == {"args": ["--sentences", "4"]}
+    with pytest.raises(RuntimeError, match=r"benchmarks/bad.py --x 1 failed \(exit 1\)(.|\n)*the corpora are missing"):
+        performance.run_benchmark("bad", "--x", "1")
