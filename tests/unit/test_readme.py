@@ -1,0 +1,93 @@
+"""The READMEs' generated tables are the recordings' (``scripts/readme_tables.py``), and README.md stays a short
+page for newcomers whose links lead somewhere."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
+readme_tables = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(readme_tables)
+
+MAX_WORDS = 1500  # the README is an introduction; details live in the book, docs/ and benchmarks/README.md
+MAX_LINE = 200
+
+
+def test_readme_tables_are_the_recordings():
+    """Regenerated in memory from benchmarks/results/, both files are unchanged; if not, run
+    `.venv/bin/python scripts/readme_tables.py` (after recording, never by editing the tables)."""
+    for path, text in readme_tables.generated().items():
+        assert path.read_text(encoding="utf-8") == text, (
+            f"{path.relative_to(ROOT)} differs from benchmarks/results/: run .venv/bin/python scripts/readme_tables.py")
+
+
+def test_the_claims_table_has_every_recorded_claim():
+    data = readme_tables.claims_recording()
+    table = re.search(r"<!-- claims:start -->(.*?)<!-- claims:end -->", (ROOT / "README.md").read_text(), re.S).group(1)
+    rows = re.findall(r"<tr><td>.*?</tr>", table, re.S)
+    assert len(rows) == len(data["claims"]) > 0
+    for row, claim in zip(rows, data["claims"]):
+        assert row.endswith(f"<td>{claim['verdict']}</td></tr>") and f"<td>{claim['section'].lstrip('§')}</td>" in row
+    # the full-size run of the default model, never the small configuration's
+    assert data["recorded"]["commit"] and data["model_spec"] == "default" and data.get("small") is False
+
+
+def _copy_results(tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    results.mkdir()
+    for path in readme_tables.RESULTS.glob("*.json"):
+        shutil.copy(path, results / path.name)
+    return results
+
+
+def test_a_changed_claims_recording_fails_the_check(tmp_path):
+    """A verdict changed in the recording no longer matches README.md."""
+    results = _copy_results(tmp_path)
+    newest = max(results.glob("claims-default-*.json"), key=lambda p: p.name)
+    data = json.loads(newest.read_text())
+    flipped = "partly" if data["claims"][0]["verdict"] != "partly" else "reproduced"
+    data["claims"][0]["verdict"] = flipped
+    newest.write_text(json.dumps(data))
+    text = readme_tables.generated(results)[readme_tables.README]
+    assert text != readme_tables.README.read_text(encoding="utf-8")
+    assert f"<td>{flipped}</td></tr>" in text
+
+
+def test_a_newer_build_recording_fails_the_check(tmp_path):
+    """A newer recorded build replaces the old one's row in benchmarks/README.md."""
+    results = _copy_results(tmp_path)
+    newest = readme_tables.common.recorded("book_build", "default", results)
+    newer = {**newest, "seconds_cold_build": newest["seconds_cold_build"] + 60.0,
+             "recorded": {**newest["recorded"], "date": "2999-01-01"}}
+    (results / "book_build-default-2999-01-01.json").write_text(json.dumps(newer))
+    text = readme_tables.generated(results)[readme_tables.BENCHMARKS_README]
+    assert text != readme_tables.BENCHMARKS_README.read_text(encoding="utf-8")
+    assert f"{newer['seconds_cold_build']:,.0f} s" in text and "2999-01-01" in text
+
+
+def test_markers_must_be_there_once():
+    with pytest.raises(ValueError, match="exactly one"):
+        readme_tables.replace_between("no markers here", "claims", "x")
+    assert readme_tables.replace_between("a <!-- t:start -->old<!-- t:end --> b", "t", "new") == (
+        "a <!-- t:start -->\nnew\n<!-- t:end --> b")
+
+
+def test_readme_is_short_and_its_lines_are_too():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.split()) <= MAX_WORDS
+    long = [n for n, line in enumerate(text.splitlines(), 1) if len(line) > MAX_LINE]
+    assert not long, f"README.md lines over {MAX_LINE} characters: {long}"
+
+
+@pytest.mark.parametrize("name", ["README.md", "benchmarks/README.md", "docs/command_line.md", "docs/notebooks.md"])
+def test_relative_links_lead_to_files(name):
+    path = ROOT / name
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
+        if not re.match(r"[a-z]+:", target):
+            assert (path.parent / target).exists(), f"{name}: link to {target} leads nowhere"
