@@ -87,7 +87,8 @@ def _extract_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", choices=("word", "token"), default="word")
     parser.add_argument("--word-mode", choices=("mean", "first"), default="mean",
                         help="rows of split words: mean over tokens (paper) or first token (released code)")
-    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw for --corpus segments")
+    parser.add_argument("--segments", type=positive_int, default=segments.SEGMENTS,
+                        help=f"segments to draw for --corpus segments (default {segments.SEGMENTS})")
     parser.add_argument("--segment-source", default="gum:train", help="GUM split segments are drawn from")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--no-cache", action="store_true", help="compute without reading or writing the cache")

@@ -24,8 +24,7 @@ from typing import Any, Callable, Mapping
 
 from helpers.claims import Claim
 from helpers.context import RunContext
-
-MAX_LENGTH = 128  # the paper's longest input in tokens: a setting of every section's run (longer inputs are skipped)
+from helpers.core.encoding import MAX_LENGTH  # a setting of every section's run
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,11 @@ class Section:
     """A paper section: ``key`` (its package, e.g. ``"surface"``), ``paper`` (its section in the paper,
     ``"§3"``; ``None`` beyond the paper), ``chapter`` (its notebook, ``"03_surface"``), ``sizes``,
     ``runner`` (see :meth:`run`), ``claims(report) -> list[Claim]``, its ``command`` (a
-    :class:`helpers.pipeline.options.Command`) and ``inputs`` (the keys of the sections whose reports its
-    run reads)."""
+    :class:`helpers.pipeline.options.Command`), ``inputs`` (the keys of the sections whose reports its
+    run reads) and ``corpora`` (what its own runs read, :func:`helpers.data.corpora.corpus_read` names:
+    ``"gum:test"``, ``"segments:gum:train"``, ``"ontogum:dev"``; its inputs' reads are theirs). The corpus
+    checks of ``claims`` and ``compare``, the build plan (:mod:`helpers.plan`) and the order of the book's
+    pages (``scripts/execute_book.py``) are derived from ``inputs`` and ``corpora``."""
 
     key: str
     paper: str | None
@@ -88,6 +90,7 @@ class Section:
     claims: Callable[[Any], list[Claim]] = field(repr=False)
     command: Any = field(repr=False)
     inputs: tuple[str, ...] = ()
+    corpora: tuple[str, ...] = ()
 
     @property
     def in_paper(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from helpers.cluster.run import linguistic_heads, run_cluster
+from helpers.cluster.stats import PERMUTATIONS
 from helpers.pipeline.argtypes import check_corpora, positive_int
 from helpers.pipeline.engine import add_execution_args, session
 from helpers.pipeline.options import Command, context, load, with_counts
@@ -14,7 +15,8 @@ from helpers.pipeline.segments import (
 
 def _cluster_args(parser: argparse.ArgumentParser) -> None:
     add_segment_args(parser)
-    parser.add_argument("--permutations", type=positive_int, default=1000, help="permutations for the layer test")
+    parser.add_argument("--permutations", type=positive_int, default=PERMUTATIONS,
+                        help=f"permutations for the layer test (default {PERMUTATIONS})")
     parser.add_argument("--no-linguistic", action="store_true",
                         help="do not mark the syntax and coreference heads (they need GUM dev trees and OntoGUM)")
     add_execution_args(parser)  # the distances, surface statistics and linguistic heads; MDS runs here

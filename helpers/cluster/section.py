@@ -12,6 +12,7 @@ from helpers.claims import Claim
 from helpers.cluster import claims as cluster_claims
 from helpers.cluster.command import COMMAND
 from helpers.cluster.run import ClusterResult, linguistic_heads, run_cluster
+from helpers.cluster.stats import PERMUTATIONS
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS
 from helpers.section import Section, SectionReport, Sizes, part
 
@@ -37,9 +38,10 @@ def _claims(report: ClusterSectionReport) -> list[Claim]:
     return cluster_claims.claims(report.result)
 
 
-_SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE, "n_perm": 1000}  # the same in both configurations
+_SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE, "n_perm": PERMUTATIONS}  # the same in both configurations
 SECTION = Section(
-    key="cluster", paper="§6", chapter="06_cluster",
+    key="cluster", paper=cluster_claims.PAPER_SECTION, chapter="06_cluster",
     sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
     runner=ClusterSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax", "coref"),
+    corpora=("segments:gum:train",),
 )

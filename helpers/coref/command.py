@@ -6,6 +6,7 @@ import argparse
 import numpy as np
 
 from helpers import paper
+from helpers.core.encoding import MAX_LENGTH
 from helpers.core.labels import head_label
 from helpers.coref.run import CANDIDATE_LABELS, CorefRun, load_coref, run_coref
 from helpers.coref.stats import (
@@ -22,8 +23,8 @@ def _coref_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--select-on", default="dev", choices=("train", "dev", "test", "test2"),
                         help="split on which the best head is chosen")
     parser.add_argument("--setting", default="truncated", choices=("truncated", "windows"),
-                        help="truncated: first 128 tokens of each document (paper); windows: whole documents")
-    parser.add_argument("--max-length", type=max_length_int, default=128)
+                        help=f"truncated: first {MAX_LENGTH} tokens of each document (paper); windows: whole documents")
+    parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH)
     parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N",
                         help="only the first N documents of each split (default: all)")
     parser.set_defaults(check_inputs=lambda a: [load_coref(s, data_dir=a.data_dir, cache_root=a.cache_dir) for s in (a.split, a.select_on)])

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 
 from helpers.config import data_dir as resolve_data_dir
-from helpers.core.encoding import encode_words
+from helpers.core.encoding import MAX_LENGTH, encode_words
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.coref.stats import (
@@ -26,8 +26,8 @@ from helpers.coref.stats import (
     queries_in_window,
     window_words,
 )
-from helpers.data.corpora import file_digest, load_gum
-from helpers.data.ontogum import CorefDocument, build_document
+from helpers.data.corpora import file_digest
+from helpers.data.ontogum import CorefDocument, load_coref
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import extract, shard_size_for
 from helpers.syntax.stats import bootstrap_interval
@@ -45,26 +45,13 @@ COREF_SHARD_EXAMPLES = 64
 SMALL_DOCUMENTS = 4  # documents per split in the small (test) configuration; the book reads them all
 
 
-def load_coref(split: str = "test", *, data_dir=None, cache_root=None) -> list[CorefDocument]:
-    """GUM documents of a split with their OntoGUM mentions (documents without an OntoGUM file are left out)."""
-    root = resolve_data_dir(data_dir) / "gum" / "ontogum"
-    docs = []
-    for doc in load_gum(split, data_dir=data_dir, cache_root=cache_root):
-        path = root / f"{doc.doc_id}.conll"
-        if path.is_file():
-            docs.append(build_document(doc, path))
-    if not docs:
-        raise FileNotFoundError(f"{root}: no OntoGUM files for GUM {split}")
-    return docs
-
-
 def _word_tokens(tokenizer, words: list[str]) -> list[int]:
     enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
     counts = np.bincount([w for w in enc.word_ids() if w is not None], minlength=len(words))
     return np.maximum(counts, 1).tolist()  # a word with no token is encoded as [UNK]
 
 
-def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", max_length: int = 128) -> list[tuple[int, int]]:
+def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", max_length: int = MAX_LENGTH) -> list[tuple[int, int]]:
     """Word ranges ``[start, end)`` of the windows read from a document.
 
     ``truncated``: the document's first words that fit (the paper). ``windows``: windows that
@@ -150,7 +137,7 @@ class CorefRun:
         return bootstrap_interval(correct, total, n_boot=n_boot, seed=seed)
 
 
-def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = 128,
+def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = MAX_LENGTH,
               max_documents: int | None = None, data_dir=None, cache_root: str | os.PathLike | None = None,
               progress: bool = False, execution: Execution | None = None) -> CorefRun:
     """Score every head and the baselines on one GUM split.

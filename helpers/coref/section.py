@@ -45,7 +45,7 @@ def _claims(report: CorefSectionReport) -> list[Claim]:
 
 
 SECTION = Section(
-    key="coref", paper="§4.3", chapter="04_coref",
+    key="coref", paper=coref_claims.PAPER_SECTION, chapter="04_coref",
     sizes=Sizes(full={"max_documents": None}, small={"max_documents": SMALL_DOCUMENTS}),
-    runner=CorefSectionReport, claims=_claims, command=COMMAND,
+    runner=CorefSectionReport, claims=_claims, command=COMMAND, corpora=("ontogum:dev", "ontogum:test"),
 )

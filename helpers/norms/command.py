@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import argparse
 
+from helpers.core.encoding import MAX_LENGTH
 from helpers.norms.run import norms_json, run_norms
 from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
 from helpers.pipeline.engine import Execution, add_execution_args
 from helpers.pipeline.options import Command, capped_counts, load
+from helpers.pipeline.segments import SEGMENTS
 
 
 def _norms_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000, as the surface command)")
-    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
+    parser.add_argument("--segments", type=positive_int, default=SEGMENTS,
+                        help=f"segments to draw (default {SEGMENTS}, as the surface command)")
+    parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH, help="segment length limit in tokens")
     add_execution_args(parser)
     parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))  # segments come from GUM train
 

@@ -19,6 +19,9 @@ from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax.stats import HeadScores
 
 
+TABLE1_TREEBANK = "gum:test"  # Table 1 re-scored on norm maps: the syntax chapter's test treebank
+
+
 class NormsSectionReport(SectionReport):
     """The chapter's runs, each computed when first read: ``norms`` (:func:`~helpers.norms.run.run_norms`:
     weights and norms over the surface chapter's segments, cached; ``stats`` is its statistics), ``surface``
@@ -47,7 +50,7 @@ class NormsSectionReport(SectionReport):
     @part
     def norms_test(self) -> HeadScores:
         ctx = self.ctx
-        return run_table1_norms(self.lm, "gum:test", max_sentences=self.syntax.max_sentences,
+        return run_table1_norms(self.lm, TABLE1_TREEBANK, max_sentences=self.syntax.max_sentences,
                                 max_length=self.settings["max_length"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
                                 progress=ctx.progress)
 
@@ -64,4 +67,5 @@ SECTION = Section(
     key="norms", paper=None, chapter="07_norms",
     sizes=Sizes(full={"n_segments": SEGMENTS, "seed": 0}, small={"n_segments": SMALL_SEGMENTS, "seed": 0}),
     runner=NormsSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax"),
+    corpora=("segments:gum:train", TABLE1_TREEBANK),
 )

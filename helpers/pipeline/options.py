@@ -13,6 +13,7 @@ from typing import Callable
 
 from helpers import config
 from helpers.context import RunContext
+from helpers.core.encoding import MAX_LENGTH
 from helpers.pipeline.argtypes import (
     device,
     max_length_int,
@@ -114,7 +115,7 @@ def add_corpus_args(parser: argparse.ArgumentParser, *, default: str = "gum:test
     parser.add_argument("--conllu", default=None, metavar="FILE", help="a CoNLL-U file (overrides --corpus)")
     parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                         help="use only the first N sentences, in file order")
-    parser.add_argument("--max-length", type=max_length_int, default=128,
+    parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH,
                         help="longest input in tokens, special tokens included; longer ones are skipped and counted")
 
 

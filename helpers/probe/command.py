@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from helpers.core.encoding import MAX_LENGTH
 from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
 from helpers.pipeline.options import Command, load, with_counts
 from helpers.probe.run import probe_corpora, run_probes
@@ -13,7 +14,7 @@ def _probe_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=positive_int, default=3, help="number of seeds (0, 1, ...), at least 1")
     parser.add_argument("--epochs", type=positive_int, default=3)
     parser.add_argument("--max-sentences", type=positive_int, default=None, help="first N sentences of each corpus (for quick runs)")
-    parser.add_argument("--max-length", type=max_length_int, default=128, help="longer sentences are skipped and counted")
+    parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH, help="longer sentences are skipped and counted")
     parser.add_argument("--train", default=None, metavar="CORPUS",
                         help="training treebank: a .conllu file or a corpus name such as gum:train (default gum:train)")
     parser.add_argument("--dev", default=None, metavar="CORPUS",

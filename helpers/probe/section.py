@@ -10,7 +10,7 @@ from helpers.context import RunContext
 from helpers.core.models import LoadedModel
 from helpers.probe import claims as probe_claims
 from helpers.probe.command import COMMAND
-from helpers.probe.run import EPOCHS, SEEDS, SMALL_EPOCHS, SMALL_SENTENCES, run_probes
+from helpers.probe.run import EPOCHS, SEEDS, SMALL_EPOCHS, SMALL_SENTENCES, probe_corpora, run_probes
 from helpers.section import Section, Sizes
 
 
@@ -26,8 +26,8 @@ def _claims(result: dict) -> list[Claim]:
 
 
 SECTION = Section(
-    key="probe", paper="§5", chapter="05_probe",
+    key="probe", paper=probe_claims.PAPER_SECTION, chapter="05_probe",
     sizes=Sizes(full={"max_sentences": None, "epochs": EPOCHS, "seeds": SEEDS},
                 small={"max_sentences": SMALL_SENTENCES, "epochs": SMALL_EPOCHS, "seeds": SEEDS}),
-    runner=_run, claims=_claims, command=COMMAND,
+    runner=_run, claims=_claims, command=COMMAND, corpora=tuple(probe_corpora().values()),
 )

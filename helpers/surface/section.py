@@ -64,7 +64,8 @@ def _claims(report: SurfaceSectionReport) -> list[Claim]:
 
 _SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE}  # the same in both configurations
 SECTION = Section(
-    key="surface", paper="§3", chapter="03_surface",
+    key="surface", paper=surface_claims.PAPER_SECTION, chapter="03_surface",
     sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
     runner=SurfaceSectionReport, claims=_claims, command=COMMAND,
+    corpora=("segments:gum:train", "segments:gum:dev"),  # the segments; the masked-LM head's held-out segments
 )

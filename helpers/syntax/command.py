@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from helpers.core.encoding import MAX_LENGTH
 from helpers.pipeline.argtypes import max_length_int, positive_int
 from helpers.pipeline.engine import Execution, add_execution_args
 from helpers.pipeline.options import Command, load, with_counts
@@ -14,7 +15,7 @@ def _heads_args(parser: argparse.ArgumentParser) -> None:
                         help="a CoNLL-U file (or a corpus name: gum:dev, gum:test, ewt:dev ...)")
     parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                         help="use only the first N sentences of the file, in order")
-    parser.add_argument("--max-length", type=max_length_int, default=128,
+    parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH,
                         help="sentences longer than this many tokens ([CLS] and [SEP] included) are skipped and counted")
     parser.add_argument("--word-mode", choices=("mean", "first"), default="mean",
                         help="attention from a split word: mean over its tokens (paper) or first token (released code)")

@@ -12,6 +12,10 @@ from helpers.syntax.command import COMMAND
 from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, run_heads, table1_relations
 
 
+# The chapter's runs: the report's parts and their treebanks (the record's corpora).
+RUNS = {"test": "gum:test", "dev": "gum:dev", "ewt": "ewt:dev"}
+
+
 class SyntaxSectionReport(SectionReport):
     """The chapter's runs (:func:`~helpers.syntax.run.run_heads`, maps cached), each computed when first read:
     ``test`` (GUM test, Table 1 and the claims), ``dev`` (GUM dev, where heads are chosen) and ``ewt``
@@ -28,15 +32,15 @@ class SyntaxSectionReport(SectionReport):
 
     @part
     def test(self) -> HeadsRun:
-        return self._run("gum:test")
+        return self._run(RUNS["test"])
 
     @part
     def dev(self) -> HeadsRun:
-        return self._run("gum:dev")
+        return self._run(RUNS["dev"])
 
     @part
     def ewt(self) -> HeadsRun:
-        return self._run("ewt:dev")
+        return self._run(RUNS["ewt"])
 
     @part
     def relations(self) -> list[str]:
@@ -59,7 +63,7 @@ def _claims(report: SyntaxSectionReport) -> list[Claim]:
 
 
 SECTION = Section(
-    key="syntax", paper="§4.2", chapter="04_syntax",
+    key="syntax", paper=syntax_claims.PAPER_SECTION, chapter="04_syntax",
     sizes=Sizes(full={"max_sentences": None}, small={"max_sentences": SMALL_SENTENCES}),
-    runner=SyntaxSectionReport, claims=_claims, command=COMMAND,
+    runner=SyntaxSectionReport, claims=_claims, command=COMMAND, corpora=tuple(RUNS.values()),
 )

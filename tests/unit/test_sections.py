@@ -78,6 +78,45 @@ def test_cli_table_lists_every_section():
         assert all(section(k) for k in c.inputs)
 
 
+def test_each_record_says_what_it_reads_once():
+    """``Section.corpora`` is the one list of what a section's runs read: the corpus check of ``claims`` and
+    ``compare`` checks their union, and the build plan lists its passes from them."""
+    from helpers.data.corpora import corpus_read
+    from helpers.results import corpora
+
+    reads = {s.key: [corpus_read(c) for c in s.corpora] for s in SECTIONS}
+    assert reads["surface"] == [("segments", "gum:train"), ("segments", "gum:dev")]
+    assert reads["coref"] == [("coreference", "dev"), ("coreference", "test")]
+    assert {source for kind, source in reads["syntax"]} < {source for kind, source in reads["probe"]}
+    assert corpora(PAPER_SECTIONS) == ("segments:gum:train", "segments:gum:dev", "gum:test", "gum:dev", "ewt:dev",
+                                       "ontogum:dev", "ontogum:test", "gum:train")
+
+
+def test_the_plan_follows_the_records_reads(monkeypatch):
+    """Planted: a record that reads one more treebank gets a pass over it in the build plan (nothing is listed
+    in plan.py), and the claims' corpus check checks it."""
+    from dataclasses import replace
+
+    import helpers.results as results
+    from helpers.plan import model_passes
+
+    def sections_of(p, corpus):
+        return next(x.sections for x in p if x.input == corpus)
+
+    ctx = RunContext(small=True)
+    before = model_passes("default", ctx, control=False)
+    assert sections_of(before, "gum:train") == ("5",) and sections_of(before, "gum:test") == ("4.2", "5", "norms")
+    assert sections_of(before, "segments") == ("3", "6", "norms")
+    assert "gum:test2" not in results.corpora(PAPER_SECTIONS)
+    syntax = replace(section("syntax"), corpora=(*section("syntax").corpora, "gum:test2"))
+    monkeypatch.setattr(results, "SECTIONS", tuple(syntax if s.key == "syntax" else s for s in SECTIONS))
+    monkeypatch.setattr(results, "PAPER_SECTIONS", tuple(syntax if s.key == "syntax" else s for s in PAPER_SECTIONS))
+    after = model_passes("default", ctx, control=False)
+    assert sections_of(after, "gum:test2") == ("4.2",)
+    assert [p.input for p in after if ":" in p.input] == ["gum:train", "gum:dev", "gum:test", "gum:test2", "ewt:dev"]
+    assert "gum:test2" in results.corpora(results.PAPER_SECTIONS)
+
+
 def test_claim_sections_map_to_records():
     from helpers.compare.run import SECTIONS as JSON_SECTIONS
     from helpers.compare.run import section_key
