@@ -23,7 +23,7 @@ from helpers.core.encoding import MAX_LENGTH
 from helpers.core.models import LoadedModel
 from helpers.coref.section import SECTION as COREF
 from helpers.norms.section import SECTION as NORMS
-from helpers.pipeline.options import Command, context, load
+from helpers.pipeline.options import Command, load, run_context
 from helpers.probe.section import SECTION as PROBE
 from helpers.section import Section
 from helpers.surface.section import SECTION as SURFACE
@@ -73,6 +73,12 @@ def run_sections(lm: LoadedModel, ctx: RunContext, keys=None, **sizes) -> dict[s
         if s.key in wanted:
             reports[s.key] = s.run(lm, ctx, inputs={k: reports[k] for k in s.inputs}, **_settings(s, sizes))
     return reports
+
+
+def run_section(record: Section, lm: LoadedModel, ctx: RunContext, **settings):
+    """``record.run`` at ``settings``, handed the reports of the sections it reads (:func:`input_reports`, each
+    at those of ``settings`` it has): how a section's command runs it (its handler's ``run``)."""
+    return record.run(lm, ctx, inputs=input_reports(record, lm, ctx, **settings), **settings)
 
 
 def input_reports(record: Section, lm: LoadedModel, ctx: RunContext, **sizes) -> dict[str, Any]:
@@ -167,8 +173,7 @@ def size_options(args: argparse.Namespace) -> dict:
 
 def cmd_claims(args: argparse.Namespace) -> dict:
     lm = load(args)
-    ctx = context(args).replace(small=False)  # the command's sizes are its options, never the chapters' small ones
-    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, ctx, **size_options(args))]}
+    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, run_context(args), **size_options(args))]}
 
 
 COMMAND = Command("claims", "every claim of the paper with our verdict, from the cached results (computing what is missing)", _claims_args, cmd_claims)

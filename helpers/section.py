@@ -60,10 +60,19 @@ class SectionReport:
     """The report of a section's run: the model, the context, the run's ``settings`` and the ``inputs`` (the
     reports of the sections it reads), with its results as :class:`part` attributes, computed when first
     read. A subclass is itself a section's runner (``Section(runner=MyReport, ...)``: the record calls
-    ``MyReport(lm, ctx, settings, inputs)``)."""
+    ``MyReport(lm, ctx, settings, inputs)``). Every report has the same shape: its parts, ``to_json(...)`` (the
+    JSON of the section's command, whose options it takes) and the record's ``claims(report)``."""
 
     def __init__(self, lm, ctx: RunContext, settings: dict, inputs: Mapping[str, Any]):
         self.lm, self.ctx, self.settings, self.inputs = lm, ctx, settings, inputs
+
+    def computed(self, name: str) -> bool:
+        """Whether the part ``name`` has been computed (read) already."""
+        return name in vars(self)
+
+    def to_json(self, **options) -> dict:
+        """The JSON of the section's command (its layout is the command's contract)."""
+        raise NotImplementedError(f"{type(self).__name__}.to_json")
 
 
 # ``runner(lm, ctx, settings, inputs) -> report``: ``settings`` as :meth:`Section.settings` returns them,

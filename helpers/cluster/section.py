@@ -20,7 +20,8 @@ from helpers.section import Section, SectionReport, Sizes, part
 class ClusterSectionReport(SectionReport):
     """The chapter's run, each part computed when first read: ``result`` (:func:`~helpers.cluster.run.run_cluster`:
     distances cached, MDS, behaviours from the §3 report, the layer test) and ``linguistic`` (the heads of
-    the §4.2 and §4.3 reports, :func:`~helpers.cluster.run.linguistic_heads`)."""
+    the §4.2 and §4.3 reports, :func:`~helpers.cluster.run.linguistic_heads`); ``to_json(linguistic=...)`` is the
+    ``cluster`` command's JSON (without ``linguistic``, the §4.2 and §4.3 reports are not read)."""
 
     @part
     def result(self) -> ClusterResult:
@@ -32,6 +33,9 @@ class ClusterSectionReport(SectionReport):
     @part
     def linguistic(self) -> dict[str, str]:
         return linguistic_heads(self.inputs["syntax"].specialised_heads(), self.inputs["coref"].dev.best_head())
+
+    def to_json(self, linguistic: bool = True) -> dict:
+        return self.result.to_json(self.linguistic if linguistic else {})
 
 
 def _claims(report: ClusterSectionReport) -> list[Claim]:

@@ -12,6 +12,7 @@ from typing import Literal
 
 import numpy as np
 
+from helpers import paper
 from helpers.config import data_dir as resolve_data_dir
 from helpers.core.encoding import MAX_LENGTH, encode_words
 from helpers.core.labels import head_label
@@ -228,3 +229,33 @@ def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = (
     for name, values in test.baseline_accuracy().items():
         rows.append({"system": name, **values, "interval": None})
     return rows
+
+
+def coref_json(model: str, test: CorefRun, dev: CorefRun, *, select_on: str) -> dict:
+    """The ``coref`` command's JSON (layout fixed by the CLI contract): every head and the baselines scored on
+    ``test``, the head chosen on ``dev`` (the split ``select_on``), the paper's Table 2, and the same with every
+    other word of the window as a candidate."""
+    layer, head = dev.best_head()
+    acc = test.accuracy()
+    return {
+        "model": model, "split": test.split, "setting": test.setting, "documents": test.n_documents,
+        "mentions": test.counts(),
+        "per_head": {k: np.round(v, 4).tolist() for k, v in acc.items()},
+        "baselines": test.baseline_accuracy(),
+        "best_head": {"label": head_label(layer, head), "chosen_on": select_on,
+                      "accuracy": {k: float(v[layer, head]) for k, v in acc.items()},
+                      "interval_all": test.head_interval(layer, head)},
+        "paper": {name: dict(zip(("all", *MENTION_TYPES), values)) for name, values in paper.TABLE2.items()},
+        "candidates": CANDIDATE_LABELS["mentions"],
+        "every_word_candidates": _candidates_json(dev, test, "words", select_on),
+    }
+
+
+def _candidates_json(dev: CorefRun, test: CorefRun, candidates: CandidateSet, select_on: str) -> dict:
+    """Per-head accuracy and the dev-chosen head when every other word of the window is a candidate."""
+    acc = test.accuracy(candidates)
+    layer, head = dev.best_head(candidates)
+    return {"candidates": CANDIDATE_LABELS[candidates], "per_head": {k: np.round(v, 4).tolist() for k, v in acc.items()},
+            "best_head": {"label": head_label(layer, head), "chosen_on": select_on,
+                          "accuracy": {k: float(v[layer, head]) for k, v in acc.items()},
+                          "interval_all": test.head_interval(layer, head, candidates=candidates)}}

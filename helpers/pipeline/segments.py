@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 import argparse
+from typing import Mapping
 
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch, check_positions
 from helpers.core.models import LoadedModel
@@ -64,14 +65,17 @@ def segments_json(lm: LoadedModel, segments: list[Segment], batch: EncodedBatch)
             "segment_tokens": segment_tokens(batch)}
 
 
-def add_segment_args(parser: argparse.ArgumentParser) -> None:
-    """``--segments``, ``--segments-from`` and ``--max-length``, shared by the segments, surface and cluster commands."""
-    parser.add_argument("--segments", type=positive_int, default=SEGMENTS, help=f"segments to draw (default {SEGMENTS})")
-    parser.add_argument("--segments-from", choices=SEGMENT_SOURCES, default=DEFAULT_SOURCE,
+def add_segment_args(parser: argparse.ArgumentParser, defaults: Mapping | None = None) -> None:
+    """``--segments``, ``--segments-from`` and ``--max-length``, shared by the segments, surface and cluster commands;
+    ``defaults``: a section's settings (``n_segments``, ``segments_from``, ``max_length``), else the paper's."""
+    d = {"n_segments": SEGMENTS, "segments_from": DEFAULT_SOURCE, "max_length": MAX_LENGTH, **(defaults or {})}
+    parser.add_argument("--segments", type=positive_int, default=d["n_segments"],
+                        help=f"segments to draw (default {d['n_segments']})")
+    parser.add_argument("--segments-from", choices=SEGMENT_SOURCES, default=d["segments_from"],
                         help="documents: sentences of a GUM train document accumulated to the length limit and split "
                              "at a random sentence boundary (the authors' construction, default); paragraphs: pairs of "
                              "consecutive paragraphs (shorter)")
-    parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH, help="segment length limit in tokens")
+    parser.add_argument("--max-length", type=max_length_int, default=d["max_length"], help="segment length limit in tokens")
 
 
 def _segments_args(parser: argparse.ArgumentParser) -> None:

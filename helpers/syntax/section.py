@@ -9,7 +9,7 @@ from helpers.claims import Claim
 from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax import claims as syntax_claims
 from helpers.syntax.command import COMMAND
-from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, run_heads, table1_relations
+from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, heads_json, run_heads, table1_relations
 
 
 # The chapter's runs: the report's parts and their treebanks (the record's corpora).
@@ -19,7 +19,8 @@ RUNS = {"test": "gum:test", "dev": "gum:dev", "ewt": "ewt:dev"}
 class SyntaxSectionReport(SectionReport):
     """The chapter's runs (:func:`~helpers.syntax.run.run_heads`, maps cached), each computed when first read:
     ``test`` (GUM test, Table 1 and the claims), ``dev`` (GUM dev, where heads are chosen) and ``ewt``
-    (UD English EWT dev); ``max_sentences`` is the limit they were read with (``None``: all)."""
+    (UD English EWT dev); ``max_sentences`` is the limit they were read with (``None``: all). ``to_json(corpus)``
+    is the ``heads`` command's JSON: the same run on any corpus or CoNLL-U file."""
 
     @property
     def max_sentences(self) -> int | None:
@@ -28,7 +29,12 @@ class SyntaxSectionReport(SectionReport):
     def _run(self, corpus: str) -> HeadsRun:
         s, ctx = self.settings, self.ctx
         return run_heads(self.lm, corpus, max_sentences=s["max_sentences"], max_length=s["max_length"],
-                         data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+                         word_mode=s["word_mode"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
+                         progress=ctx.progress, execution=ctx.execution)
+
+    def to_json(self, corpus: str = RUNS["test"]) -> dict:
+        with self.ctx.active():
+            return heads_json(self.lm.label, self._run(corpus))
 
     @part
     def test(self) -> HeadsRun:
@@ -62,8 +68,9 @@ def _claims(report: SyntaxSectionReport) -> list[Claim]:
     return syntax_claims.claims(report.test, report.dev)
 
 
+_SETTINGS = {"word_mode": "mean"}  # the same in both configurations: a split word's row is the mean over its tokens
 SECTION = Section(
     key="syntax", paper=syntax_claims.PAPER_SECTION, chapter="04_syntax",
-    sizes=Sizes(full={"max_sentences": None}, small={"max_sentences": SMALL_SENTENCES}),
+    sizes=Sizes(full={"max_sentences": None, **_SETTINGS}, small={"max_sentences": SMALL_SENTENCES, **_SETTINGS}),
     runner=SyntaxSectionReport, claims=_claims, command=COMMAND, corpora=tuple(RUNS.values()),
 )
