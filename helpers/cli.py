@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from helpers import config, results
@@ -87,7 +88,8 @@ def _extract_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", choices=("word", "token"), default="word")
     parser.add_argument("--word-mode", choices=("mean", "first"), default="mean",
                         help="rows of split words: mean over tokens (paper) or first token (released code)")
-    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw for --corpus segments")
+    parser.add_argument("--segments", type=positive_int, default=segments.SEGMENTS,
+                        help=f"segments to draw for --corpus segments (default {segments.SEGMENTS})")
     parser.add_argument("--segment-source", default="gum:train", help="GUM split segments are drawn from")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--no-cache", action="store_true", help="compute without reading or writing the cache")
@@ -205,6 +207,7 @@ COMMANDS: tuple[Command, ...] = (
     results.COMMAND,
     compare.COMMAND,
 )
+SECTION_COMMANDS = {s.command.name: s for s in results.SECTIONS}  # a section's command: its record
 
 
 # ------------------------------------------------------------------------------------ main
@@ -227,7 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in COMMANDS:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
-        cmd.arguments(p)
+        record = SECTION_COMMANDS.get(cmd.name)
+        if record is not None:  # a section's options default to its record's settings
+            cmd.arguments(p, record.sizes.pick(small=False))
+        else:
+            cmd.arguments(p)
         add_common(p)
     return parser
 
@@ -429,8 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         preflight(args)
         ctx = context(args)  # the run's settings, read once (kept on args for the handler)
         with ctx.active():
-            if command.inputs:  # a section that reads others: the records of those sections
-                result = command.handler(args, {k: results.section(k) for k in command.inputs})
+            record = SECTION_COMMANDS.get(command.name)
+            if record is not None:  # a section's command: its record's run, with the reports it reads
+                result = command.handler(args, partial(results.run_section, record))
             else:
                 result = command.handler(args)
     except KeyboardInterrupt:

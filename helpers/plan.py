@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from helpers.core.encoding import EncodedBatch
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.segment_pass import segment_statistics
 
-TREEBANKS = ("gum:train", "gum:dev", "gum:test", "ewt:dev")  # §4.2 reads test/dev/ewt, §5 all four
-COREF_SPLITS, COREF_SETTINGS = ("dev", "test"), ("truncated", "windows")
+COREF_SETTINGS = ("truncated", "windows")  # the §4.3 report's runs of each split (its parts)
 
 
 @dataclass(frozen=True)
@@ -45,47 +44,93 @@ class Pass:
                 **self.option}
 
 
-def _sizes(spec: str, ctx) -> dict:
-    """The sizes ``spec`` is run at in a build: the chapters' for the book's model, else the comparison's."""
-    from helpers.compare.run import book_spec, chapter_sizes
-    from helpers.results import section
+def label(record) -> str:
+    """How a pass names a section that reads it: its paper section without the sign (``"4.2"``), else its key."""
+    return record.paper.lstrip("§") if record.in_paper else record.key
 
-    def size(key: str, name: str):  # the section's size in the build's configuration, or the comparison's
-        return overrides.get(name, section(key).settings(ctx)[name])
+
+def reads(kind: str) -> dict[str, list]:
+    """``{source: [records that read it]}`` for the reads of ``kind`` (``"sentences"``, ``"segments"``,
+    ``"coreference"``: :func:`helpers.data.corpora.corpus_read`) of every section's record, each source once:
+    GUM's splits in order, then the other corpora."""
+    from helpers.data.corpora import GUM_SPLITS, corpus_read
+    from helpers.results import SECTIONS
+
+    out: dict[str, list] = {}
+    for record in SECTIONS:
+        for spec in record.corpora:
+            k, source = corpus_read(spec)
+            if k == kind:
+                out.setdefault(source, []).append(record)
+
+    def order(source: str) -> tuple:
+        corpus, _, split = source.rpartition(":")
+        return (corpus not in ("gum", ""), GUM_SPLITS.index(split) if split in GUM_SPLITS else len(GUM_SPLITS), source)
+
+    return {source: out[source] for source in sorted(out, key=order)}
+
+
+def _sizes(spec: str, ctx) -> dict:
+    """The sizes ``spec`` is run at in a build: the chapters' for the book's model, else the comparison's
+    (``max_sentences``: of each section that has the setting)."""
+    from helpers.compare.run import chapter_sizes
+    from helpers.results import SECTIONS, section
+
+    def size(record, name: str):  # the section's size in the build's configuration, or the comparison's
+        return overrides.get(name, record.settings(ctx)[name])
 
     overrides = chapter_sizes(spec, ctx)
-    return {"n_segments": size("surface", "n_segments"), "syntax_sentences": size("syntax", "max_sentences"),
-            "probe_sentences": size("probe", "max_sentences"), "max_documents": size("coref", "max_documents")}
+    return {"n_segments": size(section("surface"), "n_segments"),
+            "max_documents": size(section("coref"), "max_documents"),
+            "max_sentences": {r.key: size(r, "max_sentences") for r in SECTIONS if "max_sentences" in r.sizes.full}}
+
+
+def _sentences(record, source: str, limits: dict):
+    """The sentences of ``source`` that ``record`` reads: its own limit, or the limit of the input whose
+    treebank it reads (the norms chapter reads GUM test as far as the syntax chapter does)."""
+    from helpers.data.corpora import corpus_read
+    from helpers.results import section
+
+    if record.key in limits:
+        return limits[record.key]
+    for key in record.inputs:
+        if any(corpus_read(c) == ("sentences", source) for c in section(key).corpora):
+            return _sentences(section(key), source, limits)
+    raise ValueError(f"section {record.key!r} reads {source} but neither it nor an input has a sentence limit")
 
 
 def model_passes(spec: str, ctx, *, control: bool) -> list[Pass]:
     """The passes of one model at its sizes in a build of ``ctx``'s configuration; with ``control``, its
     random-init control's too."""
     from helpers.compare.run import RANDOM_PREFIX, parse_spec
-    from helpers.probe.run import probe_corpora
+
+    from helpers.results import section
 
     s = _sizes(spec, ctx)
     n = s["n_segments"]
-    out = [Pass(spec, "segments", ("3", "6", "norms"), options=(("n_segments", n), ("seed", 0))),
-           Pass(spec, "segments", ("3",), backward=True, options=(("n_segments", n), ("seed", 0))),
-           Pass(spec, "masked-LM segments (train)", ("3",), options=(("n_segments", n), ("seed", 1))),
-           Pass(spec, "masked-LM segments (dev)", ("3",), options=(("n_segments", max(n // 5, 20)), ("seed", 1),
-                                                                    ("split", "dev")))]
-    probe = set(probe_corpora().values())
-    for corpus in TREEBANKS:
-        sections = tuple(x for x, used in (("4.2", corpus != "gum:train"), ("5", corpus in probe),
-                                           ("norms", corpus == "gum:test")) if used)
-        limits = [s["probe_sentences"]] * (corpus in probe) + [s["syntax_sentences"]] * ("4.2" in sections)
+    segments = reads("segments")
+    s3 = label(section("surface"))  # §3's own passes: its gradients and its masked-LM head's segments
+    out = [Pass(spec, "segments", tuple(label(r) for r in segments["gum:train"]),
+                options=(("n_segments", n), ("seed", 0))),
+           Pass(spec, "segments", (s3,), backward=True, options=(("n_segments", n), ("seed", 0))),
+           Pass(spec, "masked-LM segments (train)", (s3,), options=(("n_segments", n), ("seed", 1))),
+           Pass(spec, "masked-LM segments (dev)", (s3,), options=(("n_segments", max(n // 5, 20)), ("seed", 1),
+                                                                   ("split", "dev")))]
+    treebanks = reads("sentences")
+    for corpus, readers in treebanks.items():
+        limits = [_sentences(r, corpus, s["max_sentences"]) for r in readers]
         limit = None if None in limits else max(limits)  # the longest prefix any run reads holds the others
-        out.append(Pass(spec, corpus, sections, options=(("max_sentences", limit),)))
-    for split in COREF_SPLITS:
+        out.append(Pass(spec, corpus, tuple(label(r) for r in readers), options=(("max_sentences", limit),)))
+    for split, readers in reads("coreference").items():
         for setting in COREF_SETTINGS:
-            out.append(Pass(spec, f"coreference {split} ({setting})", ("4.3",),
+            out.append(Pass(spec, f"coreference {split} ({setting})", tuple(label(r) for r in readers),
                             options=(("split", split), ("setting", setting), ("max_documents", s["max_documents"]))))
     name, random_init = parse_spec(spec)
+    probe = section("probe")  # its random-init control reads the probes' treebanks
     if control and not random_init:
-        out += [Pass(RANDOM_PREFIX + name, corpus, ("5",), options=(("max_sentences", s["probe_sentences"]),))
-                for corpus in sorted(probe, key=TREEBANKS.index)]
+        out += [Pass(RANDOM_PREFIX + name, corpus, (label(probe),),
+                     options=(("max_sentences", s["max_sentences"]["probe"]),))
+                for corpus, readers in treebanks.items() if probe in readers]
     return out
 
 
@@ -110,22 +155,24 @@ def book_passes(ctx=None, *, small: bool | None = None, specs: list[str] | None 
     the larger of the two."""
     from helpers.compare.run import book_spec, default_specs
     from helpers.context import RunContext
+    from helpers.results import SECTIONS
 
     if ctx is None:
         ctx = RunContext.from_env(small=small)
     book = book_spec(ctx)
     specs = specs if specs is not None else default_specs(ctx)
+    beyond = {label(r) for r in SECTIONS if not r.in_paper}  # chapters beyond the paper analyse the book's model only
     out: dict[tuple, Pass] = {}
     for spec in dict.fromkeys([book, *specs]):
         for p in model_passes(spec, ctx, control=True):
-            if spec != book:  # the norms chapter analyses the book's model only
-                p = Pass(p.spec, p.input, tuple(x for x in p.sections if x != "norms"), p.backward, p.options)
+            if spec != book:
+                p = Pass(p.spec, p.input, tuple(x for x in p.sections if x not in beyond), p.backward, p.options)
             key = (p.spec, p.input, p.backward)
             out[key] = _larger(out[key], p) if key in out else p
     return list(out.values())
 
 
-def encode_pass(lm, p: Pass, *, data_dir=None, cache_root=None, max_length: int = 128) -> EncodedBatch | None:
+def encode_pass(lm, p: Pass, *, data_dir=None, cache_root=None, max_length: int = MAX_LENGTH) -> EncodedBatch | None:
     """The model inputs of ``p`` for ``lm``, encoded as its run encodes them (``None`` when the run reads
     nothing for this model: the masked-LM head's segments of a model that has its own head)."""
     from helpers.core.encoding import encode_words

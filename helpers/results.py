@@ -19,10 +19,11 @@ from typing import Any
 from helpers.claims import Claim, by_id
 from helpers.cluster.section import SECTION as CLUSTER
 from helpers.context import RunContext
+from helpers.core.encoding import MAX_LENGTH
 from helpers.core.models import LoadedModel
 from helpers.coref.section import SECTION as COREF
 from helpers.norms.section import SECTION as NORMS
-from helpers.pipeline.options import Command, context, load
+from helpers.pipeline.options import Command, load, run_context
 from helpers.probe.section import SECTION as PROBE
 from helpers.section import Section
 from helpers.surface.section import SECTION as SURFACE
@@ -74,6 +75,12 @@ def run_sections(lm: LoadedModel, ctx: RunContext, keys=None, **sizes) -> dict[s
     return reports
 
 
+def run_section(record: Section, lm: LoadedModel, ctx: RunContext, **settings):
+    """``record.run`` at ``settings``, handed the reports of the sections it reads (:func:`input_reports`, each
+    at those of ``settings`` it has): how a section's command runs it (its handler's ``run``)."""
+    return record.run(lm, ctx, inputs=input_reports(record, lm, ctx, **settings), **settings)
+
+
 def input_reports(record: Section, lm: LoadedModel, ctx: RunContext, **sizes) -> dict[str, Any]:
     """The reports ``record`` reads (its :attr:`~helpers.section.Section.inputs`), for ``record.run(..., inputs=...)``."""
     reports = run_sections(lm, ctx, record.inputs, **sizes) if record.inputs else {}
@@ -91,18 +98,18 @@ def shared_segment_pass(lm: LoadedModel, ctx: RunContext, keys, **sizes) -> list
     from helpers.pipeline.segments import DEFAULT_SOURCE
     from helpers.segment_pass import segment_statistics
 
-    if "surface" not in keys or ctx.execution is not None or ctx.refresh:
+    if SURFACE.key not in keys or ctx.execution is not None or ctx.refresh:
         return []
 
-    def segments_of(key: str) -> tuple:  # what build_segments reads for the section (norms: the default source)
-        s = section(key).settings(ctx, **_settings(section(key), sizes))
+    def segments_of(record: Section) -> tuple:  # what build_segments reads for the section (norms: the default source)
+        s = record.settings(ctx, **_settings(record, sizes))
         return s["n_segments"], s["seed"], s["max_length"], s.get("segments_from", DEFAULT_SOURCE)
 
-    read = {key: segments_of(key) for key in ("surface", "cluster", "norms") if key in keys}
-    distances, norms = (read.get(key) == read["surface"] for key in ("cluster", "norms"))
-    if read["surface"][3] != DEFAULT_SOURCE or not (distances or norms):
+    read = {r.key: segments_of(r) for r in (SURFACE, CLUSTER, NORMS) if r.key in keys}
+    distances, norms = (read.get(r.key) == read[SURFACE.key] for r in (CLUSTER, NORMS))
+    if read[SURFACE.key][3] != DEFAULT_SOURCE or not (distances or norms):
         return []
-    n_segments, seed, max_length, _ = read["surface"]
+    n_segments, seed, max_length, _ = read[SURFACE.key]
     return segment_statistics(lm, n_segments=n_segments, seed=seed, max_length=max_length, distances=distances,
                               norms=norms, data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
 
@@ -121,13 +128,15 @@ def all_claims(lm: LoadedModel, ctx: RunContext, **sizes) -> list[Claim]:
 # ------------------------------------------------------------------------------------- CLI
 
 
+def corpora(records=SECTIONS) -> tuple[str, ...]:
+    """What the runs of ``records`` read (:attr:`~helpers.section.Section.corpora`), each once, in their order."""
+    return tuple(dict.fromkeys(c for s in records for c in s.corpora))
+
+
 def _check_claims_inputs(args: argparse.Namespace) -> None:
-    from helpers.coref.run import load_coref
     from helpers.pipeline.argtypes import check_corpora
 
-    check_corpora(args, "gum:train", "gum:dev", "gum:test", "ewt:dev")
-    for split in ("dev", "test"):
-        load_coref(split, data_dir=args.data_dir, cache_root=args.cache_dir)
+    check_corpora(args, *corpora(PAPER_SECTIONS))
 
 
 def add_size_args(parser: argparse.ArgumentParser, *,
@@ -146,8 +155,8 @@ def add_size_args(parser: argparse.ArgumentParser, *,
                         help=f"probe epochs for §5 (default {PROBE.sizes.full['epochs']})")
     parser.add_argument("--permutations", type=positive_int, default=CLUSTER.sizes.full["n_perm"], metavar="N",
                         help=f"permutations of the §6 layer test (default {CLUSTER.sizes.full['n_perm']})")
-    parser.add_argument("--max-length", type=max_length_int, default=128,
-                        help="longest input in tokens (default 128, as in the paper); longer ones are skipped and counted")
+    parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH,
+                        help=f"longest input in tokens (default {MAX_LENGTH}, as in the paper); longer ones are skipped and counted")
 
 
 def _claims_args(parser: argparse.ArgumentParser) -> None:
@@ -164,8 +173,7 @@ def size_options(args: argparse.Namespace) -> dict:
 
 def cmd_claims(args: argparse.Namespace) -> dict:
     lm = load(args)
-    ctx = context(args).replace(small=False)  # the command's sizes are its options, never the chapters' small ones
-    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, ctx, **size_options(args))]}
+    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, run_context(args), **size_options(args))]}
 
 
 COMMAND = Command("claims", "every claim of the paper with our verdict, from the cached results (computing what is missing)", _claims_args, cmd_claims)

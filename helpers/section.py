@@ -24,8 +24,7 @@ from typing import Any, Callable, Mapping
 
 from helpers.claims import Claim
 from helpers.context import RunContext
-
-MAX_LENGTH = 128  # the paper's longest input in tokens: a setting of every section's run (longer inputs are skipped)
+from helpers.core.encoding import MAX_LENGTH  # a setting of every section's run
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,19 @@ class SectionReport:
     """The report of a section's run: the model, the context, the run's ``settings`` and the ``inputs`` (the
     reports of the sections it reads), with its results as :class:`part` attributes, computed when first
     read. A subclass is itself a section's runner (``Section(runner=MyReport, ...)``: the record calls
-    ``MyReport(lm, ctx, settings, inputs)``)."""
+    ``MyReport(lm, ctx, settings, inputs)``). Every report has the same shape: its parts, ``to_json(...)`` (the
+    JSON of the section's command, whose options it takes) and the record's ``claims(report)``."""
 
     def __init__(self, lm, ctx: RunContext, settings: dict, inputs: Mapping[str, Any]):
         self.lm, self.ctx, self.settings, self.inputs = lm, ctx, settings, inputs
+
+    def computed(self, name: str) -> bool:
+        """Whether the part ``name`` has been computed (read) already."""
+        return name in vars(self)
+
+    def to_json(self, **options) -> dict:
+        """The JSON of the section's command (its layout is the command's contract)."""
+        raise NotImplementedError(f"{type(self).__name__}.to_json")
 
 
 # ``runner(lm, ctx, settings, inputs) -> report``: ``settings`` as :meth:`Section.settings` returns them,
@@ -77,8 +85,11 @@ class Section:
     """A paper section: ``key`` (its package, e.g. ``"surface"``), ``paper`` (its section in the paper,
     ``"§3"``; ``None`` beyond the paper), ``chapter`` (its notebook, ``"03_surface"``), ``sizes``,
     ``runner`` (see :meth:`run`), ``claims(report) -> list[Claim]``, its ``command`` (a
-    :class:`helpers.pipeline.options.Command`) and ``inputs`` (the keys of the sections whose reports its
-    run reads)."""
+    :class:`helpers.pipeline.options.Command`), ``inputs`` (the keys of the sections whose reports its
+    run reads) and ``corpora`` (what its own runs read, :func:`helpers.data.corpora.corpus_read` names:
+    ``"gum:test"``, ``"segments:gum:train"``, ``"ontogum:dev"``; its inputs' reads are theirs). The corpus
+    checks of ``claims`` and ``compare``, the build plan (:mod:`helpers.plan`) and the order of the book's
+    pages (``scripts/execute_book.py``) are derived from ``inputs`` and ``corpora``."""
 
     key: str
     paper: str | None
@@ -88,6 +99,7 @@ class Section:
     claims: Callable[[Any], list[Claim]] = field(repr=False)
     command: Any = field(repr=False)
     inputs: tuple[str, ...] = ()
+    corpora: tuple[str, ...] = ()
 
     @property
     def in_paper(self) -> bool:

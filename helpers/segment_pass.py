@@ -11,6 +11,8 @@ same segments again.
 """
 from __future__ import annotations
 
+from helpers.core.encoding import MAX_LENGTH
+
 
 class _Missing(Exception):
     pass
@@ -63,7 +65,7 @@ class SegmentAccumulator:
         return dict(self.accs)
 
 
-def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = 128, norms: bool = True,
+def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = MAX_LENGTH, norms: bool = True,
                        distances: bool = True, data_dir=None, cache_root=None, progress: bool = False) -> list[str]:
     """Fill the caches of the §3 statistics, (``distances``) the §6 JS distances and (``norms``) the norms
     chapter's statistics of the chapters' segments in one pass of the model, computing only what the cache lacks;

@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 # jupyter-book's execution cache notices code changes only: a build for another model
-# ($BERT_ATTENTION_MODEL) or size ($BERT_ATTENTION_SMALL) re-executes every chapter. The analyses'
-# own results stay cached on disk, keyed by the model, so switching back is cheap.
-stamp="model=${BERT_ATTENTION_MODEL:-default} small=${BERT_ATTENTION_SMALL:-0}"
+# ($BERT_ATTENTION_MODEL), size ($BERT_ATTENTION_SMALL) or comparison ($BERT_ATTENTION_COMPARE, the models of
+# chapter 8) re-executes every chapter. The analyses' own results stay cached on disk, keyed by the model, so
+# switching back is cheap.
+stamp="model=${BERT_ATTENTION_MODEL:-default} small=${BERT_ATTENTION_SMALL:-0} compare=${BERT_ATTENTION_COMPARE:-default}"
 if [ -d _build ] && [ "$(cat _build/.built-for 2>/dev/null)" != "$stamp" ]; then
   echo "building for $stamp (was: $(cat _build/.built-for 2>/dev/null || echo unknown)): chapters re-execute"
   rm -rf _build/.jupyter_cache _build/html _build/jupyter_execute

@@ -27,25 +27,50 @@ from pathlib import Path
 
 import yaml
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # this tree's helpers, whichever is installed
+    sys.path.insert(0, str(ROOT))
+
+COMPARE, GLANCE = "notebooks/08_compare", "notebooks/results_at_a_glance"
+# Waits that no record's inputs say. Chapter 5 extracts the GUM and EWT maps (of more sentences) that the syntax
+# chapter reads: it goes first, else both pages would extract the same maps at once.
+SHARED_MAPS: dict[str, tuple[str, ...]] = {"notebooks/04_syntax": ("notebooks/05_probe",)}
+
+
+def chapter_page(record) -> str:
+    """The page of a section's chapter (``notebooks/03_surface``)."""
+    return f"notebooks/{record.chapter}"
+
+
+def after_pages(sections) -> dict[str, tuple[str, ...]]:
+    """page -> the pages whose cached results it reads (run those first), from the section records: each
+    section's chapter after the chapters of the sections its record reads (:attr:`~helpers.section.Section.inputs`),
+    and after :data:`SHARED_MAPS`. The pages that are no section's: chapter 2 reads no section's results; the
+    comparison (``08_compare``) runs every section again for its other models and reads the book model's from
+    the chapters, so it waits for every section's chapter (it never runs beside one); "Results at a glance"
+    reads the comparison's."""
+    pages = {s.key: chapter_page(s) for s in sections}
+    out: dict[str, tuple[str, ...]] = {"notebooks/02_attention_maps": ()}
+    for s in sections:
+        out[pages[s.key]] = tuple(pages[k] for k in s.inputs) + SHARED_MAPS.get(pages[s.key], ())
+    out[COMPARE] = tuple(pages.values())
+    out[GLANCE] = (COMPARE,)
+    return out
+
+
+def _after() -> dict[str, tuple[str, ...]]:
+    from helpers.results import SECTIONS
+
+    return after_pages(SECTIONS)
+
+
 # page -> the pages whose cached results it reads (run those first). A page not listed here runs after
 # every listed page, alone.
-AFTER: dict[str, tuple[str, ...]] = {
-    "notebooks/02_attention_maps": (),
-    "notebooks/03_surface": (),             # one pass over the segments: §3, §6 and norms statistics
-    "notebooks/05_probe": (),               # GUM and EWT maps of the model and its random-init control
-    "notebooks/04_syntax": ("notebooks/05_probe",),
-    "notebooks/04_coref": (),
-    "notebooks/06_cluster": ("notebooks/03_surface", "notebooks/04_syntax", "notebooks/04_coref"),
-    "notebooks/07_norms": ("notebooks/03_surface", "notebooks/04_syntax"),
-    "notebooks/08_compare": ("notebooks/03_surface", "notebooks/04_syntax", "notebooks/04_coref", "notebooks/05_probe",
-                             "notebooks/06_cluster", "notebooks/07_norms"),
-    "notebooks/results_at_a_glance": ("notebooks/08_compare",),
-}
+AFTER: dict[str, tuple[str, ...]] = _after()
 ALONE = ("notebooks/performance",)  # it measures timings: nothing else runs beside it
 # A page starting beside pages whose cost adds up to at least this fraction of its own runs on one thread
 # (e.g. chapters 3 and 5 together); beside less (the comparison beside the short chapter 2), on every core.
 SHARED_FRACTION = 0.5
-ROOT = Path(__file__).resolve().parents[1]
 UNTIMED_COST = 60  # seconds taken for a page that no recorded build timed
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from helpers.claims import Claim, Verdict, verdict
 from helpers.cluster.run import ClusterResult
 
+PAPER_SECTION = "§6"  # the paper section of these claims (the record's ``paper``)
 LAYER_P = 0.05  # significance level of the layer test (one-sided permutation p-value)
 
 
@@ -17,6 +18,6 @@ def verdict_same_layer(p_value: float, ratio: float) -> Verdict:
 def claims(result: ClusterResult) -> list[Claim]:
     """The §6 claim from :func:`run_cluster`'s result, its verdict from the rule above."""
     sim = result.similarity
-    return [Claim("same-layer-heads-alike", "§6", "heads in the same layer behave alike", "observed in Figure 6",
+    return [Claim("same-layer-heads-alike", PAPER_SECTION, "heads in the same layer behave alike", "observed in Figure 6",
                   f"within/between distance {sim['ratio']:.2f}, permutation p = {sim['p_value']:.3f}",
                   float(sim["ratio"]), verdict_same_layer(sim["p_value"], sim["ratio"]))]

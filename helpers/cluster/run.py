@@ -15,12 +15,13 @@ from typing import Callable
 import numpy as np
 
 from helpers.cluster.stats import (
+    PERMUTATIONS,
     JSAccumulator,
     embed_mds,
     hierarchical_order,
     layer_similarity,
 )
-from helpers.core.encoding import EncodedBatch
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
@@ -29,6 +30,7 @@ from helpers.digest import code_digest
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
+    SEGMENTS,
     build_segments,
     segments_key,
 )
@@ -130,9 +132,9 @@ def distances_key(lm: LoadedModel, batch, segments_from: SegmentSource = DEFAULT
             **segments_key(segments_from)}
 
 
-def run_cluster(lm: LoadedModel, surface: Callable[[EncodedBatch], SurfaceStats], *, n_segments: int = 1000,
-                seed: int = 0, max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
-                cache_root: str | os.PathLike | None = None, n_perm: int = 1000, progress: bool = False,
+def run_cluster(lm: LoadedModel, surface: Callable[[EncodedBatch], SurfaceStats], *, n_segments: int = SEGMENTS,
+                seed: int = 0, max_length: int = MAX_LENGTH, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
+                cache_root: str | os.PathLike | None = None, n_perm: int = PERMUTATIONS, progress: bool = False,
                 execution: Execution | None = None) -> ClusterResult:
     """Distances (cached, keyed by the model, the segments and the code of :func:`js_distances`), MDS
     coordinates, behaviour labels and the layer-similarity test.

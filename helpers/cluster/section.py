@@ -12,6 +12,7 @@ from helpers.claims import Claim
 from helpers.cluster import claims as cluster_claims
 from helpers.cluster.command import COMMAND
 from helpers.cluster.run import ClusterResult, linguistic_heads, run_cluster
+from helpers.cluster.stats import PERMUTATIONS
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS
 from helpers.section import Section, SectionReport, Sizes, part
 
@@ -19,7 +20,8 @@ from helpers.section import Section, SectionReport, Sizes, part
 class ClusterSectionReport(SectionReport):
     """The chapter's run, each part computed when first read: ``result`` (:func:`~helpers.cluster.run.run_cluster`:
     distances cached, MDS, behaviours from the §3 report, the layer test) and ``linguistic`` (the heads of
-    the §4.2 and §4.3 reports, :func:`~helpers.cluster.run.linguistic_heads`)."""
+    the §4.2 and §4.3 reports, :func:`~helpers.cluster.run.linguistic_heads`); ``to_json(linguistic=...)`` is the
+    ``cluster`` command's JSON (without ``linguistic``, the §4.2 and §4.3 reports are not read)."""
 
     @part
     def result(self) -> ClusterResult:
@@ -32,14 +34,18 @@ class ClusterSectionReport(SectionReport):
     def linguistic(self) -> dict[str, str]:
         return linguistic_heads(self.inputs["syntax"].specialised_heads(), self.inputs["coref"].dev.best_head())
 
+    def to_json(self, linguistic: bool = True) -> dict:
+        return self.result.to_json(self.linguistic if linguistic else {})
+
 
 def _claims(report: ClusterSectionReport) -> list[Claim]:
     return cluster_claims.claims(report.result)
 
 
-_SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE, "n_perm": 1000}  # the same in both configurations
+_SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE, "n_perm": PERMUTATIONS}  # the same in both configurations
 SECTION = Section(
-    key="cluster", paper="§6", chapter="06_cluster",
+    key="cluster", paper=cluster_claims.PAPER_SECTION, chapter="06_cluster",
     sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
     runner=ClusterSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax", "coref"),
+    corpora=("segments:gum:train",),
 )

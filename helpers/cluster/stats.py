@@ -145,7 +145,10 @@ def embed_mds(D: np.ndarray, *, seed: int = 0) -> np.ndarray:
     return mds.fit_transform(np.asarray(D, dtype=np.float64))
 
 
-def layer_similarity(D: np.ndarray, n_heads: int, *, n_perm: int = 1000, seed: int = 0) -> dict:
+PERMUTATIONS = 1000  # shuffles of the layer labels in the layer test (the chapter's, the command's default)
+
+
+def layer_similarity(D: np.ndarray, n_heads: int, *, n_perm: int = PERMUTATIONS, seed: int = 0) -> dict:
     """Mean distance between heads of the same layer against heads of different layers, with a
     permutation test (layer labels shuffled over heads, ``n_perm`` times; one-sided p-value for
     "same-layer heads are closer")."""

@@ -14,7 +14,7 @@ from helpers.compare.run import (
     parse_spec,
     parse_specs,
 )
-from helpers.pipeline.options import Command, context
+from helpers.pipeline.options import Command, context, run_context
 
 
 def check_specs(specs: list[str], *, cache_root=None, max_length: int | None = None, where: str = "--models") -> None:
@@ -69,8 +69,7 @@ def cmd_compare(args: argparse.Namespace) -> dict:
     sizes = size_options(args)
     if args.max_documents is None:
         sizes["max_documents"] = coref_documents(args.max_sentences)
-    ctx = context(args).replace(small=False)  # the command's sizes are its options, never the chapters' small ones
-    return compare_json(compare(args.models, ctx, seed=args.seed, figures=False, **sizes))
+    return compare_json(compare(args.models, run_context(args), seed=args.seed, figures=False, **sizes))
 
 
 

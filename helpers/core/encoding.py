@@ -22,6 +22,9 @@ from typing import Sequence
 
 import numpy as np
 
+# The paper's longest input in tokens, special tokens included: the default of every run (longer inputs are skipped).
+MAX_LENGTH = 128
+
 
 @dataclass(frozen=True)
 class Encoded:
@@ -59,7 +62,7 @@ class EncodedBatch:
 
     examples: list[Encoded]
     skipped: list[int] = field(default_factory=list)
-    max_length: int = 128
+    max_length: int = MAX_LENGTH
     unknown_words: int = 0
 
     def __len__(self) -> int:
@@ -130,7 +133,7 @@ def encode_words(
     tokenizer,
     sentences: Sequence[Sequence[str]],
     *,
-    max_length: int = 128,
+    max_length: int = MAX_LENGTH,
     model_max: int | None = None,
 ) -> EncodedBatch:
     """Encode pre-split sentences as ``[CLS] w_1 ... w_n [SEP]`` with a token-to-word alignment.
@@ -206,7 +209,7 @@ def check_positions(batch: EncodedBatch, model_max: int) -> None:
 
 
 def encode_ids(
-    sequences: Sequence[Sequence[int]], *, max_length: int = 128
+    sequences: Sequence[Sequence[int]], *, max_length: int = MAX_LENGTH
 ) -> EncodedBatch:
     """Wrap already-built token id sequences (special tokens included) for token-level extraction."""
     if isinstance(sequences, (str, bytes)) or not isinstance(sequences, (Sequence, np.ndarray)):
@@ -220,7 +223,7 @@ def encode_ids(
     return EncodedBatch(examples, skipped, max_length)
 
 
-def encode_texts(tokenizer, texts: Sequence[str], *, max_length: int = 128) -> EncodedBatch:
+def encode_texts(tokenizer, texts: Sequence[str], *, max_length: int = MAX_LENGTH) -> EncodedBatch:
     """Encode raw texts as ``[CLS] text [SEP]`` for token-level extraction (over-long ones skipped)."""
     _check_max_length(max_length)
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):

@@ -14,6 +14,7 @@ from helpers.core.labels import head_label
 from helpers.coref.run import CorefRun, Setting
 
 # Thresholds of the §4.3 verdict (see :func:`verdict_coref_head`).
+PAPER_SECTION = "§4.3"  # the paper section of these claims (the record's ``paper``)
 COREF_MARGIN = 10  # points: the paper's "improving by over 10 accuracy points on the string-matching baseline"
 COREF_CLOSE = 5    # points: "close to the rule-based system" = at most this far below it
 CLAIM_SETTING: Setting = "windows"  # the verdict rests on the largest evaluation: whole documents
@@ -40,7 +41,7 @@ def claims(dev: CorefRun, test: CorefRun) -> list[Claim]:
     hm, rb = base["head match"]["all"], base["rule-based"]["all"]
     interval = test.head_interval(layer, head)
     p = paper.TABLE2
-    return [Claim("coref-head", "§4.3",
+    return [Claim("coref-head", PAPER_SECTION,
                   f"a head selects antecedents over {COREF_MARGIN} points above head-word matching, close to the rule-based system",
                   f"{p[paper.COREF_HEAD_ROW].all} ({paper.COREF_HEAD.value}) vs {p['Head match'].all} and {p['Rule-based'].all}",
                   f"{interval_text(acc, interval)} ({head_label(layer, head)}, chosen on dev) vs {hm:.1f} and {rb:.1f} "

@@ -12,8 +12,9 @@ from typing import Literal
 
 import numpy as np
 
+from helpers import paper
 from helpers.config import data_dir as resolve_data_dir
-from helpers.core.encoding import encode_words
+from helpers.core.encoding import MAX_LENGTH, encode_words
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.coref.stats import (
@@ -26,8 +27,8 @@ from helpers.coref.stats import (
     queries_in_window,
     window_words,
 )
-from helpers.data.corpora import file_digest, load_gum
-from helpers.data.ontogum import CorefDocument, build_document
+from helpers.data.corpora import file_digest
+from helpers.data.ontogum import CorefDocument, load_coref
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import extract, shard_size_for
 from helpers.syntax.stats import bootstrap_interval
@@ -45,26 +46,13 @@ COREF_SHARD_EXAMPLES = 64
 SMALL_DOCUMENTS = 4  # documents per split in the small (test) configuration; the book reads them all
 
 
-def load_coref(split: str = "test", *, data_dir=None, cache_root=None) -> list[CorefDocument]:
-    """GUM documents of a split with their OntoGUM mentions (documents without an OntoGUM file are left out)."""
-    root = resolve_data_dir(data_dir) / "gum" / "ontogum"
-    docs = []
-    for doc in load_gum(split, data_dir=data_dir, cache_root=cache_root):
-        path = root / f"{doc.doc_id}.conll"
-        if path.is_file():
-            docs.append(build_document(doc, path))
-    if not docs:
-        raise FileNotFoundError(f"{root}: no OntoGUM files for GUM {split}")
-    return docs
-
-
 def _word_tokens(tokenizer, words: list[str]) -> list[int]:
     enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
     counts = np.bincount([w for w in enc.word_ids() if w is not None], minlength=len(words))
     return np.maximum(counts, 1).tolist()  # a word with no token is encoded as [UNK]
 
 
-def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", max_length: int = 128) -> list[tuple[int, int]]:
+def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", max_length: int = MAX_LENGTH) -> list[tuple[int, int]]:
     """Word ranges ``[start, end)`` of the windows read from a document.
 
     ``truncated``: the document's first words that fit (the paper). ``windows``: windows that
@@ -150,7 +138,7 @@ class CorefRun:
         return bootstrap_interval(correct, total, n_boot=n_boot, seed=seed)
 
 
-def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = 128,
+def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = MAX_LENGTH,
               max_documents: int | None = None, data_dir=None, cache_root: str | os.PathLike | None = None,
               progress: bool = False, execution: Execution | None = None) -> CorefRun:
     """Score every head and the baselines on one GUM split.
@@ -241,3 +229,33 @@ def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = (
     for name, values in test.baseline_accuracy().items():
         rows.append({"system": name, **values, "interval": None})
     return rows
+
+
+def coref_json(model: str, test: CorefRun, dev: CorefRun, *, select_on: str) -> dict:
+    """The ``coref`` command's JSON (layout fixed by the CLI contract): every head and the baselines scored on
+    ``test``, the head chosen on ``dev`` (the split ``select_on``), the paper's Table 2, and the same with every
+    other word of the window as a candidate."""
+    layer, head = dev.best_head()
+    acc = test.accuracy()
+    return {
+        "model": model, "split": test.split, "setting": test.setting, "documents": test.n_documents,
+        "mentions": test.counts(),
+        "per_head": {k: np.round(v, 4).tolist() for k, v in acc.items()},
+        "baselines": test.baseline_accuracy(),
+        "best_head": {"label": head_label(layer, head), "chosen_on": select_on,
+                      "accuracy": {k: float(v[layer, head]) for k, v in acc.items()},
+                      "interval_all": test.head_interval(layer, head)},
+        "paper": {name: dict(zip(("all", *MENTION_TYPES), values)) for name, values in paper.TABLE2.items()},
+        "candidates": CANDIDATE_LABELS["mentions"],
+        "every_word_candidates": _candidates_json(dev, test, "words", select_on),
+    }
+
+
+def _candidates_json(dev: CorefRun, test: CorefRun, candidates: CandidateSet, select_on: str) -> dict:
+    """Per-head accuracy and the dev-chosen head when every other word of the window is a candidate."""
+    acc = test.accuracy(candidates)
+    layer, head = dev.best_head(candidates)
+    return {"candidates": CANDIDATE_LABELS[candidates], "per_head": {k: np.round(v, 4).tolist() for k, v in acc.items()},
+            "best_head": {"label": head_label(layer, head), "chosen_on": select_on,
+                          "accuracy": {k: float(v[layer, head]) for k, v in acc.items()},
+                          "interval_all": test.head_interval(layer, head, candidates=candidates)}}

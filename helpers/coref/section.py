@@ -8,7 +8,7 @@ from __future__ import annotations
 from helpers.claims import Claim
 from helpers.coref import claims as coref_claims
 from helpers.coref.command import COMMAND
-from helpers.coref.run import SMALL_DOCUMENTS, CorefRun, run_coref
+from helpers.coref.run import SMALL_DOCUMENTS, CorefRun, Setting, coref_json, run_coref
 from helpers.section import Section, SectionReport, Sizes, part
 
 
@@ -16,28 +16,39 @@ class CorefSectionReport(SectionReport):
     """The chapter's runs (:func:`~helpers.coref.run.run_coref`, maps cached), each computed when first read:
     ``dev`` and ``test`` with each document truncated to its first window (the paper's setting), and
     ``dev_windows`` and ``test_windows`` over whole documents (the claim's setting,
-    :data:`~helpers.coref.claims.CLAIM_SETTING`)."""
+    :data:`~helpers.coref.claims.CLAIM_SETTING`). :meth:`split_run` gives any split in either setting (each
+    computed once); ``to_json(split, select_on, setting)`` is the ``coref`` command's JSON."""
 
-    def _run(self, split: str, setting: str) -> CorefRun:
-        s, ctx = self.settings, self.ctx
-        return run_coref(self.lm, split, setting=setting, max_documents=s["max_documents"], max_length=s["max_length"],
-                         data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+    def split_run(self, split: str, setting: Setting = "truncated") -> CorefRun:
+        """The run over the GUM split ``split`` in ``setting``, at this report's settings (computed once)."""
+        runs = vars(self).setdefault("_runs", {})
+        if (split, setting) not in runs:
+            s, ctx = self.settings, self.ctx
+            with ctx.active():
+                runs[split, setting] = run_coref(
+                    self.lm, split, setting=setting, max_documents=s["max_documents"], max_length=s["max_length"],
+                    data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+        return runs[split, setting]
 
     @part
     def dev(self) -> CorefRun:
-        return self._run("dev", "truncated")
+        return self.split_run("dev")
 
     @part
     def test(self) -> CorefRun:
-        return self._run("test", "truncated")
+        return self.split_run("test")
 
     @part
     def dev_windows(self) -> CorefRun:
-        return self._run("dev", coref_claims.CLAIM_SETTING)
+        return self.split_run("dev", coref_claims.CLAIM_SETTING)
 
     @part
     def test_windows(self) -> CorefRun:
-        return self._run("test", coref_claims.CLAIM_SETTING)
+        return self.split_run("test", coref_claims.CLAIM_SETTING)
+
+    def to_json(self, split: str = "test", select_on: str = "dev", setting: Setting = "truncated") -> dict:
+        test = self.split_run(split, setting)  # scored first, as the command always did
+        return coref_json(self.lm.label, test, self.split_run(select_on, setting), select_on=select_on)
 
 
 def _claims(report: CorefSectionReport) -> list[Claim]:
@@ -45,7 +56,7 @@ def _claims(report: CorefSectionReport) -> list[Claim]:
 
 
 SECTION = Section(
-    key="coref", paper="§4.3", chapter="04_coref",
+    key="coref", paper=coref_claims.PAPER_SECTION, chapter="04_coref",
     sizes=Sizes(full={"max_documents": None}, small={"max_documents": SMALL_DOCUMENTS}),
-    runner=CorefSectionReport, claims=_claims, command=COMMAND,
+    runner=CorefSectionReport, claims=_claims, command=COMMAND, corpora=("ontogum:dev", "ontogum:test"),
 )

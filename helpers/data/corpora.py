@@ -32,6 +32,25 @@ from helpers.data.conllu_io import Sentence, read_conllu
 
 GumSplit = Literal["train", "dev", "test", "test2"]
 GUM_SPLITS: tuple[str, ...] = ("train", "dev", "test", "test2")
+# What a section's run reads (:attr:`helpers.section.Section.corpora`), one spec each: a treebank read sentence by
+# sentence (``"gum:test"``, ``"ewt:dev"``), the segments drawn from a GUM split (``"segments:gum:train"``,
+# :mod:`helpers.data.segments`) or a GUM split's documents with their OntoGUM coreference (``"ontogum:dev"``,
+# :mod:`helpers.data.ontogum`).
+SEGMENTS_OF, COREFERENCE_OF = "segments:", "ontogum:"
+ReadKind = Literal["sentences", "segments", "coreference"]
+
+
+def corpus_read(spec: str) -> tuple[ReadKind, str]:
+    """``(kind, source)`` of a section's read ``spec``: ``("segments", "gum:train")`` for ``"segments:gum:train"``,
+    ``("coreference", "dev")`` for ``"ontogum:dev"``, else ``("sentences", spec)``.
+
+    >>> corpus_read("segments:gum:train"), corpus_read("ontogum:dev"), corpus_read("ewt:dev")
+    (('segments', 'gum:train'), ('coreference', 'dev'), ('sentences', 'ewt:dev'))
+    """
+    for prefix, kind in ((SEGMENTS_OF, "segments"), (COREFERENCE_OF, "coreference")):
+        if spec.startswith(prefix):
+            return kind, spec.removeprefix(prefix)
+    return "sentences", spec
 MANIFEST = Path(__file__).with_name("data_manifest.json")
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.data.conllu_io import Sentence
-from helpers.data.corpora import Document
+from helpers.config import data_dir as resolve_data_dir
+from helpers.data.corpora import Document, load_gum
 
 _BRACKET = re.compile(r"\((\d+)\)|\((\d+)|(\d+)\)")
 
@@ -118,3 +119,16 @@ def build_document(doc: Document, ontogum_path: str | Path) -> CorefDocument:
                                 feats.get("Number"), feats.get("Gender"), mention_person(sent.upos[k], feats)))
     mentions.sort(key=lambda m: (m.head, m.start, m.end))
     return CorefDocument(doc.doc_id, words, mentions)
+
+
+def load_coref(split: str = "test", *, data_dir=None, cache_root=None) -> list[CorefDocument]:
+    """GUM documents of a split with their OntoGUM mentions (documents without an OntoGUM file are left out)."""
+    root = resolve_data_dir(data_dir) / "gum" / "ontogum"
+    docs = []
+    for doc in load_gum(split, data_dir=data_dir, cache_root=cache_root):
+        path = root / f"{doc.doc_id}.conll"
+        if path.is_file():
+            docs.append(build_document(doc, path))
+    if not docs:
+        raise FileNotFoundError(f"{root}: no OntoGUM files for GUM {split}")
+    return docs

@@ -35,8 +35,10 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from helpers.core.encoding import EncodedBatch, encode_ids
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch, encode_ids
 from helpers.data.corpora import Document
+
+SEGMENTS = 1000  # the paper's 1,000 segments (§3): the chapters' and the commands' default
 
 SegmentSource = Literal["documents", "paragraphs"]
 SEGMENT_SOURCES: tuple[str, ...] = ("documents", "paragraphs")
@@ -131,7 +133,7 @@ def chunk_document(sentences: Sequence[Sequence[int]], budget: int, rng: random.
 
 
 def document_segments(
-    documents: Sequence[Document], tokenizer, *, n: int = 1000, max_length: int = 128, seed: int = 0
+    documents: Sequence[Document], tokenizer, *, n: int = SEGMENTS, max_length: int = MAX_LENGTH, seed: int = 0
 ) -> list[Segment]:
     """The authors' construction (module docstring): documents in a seeded order, ``n`` segments, shuffled."""
     if n < 1:
@@ -154,7 +156,7 @@ def document_segments(
 
 
 def paragraph_segments(
-    documents: Sequence[Document], tokenizer, *, n: int = 1000, max_length: int = 128, seed: int = 0
+    documents: Sequence[Document], tokenizer, *, n: int = SEGMENTS, max_length: int = MAX_LENGTH, seed: int = 0
 ) -> list[Segment]:
     """Draw ``n`` segments of two consecutive paragraphs (fewer if the corpus has fewer pairs)."""
     if n < 1:
@@ -178,7 +180,7 @@ def paragraph_segments(
 
 
 def paper_segments(
-    documents: Sequence[Document], tokenizer, *, n: int = 1000, max_length: int = 128, seed: int = 0,
+    documents: Sequence[Document], tokenizer, *, n: int = SEGMENTS, max_length: int = MAX_LENGTH, seed: int = 0,
     source: SegmentSource = "documents",
 ) -> list[Segment]:
     """``n`` segments built by ``source`` (``"documents"``: the authors' construction; ``"paragraphs"``)."""
@@ -193,7 +195,7 @@ def paper_segments(
     return build(documents, tokenizer, n=n, max_length=max_length, seed=seed)
 
 
-def encode_segments(tokenizer, segments: Sequence[Segment], *, max_length: int = 128) -> EncodedBatch:
+def encode_segments(tokenizer, segments: Sequence[Segment], *, max_length: int = MAX_LENGTH) -> EncodedBatch:
     """Model inputs ``[CLS] A [SEP] B [SEP]`` (or the tokenizer's own pair template)."""
     before, between, after = pair_template(tokenizer)
     return encode_ids(

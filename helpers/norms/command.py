@@ -1,27 +1,28 @@
-"""The ``norms`` command: its options and the JSON it writes."""
+"""The ``norms`` command: its options (their defaults: the record's settings) and its run: the record's, whose
+report's JSON it writes."""
 from __future__ import annotations
 
 import argparse
+from typing import Mapping
 
-from helpers.norms.run import norms_json, run_norms
 from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
-from helpers.pipeline.engine import Execution, add_execution_args
-from helpers.pipeline.options import Command, capped_counts, load
+from helpers.pipeline.engine import add_execution_args
+from helpers.pipeline.options import Command, capped_counts, load, run_context
 
 
-def _norms_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000, as the surface command)")
-    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
+def _norms_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:
+    parser.add_argument("--segments", type=positive_int, default=defaults["n_segments"],
+                        help=f"segments to draw (default {defaults['n_segments']}, as the surface command)")
+    parser.add_argument("--max-length", type=max_length_int, default=defaults["max_length"],
+                        help="segment length limit in tokens")
     add_execution_args(parser)
     parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))  # segments come from GUM train
 
 
-def cmd_norms(args: argparse.Namespace) -> dict:
+def cmd_norms(args: argparse.Namespace, run) -> dict:
     lm = load(args)
-    report = run_norms(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
-                       data_dir=args.data_dir, cache_root=args.cache_dir, progress=not args.quiet,
-                       execution=Execution.from_args(args))
-    out = norms_json(report)
+    report = run(lm, run_context(args), n_segments=args.segments, seed=args.seed, max_length=args.max_length)
+    out = report.to_json()
     capped_counts({"segments": (args.segments, out["segments"])})  # said on standard error; the layout is fixed
     return out
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.core.encoding import EncodedBatch
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.digest import code_digest
 from helpers.norms.stats import NormStats, norm_statistics
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import extract_treebank
-from helpers.pipeline.segments import build_segments
+from helpers.pipeline.segments import SEGMENTS, build_segments
 from helpers.syntax.stats import HeadScores, score_heads
 
 
@@ -42,7 +42,7 @@ def stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
             "code": code_digest(norm_statistics)}
 
 
-def run_norms(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128, data_dir=None,
+def run_norms(lm: LoadedModel, *, n_segments: int = SEGMENTS, seed: int = 0, max_length: int = MAX_LENGTH, data_dir=None,
               cache_root: str | os.PathLike | None = None, progress: bool = False,
               execution: Execution | None = None) -> NormsReport:
     """Shares under weights and norms and their correlation over the surface chapter's segments (cached;
@@ -82,7 +82,7 @@ def same_predictions(weights: HeadScores, norms: HeadScores) -> np.ndarray:
     return (weights.word_correct == norms.word_correct).mean(axis=(1, 2, 3))
 
 
-def run_table1_norms(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None, max_length: int = 128,
+def run_table1_norms(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                      word_mode: str = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
                      progress: bool = False) -> HeadScores:
     """Every head scored as a parser (:mod:`helpers.syntax.stats`) on word-level *norm* maps of ``corpus`` (cached)."""

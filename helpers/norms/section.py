@@ -12,11 +12,14 @@ from __future__ import annotations
 from helpers.claims import Claim
 from helpers.norms import claims as norms_claims
 from helpers.norms.command import COMMAND
-from helpers.norms.run import NormsReport, run_norms, run_table1_norms, table1_comparison
+from helpers.norms.run import NormsReport, norms_json, run_norms, run_table1_norms, table1_comparison
 from helpers.norms.stats import NormStats
 from helpers.pipeline.segments import SEGMENTS, SMALL_SEGMENTS
 from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax.stats import HeadScores
+
+
+TABLE1_TREEBANK = "gum:test"  # Table 1 re-scored on norm maps: the syntax chapter's test treebank
 
 
 class NormsSectionReport(SectionReport):
@@ -24,7 +27,8 @@ class NormsSectionReport(SectionReport):
     weights and norms over the surface chapter's segments, cached; ``stats`` is its statistics), ``surface``
     and ``syntax`` (the input reports), ``norms_test`` (every head scored on norm maps of GUM test, with
     the syntax chapter's sentence limit) and ``table1`` (:func:`~helpers.norms.run.table1_comparison` on the
-    syntax chapter's relations)."""
+    syntax chapter's relations); ``to_json()`` is ``norms``' (:func:`~helpers.norms.run.norms_json`: the ``norms``
+    command's JSON, which reads no input)."""
 
     @property
     def surface(self):
@@ -47,13 +51,16 @@ class NormsSectionReport(SectionReport):
     @part
     def norms_test(self) -> HeadScores:
         ctx = self.ctx
-        return run_table1_norms(self.lm, "gum:test", max_sentences=self.syntax.max_sentences,
+        return run_table1_norms(self.lm, TABLE1_TREEBANK, max_sentences=self.syntax.max_sentences,
                                 max_length=self.settings["max_length"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
                                 progress=ctx.progress)
 
     @part
     def table1(self) -> list[dict]:
         return table1_comparison(self.syntax.test.scores, self.norms_test, self.syntax.relations)
+
+    def to_json(self) -> dict:
+        return norms_json(self.norms)
 
 
 def _claims(report: NormsSectionReport) -> list[Claim]:
@@ -64,4 +71,5 @@ SECTION = Section(
     key="norms", paper=None, chapter="07_norms",
     sizes=Sizes(full={"n_segments": SEGMENTS, "seed": 0}, small={"n_segments": SMALL_SEGMENTS, "seed": 0}),
     runner=NormsSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax"),
+    corpora=("segments:gum:train", TABLE1_TREEBANK),
 )

@@ -169,10 +169,20 @@ def check_output_path(path: str | os.PathLike, option: str = "--json") -> None:
 
 
 def check_corpora(args: argparse.Namespace, *specs: str) -> None:
-    """Read every corpus ``spec`` (``gum:train``, ``ewt:dev``, a path ...) the way the command will, so a
-    missing or malformed file is reported before the model loads (parsed files stay cached in memory)."""
-    from helpers.data.corpora import load_treebank
+    """Read every corpus ``spec`` (``gum:train``, ``ewt:dev``, a path ...; or a section's read as
+    :func:`helpers.data.corpora.corpus_read` names it: ``segments:gum:train``, ``ontogum:dev``) the way the command
+    will, so a missing or malformed file is reported before the model loads (parsed files stay cached in memory)."""
+    from helpers.data.corpora import corpus_read, load_treebank
+    from helpers.data.ontogum import load_coref
 
+    checked = set()
     for spec in specs:
-        load_treebank(spec, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),
-                      cache_root=getattr(args, "cache_dir", None))
+        kind, source = corpus_read(spec)
+        if (kind == "coreference", source) in checked:  # a treebank read as sentences and as segments: once
+            continue
+        checked.add((kind == "coreference", source))
+        if kind == "coreference":
+            load_coref(source, data_dir=args.data_dir, cache_root=getattr(args, "cache_dir", None))
+        else:
+            load_treebank(source, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),
+                          cache_root=getattr(args, "cache_dir", None))

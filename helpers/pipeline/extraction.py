@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.config import cache_dir
-from helpers.core.encoding import Encoded, EncodedBatch
+from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch
 from helpers.core.extract import Level, bucket
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode
@@ -234,7 +234,7 @@ def extract(
     return finish_extraction(plan, computed)
 
 
-def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
+def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                     data_dir=None, cache_root: str | os.PathLike | None = None):
     """``(sentences, batch, source_digest)``: a treebank's sentences, encoded, and its files' digest."""
     from helpers.core.encoding import encode_words
@@ -245,7 +245,7 @@ def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = N
     return sentences, batch, file_digest(corpus_files(spec, data_dir=data_dir))
 
 
-def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = 128,
+def extract_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                      word_mode: WordMode = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
                      progress: bool = False, shard_size: int = SHARD_SIZE, maps: str = "weights"):
     """``(sentences, store)``: a treebank's sentences and their word-level maps (cached, keyed on the files);

@@ -13,6 +13,7 @@ from typing import Callable
 
 from helpers import config
 from helpers.context import RunContext
+from helpers.core.encoding import MAX_LENGTH
 from helpers.pipeline.argtypes import (
     device,
     max_length_int,
@@ -25,15 +26,20 @@ Handler = Callable[..., dict]
 
 @dataclass(frozen=True)
 class Command:
-    """One sub-command: ``python -m helpers NAME``; ``arguments`` adds its options, ``handler`` returns the JSON.
-    A command that reads other sections' results names them in ``inputs``; its handler is called as
-    ``handler(args, {key: section record})`` (the CLI passes the records of :data:`helpers.results.SECTIONS`)."""
+    """One sub-command: ``python -m helpers NAME``; ``arguments(parser)`` adds its options, ``handler(args)``
+    returns the JSON.
+
+    A section's command (the ``command`` of its record, :class:`helpers.section.Section`) is its record's run and
+    nothing else: the CLI calls ``arguments(parser, defaults)`` with the record's settings in the full
+    configuration (:meth:`helpers.section.Sizes.pick`: the options' defaults) and ``handler(args, run)``, where
+    ``run(lm, ctx, **settings)`` is the record's run handed the reports of the sections it reads
+    (:func:`helpers.results.run_section`); the handler loads the model, runs it in :func:`run_context` with the
+    settings its options give and returns its report's ``to_json(...)``."""
 
     name: str
     help: str
-    arguments: Callable[[argparse.ArgumentParser], None]
+    arguments: Callable[..., None]
     handler: Handler
-    inputs: tuple[str, ...] = ()
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -105,6 +111,12 @@ def context(args: argparse.Namespace) -> RunContext:
     return ctx
 
 
+def run_context(args: argparse.Namespace) -> RunContext:
+    """The context a command runs sections in: :func:`context` in the full configuration (a command's sizes are
+    its options, never the chapters' small ones)."""
+    return context(args).replace(small=False)
+
+
 # --------------------------------------------------------------------------------- extract
 
 
@@ -114,7 +126,7 @@ def add_corpus_args(parser: argparse.ArgumentParser, *, default: str = "gum:test
     parser.add_argument("--conllu", default=None, metavar="FILE", help="a CoNLL-U file (overrides --corpus)")
     parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                         help="use only the first N sentences, in file order")
-    parser.add_argument("--max-length", type=max_length_int, default=128,
+    parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH,
                         help="longest input in tokens, special tokens included; longer ones are skipped and counted")
 
 

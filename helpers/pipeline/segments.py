@@ -8,12 +8,14 @@ True
 from __future__ import annotations
 
 import argparse
+from typing import Mapping
 
-from helpers.core.encoding import EncodedBatch, check_positions
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch, check_positions
 from helpers.core.models import LoadedModel
 from helpers.data.corpora import load_gum
 from helpers.data.segments import (
     SEGMENT_SOURCES,
+    SEGMENTS,
     Segment,
     SegmentSource,
     encode_segments,
@@ -25,11 +27,11 @@ from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_in
 from helpers.pipeline.options import Command, load, with_counts
 
 DEFAULT_SOURCE: SegmentSource = "documents"
-SEGMENTS, SMALL_SEGMENTS = 1000, 40  # the chapters' segments (§3, §6, norms): the paper's 1,000; the small (test) configuration
+SMALL_SEGMENTS = 40  # the chapters' segments (§3, §6, norms) in the small (test) configuration; the book's: SEGMENTS
 
 
-def draw_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,
-                  max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE,
+def draw_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = SEGMENTS, seed: int = 0,
+                  max_length: int = MAX_LENGTH, segments_from: SegmentSource = DEFAULT_SOURCE,
                   data_dir=None, cache_root=None) -> tuple[list[Segment], EncodedBatch]:
     """``(segments, encoded)``: the segments of a GUM split (see :mod:`helpers.data.segments`) and their model inputs;
     ``encoded.examples[k].index == k``."""
@@ -40,8 +42,8 @@ def draw_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 10
     return segs, batch
 
 
-def build_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = 1000, seed: int = 0,
-                   max_length: int = 128, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
+def build_segments(lm: LoadedModel, *, split: str = "train", n_segments: int = SEGMENTS, seed: int = 0,
+                   max_length: int = MAX_LENGTH, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
                    cache_root=None) -> EncodedBatch:
     """The encoded segments of a GUM split (see :func:`draw_segments`)."""
     return draw_segments(lm, split=split, n_segments=n_segments, seed=seed, max_length=max_length,
@@ -63,14 +65,17 @@ def segments_json(lm: LoadedModel, segments: list[Segment], batch: EncodedBatch)
             "segment_tokens": segment_tokens(batch)}
 
 
-def add_segment_args(parser: argparse.ArgumentParser) -> None:
-    """``--segments``, ``--segments-from`` and ``--max-length``, shared by the segments, surface and cluster commands."""
-    parser.add_argument("--segments", type=positive_int, default=1000, help="segments to draw (default 1000)")
-    parser.add_argument("--segments-from", choices=SEGMENT_SOURCES, default=DEFAULT_SOURCE,
+def add_segment_args(parser: argparse.ArgumentParser, defaults: Mapping | None = None) -> None:
+    """``--segments``, ``--segments-from`` and ``--max-length``, shared by the segments, surface and cluster commands;
+    ``defaults``: a section's settings (``n_segments``, ``segments_from``, ``max_length``), else the paper's."""
+    d = {"n_segments": SEGMENTS, "segments_from": DEFAULT_SOURCE, "max_length": MAX_LENGTH, **(defaults or {})}
+    parser.add_argument("--segments", type=positive_int, default=d["n_segments"],
+                        help=f"segments to draw (default {d['n_segments']})")
+    parser.add_argument("--segments-from", choices=SEGMENT_SOURCES, default=d["segments_from"],
                         help="documents: sentences of a GUM train document accumulated to the length limit and split "
                              "at a random sentence boundary (the authors' construction, default); paragraphs: pairs of "
                              "consecutive paragraphs (shorter)")
-    parser.add_argument("--max-length", type=max_length_int, default=128, help="segment length limit in tokens")
+    parser.add_argument("--max-length", type=max_length_int, default=d["max_length"], help="segment length limit in tokens")
 
 
 def _segments_args(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from helpers.core.encoding import encode_words, printable
+from helpers.core.encoding import MAX_LENGTH, encode_words, printable
 from helpers.core.extract import attention_for
 from helpers.core.labels import head_label
 from helpers.presentation import views
@@ -70,7 +70,7 @@ def _check_max_length(max_length) -> None:
         raise ValueError(f"max_length={printable(repr(max_length), limit=ECHO)}: a whole number of tokens, at least 3")
 
 
-def analyse(text: str | Sequence[str], lm, *, max_length: int = 128) -> Exploration:
+def analyse(text: str | Sequence[str], lm, *, max_length: int = MAX_LENGTH) -> Exploration:
     """Word-level attention of ``text`` (a string, split by :func:`split_words`, or a list of words)."""
     words = _words_of(text)
     _check_lm(lm)
@@ -216,7 +216,7 @@ def _html(text: str):
 
 
 def explore(text: str | Sequence[str], *, lm=None, layer: int | None = None, head: int | None = None,
-            direction: str = DIRECTIONS[0], max_length: int = 128) -> Explorer:
+            direction: str = DIRECTIONS[0], max_length: int = MAX_LENGTH) -> Explorer:
     """An interactive panel for ``text`` with ``lm`` (default: :func:`helpers.load_model`'s offline model).
 
     ``layer``/``head`` (0-based) choose the starting head, by default :func:`most_confident_head`.

@@ -15,6 +15,7 @@ from helpers.claims import (
 from helpers.probe.run import seed_interval
 
 # Thresholds of the §5 verdicts (see :func:`claims`).
+PAPER_SECTION = "§5"  # the paper section of these claims (the record's ``paper``)
 PROBE_GAIN = 10        # UAS points that count as "far better" / "does poorly" (the paper's gaps are 16-47 points)
 CLAIM_TEST = "test"    # the test set the verdicts rest on: GUM test, in the domain the probes were trained on
 
@@ -52,16 +53,16 @@ def claims(result: dict) -> list[Claim]:
     n_seeds = len(runs["Attn"])
     where = f"UAS, GUM test, {n_seeds} seed{'s' if n_seeds != 1 else ''}"
     return [
-        Claim("probe-attn-over-right-branching", "§5", "attention-only probe parses far better than right-branching",
+        Claim("probe-attn-over-right-branching", PAPER_SECTION, "attention-only probe parses far better than right-branching",
               f"{p('Attn')} vs {p('Right-branching')} UAS",
               f"{interval_text(m['Attn'], ci['Attn'])} vs {m['Right-branching']:.1f} ({where})", m["Attn"],
               verdict_probe_attn(m["Attn"], m["Right-branching"], ci["Attn"])),
-        Claim("probe-attn-words-best", "§5", "attention-and-words probe beats attention-only and distances-and-words",
+        Claim("probe-attn-words-best", PAPER_SECTION, "attention-and-words probe beats attention-only and distances-and-words",
               f"{p('Attn + words')} vs {p('Attn')} and {p('Distances + words')} UAS",
               f"{interval_text(m['Attn + words'], ci['Attn + words'])} vs {m['Attn']:.1f} and {m['Distances + words']:.1f} ({where})",
               m["Attn + words"],
               verdict_probe_attn_words(m["Attn + words"], m["Attn"], m["Distances + words"], ci["Attn + words"])),
-        Claim("probe-random-init-fails", "§5", "random-init attention makes the probe fail",
+        Claim("probe-random-init-fails", PAPER_SECTION, "random-init attention makes the probe fail",
               f"{p('Random-init Attn + words')} vs {p('Attn + words')} UAS",
               f"{interval_text(m['Random-init Attn + words'], ci['Random-init Attn + words'])} vs {m['Attn + words']:.1f} ({where})",
               m["Random-init Attn + words"],

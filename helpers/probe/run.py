@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from helpers import paper
-from helpers.core.encoding import EncodedBatch
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import convert
 from helpers.core.models import LoadedModel, load_model
 from helpers.data.cache import cached_json
@@ -79,7 +79,7 @@ def input_embeddings(lm: LoadedModel) -> np.ndarray:
 
 
 def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None = None, glove=None,
-               glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = 128,
+               glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                data_dir=None, cache_root=None, progress: bool = False, batch_size: int | None = None,
                shard_size: int = 256, spill: bool = True) -> ProbeData:
     """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus.
@@ -159,7 +159,7 @@ def probe_corpora(train: str | None = None, dev: str | None = None, tests: list[
 
 
 def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path: str | None = None,
-               max_sentences: int | None = None, max_length: int = 128, data_dir=None, cache_root=None,
+               max_sentences: int | None = None, max_length: int = MAX_LENGTH, data_dir=None, cache_root=None,
                progress: bool = False, refresh: bool = False, corpora: dict[str, str] | None = None,
                workers: int | None = None) -> dict:
     """Every row of Table 3 on each test set (default: GUM test and EWT dev), mean and spread over ``seeds``

@@ -1,33 +1,43 @@
 """Paper §5 as one record (:class:`helpers.section.Section`): chapter ``05_probe``, command ``probe``.
 
->>> result = SECTION.run(lm, ctx)                 # doctest: +SKIP
->>> result["rows"]["Attn"]["test"]["mean"]        # doctest: +SKIP
+>>> report = SECTION.run(lm, ctx)                        # doctest: +SKIP
+>>> report.table["rows"]["Attn"]["test"]["mean"]         # doctest: +SKIP
 """
 from __future__ import annotations
 
 from helpers.claims import Claim
-from helpers.context import RunContext
-from helpers.core.models import LoadedModel
 from helpers.probe import claims as probe_claims
 from helpers.probe.command import COMMAND
-from helpers.probe.run import EPOCHS, SEEDS, SMALL_EPOCHS, SMALL_SENTENCES, run_probes
-from helpers.section import Section, Sizes
+from helpers.probe.run import EPOCHS, SEEDS, SMALL_EPOCHS, SMALL_SENTENCES, probe_corpora, run_probes
+from helpers.section import Section, SectionReport, Sizes, part
 
 
-def _run(lm: LoadedModel, ctx: RunContext, settings: dict, inputs: dict) -> dict:
-    """Table 3 (:func:`~helpers.probe.run.run_probes`, cached): every probe with each seed."""
-    s = settings
-    return run_probes(lm, seeds=tuple(s["seeds"]), epochs=s["epochs"], max_sentences=s["max_sentences"],
-                      max_length=s["max_length"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
+class ProbeSectionReport(SectionReport):
+    """The chapter's run, computed when first read: ``table`` (:func:`~helpers.probe.run.run_probes`, cached:
+    Table 3, every probe with each seed, on the treebanks of the setting ``treebanks``);
+    ``to_json()`` is that table (the ``probe`` command's JSON)."""
+
+    @part
+    def table(self) -> dict:
+        s, ctx = self.settings, self.ctx
+        return run_probes(self.lm, seeds=tuple(s["seeds"]), epochs=s["epochs"], glove_path=s["glove"],
+                          max_sentences=s["max_sentences"], max_length=s["max_length"], corpora=s["treebanks"],
+                          data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
+
+    def to_json(self) -> dict:
+        return self.table
 
 
-def _claims(result: dict) -> list[Claim]:
-    return probe_claims.claims(result)
+def _claims(report: ProbeSectionReport) -> list[Claim]:
+    return probe_claims.claims(report.table)
 
 
+# The same in both configurations: the seeds, the word vectors (None: the model's input embeddings) and the
+# treebanks ({"train": spec, "dev": spec, <test name>: spec ...}: the paper's).
+_SETTINGS = {"seeds": SEEDS, "glove": None, "treebanks": probe_corpora()}
 SECTION = Section(
-    key="probe", paper="§5", chapter="05_probe",
-    sizes=Sizes(full={"max_sentences": None, "epochs": EPOCHS, "seeds": SEEDS},
-                small={"max_sentences": SMALL_SENTENCES, "epochs": SMALL_EPOCHS, "seeds": SEEDS}),
-    runner=_run, claims=_claims, command=COMMAND,
+    key="probe", paper=probe_claims.PAPER_SECTION, chapter="05_probe",
+    sizes=Sizes(full={"max_sentences": None, "epochs": EPOCHS, **_SETTINGS},
+                small={"max_sentences": SMALL_SENTENCES, "epochs": SMALL_EPOCHS, **_SETTINGS}),
+    runner=ProbeSectionReport, claims=_claims, command=COMMAND, corpora=tuple(_SETTINGS["treebanks"].values()),
 )

@@ -21,6 +21,8 @@ from helpers.surface.stats import (
 )
 
 # Named thresholds of the verdicts below (see :func:`claims`).
+PAPER_SECTION = "§3"  # the paper section of these claims (the record's ``paper``), and its subsections:
+POSITION, SPECIAL_TOKENS, BROAD = (f"{PAPER_SECTION}.{k}" for k in (1, 2, 3))  # position, [SEP], broad attention
 POSITION_PARTLY = SPECIALIST_THRESHOLD / 2  # §3.1: a strongest head above half the paper's 50% is "partly"
 SEP_MAJORITY = paper.SEP_MAJORITY.value      # §3.2: "over half of BERT's attention in layers 6-10 focuses on [SEP]"
 SEP_MAJORITY_PARTLY = SEP_MAJORITY / 2       # a layer giving a quarter of its attention to [SEP]: partly
@@ -93,23 +95,23 @@ def _claims(stats: SurfaceStats, grads: dict | None) -> list[Claim]:
     share = f">{SPECIALIST_THRESHOLD:.0%}"
     first, last = paper.SEP_MAJORITY_LAYERS.value
     out = [
-        Claim("prev-token-heads", "§3.1", f"heads with {share} attention on the previous token",
+        Claim("prev-token-heads", POSITION, f"heads with {share} attention on the previous token",
               f"{paper.PREV_TOKEN_HEADS.value} (layers {layers(paper.PREV_TOKEN_LAYERS)})", heads_phrase(prev),
               float(len(prev)), verdict_position_heads(len(prev), float(stats.per_head["prev"].max()))),
-        Claim("next-token-heads", "§3.1", f"heads with {share} attention on the next token",
+        Claim("next-token-heads", POSITION, f"heads with {share} attention on the next token",
               f"{paper.NEXT_TOKEN_HEADS.value} (layers {layers(paper.NEXT_TOKEN_LAYERS)})", heads_phrase(nxt),
               float(len(nxt)), verdict_position_heads(len(nxt), float(stats.per_head["next"].max()))),
-        Claim("sep-attention-middle-layers", "§3.2", "some layers give over half their attention to [SEP]",
+        Claim("sep-attention-middle-layers", SPECIAL_TOKENS, "some layers give over half their attention to [SEP]",
               f"layers {first}-{last} of {paper.N_LAYERS.value}",
               f"max layer mean {sep_layers.max():.2f} (layer {int(sep_layers.argmax()) + 1})",
               float(sep_layers.max()), verdict_sep_layers(float(sep_layers.max()))),
-        Claim("sep-self-attention", "§3.2", f"at [SEP], heads attend >{SEP_SELF:.0%} to [SEP]",
+        Claim("sep-self-attention", SPECIAL_TOKENS, f"at [SEP], heads attend >{SEP_SELF:.0%} to [SEP]",
               f">{paper.SEP_SELF_ATTENTION.value:.0%}", f"{sep_self:.2f} (mean over the {n_top} layers with most [SEP] attention)",
               sep_self, verdict_sep_self(sep_self)),
-        Claim("broad-attention-lower-layers", "§3.3", "the broadest heads are in the lowest layers",
+        Claim("broad-attention-lower-layers", BROAD, "the broadest heads are in the lowest layers",
               f"layer {paper.BROADEST_LAYER.value} (Figure 4)", f"highest mean entropy in layer {broadest + 1}", float(broadest + 1),
               verdict_broad_lower_layers(broadest, n_layers)),
-        Claim("cls-broad-last-layer", "§3.3", "[CLS] attends broadly in the last layer",
+        Claim("cls-broad-last-layer", BROAD, "[CLS] attends broadly in the last layer",
               f"{paper.CLS_ENTROPY_LAST_LAYER.value} nats ({paper.SEGMENT_TOKENS.value}-token segments)",
               f"{cls_last:.2f} nats, uniform {stats.uniform_entropy:.2f}", cls_last,
               verdict_cls_broad(cls_last, stats.uniform_entropy, float(ent_layers[-1]))),
@@ -118,7 +120,7 @@ def _claims(stats: SurfaceStats, grads: dict | None) -> list[Claim]:
         half = slice(n_layers // 2, None)
         sep_g, other_g = float(np.mean(grads["sep"][half])), float(np.mean(grads["other"][half]))
         ratio = sep_g / other_g if other_g > 0 else float("nan")
-        out.append(Claim("sep-gradient-small", "§3.2",
+        out.append(Claim("sep-gradient-small", SPECIAL_TOKENS,
                          "gradients for attention to [SEP] are small where [SEP] attention is high",
                          f"very small from layer {paper.SEP_GRADIENT_SMALL_FROM.value} on",
                          f"ratio {ratio:.2f} (upper layers: [SEP] {sep_g:.2e} vs other {other_g:.2e})",

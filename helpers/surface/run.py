@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from helpers.core.encoding import EncodedBatch
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
@@ -92,7 +92,7 @@ def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_
         cache_root=cache_root))
 
 
-def run_surface(lm: LoadedModel, *, n_segments: int = 1000, seed: int = 0, max_length: int = 128,
+def run_surface(lm: LoadedModel, *, n_segments: int = SEGMENTS, seed: int = 0, max_length: int = MAX_LENGTH,
                 segments_from: SegmentSource = DEFAULT_SOURCE, gradients: bool = True,
                 gradient_segments: int | None = None, data_dir=None,
                 cache_root: str | os.PathLike | None = None, progress: bool = False,

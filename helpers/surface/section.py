@@ -36,19 +36,21 @@ class Figure1:
 class SurfaceSectionReport(SectionReport):
     """The chapter's run, each part computed when first read: ``stats`` (the streaming statistics, cached;
     :meth:`statistics` gives those of other segments: what §6 reads) and ``full`` (:func:`~helpers.surface.run.run_surface`: the statistics, the masked-LM
-    head and the gradients, cached); ``batch``, ``gradients``, ``mlm`` and ``to_json()`` are ``full``'s;
-    ``figure1`` is Figure 1's example (:class:`Figure1`)."""
+    head and, with the setting ``gradients``, the gradients, cached); ``batch``, ``gradients`` and ``mlm`` are
+    ``full``'s; ``to_json()`` is ``full``'s with the claims (the ``surface`` command's JSON); ``figure1`` is
+    Figure 1's example (:class:`Figure1`)."""
 
     @part
     def full(self) -> SurfaceReport:
         s, ctx = self.settings, self.ctx
         return run_surface(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
-                           segments_from=s["segments_from"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
+                           segments_from=s["segments_from"], gradients=s["gradients"],
+                           gradient_segments=s["gradient_segments"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
                            progress=ctx.progress, execution=ctx.execution)
 
     @part
     def batch(self) -> EncodedBatch:
-        if "full" in self.__dict__:
+        if self.computed("full"):
             return self.full.batch
         s, ctx = self.settings, self.ctx
         return build_segments(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
@@ -56,7 +58,7 @@ class SurfaceSectionReport(SectionReport):
 
     @part
     def stats(self) -> SurfaceStats:
-        return self.full.stats if "full" in self.__dict__ else self.statistics(self.batch)
+        return self.full.stats if self.computed("full") else self.statistics(self.batch)
 
     def statistics(self, batch: EncodedBatch) -> SurfaceStats:
         """The §3 statistics of ``batch`` (cached; segments built with this run's ``segments_from``): what §6
@@ -83,16 +85,18 @@ class SurfaceSectionReport(SectionReport):
         return self.full.mlm
 
     def to_json(self) -> dict:
-        return self.full.to_json()
+        return {**self.full.to_json(), "claims": [c.to_json() for c in _claims(self)]}
 
 
 def _claims(report: SurfaceSectionReport) -> list[Claim]:
     return surface_claims.claims(report.full)
 
 
-_SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE}  # the same in both configurations
+# The same in both configurations: the segments' seed and construction, and the gradients (of every segment).
+_SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE, "gradients": True, "gradient_segments": None}
 SECTION = Section(
-    key="surface", paper="§3", chapter="03_surface",
+    key="surface", paper=surface_claims.PAPER_SECTION, chapter="03_surface",
     sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
     runner=SurfaceSectionReport, claims=_claims, command=COMMAND,
+    corpora=("segments:gum:train", "segments:gum:dev"),  # the segments; the masked-LM head's held-out segments
 )

@@ -17,6 +17,7 @@ from helpers.syntax.stats import (
     DIRECTIONS,
 )
 
+PAPER_SECTION = "§4.2"  # the paper section of these claims (the record's ``paper``)
 SPECIALISED_MARGIN = 15  # points above the offset baseline that make a head "relation-specific"
 SPECIALISED_PARTLY = 5   # points above the baseline that make it "partly" specific
 GOOD_PARSER = 50         # accuracy (%) on all relations from which a single head would "do well" at syntax
@@ -79,14 +80,14 @@ def claims(relations: list[str], held: list[dict]) -> list[Claim]:
 
     out = []
     a = rows.get(ALL)
-    out.append(Claim("single-head-parsing-all", "§4.2", "no single head does well at syntax overall",
+    out.append(Claim("single-head-parsing-all", PAPER_SECTION, "no single head does well at syntax overall",
                      f"{p_all.accuracy} ({p_all.head}) vs baseline {p_all.baseline}", ours(a) if a else "no words evaluated",
                      a["held_out_accuracy"] if a else None,
                      verdict_single_head_all(a["held_out_accuracy"]) if a else NOT_REPRODUCED))
     for rel, claim_id in CLAIM_RELATIONS.items():
         sd, p = paper.table1_row(rel)
         row = rows.get(rel)
-        out.append(Claim(claim_id, "§4.2", f"a head specialises in {rel} (paper: {sd})",
+        out.append(Claim(claim_id, PAPER_SECTION, f"a head specialises in {rel} (paper: {sd})",
                          f"{p.accuracy} ({p.head}) vs baseline {p.baseline}",
                          ours(row) if row else f"no {rel} words evaluated", row["held_out_accuracy"] if row else None,
                          verdict_relation_head(row["held_out_accuracy"], row["baseline_accuracy"], row["held_out_ci"])
@@ -95,13 +96,13 @@ def claims(relations: list[str], held: list[dict]) -> list[Claim]:
     n_spec = sum(r["held_out_accuracy"] - r["baseline_accuracy"] >= SPECIALISED_MARGIN for r in table_rows)
     paper_rows = [v for k, v in paper.TABLE1.items() if k != ALL]
     paper_spec = sum(p.accuracy - p.baseline >= SPECIALISED_MARGIN for p in paper_rows)
-    out.append(Claim("specialised-heads", "§4.2",
+    out.append(Claim("specialised-heads", PAPER_SECTION,
                      f"particular heads specialise in particular relations (≥{SPECIALISED_MARGIN} points over the baseline)",
                      f"{paper_spec} of {len(paper_rows)} relations", f"{n_spec} of {len(table_rows)} relations",
                      float(n_spec), verdict_specialised_heads(n_spec, len(table_rows))))
     n_dep = sum(r["dev_direction"] == DIRECTIONS[0] for r in table_rows)
     exceptions = paper.HEAD_TO_DEPENDENT.value
-    out.append(Claim("dependent-attends-to-head", "§4.2", "for most relations the dependent attends to its head",
+    out.append(Claim("dependent-attends-to-head", PAPER_SECTION, "for most relations the dependent attends to its head",
                      f"{len(paper_rows) - len(exceptions)} of {len(paper_rows)} relations (all but {', '.join(exceptions)})",
                      f"{n_dep} of {len(table_rows)} relations", float(n_dep), verdict_direction(n_dep, len(table_rows))))
     return out

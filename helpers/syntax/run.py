@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers import paper
+from helpers.core.encoding import MAX_LENGTH
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
@@ -53,7 +54,7 @@ class HeadsRun:
         return len(self.store.skipped)
 
 
-def run_heads(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None, max_length: int = 128,
+def run_heads(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
               word_mode: str = "mean", possessive: str | None = None, data_dir=None,
               cache_root: str | os.PathLike | None = None, progress: bool = False,
               execution: Execution | None = None) -> HeadsRun:

@@ -9,10 +9,12 @@ from helpers.claims import Claim
 from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax import claims as syntax_claims
 from helpers.syntax.command import COMMAND
-from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, run_heads, table1_relations
+from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, heads_json, run_heads, table1_relations
 from helpers.syntax.stats import HeadScores, score_heads
 
 POSSESSIVE = "nmod:poss"  # the UD relation of the paper's possessive convention (§4.2: 's counts as the dependent)
+# The chapter's runs: the report's parts and their treebanks (the record's corpora).
+RUNS = {"test": "gum:test", "dev": "gum:dev", "ewt": "ewt:dev"}
 
 
 class SyntaxSectionReport(SectionReport):
@@ -21,7 +23,8 @@ class SyntaxSectionReport(SectionReport):
     (UD English EWT dev); ``max_sentences`` is the limit they were read with (``None``: all). From them:
     ``relations`` (Table 1's), ``held_out`` (heads chosen on dev, scored on test, with bootstrap intervals:
     what the claims and the chapter's held-out table read) and ``possessive`` (GUM test scored with the
-    paper's possessive convention)."""
+    paper's possessive convention). ``to_json(corpus)`` is the ``heads`` command's JSON: the same run on any
+    corpus or CoNLL-U file."""
 
     @property
     def max_sentences(self) -> int | None:
@@ -30,19 +33,24 @@ class SyntaxSectionReport(SectionReport):
     def _run(self, corpus: str) -> HeadsRun:
         s, ctx = self.settings, self.ctx
         return run_heads(self.lm, corpus, max_sentences=s["max_sentences"], max_length=s["max_length"],
-                         data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+                         word_mode=s["word_mode"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
+                         progress=ctx.progress, execution=ctx.execution)
+
+    def to_json(self, corpus: str = RUNS["test"]) -> dict:
+        with self.ctx.active():
+            return heads_json(self.lm.label, self._run(corpus))
 
     @part
     def test(self) -> HeadsRun:
-        return self._run("gum:test")
+        return self._run(RUNS["test"])
 
     @part
     def dev(self) -> HeadsRun:
-        return self._run("gum:dev")
+        return self._run(RUNS["dev"])
 
     @part
     def ewt(self) -> HeadsRun:
-        return self._run("ewt:dev")
+        return self._run(RUNS["ewt"])
 
     @part
     def relations(self) -> list[str]:
@@ -77,8 +85,9 @@ def _claims(report: SyntaxSectionReport) -> list[Claim]:
     return syntax_claims.claims(report.relations, report.held_out)
 
 
+_SETTINGS = {"word_mode": "mean"}  # the same in both configurations: a split word's row is the mean over its tokens
 SECTION = Section(
-    key="syntax", paper="§4.2", chapter="04_syntax",
-    sizes=Sizes(full={"max_sentences": None}, small={"max_sentences": SMALL_SENTENCES}),
-    runner=SyntaxSectionReport, claims=_claims, command=COMMAND,
+    key="syntax", paper=syntax_claims.PAPER_SECTION, chapter="04_syntax",
+    sizes=Sizes(full={"max_sentences": None, **_SETTINGS}, small={"max_sentences": SMALL_SENTENCES, **_SETTINGS}),
+    runner=SyntaxSectionReport, claims=_claims, command=COMMAND, corpora=tuple(RUNS.values()),
 )

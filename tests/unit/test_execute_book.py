@@ -73,15 +73,43 @@ def test_bad_options_name_themselves(tmp_path, capsys):
         assert exit_info.value.code == 2 and expected in capsys.readouterr().err
 
 
-def test_pages_wait_for_the_sections_their_section_reads():
-    """A section's declared inputs (``Section.inputs``) are cached results its chapter reads: the chapter runs
-    after those sections' chapters (else it would compute them a second time, beside them)."""
+def test_the_order_is_derived_from_the_section_records():
+    """A section's chapter waits for the chapters of the sections its record reads (``Section.inputs``: their
+    cached results; else it would compute them a second time, beside them) and for nothing else but the
+    explained :data:`SHARED_MAPS`; the comparison waits for every section's chapter and the summary for the
+    comparison. As built for the book:"""
     from helpers.results import SECTIONS, section
 
+    after = execute_book.AFTER
+    assert after == execute_book.after_pages(SECTIONS)
     for record in SECTIONS:
-        after = execute_book.AFTER[f"notebooks/{record.chapter}"]
-        for key in record.inputs:
-            assert f"notebooks/{section(key).chapter}" in after, (record.key, key)
+        page = execute_book.chapter_page(record)
+        assert after[page] == tuple(f"notebooks/{section(k).chapter}" for k in record.inputs) + \
+            execute_book.SHARED_MAPS.get(page, ()), record.key
+    assert after["notebooks/06_cluster"] == ("notebooks/03_surface", "notebooks/04_syntax", "notebooks/04_coref")
+    assert after["notebooks/04_syntax"] == ("notebooks/05_probe",)
+    assert after[execute_book.COMPARE] == tuple(execute_book.chapter_page(s) for s in SECTIONS)
+    assert after[execute_book.GLANCE] == (execute_book.COMPARE,)
+
+
+def test_a_new_input_or_section_moves_the_order(monkeypatch):
+    """Planted: a record that reads one more section waits for its chapter; a new section's chapter gets a place
+    (and the comparison waits for it), with nothing typed in the script."""
+    from dataclasses import replace
+
+    from helpers.results import SECTIONS, section
+
+    coref = replace(section("coref"), inputs=("surface",))
+    new = replace(section("norms"), key="extra", chapter="09_extra", inputs=("coref",))
+    records = tuple(coref if s.key == "coref" else s for s in SECTIONS) + (new,)
+    after = execute_book.after_pages(records)
+    assert after["notebooks/04_coref"] == ("notebooks/03_surface",)
+    assert after["notebooks/09_extra"] == ("notebooks/04_coref",)
+    assert "notebooks/09_extra" in after[execute_book.COMPARE]
+    monkeypatch.setattr(execute_book, "AFTER", after)
+    waves = execute_book.schedule([*after, "notebooks/performance"], set())
+    wave_of = {page: k for k, wave in enumerate(waves) for page in wave}
+    assert wave_of["notebooks/03_surface"] < wave_of["notebooks/04_coref"] < wave_of["notebooks/09_extra"]
 
 
 def test_page_costs_are_the_newest_recorded_default_build():
@@ -168,3 +196,15 @@ def test_a_shared_kernel_starts_with_its_threads_and_wait_policy(tmp_path):
 
     assert kernel_env(1) == {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     assert kernel_env(None) == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": None}
+
+
+def test_the_build_stamp_names_every_setting_a_page_shows():
+    """scripts/build_book.sh throws jupyter-book's execution cache away when the build is for another setting
+    than the last: every variable that changes what a page shows is in its stamp (the book's model, the small
+    configuration, and the comparison's models, which chapter 8 shows)."""
+    from helpers import config
+
+    stamp = next(line for line in (ROOT / "scripts" / "build_book.sh").read_text().splitlines()
+                 if line.startswith("stamp="))
+    for name in (config.MODEL_ENV, config.SMALL_ENV, config.COMPARE_ENV):
+        assert "${" + name + ":-" in stamp, name

@@ -8,12 +8,12 @@ helpers`` as one of the top layer. Each rule has a planted violation below that 
 Layers, lowest first (a module may import its own layer and those below):
 
 0. settings and the paper: ``config``, ``context`` (the run's settings, :class:`RunContext`), ``paper``,
-   ``claims`` (the claim record and verdict rules), ``section`` (the section record's type), ``digest``
-   (cache keys from source code)
+   ``claims`` (the claim record and verdict rules), ``digest`` (cache keys from source code)
 1. ``core``: model in, maps out
 2. ``data``: every read and write (CoNLL-U, corpora, segments, OntoGUM, the cache, atomic files)
 3. ``pipeline``: steps the sections share (extraction into the cache, the distributed engine, options),
-   and ``reduce`` (the accumulators' protocol and the one loop over shards)
+   ``reduce`` (the accumulators' protocol and the one loop over shards) and ``section`` (the section record's
+   type; its runs' settings include the input length of :mod:`helpers.core.encoding`)
 4. one package per paper section: ``surface``, ``syntax``, ``coref``, ``probe``, ``cluster``, ``norms``
 5. ``results`` (the sections' records, listed once, and every claim for one model), ``segment_pass`` (one pass
    over the segments for the statistics of several sections) and ``compare`` (several models)
@@ -35,8 +35,8 @@ from helpers.digest import PACKAGE, import_graph, module_name, package_exports
 
 # The import graph is the one cache keys follow (helpers.digest): one reading of the imports for both.
 LAYERS = {
-    "config": 0, "context": 0, "paper": 0, "claims": 0, "section": 0, "digest": 0,
-    "core": 1, "data": 2, "pipeline": 3, "reduce": 3,
+    "config": 0, "context": 0, "paper": 0, "claims": 0, "digest": 0,
+    "core": 1, "data": 2, "pipeline": 3, "reduce": 3, "section": 3,
     "surface": 4, "syntax": 4, "coref": 4, "probe": 4, "cluster": 4, "norms": 4,
     "results": 5, "segment_pass": 5, "compare": 5,
     "presentation": 6, "plan": 6,

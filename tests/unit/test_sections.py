@@ -51,9 +51,10 @@ def test_sizes_are_the_modules_constants():
     assert pick["cluster"][0]["n_segments"] == surface.SEGMENTS and pick["norms"][1]["n_segments"] == surface.SMALL_SEGMENTS
     assert pick["syntax"][0]["max_sentences"] is None and pick["syntax"][1]["max_sentences"] == syntax.SMALL_SENTENCES
     assert pick["coref"][0]["max_documents"] is None and pick["coref"][1]["max_documents"] == coref.SMALL_DOCUMENTS
-    assert pick["probe"][0] == {"max_length": MAX_LENGTH, "max_sentences": None, "epochs": probe.EPOCHS, "seeds": probe.SEEDS}
+    same = {"seeds": probe.SEEDS, "glove": None, "treebanks": probe.probe_corpora()}
+    assert pick["probe"][0] == {"max_length": MAX_LENGTH, "max_sentences": None, "epochs": probe.EPOCHS, **same}
     assert pick["probe"][1] == {"max_length": MAX_LENGTH, "max_sentences": probe.SMALL_SENTENCES,
-                                "epochs": probe.SMALL_EPOCHS, "seeds": probe.SEEDS}
+                                "epochs": probe.SMALL_EPOCHS, **same}
 
 
 def test_settings_and_inputs_are_checked():
@@ -69,13 +70,101 @@ def test_settings_and_inputs_are_checked():
 
 
 def test_cli_table_lists_every_section():
-    from helpers.cli import COMMANDS
+    from helpers.cli import COMMANDS, SECTION_COMMANDS
 
     for record in SECTIONS:
         assert record.command in COMMANDS, record.key
+        assert SECTION_COMMANDS[record.command.name] is record  # its handler is handed its record's run
     assert [c.name for c in COMMANDS if c in {s.command for s in SECTIONS}] == [s.command.name for s in SECTIONS]
-    for c in COMMANDS:  # a command that reads other sections names sections that exist
-        assert all(section(k) for k in c.inputs)
+
+
+class _Ran(Exception):
+    """Raised by a stand-in for a section's run: what the command asked for."""
+
+
+def _asked(record: Section, argv: list[str], monkeypatch) -> tuple[RunContext, dict]:
+    """``(ctx, settings)`` that ``record``'s command hands its run for the options ``argv``."""
+    import importlib
+
+    from helpers.cli import build_parser
+
+    module = importlib.import_module(record.command.handler.__module__)
+    monkeypatch.setattr(module, "load", lambda args: "the model")
+
+    def run(lm, ctx, **settings):
+        assert lm == "the model"
+        raise _Ran(ctx, settings)
+
+    args = build_parser().parse_args([record.command.name, *argv])
+    with pytest.raises(_Ran) as ran:
+        record.command.handler(args, run)
+    return ran.value.args
+
+
+@pytest.mark.parametrize("record", SECTIONS, ids=lambda s: s.key)
+def test_a_command_runs_its_record_at_its_settings(record: Section, monkeypatch):
+    """One path: a section's command hands its record's run (nothing else: its module calls no ``run_*``), and
+    with no size option it runs it at the record's settings in the full configuration, whatever
+    ``$BERT_ATTENTION_SMALL`` says (the options' defaults are those settings)."""
+    monkeypatch.setenv("BERT_ATTENTION_SMALL", "1")
+    argv = ["--conllu", "gum:test"] if record.command.name == "heads" else []
+    ctx, settings = _asked(record, argv, monkeypatch)
+    full = record.settings(RunContext(small=False))
+    assert not ctx.small and settings and set(settings) <= set(full)
+    assert {k: tuple(v) if k == "seeds" else v for k, v in settings.items()} == {k: full[k] for k in settings}
+    source = (PACKAGE / record.key / "command.py").read_text()
+    called = {ast.unparse(n.func) for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)}
+    assert not {c for c in called - {"run_context"} if c.split(".")[-1].startswith(("run_", "extract"))}, called
+    assert "run" in called
+
+
+def test_a_commands_options_reach_its_run(monkeypatch):
+    """The options set the run's settings (planted: a size other than the default reaches the record's run)."""
+    ctx, settings = _asked(section("cluster"), ["--segments", "7", "--permutations", "9", "--max-length", "60",
+                                                "--segments-from", "paragraphs", "--seed", "3"], monkeypatch)
+    assert settings == {"n_segments": 7, "n_perm": 9, "max_length": 60, "segments_from": "paragraphs", "seed": 3}
+    ctx, settings = _asked(section("probe"), ["--seeds", "2", "--test", "a.conllu", "--epochs", "1"], monkeypatch)
+    assert settings["seeds"] == (0, 1) and settings["epochs"] == 1
+    assert settings["treebanks"] == {"train": "gum:train", "dev": "gum:dev", "test": "a.conllu"}
+
+
+def test_each_record_says_what_it_reads_once():
+    """``Section.corpora`` is the one list of what a section's runs read: the corpus check of ``claims`` and
+    ``compare`` checks their union, and the build plan lists its passes from them."""
+    from helpers.data.corpora import corpus_read
+    from helpers.results import corpora
+
+    reads = {s.key: [corpus_read(c) for c in s.corpora] for s in SECTIONS}
+    assert reads["surface"] == [("segments", "gum:train"), ("segments", "gum:dev")]
+    assert reads["coref"] == [("coreference", "dev"), ("coreference", "test")]
+    assert {source for kind, source in reads["syntax"]} < {source for kind, source in reads["probe"]}
+    assert corpora(PAPER_SECTIONS) == ("segments:gum:train", "segments:gum:dev", "gum:test", "gum:dev", "ewt:dev",
+                                       "ontogum:dev", "ontogum:test", "gum:train")
+
+
+def test_the_plan_follows_the_records_reads(monkeypatch):
+    """Planted: a record that reads one more treebank gets a pass over it in the build plan (nothing is listed
+    in plan.py), and the claims' corpus check checks it."""
+    from dataclasses import replace
+
+    import helpers.results as results
+    from helpers.plan import model_passes
+
+    def sections_of(p, corpus):
+        return next(x.sections for x in p if x.input == corpus)
+
+    ctx = RunContext(small=True)
+    before = model_passes("default", ctx, control=False)
+    assert sections_of(before, "gum:train") == ("5",) and sections_of(before, "gum:test") == ("4.2", "5", "norms")
+    assert sections_of(before, "segments") == ("3", "6", "norms")
+    assert "gum:test2" not in results.corpora(PAPER_SECTIONS)
+    syntax = replace(section("syntax"), corpora=(*section("syntax").corpora, "gum:test2"))
+    monkeypatch.setattr(results, "SECTIONS", tuple(syntax if s.key == "syntax" else s for s in SECTIONS))
+    monkeypatch.setattr(results, "PAPER_SECTIONS", tuple(syntax if s.key == "syntax" else s for s in PAPER_SECTIONS))
+    after = model_passes("default", ctx, control=False)
+    assert sections_of(after, "gum:test2") == ("4.2",)
+    assert [p.input for p in after if ":" in p.input] == ["gum:train", "gum:dev", "gum:test", "gum:test2", "ewt:dev"]
+    assert "gum:test2" in results.corpora(results.PAPER_SECTIONS)
 
 
 def test_claim_sections_map_to_records():
