@@ -79,10 +79,12 @@ def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, pro
     if model:
         os.environ["BERT_ATTENTION_MODEL"] = model
     from helpers.compare.run import book_spec, parse_spec
+    from helpers.context import RunContext
     from helpers.core.models import load_model
     from helpers.plan import book_passes, encode_pass
 
-    passes = book_passes(small=small)
+    ctx = RunContext.from_env(small=small)  # this script is an entry point: it reads the environment once
+    passes = book_passes(ctx)
     rows, loading, encoding = [], {}, 0.0
     models: dict[str, object] = {}
     for p in passes:
@@ -112,7 +114,7 @@ def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, pro
             print(f"  {p.spec:>18s}  {p.input:32s} {'backward' if p.backward else 'forward ':8s} "
                   f"{len(examples):6d} inputs {row['tokens']:9,d} tokens {seconds:8.1f} s", flush=True)
     total = round(sum(r["seconds"] for r in rows), 1)
-    return {"model_spec": book_spec(), "small": small, "threads": torch.get_num_threads(), "device": run_device(),
+    return {"model_spec": book_spec(ctx), "small": small, "threads": torch.get_num_threads(), "device": run_device(),
             "passes": rows,
             "seconds_floor": total, "cpu_seconds_floor": round(sum(r["cpu_seconds"] for r in rows), 1),
             "seconds_forward": round(sum(r["seconds"] for r in rows if not r["backward"]), 1),

@@ -171,11 +171,6 @@ def small_run() -> bool:
     return _switch(SMALL_ENV)
 
 
-def sized(full: int, small: int) -> int:
-    """``small`` under :func:`small_run`, else ``full`` (for corpus sizes in chapters)."""
-    return small if small_run() else full
-
-
 def refresh_results() -> bool:
     """True when ``$BERT_ATTENTION_REFRESH`` is set: cached results are recomputed from the cached maps
     (the memory benchmark measures the analyses this way, without re-extracting; read once, into

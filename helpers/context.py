@@ -4,7 +4,15 @@ The entry points (the CLI, a chapter notebook, the comparison's child process) b
 their options and the environment (:meth:`RunContext.from_env`: ``$BERT_ATTENTION_DATA``,
 ``$BERT_ATTENTION_CACHE``, ``$BERT_ATTENTION_SMALL``, ``$BERT_ATTENTION_REFRESH``, ``$BERT_ATTENTION_DEVICE``,
 and the others :meth:`RunContext.from_env` names); everything below takes it, or the explicit arguments it
-fills, and never reads the environment itself.
+fills, and never reads the environment itself: this module and the CLI are the only callers of
+:mod:`helpers.config`'s readers (``tests/unit/test_sections.py`` checks it).
+
+A folder, device or model left unnamed below an entry point (``cache_root=None``, ``data_dir=None``,
+``device=None``) is the one of the context in force (:func:`current`: the one a
+:meth:`RunContext.active` block made active; the CLI and every section's run make theirs active), and
+outside any (a library call such as ``helpers.load_treebank("gum:dev")``) what :meth:`RunContext.from_env`
+would read: :func:`cache_folder`, :func:`data_folder`, :func:`device_for`, :func:`model_for`,
+:func:`hub_offline` and :func:`assets_folder` resolve them, here.
 
 >>> from helpers.context import RunContext
 >>> ctx = RunContext.from_env()                     # doctest: +SKIP
@@ -14,6 +22,7 @@ fills, and never reads the environment itself.
 """
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -22,14 +31,72 @@ from typing import Any, Iterator
 
 from helpers import config
 
-# Set while a context with ``refresh`` is active (:meth:`RunContext.active`): the cache recomputes its
-# results (not the extracted maps). A context variable, so that no signature carries the switch.
-_REFRESH: ContextVar[bool] = ContextVar("bert_attention_refresh", default=False)
+# Set while a context is active (:meth:`RunContext.active`): the context in force, read by :func:`current`
+# (and its ``refresh`` by the results cache). A context variable, so that no signature carries it.
+_ACTIVE: ContextVar["RunContext | None"] = ContextVar("bert_attention_context", default=None)
+
+
+def current() -> "RunContext | None":
+    """The context made active by the innermost :meth:`RunContext.active` here, ``None`` outside any."""
+    return _ACTIVE.get()
 
 
 def refresh_requested() -> bool:
     """True inside :meth:`RunContext.active` of a context with ``refresh`` (read by the results cache)."""
-    return _REFRESH.get()
+    ctx = current()
+    return ctx is not None and ctx.refresh
+
+
+def _in_force(field: str):
+    """The active context's ``field``, ``None`` when there is none or it leaves the field unset."""
+    ctx = current()
+    return None if ctx is None else getattr(ctx, field)
+
+
+def cache_folder(cache_root: str | os.PathLike | None = None) -> Path:
+    """``cache_root`` as an absolute folder; ``None``: the cache folder of the context in force, else the
+    environment's (``$BERT_ATTENTION_CACHE``, else ``~/.cache/bert-attention``)."""
+    if cache_root is None:
+        cache_root = _in_force("cache_dir")
+    return config.cache_dir(cache_root)
+
+
+def data_folder(data_dir: str | os.PathLike | None = None, *, must_exist: bool = True) -> Path:
+    """``data_dir`` (checked to exist when ``must_exist``); ``None``: the corpora folder of the context in
+    force, else the environment's (``$BERT_ATTENTION_DATA``, else ``../shared/data``; raises
+    :class:`helpers.config.DataNotFoundError` saying how to fix it)."""
+    if data_dir is None:
+        data_dir = _in_force("data_dir")
+    return config.data_dir(data_dir, must_exist=must_exist)
+
+
+def device_for(device=None):
+    """``device``; ``None``: the device of the context in force, else ``$BERT_ATTENTION_DEVICE`` (checked,
+    the error naming the variable), else ``None`` (CPU)."""
+    if device is None:
+        device = _in_force("device")
+    return config.requested_device(device)
+
+
+def model_for(name: str | None = None) -> str | None:
+    """``name`` when given; else the book's model of the context in force, else ``$BERT_ATTENTION_MODEL``,
+    else ``None`` (the offline default)."""
+    if name is not None and str(name).strip():
+        return str(name)
+    return _in_force("model") or config.model_name()
+
+
+def hub_offline() -> bool:
+    """Whether the Hugging Face hub is forbidden: the context in force says, else ``$HF_HUB_OFFLINE`` or
+    ``$TRANSFORMERS_OFFLINE``."""
+    offline = _in_force("offline")
+    return config.hub_offline() if offline is None else offline
+
+
+def assets_folder() -> Path:
+    """Where the book's JavaScript libraries were installed: the context in force says, else
+    ``$BOOK_ASSETS_DIR``, else ``.book_assets`` in the repository."""
+    return _in_force("assets_dir") or config.assets_dir()
 
 
 @dataclass(frozen=True)
@@ -38,7 +105,9 @@ class RunContext:
     configuration (``small``), recomputing cached results (``refresh``), progress bars (``progress``), the
     execution engine (``execution``: a :class:`helpers.pipeline.engine.Execution`, ``None`` = this
     process), the torch ``device`` models are loaded on, the book's ``model`` (``None``: the offline
-    default) and the comparison's models (``compare``: SPECs as written, ``None``: the default list)."""
+    default), the comparison's models (``compare``: SPECs as written, ``None``: the default list), whether
+    the Hugging Face hub is forbidden (``offline``) and where the book's JavaScript libraries are
+    (``assets_dir``). A field left ``None`` is the environment's (see the module's docstring)."""
 
     data_dir: Path | None = None
     cache_dir: Path | None = None
@@ -49,14 +118,17 @@ class RunContext:
     device: str | None = None
     model: str | None = None
     compare: str | None = None
+    offline: bool | None = None
+    assets_dir: Path | None = None
 
     @classmethod
     def from_env(cls, *, data_dir=None, cache_dir=None, small: bool | None = None, refresh: bool | None = None,
                  progress: bool = False, execution: Any = None, device: str | None = None) -> "RunContext":
         """The context of an entry point: each argument given wins, the rest comes from the environment
         (read here, once: ``$BERT_ATTENTION_DATA``, ``_CACHE``, ``_SMALL``, ``_REFRESH``, ``_MODEL``,
-        ``_COMPARE``, ``_DEVICE``) or the defaults of :mod:`helpers.config`. The folders are resolved now; a corpora
-        folder that cannot be found is left unresolved, so that the first read of a corpus says why."""
+        ``_COMPARE``, ``_DEVICE``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
+        :mod:`helpers.config`. The folders are resolved now; a corpora folder that cannot be found is left
+        unresolved, so that the first read of a corpus says why."""
         try:
             data = config.data_dir(data_dir)
         except config.DataNotFoundError:
@@ -65,8 +137,8 @@ class RunContext:
                    small=config.small_run() if small is None else bool(small),
                    refresh=config.refresh_results() if refresh is None else bool(refresh),
                    progress=progress, execution=execution, device=config.requested_device(device),
-                   model=config.model_name(),
-                   compare=config.compare_specs())
+                   model=config.model_name(), compare=config.compare_specs(), offline=config.hub_offline(),
+                   assets_dir=config.assets_dir())
 
     def replace(self, **changes) -> "RunContext":
         """A copy with ``changes`` (``ctx.replace(progress=False)``)."""
@@ -78,9 +150,10 @@ class RunContext:
 
     @contextmanager
     def active(self) -> Iterator["RunContext"]:
-        """Make the process-wide switch of this context (``refresh``) hold for the code run inside."""
-        token = _REFRESH.set(self.refresh)
+        """Make this context the one in force for the code run inside: its folders, device and model are
+        what that code leaves unnamed, and its ``refresh`` holds for the results cache."""
+        token = _ACTIVE.set(self)
         try:
             yield self
         finally:
-            _REFRESH.reset(token)
+            _ACTIVE.reset(token)

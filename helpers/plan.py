@@ -145,20 +145,16 @@ def _larger(a: Pass, b: Pass) -> Pass:
     return Pass(keep.spec, keep.input, sections, keep.backward, keep.options)
 
 
-def book_passes(ctx=None, *, small: bool | None = None, specs: list[str] | None = None) -> list[Pass]:
-    """Every pass of a full build in the configuration of ``ctx`` (a :class:`~helpers.context.RunContext`;
-    a script that builds none gets the environment's, with ``small``: the tests' configuration, when
-    given): the book's model and its control at the chapters' sizes, then each other model of the
+def book_passes(ctx, *, specs: list[str] | None = None) -> list[Pass]:
+    """Every pass of a full build in the configuration of ``ctx`` (a :class:`~helpers.context.RunContext`: a
+    script builds it, ``RunContext.from_env(small=...)``): the book's model and its control at the chapters' sizes, then each other model of the
     comparison (``specs``: default :func:`helpers.compare.run.default_specs`) at its reduced sizes with its
     own control. A model reads each input once: where two runs read the same input with the same weights
     (the book model's random-init control in §5 and the same model in the comparison), the floor counts
     the larger of the two."""
     from helpers.compare.run import book_spec, default_specs
-    from helpers.context import RunContext
     from helpers.results import SECTIONS
 
-    if ctx is None:
-        ctx = RunContext.from_env(small=small)
     book = book_spec(ctx)
     specs = specs if specs is not None else default_specs(ctx)
     beyond = {label(r) for r in SECTIONS if not r.in_paper}  # chapters beyond the paper analyse the book's model only

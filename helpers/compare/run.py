@@ -63,17 +63,11 @@ def installed_optional_specs(cache_root=None) -> list[str]:
     return [s for s in OPTIONAL_SPECS if (extra_dir(s, cache_root, must_exist=False) / "config.json").is_file()]
 
 
-def _context(ctx: RunContext | None) -> RunContext:
-    """``ctx``, or for a script that built none, the context of the environment (:meth:`RunContext.from_env`)."""
-    return ctx if ctx is not None else RunContext.from_env()
-
-
-def default_specs(ctx: RunContext | None = None) -> list[str]:
+def default_specs(ctx: RunContext) -> list[str]:
     """The chapter's models: ``ctx.compare`` (``$BERT_ATTENTION_COMPARE``) when set, else the book's model
     (:func:`book_spec`) and its random-init control, then the offline default when the book analyses
     another model, then each optional extra installed under ``ctx.cache_dir`` (``mpnet-base``); the small
     configuration (``ctx.small``) keeps only the first two, to keep tests fast."""
-    ctx = _context(ctx)
     if ctx.compare:
         return parse_specs(ctx.compare, where=f"${COMPARE_ENV}")
     book = book_spec(ctx)
@@ -82,16 +76,15 @@ def default_specs(ctx: RunContext | None = None) -> list[str]:
     return list(dict.fromkeys([book, RANDOM_PREFIX + book, DEFAULT_SPEC, *installed_optional_specs(ctx.cache_dir)]))
 
 
-def book_spec(ctx: RunContext | None = None) -> str:
+def book_spec(ctx: RunContext) -> str:
     """The SPEC of the book's model: ``ctx.model`` (``$BERT_ATTENTION_MODEL``) when set, else ``default``."""
-    return _context(ctx).model or DEFAULT_SPEC
+    return ctx.model or DEFAULT_SPEC
 
 
-def chapter_sizes(spec: str, ctx: RunContext | None = None) -> dict:
+def chapter_sizes(spec: str, ctx: RunContext) -> dict:
     """The chapter's size overrides for ``spec``: none for the book's model (:func:`book_spec`: the
     chapters' sizes, so its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first
     run within minutes (:data:`SMALL_REDUCED_SIZES` in the small configuration, ``ctx.small``)."""
-    ctx = _context(ctx)
     if spec == book_spec(ctx):
         return {}
     return dict(SMALL_REDUCED_SIZES if ctx.small else REDUCED_SIZES)

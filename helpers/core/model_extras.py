@@ -22,7 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.config import cache_dir
+from helpers.context import cache_folder
 from helpers.core.errors import ModelNotAvailableError
 
 
@@ -60,7 +60,7 @@ class ExtraNotInstalledError(ModelNotAvailableError):
 def extra_dir(name: str, cache_root: str | os.PathLike | None = None, *, must_exist: bool = True) -> Path:
     """The unpacked model directory of extra ``name`` (raises, saying how to install it, when missing)."""
     extra = _extra(name)
-    path = cache_dir(cache_root) / "models" / name / extra.folder
+    path = cache_folder(cache_root) / "models" / name / extra.folder
     if must_exist and not (path / "config.json").is_file():
         raise ExtraNotInstalledError(
             f"--model {name}: this optional model is not installed; run `python -m helpers install-model {name}` "

@@ -25,7 +25,8 @@ from typing import Literal
 
 import torch
 
-from helpers.config import MODEL_ENV, hub_offline, model_name, requested_device
+from helpers.config import MODEL_ENV
+from helpers.context import device_for, hub_offline, model_for
 from helpers.core.errors import ModelNotAvailableError
 
 RandomInit = Literal["paper", "all"]
@@ -127,11 +128,10 @@ def default_model_path() -> Path:
 
 
 def requested_model(name: str | None = None) -> str | None:
-    """The model asked for: ``name`` when given, else ``$BERT_ATTENTION_MODEL``, else ``None`` (the
-    offline default). The CLI's ``--model`` is such a ``name``, so it wins over the variable."""
-    if name is not None and str(name).strip():
-        return str(name)
-    return model_name()
+    """The model asked for: ``name`` when given, else the context's (``$BERT_ATTENTION_MODEL``:
+    :func:`helpers.context.model_for`), else ``None`` (the offline default). The CLI's ``--model`` is such a
+    ``name``, so it wins over the variable."""
+    return model_for(name)
 
 
 def positions_limit(config) -> int:
@@ -426,7 +426,7 @@ def load_model(
     """Load a BERT-family encoder with eager attention, in eval mode, and its fast tokenizer.
 
     Args:
-        name: ``None`` for the model named by ``$BERT_ATTENTION_MODEL``, or the offline default
+        name: ``None`` for the model of the context in force (``$BERT_ATTENTION_MODEL``), or the offline default
             (all-MiniLM-L6-v2) when it is unset; a Hugging Face name such as ``"bert-base-cased"``;
             a local directory; or a registered optional extra such as ``"mpnet-base"``.
         random_init: build the same architecture with freshly initialised weights; the tokenizer is
@@ -434,8 +434,9 @@ def load_model(
             word/positional embeddings but randomly initialized other weights"); ``"all"``: every
             weight random, embeddings included. See :func:`random_init_model`.
         seed: seed for the random initialisation.
-        device: ``"cpu"``, ``"cuda"`` ...; default ``$BERT_ATTENTION_DEVICE`` when set, else CPU.
-        cache_root: the cache an optional extra was installed into (default :func:`helpers.config.cache_dir`).
+        device: ``"cpu"``, ``"cuda"`` ...; default the context's (``$BERT_ATTENTION_DEVICE`` when set), else CPU.
+        cache_root: the cache an optional extra was installed into (default the context's:
+            :func:`helpers.context.cache_folder`).
     """
     from transformers import AutoModel
 
@@ -447,7 +448,7 @@ def load_model(
         raise ValueError(f"seed={_shown(repr(seed), 60)}: a whole number from 0 to 2**32 - 1")
     if device is not None and not isinstance(device, (str, torch.device)):
         raise TypeError(f"device={_shown(repr(device), 60)}: a torch device such as 'cpu' or 'cuda', or None")
-    device = requested_device(device)  # None: $BERT_ATTENTION_DEVICE, checked, else CPU
+    device = device_for(device)  # None: the context's ($BERT_ATTENTION_DEVICE, checked), else CPU
     spec = requested_model(None if name is None else os.fspath(name))
     option = "--model" if name is not None and str(name).strip() else f"${MODEL_ENV}"
     display, source, origin = resolve_source(spec, cache_root=cache_root, option=option)

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 
 from helpers import paper
-from helpers.config import data_dir as resolve_data_dir
+from helpers.context import data_folder
 from helpers.core.encoding import MAX_LENGTH, encode_words
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
@@ -149,7 +149,7 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
     spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
     batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
                          model_max=lm.max_positions)
-    onto = resolve_data_dir(data_dir) / "gum" / "ontogum"
+    onto = data_folder(data_dir) / "gum" / "ontogum"
     digest = file_digest([onto / f"{doc.doc_id}.conll" for doc in docs])
     seen: set[tuple[int, int, int, str]] = set()  # a mention is evaluated in the first window holding it
     pending: dict[int, list[Query]] = {}

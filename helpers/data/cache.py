@@ -33,8 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
-from helpers.config import cache_dir
-from helpers.context import refresh_requested
+from helpers.context import cache_folder, refresh_requested
 from helpers.core.encoding import Encoded, EncodedBatch
 from helpers.core.extract import Level, convert, iter_attention
 from helpers.core.models import LoadedModel
@@ -333,7 +332,7 @@ def cache_entries(cache_root: str | os.PathLike | None = None, *, remove_stale: 
 
     ``remove_stale=True`` first deletes temporary files left by killed writers (:func:`remove_stale_tmp`).
     """
-    root = cache_dir(cache_root)
+    root = cache_folder(cache_root)
     entries = []
     if not root.is_dir():
         return entries
@@ -365,7 +364,7 @@ def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
     parsed corpora, results of the commands); ``models``: installed optional models (``install-model``);
     ``total``: the sum. The first two are the bulk, and are what :func:`prune` removes. Links are not followed.
     """
-    root = cache_dir(cache_root)
+    root = cache_folder(cache_root)
     usage = dict.fromkeys(USAGE_KINDS, 0)
     if not root.is_dir():
         return {**usage, "total": 0}
@@ -414,7 +413,7 @@ def prune(cache_root: str | os.PathLike | None = None, *, keep_maps: bool = Fals
     usage by kind before (:func:`cache_usage`), the bytes removed (with ``dry_run``, that would be removed,
     and nothing is) and the extractions touched, by key.
     """
-    root = cache_dir(cache_root)
+    root = cache_folder(cache_root)
     before = cache_usage(root)
     freed, pruned, in_use = 0, [], []
     folders = sorted(f for f in root.iterdir() if _is_extraction(f)) if root.is_dir() else []
@@ -445,7 +444,7 @@ def prune(cache_root: str | os.PathLike | None = None, *, keep_maps: bool = Fals
 def artifact_path(kind: str, key: dict, suffix: str, cache_root: str | os.PathLike | None = None) -> Path:
     """Where a derived artifact (statistics, a fitted head ...) keyed by ``key`` lives in the cache."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode())
-    return cache_dir(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
+    return cache_folder(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
 
 
 def _refuse_constant(name: str):

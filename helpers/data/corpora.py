@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from helpers.config import data_dir as resolve_data_dir
+from helpers.context import cache_folder, data_folder
 from helpers.core.encoding import printable
 from helpers.data.conllu_io import Sentence, read_conllu
 
@@ -76,7 +76,7 @@ class Document:
 
 
 def _gum_root(data_dir: str | os.PathLike | None) -> Path:
-    gum = resolve_data_dir(data_dir) / "gum"
+    gum = data_folder(data_dir) / "gum"
     if not (gum / "dep").is_dir():
         raise FileNotFoundError(
             f"{gum / 'dep'}: GUM dependency files not found. Run "
@@ -202,13 +202,12 @@ def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.
     ~0.5 s, and every chapter's kernel reads it. An entry is checked as it is read (:func:`parsed_entry_problem`:
     its key, its digest, one sentence per block of the file, every sentence a tree); an unreadable, damaged or
     foreign entry is parsed again and rewritten; a cache that cannot be written is skipped."""
-    from helpers.config import cache_dir
     from helpers.data.files import atomic_write
     from helpers.digest import code_digest
 
     data = path.read_bytes()
     key = hashlib.sha256(f"{code_digest(_parse_with_disk_cache)}\0{doc_id}\0".encode() + data).hexdigest()[:32]
-    stored = cache_dir(cache_root) / "parsed" / f"{key}.json"
+    stored = cache_folder(cache_root) / "parsed" / f"{key}.json"
     try:
         entry = json.loads(stored.read_text(encoding="utf-8"))
         if parsed_entry_problem(entry, key, data) is None:
@@ -245,7 +244,7 @@ def corpus_files(spec: str, *, data_dir: str | os.PathLike | None = None) -> lis
         gum = _gum_root(data_dir)
         return [gum / "dep" / f"{d}.conllu" for d in gum_split_documents(spec[4:], data_dir=data_dir)]
     if spec == "ewt:dev":
-        path = resolve_data_dir(data_dir) / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
+        path = data_folder(data_dir) / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: UD English EWT dev not found; run `python -m helpers download`")
         return [path]
@@ -293,8 +292,8 @@ def load_treebank(
 ) -> list[Sentence]:
     """Sentences of a corpus spec, in file order (GUM: documents sorted by id), at most ``max_sentences``.
 
-    ``data_dir``: the corpora folder (default :func:`helpers.config.data_dir`); ``cache_root``: where parsed
-    trees are kept (default :func:`helpers.config.cache_dir`)."""
+    ``data_dir``: the corpora folder (default :func:`helpers.context.data_folder`'s: the context's); ``cache_root``:
+    where parsed trees are kept (default :func:`helpers.context.cache_folder`'s)."""
     spec = _corpus_spec(spec, "load_treebank")
     if max_sentences is not None and (isinstance(max_sentences, bool) or not isinstance(max_sentences, numbers.Integral)):
         raise TypeError(f"max_sentences={printable(repr(max_sentences), limit=60)}: a whole number, or None for all")
@@ -330,7 +329,7 @@ def manifest() -> dict:
 
 def verify(data_dir: str | os.PathLike | None = None) -> dict[str, list[str]]:
     """Check the corpora on disk against the manifest: ``{"ok": [...], "missing": [...], "mismatch": [...]}``."""
-    base = resolve_data_dir(data_dir, must_exist=False)
+    base = data_folder(data_dir, must_exist=False)
     report: dict[str, list[str]] = {"ok": [], "missing": [], "mismatch": []}
     for entry in manifest()["files"]:
         path = base / entry["path"]

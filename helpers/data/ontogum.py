@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.data.conllu_io import Sentence
-from helpers.config import data_dir as resolve_data_dir
+from helpers.context import data_folder
 from helpers.data.corpora import Document, load_gum
 
 _BRACKET = re.compile(r"\((\d+)\)|\((\d+)|(\d+)\)")
@@ -123,7 +123,7 @@ def build_document(doc: Document, ontogum_path: str | Path) -> CorefDocument:
 
 def load_coref(split: str = "test", *, data_dir=None, cache_root=None) -> list[CorefDocument]:
     """GUM documents of a split with their OntoGUM mentions (documents without an OntoGUM file are left out)."""
-    root = resolve_data_dir(data_dir) / "gum" / "ontogum"
+    root = data_folder(data_dir) / "gum" / "ontogum"
     docs = []
     for doc in load_gum(split, data_dir=data_dir, cache_root=cache_root):
         path = root / f"{doc.doc_id}.conll"

@@ -152,11 +152,11 @@ class ModelSpec:
 
     @classmethod
     def of(cls, lm) -> "ModelSpec":
-        from helpers.config import cache_dir
+        from helpers.context import cache_folder
 
         # the driver's cache as an absolute path: a worker's own $BERT_ATTENTION_CACHE or home may differ
         return cls(lm.spec, lm.random_init, lm.seed if lm.seed is not None else 0, str(lm.device),
-                   str(cache_dir(getattr(lm, "cache_root", None))))
+                   str(cache_folder(getattr(lm, "cache_root", None))))
 
     @property
     def name(self) -> str:

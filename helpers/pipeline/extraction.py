@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.config import cache_dir
+from helpers.context import cache_folder
 from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch
 from helpers.core.extract import Level, bucket
 from helpers.core.models import LoadedModel
@@ -108,7 +108,7 @@ def plan_extraction(
         return store
     key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
                     maps=maps)
-    directory = cache_dir(cache_root) / key
+    directory = cache_folder(cache_root) / key
     store.directory = directory
     meta_path = directory / "meta.json"
     meta = {

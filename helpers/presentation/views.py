@@ -49,7 +49,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from helpers.config import PROJECT_ROOT, assets_dir  # the repository: .book_assets/ lives there
+from helpers.config import PROJECT_ROOT  # the repository: .book_assets/ lives there
+from helpers.context import assets_folder
 
 Libraries = Literal["once", "always", "never"]
 
@@ -123,7 +124,7 @@ def _needs(key: str, mode: Libraries | None = None) -> bool:
 # ----------------------------------------------------------------------------------------- d3/jQuery
 def npm_dir() -> Path:
     """``$BOOK_ASSETS_DIR/node_modules`` if set, else ``.book_assets/node_modules`` in the repository."""
-    return assets_dir() / "node_modules"
+    return assets_folder() / "node_modules"
 
 
 def _npm_version(package: str) -> str:

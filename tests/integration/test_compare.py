@@ -30,7 +30,7 @@ def test_specs(monkeypatch):
     with pytest.raises(ValueError, match="random:"):
         cmp.parse_specs("default,random:")
     monkeypatch.setenv(cmp.COMPARE_ENV, "bert-base-uncased,random:bert-base-uncased")
-    assert cmp.default_specs() == ["bert-base-uncased", "random:bert-base-uncased"]  # no context: the environment's
+    assert cmp.default_specs(RunContext.from_env()) == ["bert-base-uncased", "random:bert-base-uncased"]  # the entry's
     monkeypatch.delenv(cmp.COMPARE_ENV)
     monkeypatch.delenv("BERT_ATTENTION_MODEL", raising=False)
 

@@ -228,53 +228,102 @@ def test_refresh_is_the_contexts(tmp_path, monkeypatch):
         assert cached_json("t", {"k": 1}, compute, cache_root=tmp_path) == {"n": 2}
 
 
-# Modules that may read the environment: the settings module, and the CLI (its error lines name the variable
-# a bad folder came from).
-ENVIRONMENT_READERS = {"helpers.config", "helpers.cli"}
-# The readers of helpers.config that look at the environment, called only where a context is built.
-CONFIG_READERS = {"small_run", "refresh_results", "sized", "model_name", "compare_specs", "env_text"}
-CONTEXT_BUILDERS = {"helpers.config", "helpers.context",
-                    "helpers.core.models"}  # load_model() with no name: $BERT_ATTENTION_MODEL (the notebook API, README)
+# The entry points: the CLI (``helpers.cli``, and ``context(args)`` in ``helpers.pipeline.options``, which builds its
+# context) and the context every entry point builds (``helpers.context``: ``RunContext.from_env``). Only they read the
+# environment: ``helpers.config`` names the variables and holds the functions that read them (:func:`config_readers`),
+# which only ``helpers.context`` and the CLI call; ``RunContext.from_env`` is called by the CLI only (a chapter, a
+# benchmark and the comparison's child are entry points outside the package). Nothing else may: no exception.
+CONFIG = "helpers.config"
+CONTEXT = "helpers.context"
+CLI = {"helpers.cli", "helpers.pipeline.options"}
 
 
-def _environment_uses(tree: ast.AST) -> tuple[bool, set[str]]:
-    """(reads ``os.environ`` / ``os.getenv`` / ``environ``, config env readers it calls)."""
-    direct, readers = False, set()
+def config_readers(source: str | None = None) -> set[str]:
+    """The functions of ``helpers.config`` (``source``: its text) that read the environment: directly
+    (``os.environ``, ``os.getenv``), or by calling one that does."""
+    tree = ast.parse(source if source is not None else (PACKAGE / "config.py").read_text())
+    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    readers = {name for name, f in functions.items() if _reads_os_environment(f)}
+    while True:
+        more = {name for name, f in functions.items() if name not in readers and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in readers for n in ast.walk(f))}
+        if not more:
+            return readers
+        readers |= more
+
+
+def _reads_os_environment(tree: ast.AST) -> bool:
+    return any((isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv", "environb", "putenv"))
+               or (isinstance(n, ast.ImportFrom) and n.module == "os"
+                   and any(a.name in ("environ", "getenv", "environb", "putenv") for a in n.names))
+               for n in ast.walk(tree))
+
+
+def _environment_uses(tree: ast.AST, readers: set[str] | None = None) -> tuple[bool, set[str], bool]:
+    """``(reads os.environ / os.getenv itself, config's readers it names, calls RunContext.from_env)``."""
+    readers = config_readers() if readers is None else readers
+    aliases = {"config"}  # names helpers.config goes by here
+    named: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb", "putenv"):
-            direct = True
-        elif isinstance(node, ast.ImportFrom) and node.module == "os" and any(
-                a.name in ("environ", "getenv") for a in node.names):
-            direct = True
-        elif isinstance(node, ast.ImportFrom) and node.module == "helpers.config":
-            readers |= {a.name for a in node.names} & CONFIG_READERS
-        elif isinstance(node, ast.Attribute) and node.attr in CONFIG_READERS and ast.unparse(node.value).endswith("config"):
-            readers.add(node.attr)
-    return direct, readers
+        if isinstance(node, ast.ImportFrom) and node.module == "helpers":
+            aliases |= {a.asname or a.name for a in node.names if a.name == "config"}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname for a in node.names if a.name == CONFIG and a.asname}
+        elif isinstance(node, ast.ImportFrom) and node.module == CONFIG:
+            named |= {a.name for a in node.names} & readers
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in readers and ast.unparse(node.value) in (*aliases, CONFIG):
+            named.add(node.attr)
+    from_env = any(isinstance(n, ast.Attribute) and n.attr == "from_env" and ast.unparse(n.value).endswith("RunContext")
+                   for n in ast.walk(tree))
+    return _reads_os_environment(tree), named, from_env
 
 
 def _module(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
+def environment_readers(package: Path = PACKAGE) -> list[str]:
+    """Every module below the entry points that reads the environment, and how."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        direct, named, from_env = _environment_uses(ast.parse(path.read_text(), str(path)))
+        if direct and module not in (CONFIG, *CLI):
+            found.append(f"{module}: os.environ")
+        if named and module not in (CONFIG, CONTEXT, *CLI):
+            found.append(f"{module}: helpers.config.{', '.join(sorted(named))}")
+        if from_env and module not in (CONTEXT, *CLI):
+            found.append(f"{module}: RunContext.from_env")
+    return found
+
+
 def test_only_the_entry_points_read_the_environment():
-    direct, readers = [], []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        reads, calls = _environment_uses(ast.parse(path.read_text(), str(path)))
-        if reads and _module(path) not in ENVIRONMENT_READERS:
-            direct.append(_module(path))
-        if calls and _module(path) not in CONTEXT_BUILDERS:
-            readers.append(f"{_module(path)}: {sorted(calls)}")
-    assert not direct, f"read the environment (take a RunContext, or its fields, instead): {direct}"
-    assert not readers, f"call helpers.config's environment readers (take a RunContext instead): {readers}"
+    """Below the entry points a folder, a device or a switch comes from the context (passed, or in force:
+    :mod:`helpers.context`'s resolvers), never from the environment."""
+    assert environment_readers() == [], "read the environment (take a RunContext, or what it holds, instead)"
 
 
-def test_the_environment_rule_can_fail():
+def test_the_environment_rule_can_fail(tmp_path):
+    """The readers are found in config's source (none is listed by hand), and a planted read below the entry
+    points fails the rule, however it is written."""
+    readers = config_readers()
+    assert {"cache_dir", "data_dir", "model_name", "hub_offline", "requested_device", "assets_dir", "small_run",
+            "refresh_results", "compare_specs"} <= readers
+    assert "check_device" not in readers and "_default_data_candidates" not in readers  # they read no variable
+    assert config_readers("import os\ndef a():\n    return os.environ\ndef b():\n    return a()\ndef c():\n    pass\n") == {"a", "b"}
+    for planted in ("from helpers.config import cache_dir\ncache_dir()\n", "from helpers import config\nconfig.cache_dir(None)\n",
+                    "import helpers.config as settings\nsettings.data_dir()\n", "def f():\n    from helpers.config import hub_offline\n"):
+        assert _environment_uses(ast.parse(planted))[1], planted
     assert _environment_uses(ast.parse("import os\nx = os.environ.get('A')\n"))[0]
     assert _environment_uses(ast.parse("from os import getenv\n"))[0]
-    assert _environment_uses(ast.parse("from helpers.config import small_run\n"))[1] == {"small_run"}
-    assert _environment_uses(ast.parse("from helpers import config\nconfig.refresh_results()\n"))[1] == {"refresh_results"}
-    assert _environment_uses(ast.parse("from helpers.config import cache_dir\ncache_dir(root)\n")) == (False, set())
+    assert _environment_uses(ast.parse("from helpers.context import RunContext\nRunContext.from_env()\n"))[2]
+    assert _environment_uses(ast.parse("from helpers.config import check_device, DATA_ENV\n")) == (False, set(), False)
+    package = tmp_path / "helpers"  # a module below the entry points with a planted cache_dir() call
+    (package / "data").mkdir(parents=True)
+    (package / "data" / "cache.py").write_text("from helpers import config\n\n\ndef root():\n    return config.cache_dir(None)\n")
+    (package / "context.py").write_text("from helpers import config\nconfig.cache_dir(None)\n")
+    assert environment_readers(package) == ["helpers.data.cache: helpers.config.cache_dir"]
 
 
 # ------------------------------------------------------------------ the summary equals the records' claims
@@ -331,3 +380,27 @@ def test_cli_reads_refresh_once_and_the_cache_obeys(tiny_model_dir, toy_data, tm
     assert main(args) == 0 and stats.stat().st_ino == first  # read back, not rewritten
     monkeypatch.setenv("BERT_ATTENTION_REFRESH", "1")
     assert main(args) == 0 and stats.stat().st_ino != first  # recomputed and written again (atomically)
+
+
+def test_below_the_entry_points_the_context_in_force_wins(tmp_path, monkeypatch):
+    """What a call below the entry points leaves unnamed (a cache or corpora folder, a device, the model, the
+    hub switch) is the active context's, not the environment's; outside any context (a library call) it is what
+    ``RunContext.from_env`` would read, and a folder named in the call wins over both."""
+    from helpers.context import cache_folder, data_folder, device_for, hub_offline, model_for
+    from helpers.data.cache import cached_json
+
+    monkeypatch.setenv("BERT_ATTENTION_CACHE", str(tmp_path / "env-cache"))
+    monkeypatch.setenv("BERT_ATTENTION_MODEL", "env-model")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("BERT_ATTENTION_DEVICE", raising=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    assert cache_folder() == (tmp_path / "env-cache").resolve() and model_for() == "env-model" and hub_offline()
+    ctx = RunContext(data_dir=data, cache_dir=tmp_path / "ctx-cache", device="cpu", model="ctx-model", offline=False)
+    with ctx.active():
+        assert cache_folder() == tmp_path / "ctx-cache" and data_folder() == data and device_for() == "cpu"
+        assert model_for() == "ctx-model" and model_for("named") == "named" and not hub_offline()
+        assert cache_folder(tmp_path / "named") == tmp_path / "named"
+        cached_json("t", {"k": 1}, lambda: {"n": 1})
+    assert list((tmp_path / "ctx-cache" / "artifacts").glob("t-*.json")) and not (tmp_path / "env-cache").exists()
+    assert model_for() == "env-model"  # the context is in force only inside its block
