@@ -14,6 +14,7 @@ from helpers.claims import (
 from helpers.syntax.run import HeadsRun, held_out_rows, table1_relations
 from helpers.syntax.stats import (
     ALL,
+    BOOTSTRAP,
     DIRECTIONS,
 )
 
@@ -59,7 +60,7 @@ def verdict_direction(n_dep_to_head: int, n_relations: int) -> Verdict:
     return verdict(n_dep_to_head >= n_relations - DIRECTION_EXCEPTIONS, n_dep_to_head >= n_relations / 2)
 
 
-def claims(test: HeadsRun, dev: HeadsRun, *, n_boot: int = 1000, seed: int = 0) -> list[Claim]:
+def claims(test: HeadsRun, dev: HeadsRun, *, n_boot: int = BOOTSTRAP, seed: int = 0) -> list[Claim]:
     """The §4.2 claims from a GUM-test run and a GUM-dev run (the head is chosen on ``dev``, scored on
     ``test``), each verdict from its rule above."""
     relations = table1_relations(test.scores)
