@@ -83,7 +83,7 @@ def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, pro
     from helpers.core.models import load_model
     from helpers.plan import book_passes, encode_pass
 
-    ctx = RunContext.from_env(small=small)  # this script is an entry point: it reads the environment once
+    ctx = RunContext.from_env(small=small, data_dir=data_dir, cache_dir=cache_root)  # an entry point: reads it once
     passes = book_passes(ctx)
     rows, loading, encoding = [], {}, 0.0
     models: dict[str, object] = {}
@@ -96,7 +96,7 @@ def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, pro
             loading[p.spec] = round(time.perf_counter() - start, 2)
         lm = models[p.spec]
         start = time.perf_counter()
-        batch = encode_pass(lm, p, data_dir=data_dir, cache_root=cache_root)
+        batch = encode_pass(lm, p, ctx)
         encoding += time.perf_counter() - start
         if batch is None:
             continue

@@ -168,14 +168,15 @@ def book_passes(ctx, *, specs: list[str] | None = None) -> list[Pass]:
     return list(out.values())
 
 
-def encode_pass(lm, p: Pass, *, data_dir=None, cache_root=None, max_length: int = MAX_LENGTH) -> EncodedBatch | None:
-    """The model inputs of ``p`` for ``lm``, encoded as its run encodes them (``None`` when the run reads
-    nothing for this model: the masked-LM head's segments of a model that has its own head)."""
+def encode_pass(lm, p: Pass, ctx, *, max_length: int = MAX_LENGTH) -> EncodedBatch | None:
+    """The model inputs of ``p`` for ``lm``, encoded as its run encodes them from the corpora and cache of ``ctx``
+    (``None`` when the run reads nothing for this model: the masked-LM head's segments of a model that has its
+    own head)."""
     from helpers.core.encoding import encode_words
     from helpers.pipeline.extraction import encode_treebank
     from helpers.pipeline.segments import build_segments
 
-    o = p.option
+    o, data_dir, cache_root = p.option, ctx.data_dir, ctx.cache_dir
     if p.input.startswith("masked-LM"):
         from helpers.surface.mlm import pretrained_head
 
@@ -204,8 +205,7 @@ def chapter_segment_statistics(lm, ctx) -> list[str]:
     from helpers.results import section
 
     s = section("surface").settings(ctx)
-    return segment_statistics(lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
-                              data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
+    return segment_statistics(lm, ctx, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"])
 
 
 # ------------------------------------------------------------------ a build against its floor

@@ -110,8 +110,8 @@ def shared_segment_pass(lm: LoadedModel, ctx: RunContext, keys, **sizes) -> list
     if read[SURFACE.key][3] != DEFAULT_SOURCE or not (distances or norms):
         return []
     n_segments, seed, max_length, _ = read[SURFACE.key]
-    return segment_statistics(lm, n_segments=n_segments, seed=seed, max_length=max_length, distances=distances,
-                              norms=norms, data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
+    return segment_statistics(lm, ctx, n_segments=n_segments, seed=seed, max_length=max_length, distances=distances,
+                              norms=norms)
 
 
 def all_claims(lm: LoadedModel, ctx: RunContext, **sizes) -> list[Claim]:

@@ -6,7 +6,7 @@ Chapter 3 calls it first (:func:`helpers.plan.chapter_segment_statistics`), and
 models), so that §6 and the norms chapter read their statistics back instead of running the model over the
 same segments again.
 
->>> segment_statistics(lm, n_segments=1000)                       # doctest: +SKIP
+>>> segment_statistics(lm, ctx, n_segments=1000)                  # doctest: +SKIP
 ['surface', 'distances', 'norms']
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _missing():
     raise _Missing
 
 
-def _cached(kind: str, key: dict, cache_root=None):
+def _cached(kind: str, key: dict, cache_root):
     """The cached result ``kind`` under ``key``, or ``None`` when the cache lacks it (or refreshes it)."""
     from helpers.data.cache import cached_json
 
@@ -65,9 +65,10 @@ class SegmentAccumulator:
         return dict(self.accs)
 
 
-def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = MAX_LENGTH, norms: bool = True,
-                       distances: bool = True, data_dir=None, cache_root=None, progress: bool = False) -> list[str]:
-    """Fill the caches of the §3 statistics, (``distances``) the §6 JS distances and (``norms``) the norms
+def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: int = MAX_LENGTH, norms: bool = True,
+                       distances: bool = True) -> list[str]:
+    """In the folders of ``ctx`` (a :class:`~helpers.context.RunContext`: its corpora and cache, its progress
+    bars), fill the caches of the §3 statistics, (``distances``) the §6 JS distances and (``norms``) the norms
     chapter's statistics of the chapters' segments in one pass of the model, computing only what the cache lacks;
     returns the names computed. The chapters then read them back (:func:`helpers.surface.run.run_surface`,
     :func:`helpers.cluster.run.run_cluster`, :func:`helpers.norms.run.run_norms`): each would otherwise
@@ -83,6 +84,7 @@ def segment_statistics(lm, *, n_segments: int, seed: int = 0, max_length: int = 
     from helpers.surface.run import stats_key as surface_key
     from helpers.surface.stats import token_masks
 
+    data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
                            cache_root=cache_root)
     keys = {"surface": ("surface-stats", surface_key(lm, batch))}

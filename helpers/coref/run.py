@@ -31,7 +31,7 @@ from helpers.data.corpora import file_digest
 from helpers.data.ontogum import CorefDocument, load_coref
 from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import extract, shard_size_for
-from helpers.syntax.stats import bootstrap_interval
+from helpers.syntax.stats import BOOTSTRAP, bootstrap_interval
 
 Setting = Literal["truncated", "windows"]
 BASELINES: tuple[str, ...] = ("nearest", "head match", "rule-based")
@@ -128,7 +128,7 @@ class CorefRun:
         layer, head = np.unravel_index(int(np.nanargmax(acc)), acc.shape)
         return int(layer), int(head)
 
-    def head_interval(self, layer: int, head: int, kind: str = "all", *, n_boot: int = 1000, seed: int = 0,
+    def head_interval(self, layer: int, head: int, kind: str = "all", *, n_boot: int = BOOTSTRAP, seed: int = 0,
                       candidates: CandidateSet = "mentions"):
         """95% bootstrap interval of one head's accuracy, resampling documents."""
         mask = self._mask(kind)

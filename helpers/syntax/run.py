@@ -25,6 +25,7 @@ from helpers.pipeline.extraction import extract_treebank
 from helpers.reduce import merge_all
 from helpers.syntax.stats import (
     ALL,
+    BOOTSTRAP,
     DIRECTIONS,
     HeadScorer,
     HeadScores,
@@ -136,7 +137,7 @@ def table1_rows(scores: HeadScores) -> list[dict]:
     return rows
 
 
-def held_out_rows(dev: HeadScores, test: HeadScores, relations: list[str], *, n_boot: int = 1000,
+def held_out_rows(dev: HeadScores, test: HeadScores, relations: list[str], *, n_boot: int = BOOTSTRAP,
                   seed: int = 0) -> list[dict]:
     """For each relation: the best head chosen on ``dev``, its accuracy on ``test`` with a bootstrap
     interval, and the in-sample best head on ``test`` (what the paper reports), also with an interval."""

@@ -243,7 +243,10 @@ def score_heads(store, sentences: Sequence[Sentence], *, possessive: str | None 
     return scorer.result()
 
 
-def bootstrap_interval(correct: np.ndarray, total: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
+BOOTSTRAP = 1000  # resamples of every bootstrap interval (§4.2's heads, §4.3's head)
+
+
+def bootstrap_interval(correct: np.ndarray, total: np.ndarray, *, n_boot: int = BOOTSTRAP, seed: int = 0,
                        level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval (percent) of ``sum(correct) / sum(total)``, resampling sentences."""
     keep = total > 0

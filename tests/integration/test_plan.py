@@ -39,8 +39,9 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     surface = run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=separate).stats.to_json()
     cluster = run_cluster(tiny_lm, surface_of(separate), n_segments=n, max_length=L, n_perm=10, cache_root=separate)
     norms = run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=separate).stats.to_cache()
-    assert sorted(segment_statistics(tiny_lm, n_segments=n, max_length=L, cache_root=shared)) == ["distances", "norms", "surface"]
-    assert segment_statistics(tiny_lm, n_segments=n, max_length=L, cache_root=shared) == []  # all cached now: nothing recomputed
+    ctx = RunContext(data_dir=shared_data, cache_dir=shared)
+    assert sorted(segment_statistics(tiny_lm, ctx, n_segments=n, max_length=L)) == ["distances", "norms", "surface"]
+    assert segment_statistics(tiny_lm, ctx, n_segments=n, max_length=L) == []  # all cached now: nothing recomputed
     files = sorted(p.name for p in (shared / "artifacts").glob("*.json"))
     assert len(files) == 3
     # the chapters read them back (no model pass: the cached files are not rewritten), equal to the separate runs
