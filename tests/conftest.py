@@ -52,6 +52,7 @@ SHARED_WORK = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into groups
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         for group, shares in SHARED_WORK.items():
