@@ -122,15 +122,20 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
-def require_writable(folder: str | os.PathLike) -> None:
-    """Raise ``OSError`` (``filename`` = the folder) unless a file can be created in ``folder``, or, where it
-    does not exist yet, ``folder`` can be made in the nearest folder above it that exists. Called before
-    work whose result must be stored (a cache miss), so that a read-only cache (a lab's prebuilt one) is
-    refused before the work, and a run whose results are all stored never asks."""
-    folder = Path(folder)
-    existing = folder
+def nearest_existing(path: str | os.PathLike) -> Path:
+    """``path`` if it exists, else the nearest folder above it that does (where it would be made)."""
+    existing = Path(path)
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
+    return existing
+
+
+def probe_write(folder: str | os.PathLike) -> None:
+    """Do what a later write in ``folder`` needs, and undo it: create a file in ``folder`` or, where it does not
+    exist yet, make a folder in the nearest one above it that exists. Raises the ``OSError`` of the attempt,
+    with ``filename`` the folder tried."""
+    folder = Path(folder)
+    existing = nearest_existing(folder)
     try:
         if existing == folder:
             fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-", suffix=_TMP_SUFFIX)
@@ -139,9 +144,18 @@ def require_writable(folder: str | os.PathLike) -> None:
         else:
             os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".write-test-"))
     except OSError as err:
-        reason = err.strerror or str(err)
-        raise OSError(err.errno, f"cannot write in the cache ({reason}): this run must store a result that it "
-                                 "does not hold yet; choose a cache folder you can write", str(existing)) from None
+        raise OSError(err.errno, err.strerror or str(err), str(existing)) from None
+
+
+def require_writable(folder: str | os.PathLike) -> None:
+    """Raise ``OSError`` (``filename`` = the folder) unless :func:`probe_write` succeeds in ``folder``. Called
+    before work whose result must be stored (a cache miss), so that a read-only cache (a lab's prebuilt one) is
+    refused before the work, and a run whose results are all stored never asks."""
+    try:
+        probe_write(folder)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot write in the cache ({err.strerror}): this run must store a result that it "
+                                 "does not hold yet; choose a cache folder you can write", err.filename) from None
 
 
 def _naming(err: OSError, path: Path) -> OSError:

@@ -107,23 +107,17 @@ def check_writable_folder(folder: str | os.PathLike, where: str) -> None:
     """Raise ``ValueError`` starting with ``where`` unless files can be written in ``folder``: it is a
     folder, or it can be created (tried where it would start, with a temporary folder removed at once),
     and a file can be created in it (a temporary file, removed at once)."""
-    import tempfile
     from pathlib import Path
 
+    from helpers.data.files import nearest_existing, probe_write
+
     folder = Path(folder).expanduser()
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = nearest_existing(folder)
     if not existing.is_dir():
         raise ValueError(f"{where}: {existing} is {'a file' if existing.is_file() else 'not a folder'}, "
                          "so the folder cannot be made there; choose another folder")
     try:
-        if existing == folder:
-            fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
-            os.close(fd)
-            os.unlink(probe)
-        else:
-            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".write-test-"))
+        probe_write(folder)
     except OSError as err:
         raise ValueError(f"{where}: cannot write in {existing} ({err.strerror or err}); choose a folder you can "
                          "write") from None
@@ -135,10 +129,9 @@ def check_output_path(path: str | os.PathLike, option: str = "--json") -> None:
     Checks what a later write needs: ``path`` is not a directory, its folder is a folder (or can
     be created) and a file can be created there (tried with a temporary file, removed at once).
     """
-    import tempfile
     from pathlib import Path
 
-    from helpers.data.files import input_file_problem, is_special_file
+    from helpers.data.files import input_file_problem, is_special_file, nearest_existing, probe_write
 
     target = Path(path).expanduser()
     if target.is_symlink():
@@ -151,19 +144,11 @@ def check_output_path(path: str | os.PathLike, option: str = "--json") -> None:
         if not os.access(target, os.W_OK):
             raise ValueError(f"{option} {path}: cannot write there (permission denied)")
         return
-    folder = target.parent
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = nearest_existing(target.parent)
     if not existing.is_dir():
         raise ValueError(f"{option} {path}: {existing} is a file, not a folder")
     try:
-        if existing == folder:
-            fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
-            os.close(fd)
-            os.unlink(probe)
-        else:  # the folder would be created: try that where it would start
-            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".write-test-"))
+        probe_write(target.parent)  # where the folder would be created, that is tried
     except OSError as err:
         raise ValueError(f"{option} {path}: cannot write in {existing} ({err.strerror or err})") from None
 
