@@ -20,6 +20,7 @@ from helpers.core.internals import (
     kv_head_of,
     output_weight,
 )
+from helpers.core.errors import no_attention
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode, batched_matrices, word_level_batch
 
@@ -62,8 +63,8 @@ def forward_weights_and_norms(lm: LoadedModel, examples: Sequence[Encoded]) -> t
 
     with torch.inference_mode(), capture(lm, ("value",), on_output=keep):
         out = lm.model(**model_inputs(lm, examples), output_attentions=True)
-    if not out.attentions or out.attentions[0] is None:
-        raise RuntimeError(f"{lm.label} returned no attention probabilities; load it with attn_implementation='eager'.")
+    if not getattr(out, "attentions", None) or out.attentions[0] is None:
+        raise no_attention(lm.label)
     attn = torch.stack(out.attentions, dim=1).float()  # [batch, layer, head, query, key]
     fnorm = torch.stack([key_norms[l] for l in range(lm.n_layers)], dim=1)  # [batch, layer, head, key]
     return attn, attn * fnorm[:, :, :, None, :]
