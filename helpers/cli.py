@@ -40,6 +40,7 @@ from helpers.pipeline.options import (
     load,
     with_counts,
 )
+from helpers.sinks import command as sinks
 
 # ------------------------------------------------------------------------------------ info
 
@@ -58,8 +59,10 @@ def cmd_info(args: argparse.Namespace) -> dict:
         out["model"] = {
             "name": lm.label, "source": lm.source, "origin": lm.origin, "layers": lm.n_layers, "heads": lm.n_heads,
             "max_positions": lm.max_positions, "tokenizer": type(lm.tokenizer).__name__,
-            "token_types": lm.token_types, "fingerprint": lm.fingerprint()[:16],
+            "token_types": lm.token_types, "fingerprint": lm.fingerprint()[:16], "causal": lm.causal,
         }
+        if lm.causal:
+            out["model"].update(kv_heads=lm.n_kv_heads, bos=lm.bos)
     try:
         root = config.data_dir(args.data_dir)
         check = verify(root)
@@ -203,6 +206,7 @@ COMMANDS: tuple[Command, ...] = (
                      "(run it while no analysis reads the cache)",
             _prune_args, cmd_prune),
     segments.COMMAND,
+    sinks.COMMAND,
     *(s.command for s in results.SECTIONS),
     results.COMMAND,
     compare.COMMAND,

@@ -21,6 +21,7 @@ REFRESH_ENV = "BERT_ATTENTION_REFRESH"  # recompute cached results (not the extr
 MODEL_ENV = "BERT_ATTENTION_MODEL"      # the book's model (a name, a folder or an installed extra)
 COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the models of the chapter "Comparing models"
 DEVICE_ENV = "BERT_ATTENTION_DEVICE"    # the torch device models are loaded on (a command's --device wins)
+NO_BOS_ENV = "BERT_ATTENTION_NO_BOS"   # a decoder's inputs without its BOS token (a command's --no-bos wins)
 ASSETS_ENV = "BOOK_ASSETS_DIR"          # where the book's JavaScript libraries were installed (npm)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -169,6 +170,12 @@ def small_run() -> bool:
     :attr:`helpers.context.RunContext.small`).
     """
     return _switch(SMALL_ENV)
+
+
+def no_bos() -> bool:
+    """True when ``$BERT_ATTENTION_NO_BOS`` is set to a non-empty, non-zero value: a decoder's inputs start with
+    their first word, not with the tokenizer's BOS token (read once, into :attr:`helpers.context.RunContext.no_bos`)."""
+    return _switch(NO_BOS_ENV)
 
 
 def refresh_results() -> bool:

@@ -86,6 +86,15 @@ def model_for(name: str | None = None) -> str | None:
     return _in_force("model") or config.model_name()
 
 
+def bos_for(bos: bool | None = None) -> bool:
+    """``bos`` when given; else whether the context in force (else ``$BERT_ATTENTION_NO_BOS``) keeps a decoder's
+    BOS token at the start of its inputs (default: it does)."""
+    if bos is not None:
+        return bool(bos)
+    no_bos = _in_force("no_bos")
+    return not (config.no_bos() if no_bos is None else no_bos)
+
+
 def hub_offline() -> bool:
     """Whether the Hugging Face hub is forbidden: the context in force says, else ``$HF_HUB_OFFLINE`` or
     ``$TRANSFORMERS_OFFLINE``."""
@@ -107,7 +116,7 @@ class RunContext:
     process), the torch ``device`` models are loaded on, the book's ``model`` (``None``: the offline
     default), the comparison's models (``compare``: SPECs as written, ``None``: the default list), whether
     the Hugging Face hub is forbidden (``offline``) and where the book's JavaScript libraries are
-    (``assets_dir``). A field left ``None`` is the environment's (see the module's docstring)."""
+    (``assets_dir``), and whether a decoder's inputs go without their BOS token (``no_bos``). A field left ``None`` is the environment's (see the module's docstring)."""
 
     data_dir: Path | None = None
     cache_dir: Path | None = None
@@ -120,13 +129,15 @@ class RunContext:
     compare: str | None = None
     offline: bool | None = None
     assets_dir: Path | None = None
+    no_bos: bool | None = None
 
     @classmethod
     def from_env(cls, *, data_dir=None, cache_dir=None, small: bool | None = None, refresh: bool | None = None,
-                 progress: bool = False, execution: Any = None, device: str | None = None) -> "RunContext":
+                 progress: bool = False, execution: Any = None, device: str | None = None,
+                 no_bos: bool | None = None) -> "RunContext":
         """The context of an entry point: each argument given wins, the rest comes from the environment
         (read here, once: ``$BERT_ATTENTION_DATA``, ``_CACHE``, ``_SMALL``, ``_REFRESH``, ``_MODEL``,
-        ``_COMPARE``, ``_DEVICE``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
+        ``_COMPARE``, ``_DEVICE``, ``_NO_BOS``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
         :mod:`helpers.config`. The folders are resolved now; a corpora folder that cannot be found is left
         unresolved, so that the first read of a corpus says why."""
         try:
@@ -138,7 +149,7 @@ class RunContext:
                    refresh=config.refresh_results() if refresh is None else bool(refresh),
                    progress=progress, execution=execution, device=config.requested_device(device),
                    model=config.model_name(), compare=config.compare_specs(), offline=config.hub_offline(),
-                   assets_dir=config.assets_dir())
+                   assets_dir=config.assets_dir(), no_bos=config.no_bos() if no_bos is None else bool(no_bos))
 
     def replace(self, **changes) -> "RunContext":
         """A copy with ``changes`` (``ctx.replace(progress=False)``)."""

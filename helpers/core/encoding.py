@@ -6,6 +6,10 @@ words, ``word_of_token``: for every token, the index of its word in the paper's 
 ``n + 1`` for the final special token. Alignment comes from the fast tokenizer's ``word_ids()``,
 so it works for WordPiece and byte-level BPE alike.
 
+A decoder's inputs are ``BOS w_1 ... w_n`` (no final special token: ``trail`` is 0), the BOS position
+playing [CLS]'s role; without BOS (``--no-bos``) they are ``w_1 ... w_n`` (``lead`` is 0) and the words
+take positions ``0..n-1``. Positions are always contiguous: leading special ``0``, words from ``lead``.
+
 >>> from helpers import load_model
 >>> from helpers.core.encoding import encode_words
 >>> lm = load_model()
@@ -32,7 +36,8 @@ class Encoded:
 
     ``index`` is the example's position in the caller's list; ``input_ids`` ``[n_tokens]``;
     ``word_of_token`` ``[n_tokens]`` (``None`` for token-level inputs); ``n_words`` counts the words
-    without the two special positions; ``sep_start`` is where segment B starts (token-level pairs).
+    without the special positions; ``lead`` and ``trail`` count the special positions before and after the
+    words at word level (1 and 1 for ``[CLS] ... [SEP]``; a decoder's: 1 and 0 with BOS, 0 and 0 without).
     """
 
     index: int
@@ -40,14 +45,17 @@ class Encoded:
     word_of_token: np.ndarray | None = None
     n_words: int = 0
     words: tuple[str, ...] = ()
+    lead: int = 1
+    trail: int = 1
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
     @property
     def n_positions(self) -> int:
-        """Rows of this example's map: tokens at token level, ``n_words + 2`` at word level."""
-        return self.n_words + 2 if self.word_of_token is not None else len(self)
+        """Rows of this example's map: tokens at token level, ``lead + n_words + trail`` at word level (``n_words + 2``
+        for an encoder's ``[CLS] ... [SEP]``)."""
+        return self.lead + self.n_words + self.trail if self.word_of_token is not None else len(self)
 
 
 @dataclass
@@ -170,6 +178,7 @@ def encode_words(
             if len(ids) > max_length:
                 skipped.append(index)
                 continue
+            lead, trail = int(wids[0] is None), int(wids[-1] is None)
             examples.append(
                 Encoded(
                     index=index,
@@ -177,6 +186,8 @@ def encode_words(
                     word_of_token=_word_positions(wids, len(words)),
                     n_words=len(words),
                     words=tuple(words),
+                    lead=lead,
+                    trail=trail,
                 )
             )
     return EncodedBatch(examples, skipped, max_length, unknown)
@@ -185,16 +196,18 @@ def encode_words(
 def _word_positions(word_ids: list[int | None], n_words: int) -> np.ndarray:
     """Map ``word_ids()`` (None for specials) to the layout ``[CLS]=0, words 1..n, [SEP]=n+1``.
 
-    Leading special tokens map to 0, trailing ones to ``n + 1``.
+    Leading special tokens map to 0, trailing ones to ``n + 1``. Without a leading special token (a decoder
+    without BOS) the words take ``0..n-1``, so positions stay contiguous.
     """
+    lead = int(bool(word_ids) and word_ids[0] is None)
     out = np.empty(len(word_ids), dtype=np.int64)
     seen_word = False
     for t, w in enumerate(word_ids):
         if w is None:
-            out[t] = n_words + 1 if seen_word else 0
+            out[t] = n_words + lead if seen_word else 0
         else:
             seen_word = True
-            out[t] = w + 1
+            out[t] = w + lead
     return out
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from helpers.core.encoding import Encoded, EncodedBatch
+from helpers.core.errors import no_attention
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode, batched_matrices, word_level_batch
 
@@ -91,11 +92,8 @@ def forward_attentions(lm: LoadedModel, examples: Sequence[Encoded]) -> torch.Te
     """
     with torch.inference_mode():
         out = lm.model(**model_inputs(lm, examples), output_attentions=True)
-    if not out.attentions or out.attentions[0] is None:
-        raise RuntimeError(
-            f"{lm.label} returned no attention probabilities; it must be loaded with "
-            "attn_implementation='eager' (load_model does this)."
-        )
+    if not getattr(out, "attentions", None) or out.attentions[0] is None:
+        raise no_attention(lm.label)
     return torch.stack(out.attentions, dim=1)
 
 

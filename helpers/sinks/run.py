@@ -1,0 +1,100 @@
+"""Attention sinks end to end: the segments of ``segments`` -> one pass of weights and norms -> alpha_1 per head.
+
+The segments are those ``python -m helpers segments`` writes for the same model (:mod:`helpers.pipeline.segments`):
+an encoder's ``[CLS] A [SEP] B [SEP]``, a decoder's ``BOS A B`` (no [SEP]; ``--no-bos``: ``A B``), at most 128
+tokens. Each batch's weights and norm maps come from one forward pass and are reduced at once
+(:mod:`helpers.sinks.stats`): no map is kept, none is written to the cache. The per-head shares are cached as
+JSON, keyed by the model (its fingerprint holds the BOS setting), the encoded segments and this code.
+
+>>> report = run_sinks(lm, n_segments=20)                               # doctest: +SKIP
+>>> report.to_json(epsilon=0.3)["sink_rate"]                            # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch
+from helpers.core.extract import bucket, forward_parts
+from helpers.core.models import LoadedModel
+from helpers.core.norm_maps import forward_weights_and_norms
+from helpers.data.cache import cached_json
+from helpers.data.segments import SegmentSource, segment_tokens
+from helpers.digest import code_digest
+from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, build_segments, segments_key
+from helpers.sinks.stats import (
+    EPSILON,
+    FirstPositionAccumulator,
+    first_position_shares,
+    sink_rate,
+    sink_rate_by_layer,
+)
+
+DECIMALS = 6  # the shares and rates as written to JSON
+
+
+def first_position_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32,
+                              progress: bool = False) -> dict:
+    """``{"weights", "norms": [layer][head] lists, "inputs"}``: mean ``alpha_1`` over the inputs of ``batch``, from
+    attention weights and from norm maps, one forward pass per batch (length-bucketed, cut by
+    :func:`helpers.core.extract.forward_parts`), every layer and head at once."""
+    from tqdm.auto import tqdm
+
+    acc = FirstPositionAccumulator()
+    examples = batch.examples
+    with tqdm(total=len(examples), desc="attention to the first position", unit="ex", disable=not progress) as bar:
+        for group in bucket(examples, batch_size=batch_size):
+            for part in forward_parts(lm, group):
+                attn, norms = forward_weights_and_norms(lm, part)
+                lengths = torch.tensor([len(ex) for ex in part])
+                acc.update(first_position_shares(attn, lengths), first_position_shares(norms, lengths, normalise=True))
+                del attn, norms
+                bar.update(len(part))
+    result = acc.result()
+    return {"weights": result["weights"].tolist(), "norms": result["norms"].tolist(), "inputs": result["inputs"]}
+
+
+@dataclass
+class SinksReport:
+    """What ``sinks`` measured: the model, its kind, the segments and the mean ``alpha_1`` per head ``[layer, head]``."""
+
+    model: str
+    causal: bool
+    bos: bool
+    batch: EncodedBatch
+    weights: np.ndarray
+    norms: np.ndarray
+
+    def to_json(self, *, epsilon: float = EPSILON) -> dict:
+        """The JSON of ``python -m helpers sinks`` (a contract: exactly these keys). ``bos``: whether the inputs start
+        with a special token that is not a word (a decoder's BOS; an encoder's [CLS] always)."""
+        r = lambda x: np.round(np.asarray(x, dtype=np.float64), DECIMALS).tolist()  # noqa: E731
+        return {
+            "model": self.model, "causal": self.causal, "bos": self.bos, "segments": self.batch.summary(),
+            "tokens": segment_tokens(self.batch), "epsilon": epsilon,
+            "first_token_share": r(self.weights), "sink_rate": round(sink_rate(self.weights, epsilon), DECIMALS),
+            "sink_rate_by_layer": r(sink_rate_by_layer(self.weights, epsilon)),
+            "norm_first_token_share": r(self.norms), "norm_sink_rate": round(sink_rate(self.norms, epsilon), DECIMALS),
+        }
+
+
+def sinks_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource) -> dict:
+    """The cache key of the shares: the model (weights, and a decoder's BOS setting), the segments, the code."""
+    return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types,
+            "code": code_digest(first_position_statistics), **segments_key(segments_from)}
+
+
+def run_sinks(lm: LoadedModel, *, n_segments: int = SEGMENTS, seed: int = 0, max_length: int = MAX_LENGTH,
+              segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
+              cache_root: str | os.PathLike | None = None, batch_size: int = 32, progress: bool = False) -> SinksReport:
+    """``alpha_1`` per head on the GUM train segments of ``segments`` (cached), for an encoder or a decoder."""
+    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
+                           data_dir=data_dir, cache_root=cache_root)
+    shares = cached_json("sinks", sinks_key(lm, batch, segments_from),
+                         lambda: first_position_statistics(lm, batch, batch_size=batch_size, progress=progress),
+                         cache_root=cache_root)
+    return SinksReport(lm.label, lm.causal, lm.bos if lm.causal else True, batch,
+                       np.asarray(shares["weights"]), np.asarray(shares["norms"]))
