@@ -234,7 +234,7 @@ def command_section(record) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m helpers",
-        description="Attention analysis of BERT-family models (Clark et al., 2019), headless, with JSON output.",
+        description="Attention analysis of transformer encoders and decoders (Clark et al., 2019), headless, with JSON output.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in COMMANDS:
