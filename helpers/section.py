@@ -26,6 +26,11 @@ from helpers.claims import Claim
 from helpers.context import RunContext
 from helpers.core.encoding import MAX_LENGTH  # a setting of every section's run
 
+# What a causal mask means, the same for every section; each section's :attr:`Section.causal` says what its
+# analyses are under it. Both go into a decoder's JSON (:meth:`Section.causal_json`).
+CAUSAL_MASK = ("a decoder's head sees its prefix: query i attends to positions 0..i only; its input is BOS + text "
+               "(no [SEP]; without BOS, --no-bos, the text alone), so the first position is not a word, as [CLS] is not")
+
 
 @dataclass(frozen=True)
 class Sizes:
@@ -100,6 +105,15 @@ class Section:
     command: Any = field(repr=False)
     inputs: tuple[str, ...] = ()
     corpora: tuple[str, ...] = ()
+    causal: str = ""  # how the section's analyses are defined under a causal mask (a decoder's), said once here
+
+    def causal_json(self, lm) -> dict | None:
+        """What the section's JSON says of a decoder (``lm.causal``): ``{"mask", "bos", "definition"}``, the
+        mask (:data:`CAUSAL_MASK`) and this section's :attr:`causal`; ``None`` for an encoder (whose JSON is
+        unchanged)."""
+        if not getattr(lm, "causal", False):
+            return None
+        return {"mask": CAUSAL_MASK, "bos": bool(lm.bos), "definition": self.causal}
 
     @property
     def in_paper(self) -> bool:
