@@ -338,3 +338,19 @@ def test_surface_claims_on_causal_statistics(decoders):
     assert {k for k, c in rows.items() if c.verdict == NOT_APPLICABLE} == na
     assert all(rows[k].reason for k in na) and rows["next-token-heads"].reason == CAUSAL_DEFINITIONS["next"]
     assert [c.id for c in _claims(stats, grads)] == list(rows)  # the same claims, in the same order
+
+
+def test_compare_findings_leave_a_not_applicable_model_out():
+    from helpers.compare import run as cmp
+
+    def result(spec, random_init, verdicts):
+        claims = [Claim(cid, "§3.2", "c", "p", "o", None, v, "no [SEP]" if v == NOT_APPLICABLE else None)
+                  for cid, v in verdicts.items()]
+        return cmp.ModelResult(spec, {"name": spec, "layers": 2, "heads": 2, "random_init": random_init}, claims)
+
+    encoder = result("bert", False, {"sep": "reproduced", "next": "not reproduced"})
+    decoder = result("gpt2", False, {"sep": NOT_APPLICABLE, "next": NOT_APPLICABLE})
+    control = result("random:gpt2", True, {"sep": NOT_APPLICABLE, "next": NOT_APPLICABLE})
+    # not "model_dependent" (the decoder did not fail it) and not "random_too" (the control did not pass it)
+    assert cmp.findings([encoder, decoder, control]) == {"shared": ["sep"], "model_dependent": [], "none": ["next"],
+                                                         "random_too": []}
