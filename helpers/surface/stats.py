@@ -20,7 +20,10 @@ statistic      numerator                                                  denomi
 =============  =========================================================  =================
 
 Every row counts, including [CLS], [SEP] and the edge rows that have no neighbour (they add 0 to
-``next``/``prev`` but stay in ``n``), as in the original.
+``next``/``prev`` but stay in ``n``), as in the original. Entropy is in nats of the smoothed row
+``A' = 0.9999 A + 0.0001 / n``; the original computed this in float16, where 0.9999 rounds to 1.0;
+we compute in float64 with 0.9999 as written. ``uniform_entropy`` is the mean over segments of
+``log n``, the entropy of uniform attention.
 
 Under a causal mask (a decoder: query ``i`` sees keys ``0..i``, its prefix; :data:`CAUSAL_DEFINITIONS`) the
 first position (BOS, or the first word's first token without it) takes [CLS]'s place in ``cls``; ``sep``,
@@ -28,10 +31,7 @@ first position (BOS, or the first word's first token without it) takes [CLS]'s p
 ``entropy_cls`` too (the first position sees only itself): they are NaN in memory and left out of the JSON,
 each with its reason under ``undefined``. Entropy is set against the uniform over the visible prefix: row ``i``
 is smoothed over its ``i + 1`` visible keys, ``A' = 0.9999 A + 0.0001 / (i + 1)``, and ``uniform_entropy`` is
-the mean over segments of the mean over rows of ``log(i + 1)``. Entropy is in nats of the smoothed row
-``A' = 0.9999 A + 0.0001 / n``; the original computed this in float16, where 0.9999 rounds to 1.0;
-we compute in float64 with 0.9999 as written. ``uniform_entropy`` is the mean over segments of
-``log n``, the entropy of uniform attention.
+the mean over segments of the mean over rows of ``log(i + 1)``.
 
 >>> acc = SurfaceAccumulator()
 >>> for example, attn in helpers.iter_attention(lm, batch):          # doctest: +SKIP

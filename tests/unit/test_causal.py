@@ -354,3 +354,20 @@ def test_compare_findings_leave_a_not_applicable_model_out():
     # not "model_dependent" (the decoder did not fail it) and not "random_too" (the control did not pass it)
     assert cmp.findings([encoder, decoder, control]) == {"shared": ["sep"], "model_dependent": [], "none": ["next"],
                                                          "random_too": []}
+
+
+def test_coref_shard_task_scores_a_decoders_windows_as_the_local_run(decoders):
+    """The distributed task (``coref_shard``: its payload carries whether the maps are causal) gives the local
+    predictions of each window."""
+    from helpers.coref.run import _predictions, coref_shard
+    from helpers.coref.stats import Query
+
+    lm = decoders["llama"]
+    batch = encode_words(lm.tokenizer, WORDS)
+    maps = [_sharpen(m, seed=k) for k, m in enumerate(attention_for(lm, batch, level="word"))]
+    queries = [[Query(mention=None, head=4, candidates=(1, 3), correct=frozenset({1}), window=0)], []]
+    got = coref_shard(list(zip(batch.examples, maps)), (queries, True))
+    want = _predictions(maps[0], queries[0], batch.examples[0].n_words, True)
+    assert got[1] is None and all(np.array_equal(g, w) for g, w in zip(got[0], want))
+    words = _predictions(maps[0], queries[0], batch.examples[0].n_words, False)[1]  # later words as candidates too
+    assert words.shape == want[1].shape
