@@ -15,6 +15,7 @@ from helpers.results import SECTIONS
 from helpers.section import CAUSAL_MASK
 
 import tiny_decoders as td
+from tolerances import decimals
 
 SIZES = {"segments": ["--segments", "3", "--max-length", "60"], "words": ["--max-length", "60"]}
 COMMANDS = {  # each section's command at toy sizes
@@ -64,9 +65,13 @@ def test_every_section_command_runs_on_a_decoder(decoder_dirs, toy_data, tmp_pat
     assert surface["next_heads"] is None and isinstance(surface["prev_heads"], list)
     assert surface["gradients"]["sep"] is None and len(surface["gradients"]["cls"]) == len(surface["per_head"]["cls"])
     assert "language-model head" in surface["mlm_head"]["source"] and "heldout_loss" not in surface["mlm_head"]
+    assert not list((tmp_path / "c" / "artifacts").glob("mlm-head-*"))  # nothing fitted
     # the uniform entropy of the visible prefix is below log n of the longest segment, above 0
     assert 0 < surface["uniform_entropy"] < np.log(surface["segments"]["max_length"])
     assert "sep" not in outs["norms"]["layers"]["1"]["weights"] and "sep" in outs["norms"]["undefined"]
+    # §3's attention to the first position is Gu et al.'s alpha_1 of the sinks command, on the same segments
+    sinks = _run(["sinks", *SIZES["segments"], *common], tmp_path / "sinks.json", tmp_path / "c")
+    np.testing.assert_allclose(surface["per_head"]["cls"], sinks["first_token_share"], rtol=0, atol=2 * decimals(6))
     assert outs["heads"]["relations"]["all"]["count"] > 0
 
 
