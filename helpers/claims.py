@@ -16,11 +16,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Iterable, Literal, Sequence
 
-Verdict = Literal["reproduced", "partly", "not reproduced"]
+Verdict = Literal["reproduced", "partly", "not reproduced", "not applicable"]
 REPRODUCED: Verdict = "reproduced"
 PARTLY: Verdict = "partly"
 NOT_REPRODUCED: Verdict = "not reproduced"
 VERDICTS: tuple[Verdict, ...] = (REPRODUCED, PARTLY, NOT_REPRODUCED)  # best first
+# A claim that cannot apply to the model (a decoder has no [SEP]; no token is "next" under a causal mask): no
+# verdict on the paper's claim, neither for nor against it. Never counted among :data:`VERDICTS`.
+NOT_APPLICABLE: Verdict = "not applicable"
 FIELDS = ("id", "section", "claim", "paper", "ours", "value", "verdict")  # the JSON layout of one claim
 
 
@@ -37,16 +40,30 @@ class Claim:
     ours: str
     value: float | None
     verdict: Verdict
+    reason: str | None = None
 
     def __post_init__(self):
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"claim {self.id}: verdict {self.verdict!r} is not one of {VERDICTS}")
+        if self.verdict not in (*VERDICTS, NOT_APPLICABLE):
+            raise ValueError(f"claim {self.id}: verdict {self.verdict!r} is not one of {(*VERDICTS, NOT_APPLICABLE)}")
+        if (self.verdict == NOT_APPLICABLE) != bool(self.reason):
+            raise ValueError(f"claim {self.id}: a {NOT_APPLICABLE!r} claim, and only such a claim, says why (reason)")
         if self.value is not None and not math.isfinite(self.value):
             object.__setattr__(self, "value", None)
 
     def to_json(self) -> dict:
-        """``{"id", "section", "claim", "paper", "ours", "value", "verdict"}``."""
-        return {k: asdict(self)[k] for k in FIELDS}
+        """``{"id", "section", "claim", "paper", "ours", "value", "verdict"}``, and ``"reason"`` for a
+        :data:`NOT_APPLICABLE` claim (the layout of every other claim is unchanged)."""
+        out = {k: asdict(self)[k] for k in FIELDS}
+        return {**out, "reason": self.reason} if self.reason else out
+
+
+def not_applicable(id: str, section: str, claim: str, paper: str, reason: str) -> Claim:
+    """A claim that cannot apply to the model, with the ``reason`` (``ours`` says it; ``value`` is ``None``).
+
+    >>> not_applicable("x", "§3.2", "[SEP] ...", ">90%", "a decoder has no [SEP]").verdict
+    'not applicable'
+    """
+    return Claim(id, section, claim, paper, f"not applicable: {reason}", None, NOT_APPLICABLE, reason)
 
 
 def verdict(full: bool, partial: bool = False) -> Verdict:

@@ -16,7 +16,6 @@ import argparse
 import os
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 from helpers import config, results
@@ -448,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         with ctx.active():
             record = SECTION_COMMANDS.get(command.name)
             if record is not None:  # a section's command: its record's run, with the reports it reads
-                result = command.handler(args, partial(results.run_section, record))
+                result = results.run_command(record, args)
             else:
                 result = command.handler(args)
     except KeyboardInterrupt:

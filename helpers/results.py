@@ -81,6 +81,21 @@ def run_section(record: Section, lm: LoadedModel, ctx: RunContext, **settings):
     return record.run(lm, ctx, inputs=input_reports(record, lm, ctx, **settings), **settings)
 
 
+def run_command(record: Section, args: argparse.Namespace) -> dict:
+    """A section's command: its handler, handed :func:`run_section` for ``record``; a decoder's JSON adds
+    ``"causal"`` (:meth:`~helpers.section.Section.causal_json`: the mask and the section's definition under it),
+    an encoder's is the handler's as it is."""
+    models = []
+
+    def run(lm: LoadedModel, ctx: RunContext, **settings):
+        models.append(lm)
+        return run_section(record, lm, ctx, **settings)
+
+    result = record.command.handler(args, run)
+    mark = record.causal_json(models[-1]) if models else None
+    return {**result, "causal": mark} if mark else result
+
+
 def input_reports(record: Section, lm: LoadedModel, ctx: RunContext, **sizes) -> dict[str, Any]:
     """The reports ``record`` reads (its :attr:`~helpers.section.Section.inputs`), for ``record.run(..., inputs=...)``."""
     reports = run_sections(lm, ctx, record.inputs, **sizes) if record.inputs else {}
@@ -173,7 +188,10 @@ def size_options(args: argparse.Namespace) -> dict:
 
 def cmd_claims(args: argparse.Namespace) -> dict:
     lm = load(args)
-    return {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, run_context(args), **size_options(args))]}
+    out = {"model": lm.label, "claims": [c.to_json() for c in all_claims(lm, run_context(args), **size_options(args))]}
+    if lm.causal:  # what each section's claims mean under a causal mask (an encoder's JSON is unchanged)
+        out["causal"] = {s.key: s.causal_json(lm) for s in PAPER_SECTIONS}
+    return out
 
 
 COMMAND = Command("claims", "every claim of the paper with our verdict, from the cached results (computing what is missing)", _claims_args, cmd_claims)

@@ -26,6 +26,12 @@ from helpers.claims import Claim
 from helpers.context import RunContext
 from helpers.core.encoding import MAX_LENGTH  # a setting of every section's run
 
+# What a causal mask means, the same for every section; each section's :attr:`Section.causal` says what its
+# analyses are under it. Both go into a decoder's JSON (:meth:`Section.causal_json`).
+CAUSAL_MASK = ("a decoder's head sees its prefix: query i attends to positions 0..i only; its input is BOS + text, "
+               "no [SEP], so that the first position is not a word, as [CLS] is not (without BOS, --no-bos, the text "
+               "alone, its first word in the first position)")
+
 
 @dataclass(frozen=True)
 class Sizes:
@@ -86,8 +92,10 @@ class Section:
     ``"§3"``; ``None`` beyond the paper), ``chapter`` (its notebook, ``"03_surface"``), ``sizes``,
     ``runner`` (see :meth:`run`), ``claims(report) -> list[Claim]``, its ``command`` (a
     :class:`helpers.pipeline.options.Command`), ``inputs`` (the keys of the sections whose reports its
-    run reads) and ``corpora`` (what its own runs read, :func:`helpers.data.corpora.corpus_read` names:
-    ``"gum:test"``, ``"segments:gum:train"``, ``"ontogum:dev"``; its inputs' reads are theirs). The corpus
+    run reads), ``corpora`` (what its own runs read, :func:`helpers.data.corpora.corpus_read` names:
+    ``"gum:test"``, ``"segments:gum:train"``, ``"ontogum:dev"``; its inputs' reads are theirs) and ``causal``
+    (what its analyses are under a causal mask, a decoder's: said once here, shown in its JSON by
+    :meth:`causal_json`). The corpus
     checks of ``claims`` and ``compare``, the build plan (:mod:`helpers.plan`) and the order of the book's
     pages (``scripts/execute_book.py``) are derived from ``inputs`` and ``corpora``."""
 
@@ -100,6 +108,15 @@ class Section:
     command: Any = field(repr=False)
     inputs: tuple[str, ...] = ()
     corpora: tuple[str, ...] = ()
+    causal: str = ""  # how the section's analyses are defined under a causal mask (a decoder's), said once here
+
+    def causal_json(self, lm) -> dict | None:
+        """What the section's JSON says of a decoder (``lm.causal``): ``{"mask", "bos", "definition"}``, the
+        mask (:data:`CAUSAL_MASK`) and this section's :attr:`causal`; ``None`` for an encoder (whose JSON is
+        unchanged)."""
+        if not getattr(lm, "causal", False):
+            return None
+        return {"mask": CAUSAL_MASK, "bos": bool(lm.bos), "definition": self.causal}
 
     @property
     def in_paper(self) -> bool:

@@ -98,7 +98,8 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
     with_norms = "norms" in parts
 
     def extras(ex) -> tuple:
-        return (token_masks(lm.tokenizer, ex.input_ids), kind_masks(lm.tokenizer, ex.input_ids) if with_norms else None)
+        return (token_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),
+                kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal) if with_norms else None)
 
     accs = reduce_shards(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts), extras=extras,
                          maps="weights+norms" if with_norms else "weights", progress=progress).result()

@@ -47,5 +47,8 @@ SECTION = Section(
     key="cluster", paper=cluster_claims.PAPER_SECTION, chapter="06_cluster",
     sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
     runner=ClusterSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax", "coref"),
+    causal=("as for an encoder, on the prefix: the keys a query cannot see weigh zero in both heads, so they add "
+            "nothing to the Jensen-Shannon divergence; the behaviours §3 does not define for a decoder ([SEP], next "
+            "token) mark no head"),
     corpora=("segments:gum:train",),
 )

@@ -17,7 +17,7 @@ import gc
 import math
 from dataclasses import dataclass, field
 
-from helpers.claims import VERDICTS, Claim, by_id
+from helpers.claims import NOT_APPLICABLE, VERDICTS, Claim, by_id
 from helpers.config import COMPARE_ENV  # comma-separated SPECs: the chapter's models (replaces the default list)
 from helpers.context import RunContext
 from helpers.results import PAPER_SECTIONS, covering
@@ -246,17 +246,18 @@ def findings(results: list[ModelResult]) -> dict[str, list[str]]:
     """The claims grouped by how the pre-trained models agree (from the verdicts, no new rule):
     ``shared`` (reproduced, at least partly, by every pre-trained model), ``model_dependent`` (some
     pre-trained models reproduce it at least partly, others not), ``none`` (reproduced by no pre-trained model), and
-    ``random_too`` (claims the random-init controls also reproduce at least partly: not learned)."""
+    ``random_too`` (claims the random-init controls also reproduce at least partly: not learned). A claim "not
+    applicable" to a model (a decoder's [SEP] claims) counts for none of these: that model is left out of it."""
     trained = [by_id(r.claims) for r in results if not r.card["random_init"]]
     random = [by_id(r.claims) for r in results if r.card["random_init"]]
     ids = list(dict.fromkeys(c.id for r in results for c in r.claims))
     out: dict[str, list[str]] = {"shared": [], "model_dependent": [], "none": [], "random_too": []}
     for cid in ids:
-        got = [t[cid].verdict for t in trained if cid in t]
+        got = [t[cid].verdict for t in trained if cid in t and t[cid].verdict != NOT_APPLICABLE]
         if got:
             failed = [v == VERDICTS[-1] for v in got]
             out["none" if all(failed) else "model_dependent" if any(failed) else "shared"].append(cid)
-        if any(t[cid].verdict != VERDICTS[-1] for t in random if cid in t):
+        if any(t[cid].verdict not in (VERDICTS[-1], NOT_APPLICABLE) for t in random if cid in t):
             out["random_too"].append(cid)
     return out
 

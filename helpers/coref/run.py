@@ -85,6 +85,7 @@ class CorefRun:
     examples: list[tuple[CorefDocument, int, int, Query]]
     store: object = None  # the windows' word-level maps (an AttentionStore), indexed by window
     word_correct: np.ndarray | None = None
+    lead: int = 1  # special positions before the words in the maps ([CLS], BOS; 0: a decoder without BOS)
 
     def example(self, layer: int, head: int, *, min_gap: int = 3, max_gap: int = 20):
         """The first evaluated mention (document order) that head ``(layer, head)`` resolves correctly with
@@ -96,9 +97,10 @@ class CorefRun:
             if not min_gap <= q.head - lo <= max_gap:
                 continue
             attn = self.store[w][layer, head]
-            cols = np.asarray(q.candidates) + 1
-            if cols[attn[q.head + 1, cols].argmax()] - 1 in q.correct:
-                sub = attn[lo + 1 : q.head + 2, lo + 1 : q.head + 2]
+            k = self.lead
+            cols = np.asarray(q.candidates) + k
+            if cols[attn[q.head + k, cols].argmax()] - k in q.correct:
+                sub = attn[lo + k : q.head + k + 1, lo + k : q.head + k + 1]
                 return doc.words[start + lo : start + q.head + 1], sub / sub.sum(-1, keepdims=True), doc.doc_id
         return None
 
@@ -168,14 +170,14 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
 
         plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest,
                                shard_size=shard_size)
-        payloads = [[pending.get(ex.index, []) for ex in shard] for shard in plan.store.shards]
+        payloads = [([pending.get(ex.index, []) for ex in shard], lm.causal) for shard in plan.store.shards]
         store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
                                   progress=progress)
         scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
     else:
         store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest,
                         shard_size=shard_size)
-        scored = ((ex, _predictions(attn, pending[ex.index]) if pending.get(ex.index) else None)
+        scored = ((ex, _predictions(attn, pending[ex.index], ex.n_words, lm.causal) if pending.get(ex.index) else None)
                   for ex, attn in store)
     heads, words, base, kinds, doc_ids, examples = [], [], [], [], [], []
     for example, prediction in scored:
@@ -196,18 +198,23 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
     stack = lambda parts: np.concatenate(parts, axis=-1) if parts else np.zeros((L, H, 0), bool)  # noqa: E731
     return CorefRun(split, setting, stack(heads),
                     np.asarray(base, dtype=bool).T.reshape(len(BASELINES), -1), np.asarray(kinds), np.asarray(doc_ids),
-                    len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store, stack(words))
+                    len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store, stack(words),
+                    0 if lm.causal and not lm.bos else 1)
 
 
-def _predictions(attn: np.ndarray, queries: list[Query]) -> tuple[np.ndarray, np.ndarray]:
-    """Every head's correctness on ``queries`` with mentions, then words, as candidates."""
-    return head_predictions(attn, queries), head_predictions(attn, queries, candidates="words")
+def _predictions(attn: np.ndarray, queries: list[Query], n_words: int, causal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Every head's correctness on ``queries`` with mentions, then words, as candidates (``causal``: a decoder's map
+    of ``n_words`` words)."""
+    return (head_predictions(attn, queries, n_words=n_words, causal=causal),
+            head_predictions(attn, queries, candidates="words", n_words=n_words, causal=causal))
 
 
 def coref_shard(items: list, payload: list) -> list:
     """One shard's head predictions (a distributed task): ``items`` are its ``(example, attn)`` pairs,
-    ``payload`` the queries of each example; ``None`` where an example has none."""
-    return [_predictions(attn, queries) if queries else None for (_, attn), queries in zip(items, payload)]
+    ``payload`` ``(the queries of each example, causal)``; ``None`` where an example has none."""
+    queries_of, causal = payload
+    return [_predictions(attn, queries, ex.n_words, causal) if queries else None
+            for (ex, attn), queries in zip(items, queries_of)]
 
 
 def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = ("mentions",)) -> list[dict]:

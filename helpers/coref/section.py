@@ -59,4 +59,6 @@ SECTION = Section(
     key="coref", paper=coref_claims.PAPER_SECTION, chapter="04_coref",
     sizes=Sizes(full={"max_documents": None}, small={"max_documents": SMALL_DOCUMENTS}),
     runner=CorefSectionReport, claims=_claims, command=COMMAND, corpora=("ontogum:dev", "ontogum:test"),
+    causal=("as for an encoder: antecedents precede their mention, so its head word sees every candidate (the head "
+            "words of earlier mentions); with every word as a candidate, the words before it"),
 )

@@ -27,6 +27,9 @@ Definitions the paper leaves open, fixed here:
   number/gender/person agreement, where an unknown value agrees with anything; any mention), the
   nearest candidate of the first sieve that offers one. String and head-word matches compare
   lower-cased words.
+- **Causal mask.** A decoder's window is ``BOS w_1 ... w_k`` (``w_1 ... w_k`` without BOS), no [SEP]; its head
+  word sees its prefix, where every antecedent is, so the ``"mentions"`` candidates are unchanged; the
+  ``"words"`` candidates are the words it sees, those before it.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from helpers.data.ontogum import CorefDocument, Mention
+from helpers.syntax.stats import word_layout
 
 MENTION_TYPES: tuple[str, ...] = ("pronoun", "proper", "nominal")
 CandidateSet = Literal["mentions", "words"]
@@ -99,24 +103,33 @@ def baseline_predictions(query: Query, start: int) -> dict[str, int | None]:
     return {"nearest": nearest(earlier), "head match": nearest(same_head), "rule-based": rule}
 
 
-def candidate_words(query: Query, n_words: int, candidates: CandidateSet = "mentions") -> np.ndarray:
-    """Window-relative candidate words of a query, ascending: earlier mentions' head words, or every other word."""
+def candidate_words(query: Query, n_words: int, candidates: CandidateSet = "mentions", *,
+                    causal: bool = False) -> np.ndarray:
+    """Window-relative candidate words of a query, ascending: earlier mentions' head words, or every other word
+    (``causal``: every word before the head word, the words it sees)."""
     if candidates not in CANDIDATE_SETS:
         raise ValueError(f"candidates {candidates!r}: choose one of {', '.join(CANDIDATE_SETS)}")
     if candidates == "mentions":
         return np.asarray(query.candidates, dtype=np.int64)
-    return np.array([w for w in range(n_words) if w != query.head], dtype=np.int64)
+    return np.array([w for w in range(query.head if causal else n_words) if w != query.head], dtype=np.int64)
 
 
-def head_predictions(attn: np.ndarray, queries: Sequence[Query], candidates: CandidateSet = "mentions") -> np.ndarray:
+def head_predictions(attn: np.ndarray, queries: Sequence[Query], candidates: CandidateSet = "mentions", *,
+                     n_words: int | None = None, causal: bool = False) -> np.ndarray:
     """``[layer, head, query]`` correctness of every head: does the most-attended candidate word
     (from the query's head word) belong to an antecedent? ``attn`` is the window's word-level map
-    ``[layer, head, word + 2, word + 2]`` ([CLS] first); ``candidates`` as in :func:`candidate_words`."""
+    ``[layer, head, word + 2, word + 2]`` ([CLS] first), or a decoder's (``causal``; ``BOS`` and the words, or the
+    words alone: pass ``n_words``); ``candidates`` as in :func:`candidate_words`."""
     L, H = attn.shape[:2]
+    size = attn.shape[-1]
+    n_words = size - 2 if n_words is None else n_words
+    lead, _ = word_layout(size, n_words)
     out = np.zeros((L, H, len(queries)), dtype=bool)
     for q, query in enumerate(queries):
-        cols = candidate_words(query, attn.shape[-1] - 2, candidates) + 1
-        scores = attn[:, :, query.head + 1, cols]  # [layer, head, candidate]
-        chosen = cols[scores.argmax(-1)] - 1
+        cols = candidate_words(query, n_words, candidates, causal=causal) + lead
+        if len(cols) == 0:  # no word before the head word (causal): no prediction, a miss
+            continue
+        scores = attn[:, :, query.head + lead, cols]  # [layer, head, candidate]
+        chosen = cols[scores.argmax(-1)] - lead
         out[:, :, q] = np.isin(chosen, list(query.correct))
     return out

@@ -10,8 +10,8 @@ our own hypothesis (no paper tested it), whose verdict says whether it holds: "r
 """
 from __future__ import annotations
 
-from helpers.claims import Claim, Verdict, verdict
-from helpers.norms.stats import KIND_NAMES, NormStats, shrink_ratio, sink, top_layers
+from helpers.claims import Claim, Verdict, not_applicable, verdict
+from helpers.norms.stats import CAUSAL_ABSENT, KIND_NAMES, NormStats, shrink_ratio, sink, top_layers
 from helpers.surface.stats import gradient_ratio
 
 # Named thresholds of the verdicts below.
@@ -56,6 +56,11 @@ def claims(stats: NormStats, grads: dict | None = None, table1: list[dict] | Non
     each verdict from its rule above."""
     out = []
     for kind in SHRINK_KINDS:
+        if stats.causal and kind in CAUSAL_ABSENT:
+            out.append(not_applicable(f"norm-shrink-{kind}", "beyond §3.2",
+                                      f"large weights on {KIND_NAMES[kind]} come with small norms",
+                                      "Kobayashi et al. (2020), §4: weights large, norms small", CAUSAL_ABSENT[kind]))
+            continue
         layers = top_layers(stats, kind)
         ratio = shrink_ratio(stats, kind, layers)
         w = stats.layer_share("weights", kind)[layers].mean()

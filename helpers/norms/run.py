@@ -89,4 +89,4 @@ def run_table1_norms(lm: LoadedModel, corpus: str, *, max_sentences: int | None 
     sentences, store = extract_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
                                         word_mode=word_mode, data_dir=data_dir, cache_root=cache_root,
                                         progress=progress, maps="norms")
-    return score_heads(store, sentences)
+    return score_heads(store, sentences, causal=lm.causal)

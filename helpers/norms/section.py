@@ -71,5 +71,8 @@ SECTION = Section(
     key="norms", paper=None, chapter="07_norms",
     sizes=Sizes(full={"n_segments": SEGMENTS, "seed": 0}, small={"n_segments": SMALL_SEGMENTS, "seed": 0}),
     runner=NormsSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax"),
+    causal=("as for an encoder, on the prefix (a norm ||alpha f(x)|| is zero where the weight is); the first position "
+            "takes [CLS]'s place; [SEP]'s shares are absent (left out, named under 'undefined'), its claim not "
+            "applicable"),
     corpora=("segments:gum:train", TABLE1_TREEBANK),
 )

@@ -46,18 +46,22 @@ from helpers.reduce import reduce_shards
 from helpers.surface.stats import SINK_SHARE, sink_layers, token_masks
 
 KINDS: tuple[str, ...] = ("cls", "sep", "punct", "other")
+# The kinds a causal map (a decoder's) does not have, with the reason: left out of its JSON, named under ``undefined``.
+CAUSAL_ABSENT = {"sep": "absent: a decoder's input has no [SEP]"}
 KIND_NAMES = {"cls": "[CLS]", "sep": "[SEP]", "punct": ". or ,", "other": "other tokens"}
 
 
 # ------------------------------------------------------------------------------ statistics
 
 
-def kind_masks(tokenizer, input_ids: np.ndarray) -> dict[str, np.ndarray]:
-    """Masks of :data:`KINDS` over one input's tokens: [CLS] and [SEP] by role, "." / ",", and the rest."""
-    masks = token_masks(tokenizer, input_ids)
+def kind_masks(tokenizer, input_ids: np.ndarray, *, causal: bool = False) -> dict[str, np.ndarray]:
+    """Masks of :data:`KINDS` over one input's tokens: [CLS] and [SEP] by role, "." / ",", and the rest; for a
+    ``causal`` input (a decoder's) the first position as [CLS] and no [SEP] (:func:`~helpers.surface.stats.token_masks`)."""
+    masks = token_masks(tokenizer, input_ids, causal=causal)
     special = masks["cls"] | masks["sep"]
     punct = masks["punct"] & ~special
-    return {"cls": masks["cls"], "sep": masks["sep"], "punct": punct, "other": ~(special | punct)}
+    out = {"cls": masks["cls"], "sep": masks["sep"], "punct": punct, "other": ~(special | punct)}
+    return {**out, "causal": masks["causal"]} if "causal" in masks else out
 
 
 def kind_shares(maps: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
@@ -164,6 +168,7 @@ class NormStats:
     norms: np.ndarray
     spearman: np.ndarray
     n_segments: int
+    causal: bool = False  # the statistics of causal maps (a decoder's): no [SEP], whose shares are absent
 
     def share(self, measure: str, kind: str) -> np.ndarray:
         """``[layer, head]`` share of ``kind`` under ``measure`` ("weights" or "norms")."""
@@ -175,9 +180,11 @@ class NormStats:
 
     def to_json(self) -> dict:
         """``{"segments", "heads": {"L-H": {"weights", "norms", "spearman"}}, "layers": {"1": {...}}}``."""
+        kinds = [k for k in KINDS if not (self.causal and k in CAUSAL_ABSENT)]
+
         def row(w, n, s):
-            return {"weights": {k: round(float(v), 6) for k, v in zip(KINDS, w)},
-                    "norms": {k: round(float(v), 6) for k, v in zip(KINDS, n)},
+            return {"weights": {k: round(float(v), 6) for k, v in zip(KINDS, w) if k in kinds},
+                    "norms": {k: round(float(v), 6) for k, v in zip(KINDS, n) if k in kinds},
                     "spearman": None if not np.isfinite(s) else round(float(s), 6)}
         n_layers, n_heads = self.spearman.shape
         heads = {head_label(l, h): row(self.weights[:, l, h], self.norms[:, l, h], self.spearman[l, h])
@@ -185,17 +192,19 @@ class NormStats:
         with np.errstate(invalid="ignore"):
             spear = [np.nanmean(s) if np.isfinite(s).any() else np.nan for s in self.spearman]
         layers = {str(l + 1): row(self.weights[:, l].mean(-1), self.norms[:, l].mean(-1), spear[l]) for l in range(n_layers)}
-        return {"segments": self.n_segments, "heads": heads, "layers": layers}
+        out = {"segments": self.n_segments, "heads": heads, "layers": layers}
+        return {**out, "undefined": dict(CAUSAL_ABSENT)} if self.causal else out
 
     def to_cache(self) -> dict:
-        return {"weights": self.weights.tolist(), "norms": self.norms.tolist(),
-                "spearman": np.where(np.isfinite(self.spearman), self.spearman, -9.0).tolist(), "n_segments": self.n_segments}
+        out = {"weights": self.weights.tolist(), "norms": self.norms.tolist(),
+               "spearman": np.where(np.isfinite(self.spearman), self.spearman, -9.0).tolist(), "n_segments": self.n_segments}
+        return {**out, "causal": True} if self.causal else out
 
     @classmethod
     def from_cache(cls, payload: dict) -> "NormStats":
         spear = np.asarray(payload["spearman"], dtype=np.float64)
         return cls(np.asarray(payload["weights"]), np.asarray(payload["norms"]), np.where(spear < -1.5, np.nan, spear),
-                   payload["n_segments"])
+                   payload["n_segments"], bool(payload.get("causal", False)))
 
 
 def top_layers(stats: NormStats, kind: str) -> np.ndarray:
@@ -215,7 +224,7 @@ def sink(stats: NormStats) -> tuple[str, np.ndarray]:
     """The special token this model parks attention on ([CLS] or [SEP], whichever has the larger layer-mean
     weight share somewhere) and the layers where its share exceeds
     :data:`~helpers.surface.stats.SINK_SHARE` (else its top layers)."""
-    kind = max(("cls", "sep"), key=lambda k: stats.layer_share("weights", k).max())
+    kind = max(("cls",) if stats.causal else ("cls", "sep"), key=lambda k: stats.layer_share("weights", k).max())
     layers = sink_layers(stats.layer_share("weights", kind), SINK_SHARE)
     return kind, (layers if len(layers) else top_layers(stats, kind))
 
@@ -225,6 +234,7 @@ def layer_ratios(stats: NormStats, grads: dict, kinds: tuple[str, ...] = ("sep",
     ``"gradient, K"``, the mean ``|dL/d alpha|`` for attention to it over that to other tokens (``grads`` of
     :func:`helpers.surface.gradients.gradient_importance`), and ``"norm/weight, K"``, its share under norms
     over its share under weights (NaN where the weight share is 0)."""
+    kinds = tuple(k for k in kinds if not (stats.causal and k in CAUSAL_ABSENT))  # a decoder has no [SEP]
     out = {f"gradient, {KIND_NAMES[k]}": np.asarray(grads[k]) / np.asarray(grads["other"]) for k in kinds}
     with np.errstate(invalid="ignore", divide="ignore"):
         out.update({f"norm/weight, {KIND_NAMES[k]}": stats.layer_share("norms", k) / stats.layer_share("weights", k)
@@ -242,9 +252,11 @@ class NormAccumulator:
     spearman_sum: np.ndarray | float = 0.0
     spearman_count: np.ndarray | float = 0.0
     count: int = 0
+    causal: bool = False  # set by a causal segment (its masks say so)
 
     def update(self, attn: np.ndarray, norms: np.ndarray, masks: dict[str, np.ndarray]) -> None:
         """Add one segment's weight and norm maps ``[layer, head, query, key]`` with its :func:`kind_masks`."""
+        self.causal = self.causal or bool(masks.get("causal", False))
         self.weights = self.weights + kind_shares(attn, masks)
         self.norms = self.norms + kind_shares(norms, masks)
         rho = spearman_per_head(attn, norms)
@@ -262,6 +274,7 @@ class NormAccumulator:
         self.spearman_sum = self.spearman_sum + other.spearman_sum
         self.spearman_count = self.spearman_count + other.spearman_count
         self.count += other.count
+        self.causal = self.causal or other.causal
         return self
 
     def result(self) -> NormStats:
@@ -269,7 +282,7 @@ class NormAccumulator:
             raise ValueError("no segments were added")
         with np.errstate(invalid="ignore", divide="ignore"):
             spearman = np.where(self.spearman_count > 0, self.spearman_sum / np.maximum(self.spearman_count, 1), np.nan)
-        return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count)
+        return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count, self.causal)
 
 
 def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False,
@@ -278,5 +291,5 @@ def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 3
 
     Shard by shard (:func:`helpers.reduce.reduce_shards`): each shard's sums are made here or, with a
     distributed ``execution``, on a worker, and merged in shard order."""
-    return reduce_shards(lm, batch, NormAccumulator, extras=lambda ex: (kind_masks(lm.tokenizer, ex.input_ids),),
+    return reduce_shards(lm, batch, NormAccumulator, extras=lambda ex: (kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),),
                          maps="weights+norms", batch_size=batch_size, execution=execution, progress=progress).result()

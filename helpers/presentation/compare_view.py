@@ -8,7 +8,7 @@ from helpers.presentation.views import altair_offline
 
 # ------------------------------------------------------------------------------- chapter views
 
-VERDICT_COLOURS = {"reproduced": "#c7e9c0", "partly": "#fdd0a2", "not reproduced": "#fcbba1"}
+VERDICT_COLOURS = {"reproduced": "#c7e9c0", "partly": "#fdd0a2", "not reproduced": "#fcbba1", "not applicable": "#e0e0e0"}
 
 
 def compare_html(results: list[ModelResult]) -> str:

@@ -19,6 +19,11 @@ Probes (logits over candidates; softmax cross-entropy per word):
 - **Distances + words**: one hidden layer, ``tanh(256)``, over ``[v_i; v_c]`` and eight distance
   features (paper footnote 5), no attention.
 
+A decoder's maps (``BOS w_1 .. w_n``, or the words alone; a head sees its prefix) are put in the same layout by
+:func:`encoder_layout`, zero where [CLS] or [SEP] is missing: ROOT's features are then the attention to BOS, and
+a word's features from the maps are zero for the candidates after it (it does not see them); those from the
+transposes are the attention the later candidates give it.
+
 A word is never its own head (the diagonal is masked; the original did not mask it). UAS excludes
 punctuation, as in the paper. :func:`mst_heads` decodes a full tree with Chu-Liu-Edmonds.
 """
@@ -40,6 +45,20 @@ HIDDEN_UNITS = 256  # the hidden layer of Distances + words (tanh units; paper f
 # attention weights are small numbers, so the attention-only probe needs large steps to reach
 # large weights (at 2e-3 it was still far from converged after 3 epochs: 46.8 dev UAS against 54.9).
 LEARNING_RATES = {"attn": 0.1, "attn+words": 0.02, "distances+words": 5e-3}
+
+
+def encoder_layout(attn: np.ndarray, lead: int = 1, trail: int = 1) -> np.ndarray:
+    """A word-level map ``[layer, head, lead + n + trail, lead + n + trail]`` in the encoder's layout
+    ``[layer, head, n + 2, n + 2]`` ([CLS] first, [SEP] last), a missing special position (a decoder's: no [SEP];
+    without BOS no [CLS] either) as a row and a column of zeros. An encoder's map (``lead = trail = 1``) is
+    returned as it is."""
+    if lead == 1 and trail == 1:
+        return attn
+    A = np.asarray(attn)
+    out = np.zeros((*A.shape[:-2], A.shape[-1] - lead - trail + 2, A.shape[-1] - lead - trail + 2), dtype=A.dtype)
+    first = 1 - lead
+    out[..., first : first + A.shape[-2], first : first + A.shape[-1]] = A
+    return out
 
 
 @dataclass

@@ -23,6 +23,7 @@ from helpers.digest import code_digest
 from helpers.pipeline.extraction import extract_treebank
 from helpers.probe.probes import (
     ProbeData,
+    encoder_layout,
     predict,
     right_branching_uas,
     train_probe,
@@ -69,7 +70,7 @@ def word_vectors(lm: LoadedModel, examples, glove: dict[str, np.ndarray] | None 
         sums = np.zeros((ex.n_words + 2, E.shape[1]), np.float32)
         np.add.at(sums, ex.word_of_token, E[ex.input_ids])
         counts = np.bincount(ex.word_of_token, minlength=ex.n_words + 2)[:, None]
-        out[ex.index] = (sums / np.maximum(counts, 1))[1:-1]
+        out[ex.index] = (sums / np.maximum(counts, 1))[ex.lead : ex.lead + ex.n_words]
     return out
 
 
@@ -107,7 +108,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
 
     if batch_size is None or not spill:
         vectors = word_vectors(source, order, glove, embeddings=E)
-        maps = dict((ex.index, attn) for ex, attn in store.items(np.float16))
+        maps = dict((ex.index, encoder_layout(attn, ex.lead, ex.trail)) for ex, attn in store.items(np.float16))
         return ProbeData([maps[ex.index] for ex in order], heads, punct, [vectors[ex.index] for ex in order],
                          skipped=len(store.skipped), names=names, groups=groups, batch_size=batch_size)
 
@@ -121,7 +122,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
         def shards():
             for number, shard in enumerate(store.shards):
                 maps = store.shard_maps(number)
-                half = [convert(maps[ex.index], np.float16) for ex in shard]
+                half = [encoder_layout(convert(maps[ex.index], np.float16), ex.lead, ex.trail) for ex in shard]
                 del maps
                 store.release()  # the float32 shard goes before the batches are built
                 vectors = word_vectors(source, shard, glove, embeddings=E)

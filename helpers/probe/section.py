@@ -40,4 +40,7 @@ SECTION = Section(
     sizes=Sizes(full={"max_sentences": None, "epochs": EPOCHS, **_SETTINGS},
                 small={"max_sentences": SMALL_SENTENCES, "epochs": SMALL_EPOCHS, **_SETTINGS}),
     runner=ProbeSectionReport, claims=_claims, command=COMMAND, corpora=tuple(_SETTINGS["treebanks"].values()),
+    causal=("as for an encoder, on the prefix: a word's features from the maps are zero for the candidates after it "
+            "(it does not see them), those from the transposes are the attention later words give it; ROOT's features "
+            "are the attention to BOS (none without BOS), [SEP]'s absent (zero)"),
 )

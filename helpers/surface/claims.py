@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from helpers import paper
-from helpers.claims import NOT_REPRODUCED, Claim, Verdict, verdict
+from helpers.claims import NOT_REPRODUCED, Claim, Verdict, not_applicable, verdict
 from helpers.core.labels import heads_phrase
 from helpers.surface.run import (
     SurfaceReport,
@@ -76,15 +76,23 @@ def verdict_sep_gradient(ratio: float) -> Verdict:
 
 
 def claims(report: "SurfaceReport") -> list[Claim]:
-    """The §3 claims, each verdict from its rule above."""
-    return _claims(report.stats, report.gradients)
+    """The §3 claims, each verdict from its rule above; on causal statistics (a decoder's) those about what a
+    causal map does not have (the next token, [SEP], the row of [CLS]) are "not applicable", with the reason."""
+    out = _claims(report.stats, report.gradients)
+    undefined = report.stats.undefined
+    if not undefined:
+        return out
+    reasons = {"next-token-heads": undefined["next"], "sep-attention-middle-layers": undefined["sep"],
+               "sep-self-attention": undefined["sep_sep"], "cls-broad-last-layer": undefined["entropy_cls"],
+               "sep-gradient-small": undefined["sep"]}
+    return [not_applicable(c.id, c.section, c.claim, c.paper, reasons[c.id]) if c.id in reasons else c for c in out]
 
 
 def _claims(stats: SurfaceStats, grads: dict | None) -> list[Claim]:
     prev, nxt = stats.heads_above("prev"), stats.heads_above("next")
     sep_layers = stats.layer_means("sep")
     n_layers = len(sep_layers)
-    sep_self, n_top = sep_self_attention(stats)
+    sep_self, n_top = sep_self_attention(stats) if "sep" not in stats.undefined else (float("nan"), 0)
     ent_layers = stats.layer_means("entropy")
     cls_last = float(stats.layer_means("entropy_cls")[-1])
     broadest = int(ent_layers.argmax())
@@ -118,7 +126,8 @@ def _claims(stats: SurfaceStats, grads: dict | None) -> list[Claim]:
     ]
     if grads is not None:
         half = slice(n_layers // 2, None)
-        sep_g, other_g = float(np.mean(grads["sep"][half])), float(np.mean(grads["other"][half]))
+        sep_g = float(np.mean(grads["sep"][half])) if grads["sep"] is not None else float("nan")  # None: no [SEP]
+        other_g = float(np.mean(grads["other"][half]))
         ratio = sep_g / other_g if other_g > 0 else float("nan")
         out.append(Claim("sep-gradient-small", SPECIAL_TOKENS,
                          "gradients for attention to [SEP] are small where [SEP] attention is high",

@@ -13,10 +13,18 @@ averaging unit unspecified; these are our choices. [CLS] is reported on its own 
 figure has no such line) because some models, the offline default among them, park attention on
 [CLS] rather than [SEP].
 
+A decoder (``lm.causal``) is scored with its own language-model head, nothing fitted: the loss of a segment is
+the mean next-token cross-entropy over its positions ``0..n-2`` (position ``t`` predicts token ``t + 1``), and
+the magnitudes are averaged over the entries a head can weigh, query ``i`` and key ``j <= i`` (the gradient
+with respect to a masked weight is not zero, but no weight is there to change). The first position takes
+[CLS]'s place; a decoder has no [SEP], whose entry is ``None`` (absent).
+
 >>> result = gradient_importance(lm, head, batch, seed=0)          # doctest: +SKIP
 >>> result["sep"]                                                   # [layer]
 """
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -53,6 +61,10 @@ def gradient_importance(lm: LoadedModel, head: nn.Module, batch: EncodedBatch, *
     Returns ``{"sep": [layer], "punct": [layer], "cls": [layer], "other": [layer], "segments": int}``; a segment
     without "." or "," adds nothing to ``punct``.
     """
+    if lm.causal:
+        groups = bucket(batch.examples, batch_size=batch_size or gradient_batch_size(lm))
+        with torch_threads(FIXED_THREADS):
+            return _next_token_importance(lm, groups, len(batch.examples), progress=progress)
     head = head.to(lm.device)
     masked = masked_examples(lm, batch.examples, seed=seed)
     labels_of = {ex.index: labels for ex, labels in masked}
@@ -98,3 +110,47 @@ def _importance(lm: LoadedModel, head: nn.Module, groups, labels_of, original, n
                     sums[kind] += per_key[:, mask].mean(axis=1)
                     counts[kind] += 1
     return {**{k: (sums[k] / max(counts[k], 1)).tolist() for k in KINDS}, "segments": n_segments}
+
+
+def next_token_loss(logits: torch.Tensor, input_ids: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
+    """The sum over segments of each segment's mean next-token cross-entropy: ``logits [batch, token, vocab]``
+    of a right-padded batch whose segment ``b`` has ``lengths[b]`` tokens (one of a single token adds nothing)."""
+    total = logits.new_zeros(())
+    for b, n in enumerate(lengths):
+        if n > 1:
+            total = total + nn.functional.cross_entropy(logits[b, : n - 1], input_ids[b, 1:n])
+    return total
+
+
+def visible_key_means(g: np.ndarray) -> np.ndarray:
+    """``[layer, key]``: the mean of ``g [layer, head, query, key]`` over heads and the queries that see each key
+    under a causal mask (query ``i >= key``)."""
+    n = g.shape[-1]
+    visible = np.tril(np.ones((n, n)))  # [query, key]
+    return (g * visible).sum(axis=(1, 2)) / (g.shape[1] * visible.sum(0))
+
+
+def _next_token_importance(lm: LoadedModel, groups, n_segments: int, *, progress: bool) -> dict:
+    from tqdm.auto import tqdm
+
+    kinds = ("punct", "cls", "other")
+    sums = {k: np.zeros(lm.n_layers) for k in kinds}
+    counts = {k: 0 for k in kinds}
+    for group in tqdm(groups, desc="gradients", disable=not progress):
+        inputs = model_inputs(lm, group)
+        with torch.enable_grad():
+            out = lm.language_model(**inputs, output_attentions=True)
+            loss = next_token_loss(out.logits, inputs["input_ids"], [len(ex) for ex in group])
+            grads = torch.autograd.grad(loss, out.attentions, allow_unused=True)
+        g = torch.stack([torch.zeros_like(a) if d is None else d for a, d in zip(out.attentions, grads)],
+                        dim=1).abs().cpu().numpy()  # [batch, layer, head, query, key]
+        for b, ex in enumerate(group):
+            n = len(ex)
+            masks = token_masks(lm.tokenizer, ex.input_ids, causal=True)
+            per_key = visible_key_means(g[b, :, :, :n, :n])  # [layer, key]
+            of = {"punct": masks["punct"] & ~masks["cls"], "cls": masks["cls"], "other": ~(masks["punct"] | masks["cls"])}
+            for kind, mask in of.items():
+                if mask.any():
+                    sums[kind] += per_key[:, mask].mean(axis=1)
+                    counts[kind] += 1
+    return {"sep": None, **{k: (sums[k] / max(counts[k], 1)).tolist() for k in kinds}, "segments": n_segments}

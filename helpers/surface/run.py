@@ -39,6 +39,9 @@ from helpers.surface.stats import (
     token_masks,
 )
 
+# What ``mlm_head`` says for a decoder: its gradients come from its own language-model head, nothing fitted.
+LM_HEAD_SOURCE = {"source": "the model's own language-model head (next-token loss; nothing fitted)"}
+
 # SEGMENTS, SMALL_SEGMENTS (the chapters' segments) come from helpers.pipeline.segments, shared with §6 and norms
 
 
@@ -57,8 +60,8 @@ class SurfaceReport:
         return {
             "model": self.model, "segments": self.segments, "segments_from": self.segments_from,
             "segment_tokens": segment_tokens(self.batch), **s.to_json(),
-            "layer_means": {k: s.layer_means(k).round(6).tolist() for k in s.per_head},
-            "prev_heads": s.heads_above("prev"), "next_heads": s.heads_above("next"),
+            "layer_means": {k: s.layer_means(k).round(6).tolist() for k in s.per_head if k not in s.undefined},
+            "prev_heads": s.heads_above("prev"), "next_heads": None if "next" in s.undefined else s.heads_above("next"),
             "threshold": SPECIALIST_THRESHOLD, "gradients": self.gradients, "mlm_head": self.mlm,
         }
 
@@ -70,7 +73,8 @@ def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int 
     The segments are cut into the cache's shards and each shard's maps are made and reduced here or, with
     a distributed ``execution``, on a worker; the partials are merged in shard order
     (:func:`helpers.reduce.reduce_shards`), so both give the same numbers."""
-    return reduce_shards(lm, batch, SurfaceAccumulator, extras=lambda ex: (token_masks(lm.tokenizer, ex.input_ids),),
+    return reduce_shards(lm, batch, SurfaceAccumulator,
+                         extras=lambda ex: (token_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),),
                          batch_size=batch_size, execution=execution, progress=progress).result()
 
 
@@ -111,7 +115,15 @@ def run_surface(lm: LoadedModel, *, n_segments: int = SEGMENTS, seed: int = 0, m
     stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root, progress=progress,
                                       execution=execution)
     grads = mlm = None
-    if gradients:
+    if gradients and lm.causal:  # the model's own next-token loss: nothing is fitted
+        grad_batch = batch if gradient_segments is None else EncodedBatch(
+            batch.examples[:gradient_segments], [], batch.max_length)
+        mlm = dict(LM_HEAD_SOURCE)
+        grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": mlm, "seed": seed,
+                                                  "grad_code": code_digest(gradient_importance)},
+                            lambda: gradient_importance(lm, None, grad_batch, seed=seed, progress=progress),
+                            cache_root=cache_root)
+    elif gradients:
         train = build_segments(lm, n_segments=n_segments, seed=seed + 1, **seg)
         heldout = build_segments(lm, split="dev", n_segments=max(n_segments // 5, 20), seed=seed + 1, **seg)
         head, mlm = mlm_head(lm, train, heldout, seed=seed, cache_root=cache_root)
@@ -133,9 +145,11 @@ def sep_self_attention(stats: SurfaceStats) -> tuple[float, int]:
 
 
 def figure1_heads(stats: SurfaceStats) -> dict[str, tuple[int, int]]:
-    """Figure 1's four example heads, chosen by rule: the head with the highest value of each pattern."""
-    return {"attends broadly": stats.best_head("entropy"), "attends to the next token": stats.best_head("next"),
-            "attends to [SEP]": stats.best_head("sep"), "attends to periods and commas": stats.best_head("punct")}
+    """Figure 1's four example heads, chosen by rule: the head with the highest value of each pattern (the
+    patterns a causal map does not have, ``next`` and [SEP], are left out)."""
+    patterns = {"attends broadly": "entropy", "attends to the next token": "next", "attends to [SEP]": "sep",
+                "attends to periods and commas": "punct"}
+    return {name: stats.best_head(k) for name, k in patterns.items() if k not in stats.undefined}
 
 
 def example_segment(lm: LoadedModel, batch: EncodedBatch, *, min_tokens: int = 30, max_tokens: int = 50) -> int:

@@ -98,5 +98,10 @@ SECTION = Section(
     key="surface", paper=surface_claims.PAPER_SECTION, chapter="03_surface",
     sizes=Sizes(full={"n_segments": SEGMENTS, **_SETTINGS}, small={"n_segments": SMALL_SEGMENTS, **_SETTINGS}),
     runner=SurfaceSectionReport, claims=_claims, command=COMMAND,
+    causal=("attention to the first position takes [CLS]'s place (cls); [SEP] statistics are absent (no [SEP]) and "
+            "attention to the next token is undefined (no query sees it): both left out, each with its reason under "
+            "'undefined', their claims not applicable; entropy is set against the uniform over the visible prefix "
+            "(row i: log(i + 1), not log n); the gradients are those of the model's own next-token loss through its "
+            "language-model head (nothing fitted), averaged over the weights a head can set (key <= query)"),
     corpora=("segments:gum:train", "segments:gum:dev"),  # the segments; the masked-LM head's held-out segments
 )

@@ -25,6 +25,14 @@ Every row counts, including [CLS], [SEP] and the edge rows that have no neighbou
 we compute in float64 with 0.9999 as written. ``uniform_entropy`` is the mean over segments of
 ``log n``, the entropy of uniform attention.
 
+Under a causal mask (a decoder: query ``i`` sees keys ``0..i``, its prefix; :data:`CAUSAL_DEFINITIONS`) the
+first position (BOS, or the first word's first token without it) takes [CLS]'s place in ``cls``; ``sep``,
+``sep_sep`` and ``rest_sep`` are absent (no [SEP]), ``next`` is undefined (no query sees its next token) and
+``entropy_cls`` too (the first position sees only itself): they are NaN in memory and left out of the JSON,
+each with its reason under ``undefined``. Entropy is set against the uniform over the visible prefix: row ``i``
+is smoothed over its ``i + 1`` visible keys, ``A' = 0.9999 A + 0.0001 / (i + 1)``, and ``uniform_entropy`` is
+the mean over segments of the mean over rows of ``log(i + 1)``.
+
 >>> acc = SurfaceAccumulator()
 >>> for example, attn in helpers.iter_attention(lm, batch):          # doctest: +SKIP
 ...     acc.update(attn, token_masks(lm.tokenizer, example.input_ids))
@@ -54,28 +62,77 @@ BROAD_ENTROPY_FRACTION = paper.BROAD_ENTROPY.value / math.log(paper.SEGMENT_TOKE
 # A token kind is an attention "sink" in the layers where its layer-mean share of attention exceeds this
 # (the surface chapter's [CLS] gradients and the norms chapter's no-op test).
 SINK_SHARE = 0.25
+# The statistics a causal map does not have, each with its reason (the ``undefined`` of the JSON).
+CAUSAL_DEFINITIONS: dict[str, str] = {
+    "sep": "absent: a decoder's input has no [SEP]",
+    "sep_sep": "absent: a decoder's input has no [SEP]",
+    "rest_sep": "absent: a decoder's input has no [SEP]",
+    "next": "undefined: under a causal mask no query sees the next token",
+    "entropy_cls": "undefined: under a causal mask the first position sees only itself",
+}
 
 
-def token_masks(tokenizer, input_ids: np.ndarray) -> dict[str, np.ndarray]:
+def token_masks(tokenizer, input_ids: np.ndarray, *, causal: bool = False) -> dict[str, np.ndarray]:
     """Boolean masks over one input's tokens: ``cls``, ``sep`` and ``punct`` (exactly "." or ",").
 
-    Byte-level BPE vocabularies write a period after a space as "Ġ."; both spellings count.
+    Byte-level BPE vocabularies write a period after a space as "Ġ."; both spellings count. For a ``causal``
+    input (a decoder's) ``cls`` is the first position (BOS, or the first word's first token without it),
+    ``sep`` is empty (a decoder's inputs have none, even where its BOS and EOS share an id, as GPT-2's) and
+    the masks say so (``"causal"``: True), which :func:`segment_statistics` reads.
     """
     ids = np.asarray(input_ids)
     tokens = tokenizer.convert_ids_to_tokens(ids.tolist())
+    punct = np.array([t.lstrip("Ġ▁") in (".", ",") and len(t.lstrip("Ġ▁")) == 1 for t in tokens], dtype=bool)
+    if causal:
+        return {"cls": np.arange(len(ids)) == 0, "sep": np.zeros(len(ids), bool), "punct": punct,
+                "causal": np.True_}
     special = special_token_ids(tokenizer)  # by role: [CLS]/[SEP] in BERT, <s>/</s> in RoBERTa and MPNet
     return {
         "cls": ids == special["cls"],
         "sep": ids == special["sep"],
-        "punct": np.array([t.lstrip("Ġ▁") in (".", ",") and len(t.lstrip("Ġ▁")) == 1 for t in tokens]),
+        "punct": punct,
     }
+
+
+def causal_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:func:`segment_statistics` of one causal map ``[layer, head, query, key]`` (query ``i`` sees keys
+    ``0..i``): those of :data:`CAUSAL_DEFINITIONS` NaN, entropy against the visible prefix."""
+    A = np.asarray(attn, dtype=np.float64)
+    n = A.shape[-1]
+    cls, punct = masks["cls"], masks["punct"]
+    visible = np.tril(np.ones((n, n), bool))
+    counts = np.arange(1, n + 1, dtype=np.float64)[:, None]  # keys row i sees
+    smoothed = np.where(visible, (1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / counts, 1.0)  # log(1) = 0 outside
+    entropy = -(smoothed * np.log(smoothed)).sum(-1)  # [layer, head, query]
+    nan = np.full(A.shape[:2], np.nan)
+    return {
+        "self": np.diagonal(A, 0, 2, 3).sum(-1) / n,
+        "next": nan,
+        "prev": np.diagonal(A, -1, 2, 3).sum(-1) / n,
+        "cls": A[..., cls].sum((-1, -2)) / n,
+        "sep": nan,
+        "punct": A[..., punct].sum((-1, -2)) / n,
+        "sep_sep": nan,
+        "rest_sep": nan,
+        "entropy": entropy.mean(-1),
+        "entropy_cls": nan,
+    }
+
+
+def uniform_entropy(n: int, *, causal: bool = False) -> float:
+    """The entropy of uniform attention over one segment of ``n`` tokens: ``log n``; under a causal mask the
+    mean over rows of ``log(i + 1)`` (row ``i`` sees ``i + 1`` keys)."""
+    return float(np.log(np.arange(1, n + 1)).mean()) if causal else float(np.log(n))
 
 
 def segment_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every statistic of :data:`STATISTICS` for one segment, each ``[layer, head]``.
 
-    ``attn`` is ``[layer, head, query, key]``; all layers and heads are handled at once.
+    ``attn`` is ``[layer, head, query, key]``; all layers and heads are handled at once. Masks of a causal input
+    (:func:`token_masks` with ``causal``) give :func:`causal_statistics`.
     """
+    if masks.get("causal", False):
+        return causal_statistics(attn, masks)
     A = np.asarray(attn, dtype=np.float64)
     n = A.shape[-1]
     sep, cls, punct = masks["sep"], masks["cls"], masks["punct"]
@@ -101,11 +158,19 @@ def segment_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[s
 
 @dataclass
 class SurfaceStats:
-    """Per-head averages ``[layer, head]`` over ``n_segments`` segments, and the uniform entropy."""
+    """Per-head averages ``[layer, head]`` over ``n_segments`` segments, and the uniform entropy; ``undefined``
+    names the statistics a causal map does not have, with the reason (their ``per_head`` is NaN; empty for an
+    encoder)."""
 
     per_head: dict[str, np.ndarray]
     uniform_entropy: float
     n_segments: int
+    undefined: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def causal(self) -> bool:
+        """Whether these are the statistics of causal maps (a decoder's)."""
+        return bool(self.undefined)
 
     def heads_above(self, statistic: str, threshold: float = SPECIALIST_THRESHOLD) -> list[str]:
         """1-based labels of heads whose ``statistic`` exceeds ``threshold``, by layer then head."""
@@ -123,13 +188,19 @@ class SurfaceStats:
         return self.per_head[statistic].mean(axis=1)
 
     def to_json(self) -> dict:
-        return {"per_head": {k: v.round(6).tolist() for k, v in self.per_head.items()},
-                "uniform_entropy": round(float(self.uniform_entropy), 6), "n_segments": self.n_segments}
+        """``per_head``, ``uniform_entropy`` and ``n_segments``; for causal maps the undefined statistics are
+        left out of ``per_head`` and named, with their reasons, under ``undefined``."""
+        out = {"per_head": {k: v.round(6).tolist() for k, v in self.per_head.items() if k not in self.undefined},
+               "uniform_entropy": round(float(self.uniform_entropy), 6), "n_segments": self.n_segments}
+        return {**out, "undefined": dict(self.undefined)} if self.undefined else out
 
     @classmethod
     def from_json(cls, payload: dict) -> "SurfaceStats":
-        return cls({k: np.asarray(v) for k, v in payload["per_head"].items()}, payload["uniform_entropy"],
-                   payload["n_segments"])
+        per_head = {k: np.asarray(v) for k, v in payload["per_head"].items()}
+        undefined = dict(payload.get("undefined", {}))
+        shape = next(iter(per_head.values())).shape
+        per_head.update({k: np.full(shape, np.nan) for k in undefined})
+        return cls(per_head, payload["uniform_entropy"], payload["n_segments"], undefined)
 
 
 @dataclass
@@ -140,12 +211,17 @@ class SurfaceAccumulator:
     sums: dict[str, np.ndarray] = field(default_factory=dict)
     log_n: float = 0.0
     count: int = 0
+    causal: bool = False  # set by the first causal segment (its masks say so)
 
     def update(self, attn: np.ndarray, masks: dict[str, np.ndarray]) -> None:
         """Add one segment's ``[layer, head, query, key]`` map with its :func:`token_masks`."""
+        causal = bool(masks.get("causal", False))
+        if self.count and causal != self.causal:
+            raise ValueError("a causal and a bidirectional segment in one accumulator")
+        self.causal = causal
         for name, value in segment_statistics(attn, masks).items():
             self.sums[name] = self.sums.get(name, 0.0) + value
-        self.log_n += float(np.log(attn.shape[-1]))
+        self.log_n += uniform_entropy(attn.shape[-1], causal=causal)
         self.count += 1
 
     add = update  # the name before the shared protocol
@@ -154,6 +230,9 @@ class SurfaceAccumulator:
         """Add ``other``'s segments (e.g. another shard's partial, see :func:`helpers.reduce.reduce_shards`)
         to this accumulator, in place; returns it. Merging shards' partials in one fixed order gives the
         same sums however the shards were computed."""
+        if self.count and other.count and other.causal != self.causal:
+            raise ValueError("cannot merge the statistics of causal and bidirectional maps")
+        self.causal = self.causal or other.causal
         for name, value in other.sums.items():
             self.sums[name] = self.sums.get(name, 0.0) + value
         self.log_n += other.log_n
@@ -163,7 +242,8 @@ class SurfaceAccumulator:
     def result(self) -> SurfaceStats:
         if self.count == 0:
             raise ValueError("no segments were added")
-        return SurfaceStats({k: v / self.count for k, v in self.sums.items()}, self.log_n / self.count, self.count)
+        return SurfaceStats({k: v / self.count for k, v in self.sums.items()}, self.log_n / self.count, self.count,
+                            dict(CAUSAL_DEFINITIONS) if self.causal else {})
 
 
 def sink_layers(layer_share: np.ndarray, threshold: float = SINK_SHARE) -> np.ndarray:

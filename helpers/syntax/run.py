@@ -45,6 +45,7 @@ class HeadsRun:
     sentences: list[Sentence]
     store: AttentionStore
     scores: HeadScores
+    causal: bool = False  # the maps are a decoder's (a head sees its prefix)
 
     @property
     def used(self) -> int:
@@ -72,30 +73,34 @@ def run_heads(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None,
                                                    data_dir=data_dir, cache_root=cache_root)
         plan = plan_extraction(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root,
                                source_digest=digest)
-        payloads = [([sentences[ex.index] for ex in shard], possessive) for shard in plan.store.shards]
+        payloads = [([sentences[ex.index] for ex in shard], possessive, lm.causal) for shard in plan.store.shards]
         store, partials = run_shards(lm, plan, execution=execution, task=heads_shard, payloads=payloads,
                                      progress=progress)
-        return HeadsRun(corpus, sentences, store, merge_heads(partials, possessive=possessive))
+        return HeadsRun(corpus, sentences, store, merge_heads(partials, possessive=possessive, causal=lm.causal),
+                        lm.causal)
     sentences, store = extract_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
                                         word_mode=word_mode, data_dir=data_dir, cache_root=cache_root, progress=progress)
-    return HeadsRun(corpus, sentences, store, score_heads(store, sentences, possessive=possessive))
+    return HeadsRun(corpus, sentences, store, score_heads(store, sentences, possessive=possessive, causal=lm.causal),
+                    lm.causal)
 
 
 def heads_shard(items: list, payload: tuple) -> HeadScorer:
     """Partial scores of one shard (a distributed task): ``items`` are its ``(example, attn)`` pairs in
-    order, ``payload`` is ``(sentences of those examples, possessive)``."""
-    sentences, possessive = payload
-    scorer = HeadScorer(possessive=possessive)
+    order, ``payload`` is ``(sentences of those examples, possessive[, causal])`` (``causal``: the maps are a
+    decoder's; default not)."""
+    sentences, possessive, *rest = payload
+    causal = bool(rest[0]) if rest else False
+    scorer = HeadScorer(possessive=possessive, causal=causal)
     for (example, attn), sentence in zip(items, sentences):
         scorer.update(attn, sentence, index=example.index)
     return scorer
 
 
-def merge_heads(parts: list[HeadScorer], *, possessive: str | None = None) -> HeadScores:
+def merge_heads(parts: list[HeadScorer], *, possessive: str | None = None, causal: bool = False) -> HeadScores:
     """Shards' partial scores merged in shard order (:meth:`HeadScorer.merge`): relations numbered by first
     appearance, as one scorer fed the shards in that order would number them, so the result equals
     :func:`score_heads`."""
-    return merge_all(parts, HeadScorer(possessive=possessive)).result()
+    return merge_all(parts, HeadScorer(possessive=possessive, causal=causal)).result()
 
 
 def heads_json(model: str, run: HeadsRun) -> dict:
@@ -189,7 +194,7 @@ def example_sentence(run: HeadsRun, relation: str, index: tuple[int, int, int], 
     for i, sent in enumerate(run.sentences):
         if i not in used or not min_words <= len(sent) <= max_words or relation not in sent.deprels:
             continue
-        preds = predict_heads(run.store[i])[d, l, h]
+        preds = predict_heads(run.store[i], n_words=len(sent), causal=run.causal)[d, l, h]
         words = [k for k, rel in enumerate(sent.deprels) if rel == relation and sent.heads[k] != 0]
         if words and all(preds[k] == sent.heads[k] for k in words):
             return i

@@ -68,7 +68,7 @@ class SyntaxSectionReport(SectionReport):
         """GUM test scored with the paper's convention for :data:`POSSESSIVE` (a possessor followed by 's is
         judged by the prediction made for the 's: :func:`~helpers.syntax.stats.score_heads`), from the
         test run's maps (no model pass)."""
-        return score_heads(self.test.store, self.test.sentences, possessive=POSSESSIVE)
+        return score_heads(self.test.store, self.test.sentences, possessive=POSSESSIVE, causal=self.test.causal)
 
     def specialised_heads(self) -> dict[str, list[str]]:
         """``{"L-H": [relation, ...]}``: on GUM dev, the best head of each Table-1 relation where it beats the
@@ -90,4 +90,7 @@ SECTION = Section(
     key="syntax", paper=syntax_claims.PAPER_SECTION, chapter="04_syntax",
     sizes=Sizes(full={"max_sentences": None, **_SETTINGS}, small={"max_sentences": SMALL_SENTENCES, **_SETTINGS}),
     runner=SyntaxSectionReport, claims=_claims, command=COMMAND, corpora=tuple(RUNS.values()),
+    causal=("a word's candidates are the other words it can see: the words before it (dependent-to-head) or the "
+            "words after it, which see it (head-to-dependent); a word with none (the first, the last) predicts nothing "
+            "and counts as a miss, in the same denominator as for an encoder; the offset baseline as for an encoder"),
 )

@@ -10,6 +10,12 @@ Rules (the CLI contract of ``python -m helpers heads``):
 - two directions per head: ``dependent-to-head`` (the word the dependent attends to most is its
   predicted head) and ``head-to-dependent`` (the transposed map: the word that attends most *to* a
   dependent is its predicted head);
+- under a causal mask (a decoder's maps, ``causal``: a head sees its prefix) a word's candidates are the other
+  words it can see: in ``dependent-to-head`` the words before it, in ``head-to-dependent`` the words after it
+  (those that see it); a word with no candidate (the first word, the last word) predicts nothing (0) and counts
+  as a miss, in the same denominator as for an encoder;
+- a decoder's maps have no [SEP] (``BOS w_1 ... w_n``, or ``w_1 ... w_n`` without BOS): :func:`word_layout`
+  reads the special positions from the map's size;
 - ties go to the earliest word; words whose gold head is the root are not counted; ``all`` counts
   every other word (punctuation included); accuracy is in percent;
 - the baseline is the best fixed relative offset for the relation, ``offset`` in
@@ -42,16 +48,38 @@ ALL = "all"
 POSSESSIVE_MARKERS = ("'s", "'", "’s", "’")
 
 
-def predict_heads(attn: np.ndarray) -> np.ndarray:
-    """Predicted head (1-based word index) of every word, for both directions, ``[direction, layer, head, word]``.
+def word_layout(size: int, n_words: int) -> tuple[int, int]:
+    """``(lead, trail)``: the special positions before and after the ``n_words`` words of a word-level map with
+    ``size`` positions: ``(1, 1)`` for an encoder's ``[CLS] ... [SEP]``, ``(1, 0)`` for a decoder's ``BOS ...``,
+    ``(0, 0)`` for a decoder's words alone (a map never has a trailing special position without a leading one)."""
+    extra = size - n_words
+    if extra not in (0, 1, 2):
+        raise ValueError(f"map has {size} positions for {n_words} words: expected {n_words} + 2 ([CLS] ... [SEP]), "
+                         f"+ 1 (BOS ...) or + 0")
+    return min(extra, 1), max(extra - 1, 0)
 
-    ``attn`` is one sentence's word-level map ``[layer, head, n + 2, n + 2]`` ([CLS] and [SEP] included).
+
+def predict_heads(attn: np.ndarray, *, n_words: int | None = None, causal: bool = False) -> np.ndarray:
+    """Predicted head (1-based word index; 0: none) of every word, for both directions, ``[direction, layer, head, word]``.
+
+    ``attn`` is one sentence's word-level map ``[layer, head, n + 2, n + 2]`` ([CLS] and [SEP] included), or a
+    decoder's (``n + 1`` with BOS, ``n`` without: pass ``n_words``; :func:`word_layout`). With ``causal`` a word's
+    candidates are the words it sees (``dependent-to-head``: those before it) or that see it
+    (``head-to-dependent``: those after it); a word without any predicts 0, which no gold head is.
     """
     A = np.asarray(attn, dtype=np.float32)
-    both = np.stack([A, np.swapaxes(A, -1, -2)])[..., 1:-1, 1:-1].copy()  # drop [CLS]/[SEP] rows and columns
+    size = A.shape[-1]
+    lead, trail = word_layout(size, size - 2 if n_words is None else n_words)
+    both = np.stack([A, np.swapaxes(A, -1, -2)])[..., lead : size - trail, lead : size - trail].copy()  # words only
     n = both.shape[-1]
     both[..., np.arange(n), np.arange(n)] = -np.inf  # a word never predicts itself
-    return both.argmax(axis=-1) + 1  # argmax takes the earliest of ties
+    if not causal:
+        return both.argmax(axis=-1) + 1  # argmax takes the earliest of ties
+    later = np.triu(np.ones((n, n), bool), 1)  # [word, candidate]: the candidate comes after the word
+    both[0][..., later] = -np.inf  # dependent-to-head: a word sees the words before it
+    both[1][..., later.T] = -np.inf  # head-to-dependent: the words after it see it
+    pred = both.argmax(axis=-1) + 1
+    return np.where(np.isneginf(both.max(axis=-1)), 0, pred)
 
 
 def offset_predictions(n_words: int) -> np.ndarray:
@@ -174,6 +202,7 @@ class HeadScorer:
 
     possessive: str | None = None
     relations: list[str] = field(default_factory=lambda: [ALL])
+    causal: bool = False  # the maps are a decoder's (:func:`predict_heads`)
     _rel: list[np.ndarray] = field(default_factory=list)
     _sent: list[np.ndarray] = field(default_factory=list)
     _correct: list[np.ndarray] = field(default_factory=list)
@@ -185,10 +214,11 @@ class HeadScorer:
         """Score one sentence; ``index`` (default: order of arrival) identifies it for bootstraps."""
         index = self.n_sentences if index is None else index
         n = len(sentence)
-        if attn.shape[-1] != n + 2:
-            raise ValueError(f"{sentence.sent_id}: map has {attn.shape[-1]} positions, expected {n} words + 2")
+        if attn.shape[-1] != n + 2 and not (self.causal and attn.shape[-1] in (n, n + 1)):
+            raise ValueError(f"{sentence.sent_id}: map has {attn.shape[-1]} positions, expected {n} words + 2"
+                             + (" (a decoder's: + 1 or + 0)" if self.causal else ""))
         gold = np.asarray(sentence.heads)
-        preds = predict_heads(attn)  # [direction, layer, head, word]
+        preds = predict_heads(attn, n_words=n, causal=self.causal)  # [direction, layer, head, word]
         offsets = offset_predictions(n)
         if self.possessive:
             for word, proxy in possessive_targets(sentence, self.possessive):
@@ -216,6 +246,8 @@ class HeadScorer:
         them, so merging the shards' partials in shard order gives exactly the one-pass scores."""
         if other.possessive != self.possessive:
             raise ValueError(f"cannot merge scores with possessive={other.possessive!r} into possessive={self.possessive!r}")
+        if other.causal != self.causal:
+            raise ValueError("cannot merge the scores of causal and bidirectional maps")
         for rel in other.relations:
             if rel not in self._index_of:
                 self._index_of[rel] = len(self.relations)
@@ -235,9 +267,11 @@ class HeadScorer:
                           np.concatenate(self._correct, axis=-1), np.concatenate(self._offset, axis=-1), self.n_sentences)
 
 
-def score_heads(store, sentences: Sequence[Sentence], *, possessive: str | None = None) -> HeadScores:
-    """Score every head of a word-level :class:`~helpers.data.cache.AttentionStore` against ``sentences``."""
-    scorer = HeadScorer(possessive=possessive)
+def score_heads(store, sentences: Sequence[Sentence], *, possessive: str | None = None,
+                causal: bool = False) -> HeadScores:
+    """Score every head of a word-level :class:`~helpers.data.cache.AttentionStore` against ``sentences``
+    (``causal``: the maps are a decoder's, see :func:`predict_heads`)."""
+    scorer = HeadScorer(possessive=possessive, causal=causal)
     for example, attn in store:  # streamed: one map at a time
         scorer.update(attn, sentences[example.index], index=example.index)
     return scorer.result()
