@@ -21,6 +21,7 @@ REFRESH_ENV = "BERT_ATTENTION_REFRESH"  # recompute cached results (not the extr
 MODEL_ENV = "BERT_ATTENTION_MODEL"      # the book's model (a name, a folder or an installed extra)
 COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the models of the chapter "Comparing models"
 DEVICE_ENV = "BERT_ATTENTION_DEVICE"    # the torch device models are loaded on (a command's --device wins)
+KEEP_MAPS_ENV = "BERT_ATTENTION_KEEP_MAPS"  # keep every extracted map in the cache (maps one pass reads are not written)
 ASSETS_ENV = "BOOK_ASSETS_DIR"          # where the book's JavaScript libraries were installed (npm)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -169,6 +170,14 @@ def small_run() -> bool:
     :attr:`helpers.context.RunContext.small`).
     """
     return _switch(SMALL_ENV)
+
+
+def keep_maps() -> bool:
+    """True when ``$BERT_ATTENTION_KEEP_MAPS`` is set: every extraction's maps are written to the cache and kept,
+    also the maps that only one pass reads (the probes' training maps, the coreference windows, the norm maps),
+    which are otherwise computed in that pass and never written (read once, into
+    :attr:`helpers.context.RunContext.keep_maps`)."""
+    return _switch(KEEP_MAPS_ENV)
 
 
 def refresh_results() -> bool:

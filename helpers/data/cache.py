@@ -359,8 +359,8 @@ USAGE_KINDS = ("maps", "probe_batches", "results", "models")
 def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
     """Bytes on disk of the cache by kind, temporary files of writers included (they take the space too).
 
-    ``maps``: each extraction's shards of attention maps and its ``meta.json``; ``probe_batches``: the padded
-    probe batches spilled beside them (``probe-*``); ``results``: everything else (statistics, fitted heads,
+    ``maps``: each extraction's shards of attention maps and its ``meta.json``; ``probe_batches``: the
+    probe batches spilled beside them, or alone in the folder of maps never written (``probe-*``); ``results``: everything else (statistics, fitted heads,
     parsed corpora, results of the commands); ``models``: installed optional models (``install-model``);
     ``total``: the sum. The first two are the bulk, and are what :func:`prune` removes. Links are not followed.
     """
@@ -391,9 +391,10 @@ def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
 
 
 def _is_extraction(folder: Path) -> bool:
-    """A folder of the cache that holds one extraction (its ``meta.json``, or shards of one being written)."""
+    """A folder of the cache named by an extraction's key: its ``meta.json``, shards of one being written, or only
+    the probe batches spilled from its maps (made in the model's pass, the maps never written)."""
     return not folder.is_symlink() and folder.is_dir() and (
-        (folder / "meta.json").is_file() or any(folder.glob("shard-*")))
+        (folder / "meta.json").is_file() or any(folder.glob("shard-*")) or any(folder.glob("probe-*")))
 
 
 def _stale_or_gone(tmp: Path) -> bool:

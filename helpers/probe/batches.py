@@ -5,15 +5,23 @@ every map and its transpose, ``[batch, n, n + 1, 2K]``). Held in RAM for GUM tra
 dev, for a model and its random-init control, they took 13.6 GB with a 6 x 12 model. Here they are
 built once, one cache shard at a time, and written to one file per corpus:
 
-``probe-<key>.bin``   for each batch: ``features [B, n, n + 1, 2K]`` and ``root [B, n, 2K, 2]`` as
-                      float16, ``vectors [B, n, dim]`` as float32. The probes read the maps at half
-                      precision in both forms (in memory too), so spilled and in-memory batches are
-                      equal; a probe's weighted sum is insensitive to that rounding, unlike the argmax
-                      analyses, which read the float32 cache
+``probe-<key>.bin``   for each batch: its sentences' word vectors ``[m, dim]`` as float32 (``m`` words),
+                      then their word-level maps as float16 ``[query, key, K]`` over ``m + 2`` positions
+                      ([CLS] first, [SEP] last). Unpadded, and each map once: the padded
+                      features hold every map twice (itself and its transpose), which took 2.3 times the
+                      bytes; they are made from these when a batch is read
+                      (:func:`helpers.probe.probes.fill_sentence`, the one function that makes them in memory
+                      too). The probes read the maps at half precision in both forms (in memory too), so
+                      spilled and in-memory batches are equal; a probe's weighted sum is insensitive to that
+                      rounding, unlike the argmax analyses, which read the float32 cache
 ``probe-<key>.json``  the index (written last, atomically: its presence marks the file complete):
-                      per batch its sentence indices, padded length and byte offset
+                      per batch its sentence indices, their word counts, padded length and byte offset
 
-The key names the cached maps, the word vectors, the batch size and the code that builds the batches
+The spill lies in the folder named by the key of the maps it was made from
+(:func:`helpers.data.cache.cache_key`), whether or not those maps are in the cache: the probes make it from
+cached maps when there are, else from the model's pass itself (the maps are then never written).
+
+The key names those maps, the word vectors, the batch size and the code that builds the batches
 (:func:`helpers.digest.code_digest` of :func:`helpers.probe.run.probe_data`, whose imports include this
 module): a change to that code or to this layout builds them again, with no format number to bump.
 
@@ -34,14 +42,14 @@ import torch
 
 from helpers.data.cache import write_cache_json
 from helpers.data.files import atomic_write
-from helpers.probe.probes import Batch, ProbeData, assemble_batch, make_batch
+from helpers.probe.probes import Batch, ProbeData, assemble_batch, fill_sentence
 
 
 class DiskBatches(Sequence):
     """The padded batches of a spilled :class:`ProbeData`, read from disk on demand.
 
     ``len()``, indexing and iteration give :class:`~helpers.probe.probes.Batch` objects; ``features=False``
-    (see :meth:`without_features`) skips reading the attention features (the Distances + words probe
+    (see :meth:`without_features`) leaves the attention features empty (the Distances + words probe
     uses none).
     """
 
@@ -53,20 +61,7 @@ class DiskBatches(Sequence):
         return len(self.index["batches"])
 
     def __getitem__(self, k: int) -> Batch:
-        entry = self.index["batches"][k]
-        indices, n, offset = entry["indices"], entry["n"], entry["offset"]
-        B, K2, dim = len(indices), 2 * self.index["n_maps"], self.index["dim"]
-        sizes = self._sizes(k)
-        with open(self.path, "rb") as handle:
-            if self.features:
-                handle.seek(offset)
-                feats = _read(handle, np.float16, sizes[0]).view(B, n, n + 1, K2).float()
-                root = _read(handle, np.float16, sizes[1]).view(B, n, K2, 2).float()
-            else:
-                feats, root = torch.zeros(B, n, n + 1, 0), torch.zeros(B, n, 0, 2)
-                handle.seek(offset + 2 * (sizes[0] + sizes[1]))
-            vectors = _read(handle, np.float32, sizes[2]).view(B, n, dim)
-        return assemble_batch(self.data, indices, feats, root, vectors)
+        return next(self._batches([k], reuse=False))
 
     def __iter__(self) -> Iterator[Batch]:
         for k in range(len(self)):
@@ -77,51 +72,57 @@ class DiskBatches(Sequence):
         each batch is valid until the next one is read. The training loops read every batch once an
         epoch; fresh tensors per batch would cost a page fault per 4 KiB, which took as long as the
         arithmetic (an epoch of an attention probe is one read of the file, converted to float32)."""
-        K2, dim = 2 * self.index["n_maps"], self.index["dim"]
-        sizes = [self._sizes(k) for k in range(len(self))]
-        most = [max((z[i] for z in sizes), default=0) for i in range(3)]
-        half = np.empty(most[0] + most[1] if self.features else 0, np.float16)
-        full = torch.empty(half.size, dtype=torch.float32)
-        vec = np.empty(most[2], np.float32)
+        return self._batches(order, reuse=True)
+
+    def _batches(self, order, *, reuse: bool) -> Iterator[Batch]:
+        K, dim = self.index["n_maps"], self.index["dim"]
+        K2 = 2 * K if self.features else 0
+        entries = self.index["batches"]
+        shapes = [(len(e["indices"]), e["n"]) for e in entries]
+        most_feats = max((B * n * (n + 1) * K2 for B, n in shapes), default=0)
+        most_root = max((B * n * K2 * 2 for B, n in shapes), default=0)
+        most_vec = max((B * n * dim for B, n in shapes), default=0)
+        most_bytes = max((e["bytes"] for e in entries), default=0)
+        if reuse:
+            feats_buf, root_buf = torch.empty(most_feats), torch.empty(most_root)
+            vec_buf, raw = torch.empty(most_vec), bytearray(most_bytes)
         with open(self.path, "rb") as handle:
             for k in order:
-                entry = self.index["batches"][int(k)]
-                indices, n, offset = entry["indices"], entry["n"], entry["offset"]
+                entry = entries[int(k)]
+                indices, n, words = entry["indices"], entry["n"], entry["words"]
                 B = len(indices)
-                f, r, v = sizes[int(k)]
-                if self.features:
-                    handle.seek(offset)
-                    _read_into(handle, half[: f + r])
-                    flat = full[: f + r]
-                    flat.copy_(torch.from_numpy(half[: f + r]))
-                    feats, root = flat[:f].view(B, n, n + 1, K2), flat[f:].view(B, n, K2, 2)
-                else:
-                    feats, root = torch.zeros(B, n, n + 1, 0), torch.zeros(B, n, 0, 2)
-                    handle.seek(offset + 2 * (f + r))
-                _read_into(handle, vec[:v])
-                yield assemble_batch(self.data, indices, feats, root, torch.from_numpy(vec[:v]).view(B, n, dim))
-
-    def _sizes(self, k: int) -> tuple[int, int, int]:
-        """Element counts of batch ``k``'s features, root parts and word vectors."""
-        entry = self.index["batches"][k]
-        B, n, K2 = len(entry["indices"]), entry["n"], 2 * self.index["n_maps"]
-        return B * n * (n + 1) * K2, B * n * K2 * 2, B * n * self.index["dim"]
+                if not reuse:
+                    feats_buf, root_buf = torch.empty(B * n * (n + 1) * K2), torch.empty(B * n * K2 * 2)
+                    vec_buf, raw = torch.empty(B * n * dim), bytearray(entry["bytes"])
+                vector_bytes = sum(words) * dim * 4  # the batch's vectors, then its maps
+                wanted = entry["bytes"] if self.features else vector_bytes  # without features: the vectors only
+                view = memoryview(raw)[:wanted]
+                handle.seek(entry["offset"])
+                if handle.readinto(view) != wanted:
+                    raise ValueError(f"{self.path}: truncated probe batch file")
+                feats = feats_buf[: B * n * (n + 1) * K2].view(B, n, n + 1, K2)
+                root = root_buf[: B * n * K2 * 2].view(B, n, K2, 2)
+                vectors = vec_buf[: B * n * dim].view(B, n, dim)
+                feats.zero_()
+                root.zero_()
+                vectors.zero_()
+                at = vector_bytes
+                vecs = torch.frombuffer(view[:at], dtype=torch.float32) if at else torch.empty(0)
+                start = 0
+                for b, m in enumerate(words):
+                    vec = vecs[start * dim : (start + m) * dim].view(m, dim)
+                    start += m
+                    if not self.features:
+                        vectors[b, :m] = vec
+                        continue
+                    size = (m + 2) * (m + 2) * K * 2
+                    maps = torch.frombuffer(view[at : at + size], dtype=torch.float16).view(m + 2, m + 2, K)
+                    at += size
+                    fill_sentence(feats[b], root[b], vectors[b], maps, vec)
+                yield assemble_batch(self.data, indices, feats, root, vectors)
 
     def without_features(self) -> "DiskBatches":
         return DiskBatches(self.data, self.path, self.index, features=False)
-
-
-def _read_into(handle, out: np.ndarray) -> None:
-    """Fill ``out`` from ``handle`` (raises on a short read: a truncated file)."""
-    if handle.readinto(memoryview(out).cast("B")) != out.nbytes:
-        raise ValueError(f"{handle.name}: truncated probe batch file")
-
-
-def _read(handle, dtype, count: int) -> torch.Tensor:
-    array = np.fromfile(handle, dtype=dtype, count=count)
-    if array.size != count:
-        raise ValueError(f"{handle.name}: truncated probe batch file")
-    return torch.from_numpy(array)
 
 
 def load_spilled(data: ProbeData, path: Path, key: str) -> DiskBatches | None:
@@ -155,18 +156,21 @@ def spill(data: ProbeData, shards, path: Path, key: str, batch_size: int) -> Dis
             local = ProbeData(list(maps), [data.heads[p] for p in positions], [data.punct[p] for p in positions],
                               list(vectors))
             meta["n_maps"], meta["dim"] = local.n_maps, local.dim
+            K = local.n_maps
             for group in local.batches(batch_size):
-                batch = make_batch(local, group, dtype=torch.float16)  # the maps' own precision: no float32 copy
-                parts = (batch.features.numpy(), batch.root_parts.numpy(),
-                         batch.vectors.numpy().astype(np.float32, copy=False))
+                words = [int(local.maps[i].shape[-1] - 2) for i in group]
+                parts = [np.ascontiguousarray(local.vectors[i], dtype=np.float32) for i in group]  # vectors first:
+                # float32 at the batch's start, aligned as the reader's buffer is; then the float16 maps
+                parts += [np.ascontiguousarray(local.maps[i].reshape(K, m + 2, m + 2).transpose(1, 2, 0))
+                          for i, m in zip(group, words)]
                 size = 0
                 for part in parts:
-                    handle.write(np.ascontiguousarray(part).data)  # no bytes copy
+                    handle.write(part.data)  # no bytes copy
                     size += part.nbytes
-                entries.append({"indices": [positions[i] for i in group], "n": int(batch.heads.shape[1]),
+                del parts
+                entries.append({"indices": [positions[i] for i in group], "words": words, "n": max(words),
                                 "offset": offset, "bytes": size})
                 offset += size
-                del batch, parts
             del local, maps, vectors  # this shard's maps go before the next shard is read
 
     atomic_write(path, write)

@@ -1,5 +1,5 @@
-"""Paper §5 end to end: cached word-level maps of GUM train/dev/test and EWT dev -> probes trained
-with three seeds -> Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
+"""Paper §5 end to end: word-level maps of GUM train/dev/test and EWT dev (of the model and its random-init
+control) -> padded batches spilled to disk for the run's trainings -> probes trained with three seeds -> Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
 
 >>> table = run_probes(lm, seeds=(0, 1, 2))                              # doctest: +SKIP
 """
@@ -16,11 +16,12 @@ import torch
 from helpers import paper
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import convert
+from helpers.context import cache_folder, keep_maps_requested
 from helpers.core.models import LoadedModel, load_model
-from helpers.data.cache import cached_json
+from helpers.data.cache import cache_key, cached_json
 from helpers.data.corpora import corpus_files, file_digest
 from helpers.digest import code_digest
-from helpers.pipeline.extraction import extract_treebank
+from helpers.pipeline.extraction import encode_treebank, extract, extract_treebank, plan_extraction
 from helpers.probe.probes import (
     ProbeData,
     predict,
@@ -81,20 +82,35 @@ def input_embeddings(lm: LoadedModel) -> np.ndarray:
 def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None = None, glove=None,
                glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                data_dir=None, cache_root=None, progress: bool = False, batch_size: int | None = None,
-               shard_size: int = 256, spill: bool = True) -> ProbeData:
+               shard_size: int = 256, spill: bool = True, write_maps: bool | None = None) -> ProbeData:
     """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus.
 
-    With ``batch_size`` and ``spill`` the padded batches are spilled to disk beside the cached maps
-    (built one cache shard at a time, reused by later runs) and streamed back: memory stays flat
-    whatever the corpus size. Without ``batch_size`` or with ``spill=False`` every map is kept in
-    memory (``batch_size`` is then the default size of its batches). Sentences are in cache-shard
-    order in both forms, and batches never cross a shard, so both give the same batches.
+    With ``batch_size`` and ``spill`` the padded batches are spilled to disk (built one cache shard at a
+    time, reused by later runs until :func:`remove_spills`) and streamed back: memory stays flat whatever the
+    corpus size. They are made from the cached word-level maps when the cache holds them, else from the
+    model's pass itself, and the maps are then written to the cache only with ``write_maps`` (default: the
+    context's ``keep_maps``, :func:`helpers.context.keep_maps_requested`): the batches are all the probes read.
+    Without ``batch_size`` or with ``spill=False`` every map is kept in memory (and cached on disk; ``batch_size``
+    is then the default size of its batches). Sentences are in cache-shard order in both forms, and batches
+    never cross a shard, so both give the same batches.
     """
     from helpers.probe.batches import load_spilled, spill as spill_batches  # not `spill`: that is the argument
 
-    sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
-                                        data_dir=data_dir, cache_root=cache_root, progress=progress,
-                                        shard_size=shard_size)
+    if batch_size is None or not spill:
+        sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                            data_dir=data_dir, cache_root=cache_root, progress=progress,
+                                            shard_size=shard_size)
+    else:
+        sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                                   data_dir=data_dir, cache_root=cache_root)
+        key = cache_key(lm, batch, level="word", word_mode="mean", shard_size=shard_size, source_digest=digest)
+        write = keep_maps_requested() if write_maps is None else write_maps
+        if write or _maps_cached(cache_folder(cache_root) / key, key):
+            store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest,
+                            shard_size=shard_size)
+        else:  # the model's pass, shard by shard, only if the batches are not spilled yet (see below)
+            store = plan_extraction(lm, batch, level="word", cache=False, shard_size=shard_size)
+        directory = cache_folder(cache_root) / key
     source = vectors_from or lm
     order = [ex for shard in store.shards for ex in shard]
     position = {ex.index: p for p, ex in enumerate(order)}
@@ -113,14 +129,14 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
 
     data = ProbeData([], heads, punct, [], skipped=len(store.skipped), names=names, groups=groups,
                      batch_size=batch_size)
-    key = json.dumps({"store": store.directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
+    key = json.dumps({"store": directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
                       "batch_size": batch_size, "code": code_digest(probe_data)}, sort_keys=True)
-    path = store.directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
+    path = directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
     spilled = load_spilled(data, path, key)
     if spilled is None:
         def shards():
             for number, shard in enumerate(store.shards):
-                maps = store.shard_maps(number)
+                maps = store.shard_maps(number)  # read from the cache, or made by the model now
                 half = [convert(maps[ex.index], np.float16) for ex in shard]
                 del maps
                 store.release()  # the float32 shard goes before the batches are built
@@ -130,6 +146,38 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
         spilled = spill_batches(data, shards(), path, key, batch_size)
     data.spilled = spilled
     return data
+
+
+def _maps_cached(directory: Path, key: str) -> bool:
+    """Whether the cache holds the finished extraction ``key`` (its ``meta.json`` says complete)."""
+    try:
+        meta = json.loads((directory / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("key") == key and bool(meta.get("complete"))
+
+
+def remove_spills(sets) -> int:
+    """Remove the spilled batches of the :class:`ProbeData` in ``sets`` (an iterable) from the cache, and the
+    folder that held them when nothing else is left in it; the bytes removed. What the probes' run does once
+    its table is computed (unless maps are kept, ``keep_maps``): the batches serve its trainings only, and a
+    later run with other settings spills them again."""
+    freed = 0
+    for data in sets:
+        spilled = getattr(data, "spilled", None)
+        if spilled is None:
+            continue
+        for path in (spilled.path, spilled.path.with_suffix(".json")):
+            try:
+                freed += path.stat().st_size
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        try:
+            spilled.path.parent.rmdir()  # only when empty: cached maps beside them stay
+        except OSError:
+            pass
+    return freed
 
 
 def _summary(values: list[float]) -> dict:
@@ -168,7 +216,8 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
 
     ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks.
     Memory does not grow with the corpora: batches are spilled to disk and streamed (see
-    :mod:`helpers.probe.batches`)."""
+    :mod:`helpers.probe.batches`), and removed once the table is computed; only the model's maps of the
+    evaluation treebanks stay in the cache (every map with ``keep_maps``, the batches too)."""
     corpora = corpora or probe_corpora()
     key = {"model": lm.fingerprint(), "code": code_digest(_run_probes), "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
@@ -296,12 +345,18 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     kw = dict(max_sentences=max_sentences, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
               progress=progress, glove=glove, glove_digest=file_digest([Path(glove_path)]) if glove_path else None)
     size = {name: TRAIN_BATCH if name == "train" else EVAL_BATCH for name in corpora}
-    sets = {name: probe_data(lm, spec, batch_size=size[name], **kw) for name, spec in corpora.items()}
+    keep = keep_maps_requested()
+    # The model's maps of the evaluation treebanks are §4.2's too (chapter 5 goes first and writes them, see
+    # scripts/execute_book.py); the training treebank's and the control's feed these probes only: their batches
+    # are made in the model's pass, and the maps are written only when kept (keep_maps).
+    sets = {name: probe_data(lm, spec, batch_size=size[name], write_maps=keep or name != "train", **kw)
+            for name, spec in corpora.items()}
     control = control_model(lm)
     control_is_model = control.fingerprint() == lm.fingerprint()  # lm is itself a random-init model
     random_sets = sets if control_is_model else {
-        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], **kw) for name, spec in corpora.items()}
-    del control  # its maps are on disk now
+        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep, **kw)
+        for name, spec in corpora.items()}
+    del control  # its batches are on disk now
     tests = [name for name in corpora if name not in ("train", "dev")]
     t_data = time.perf_counter() - start
     rows: dict[str, dict] = {"Right-branching": {name: _summary([right_branching_uas(sets[name])]) for name in tests}}
@@ -316,6 +371,8 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
         results = {"dev": [r["dev"] for r in runs], "test": [r["test"] for r in runs], "test_mst": [r["test_mst"] for r in runs],
                    **{name: [r[name] for r in runs] for name in tests if name != "test"}}
         rows[label] = {**{k: _summary(v) for k, v in results.items()}, "epochs": [r["epoch"] for r in runs]}
+    if not keep:  # the batches served these trainings only (another run's settings spill them again)
+        remove_spills([*sets.values(), *random_sets.values()])
     return {
         "model": lm.label, "word_vectors": f"GloVe file {glove_path}" if glove_path else f"{lm.label} static input embeddings",
         "corpora": corpora,
