@@ -475,3 +475,25 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
     remove_stale_tmp(path.parent)
     write_cache_json(path, {"key": json.loads(json.dumps(key, default=str)), "value": value})
     return value
+
+
+def cached_arrays(kind: str, key: dict, compute, *, cache_root: str | os.PathLike | None = None,
+                  refresh: bool = False) -> dict[str, np.ndarray]:
+    """:func:`cached_json` for NumPy arrays: ``compute()`` (``{name: array}``) once per ``key``, kept as an
+    ``.npz`` (written atomically, holding its key); a damaged or stale file is recomputed, as with ``refresh``
+    or inside the :meth:`~helpers.context.RunContext.active` block of a context with ``refresh``. What a pass
+    keeps of the maps it reads when the maps themselves are not kept (the coreference heads' predictions)."""
+    path = artifact_path(kind, key, ".npz", cache_root)
+    text = json.dumps(key, sort_keys=True, default=str)
+    if path.is_file() and not (refresh or refresh_requested()):
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                if str(npz["__key__"]) == text:
+                    return {name: npz[name] for name in npz.files if name != "__key__"}
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
+            pass
+    require_writable(path.parent)
+    value = compute()
+    remove_stale_tmp(path.parent)
+    atomic_write(path, lambda handle: np.savez(handle, __key__=np.array(text), **value))
+    return value

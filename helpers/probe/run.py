@@ -21,7 +21,7 @@ from helpers.core.models import LoadedModel, load_model
 from helpers.data.cache import cache_key, cached_json
 from helpers.data.corpora import corpus_files, file_digest
 from helpers.digest import code_digest
-from helpers.pipeline.extraction import encode_treebank, extract, extract_treebank, plan_extraction
+from helpers.pipeline.extraction import encode_treebank, extract_treebank, one_pass_store
 from helpers.probe.probes import (
     ProbeData,
     predict,
@@ -103,14 +103,11 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     else:
         sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
                                                    data_dir=data_dir, cache_root=cache_root)
-        key = cache_key(lm, batch, level="word", word_mode="mean", shard_size=shard_size, source_digest=digest)
-        write = keep_maps_requested() if write_maps is None else write_maps
-        if write or _maps_cached(cache_folder(cache_root) / key, key):
-            store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest,
-                            shard_size=shard_size)
-        else:  # the model's pass, shard by shard, only if the batches are not spilled yet (see below)
-            store = plan_extraction(lm, batch, level="word", cache=False, shard_size=shard_size)
-        directory = cache_folder(cache_root) / key
+        # the cached maps, else the model's pass shard by shard, read only if the batches are not spilled yet
+        store = one_pass_store(lm, batch, write=write_maps, cache_root=cache_root, source_digest=digest,
+                               shard_size=shard_size, progress=progress)
+        directory = cache_folder(cache_root) / cache_key(lm, batch, level="word", word_mode="mean",
+                                                         shard_size=shard_size, source_digest=digest)
     source = vectors_from or lm
     order = [ex for shard in store.shards for ex in shard]
     position = {ex.index: p for p, ex in enumerate(order)}
@@ -146,15 +143,6 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
         spilled = spill_batches(data, shards(), path, key, batch_size)
     data.spilled = spilled
     return data
-
-
-def _maps_cached(directory: Path, key: str) -> bool:
-    """Whether the cache holds the finished extraction ``key`` (its ``meta.json`` says complete)."""
-    try:
-        meta = json.loads((directory / "meta.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and meta.get("key") == key and bool(meta.get("complete"))
 
 
 def remove_spills(sets) -> int:
