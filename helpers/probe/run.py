@@ -261,15 +261,16 @@ def twin_jobs(jobs) -> dict[tuple[str, int], tuple[str, int]]:
     return twins
 
 
-def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epochs: int) -> dict:
-    """Train one probe (``job`` from :func:`training_jobs`) and score it: ``{"dev": best dev UAS, "epoch":
-    best epoch, <test>: UAS, "test_mst": UAS of GUM test with MST decoding}``."""
+def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epochs: int, device=None) -> dict:
+    """Train one probe (``job`` from :func:`training_jobs`) on ``device`` (default the CPU) and score it:
+    ``{"dev": best dev UAS, "epoch": best epoch, <test>: UAS, "test_mst": UAS of GUM test with MST decoding}``."""
     _, kind, which, misaligned, seed = job
     data = sets[which]
-    model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned)
+    model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned,
+                              device=device)
     out = {"dev": max(info["dev_uas"]), "epoch": info["best_epoch"]}
     for name in tests:
-        logits = predict(model, data[name], misaligned=misaligned)
+        logits = predict(model, data[name], misaligned=misaligned, device=device)
         out[name] = uas(logits, data[name])
         if name == "test":
             out["test_mst"] = uas(logits, data[name], decode="mst")
@@ -284,26 +285,29 @@ def _worker_init(sets) -> None:
     _WORKER_SETS.update(sets)
 
 
-def _worker_train(job, tests, epochs) -> dict:
-    return train_one(job, _WORKER_SETS, tests, epochs)
+def _worker_train(job, tests, epochs, device=None) -> dict:
+    return train_one(job, _WORKER_SETS, tests, epochs, device)
 
 
 def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, epochs: int, workers: int | None = None,
-              progress: bool = False) -> dict[tuple[str, int], dict]:
+              progress: bool = False, device=None) -> dict[tuple[str, int], dict]:
     """:func:`train_one` for every job, ``{(label, seed): scores}``. With ``workers`` > 1 (default
     :data:`WORKERS`, at most the cores available) the trainings run in that many spawned processes of one
     thread each, the datasets sent once to each (spilled data are a file name and an index); a training's
-    result does not depend on where it runs (seeded, and the same on one thread or several: tested)."""
+    result does not depend on where it runs (seeded, and the same on one thread or several: tested). On a
+    ``device`` other than the CPU (the model's, e.g. ``cuda``) they run one at a time in this process, there."""
     import os
 
     from tqdm.auto import tqdm
 
     workers = min(WORKERS if workers is None else workers, len(os.sched_getaffinity(0)), len(jobs))
+    if device is not None and torch.device(device).type != "cpu":
+        workers = 1  # one accelerator: the trainings take turns on it
     bar = tqdm(total=len(jobs), desc="probe trainings", unit="probe", disable=not progress)
     out = {}
     if workers <= 1:
         for job in jobs:
-            out[(job[0], job[4])] = train_one(job, sets, tests, epochs)
+            out[(job[0], job[4])] = train_one(job, sets, tests, epochs, device)
             bar.update()
         bar.close()
         return out
@@ -313,7 +317,7 @@ def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, 
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_init, initargs=(sets,)) as pool:
-        futures = {pool.submit(_worker_train, job, tests, epochs): job for job in jobs}
+        futures = {pool.submit(_worker_train, job, tests, epochs, device): job for job in jobs}
         try:
             for future in as_completed(futures):
                 job = futures[future]
@@ -352,7 +356,7 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     jobs = training_jobs(seeds)
     twins = twin_jobs(jobs) if control_is_model else {}
     scores = train_all([job for job in jobs if (job[0], job[4]) not in twins], {"maps": sets, "random": random_sets},
-                       tests, epochs=epochs, workers=workers, progress=progress)
+                       tests, epochs=epochs, workers=workers, progress=progress, device=lm.device)
     scores.update({job: scores[twin] for job, twin in twins.items()})
     for label, _, _, misaligned in CONFIGS:
         runs = [scores[(label, seed)] for seed in (seeds[:1] if misaligned else seeds)]
