@@ -106,6 +106,18 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB"
 
 
+def cache_cell(b: dict) -> str:
+    """The analysis cache of a recorded build: what the cold build left, and its peak during the build where the
+    recording has it (sampled since 2026-11-27; before, the cache only grew, so the end was the peak)."""
+    cache, peak = b.get("cache_bytes_cold_build"), b.get("cache_peak_bytes_cold_build")
+    if not cache:
+        return "not recorded"
+    if not peak:
+        return f"{_gb(cache['total'])} ({_gb(cache['maps'])} maps)"
+    return (f"peak {_gb(peak['total'])} ({_gb(peak['maps'])} maps, {_gb(peak['probe_batches'])} probe batches), "
+            f"end {_gb(cache['total'])}")
+
+
 def builds_table(builds: list[dict]) -> str:
     """One row per model: floor, cold build, build / floor, the perfectly packed build / floor, rebuild, the
     largest process, the analysis cache after the cold build; then each recording's date, commit and command."""
@@ -114,8 +126,7 @@ def builds_table(builds: list[dict]) -> str:
     notes = []
     for b in builds:
         packed = packed_over_floor(b)
-        cache = b.get("cache_bytes_cold_build")
-        cache_text = f"{_gb(cache['total'])} ({_gb(cache['maps'])} maps)" if cache else "not recorded"
+        cache_text = cache_cell(b)
         lines.append(f"| {cell(b.get('model_spec', b['model']))} | {b['seconds_floor']:,.0f} s "
                      f"| {b['seconds_cold_build']:,.0f} s ({b['seconds_cold_build'] / 60:.1f} min) "
                      f"| {b['ratio_build_over_floor']:.2f} x | {f'{packed:.2f} x' if packed is not None else '-'} "

@@ -75,51 +75,60 @@ class DiskBatches(Sequence):
         return self._batches(order, reuse=True)
 
     def _batches(self, order, *, reuse: bool) -> Iterator[Batch]:
+        """Each batch at ``order``: its bytes read at once, its features made at half precision in NumPy (one
+        :func:`fill_sentence` per sentence: the same bytes the padded float16 batches of the in-memory form
+        hold) and converted to float32 in one contiguous copy; with ``reuse``, into buffers kept from batch to
+        batch (see :meth:`stream`)."""
         K, dim = self.index["n_maps"], self.index["dim"]
         K2 = 2 * K if self.features else 0
         entries = self.index["batches"]
-        shapes = [(len(e["indices"]), e["n"]) for e in entries]
-        most_feats = max((B * n * (n + 1) * K2 for B, n in shapes), default=0)
-        most_root = max((B * n * K2 * 2 for B, n in shapes), default=0)
-        most_vec = max((B * n * dim for B, n in shapes), default=0)
-        most_bytes = max((e["bytes"] for e in entries), default=0)
-        if reuse:
-            feats_buf, root_buf = torch.empty(most_feats), torch.empty(most_root)
-            vec_buf, raw = torch.empty(most_vec), bytearray(most_bytes)
+        sizes = [(len(e["indices"]) * e["n"] * (e["n"] + 1) * K2, len(e["indices"]) * e["n"] * K2 * 2,
+                  len(e["indices"]) * e["n"] * dim, e["bytes"]) for e in entries]
+        most = [max((z[i] for z in sizes), default=0) for i in range(4)]
+        buffers = None
         with open(self.path, "rb") as handle:
             for k in order:
                 entry = entries[int(k)]
                 indices, n, words = entry["indices"], entry["n"], entry["words"]
                 B = len(indices)
-                if not reuse:
-                    feats_buf, root_buf = torch.empty(B * n * (n + 1) * K2), torch.empty(B * n * K2 * 2)
-                    vec_buf, raw = torch.empty(B * n * dim), bytearray(entry["bytes"])
+                if buffers is None or not reuse:
+                    shape = most if reuse else sizes[int(k)]
+                    # float16 features and ROOT parts (one buffer: one conversion), float32 copies, vectors, bytes
+                    buffers = (np.empty(shape[0] + shape[1], np.float16), torch.empty(shape[0] + shape[1]),
+                               torch.empty(shape[2]), bytearray(shape[3]))
+                half, full, vec_buf, raw = buffers
                 vector_bytes = sum(words) * dim * 4  # the batch's vectors, then its maps
                 wanted = entry["bytes"] if self.features else vector_bytes  # without features: the vectors only
                 view = memoryview(raw)[:wanted]
                 handle.seek(entry["offset"])
                 if handle.readinto(view) != wanted:
                     raise ValueError(f"{self.path}: truncated probe batch file")
-                feats = feats_buf[: B * n * (n + 1) * K2].view(B, n, n + 1, K2)
-                root = root_buf[: B * n * K2 * 2].view(B, n, K2, 2)
+                f, r = B * n * (n + 1) * K2, B * n * K2 * 2
+                feats16, root16 = half[:f].reshape(B, n, n + 1, K2), half[f : f + r].reshape(B, n, K2, 2)
                 vectors = vec_buf[: B * n * dim].view(B, n, dim)
-                feats.zero_()
-                root.zero_()
-                vectors.zero_()
-                at = vector_bytes
-                vecs = torch.frombuffer(view[:at], dtype=torch.float32) if at else torch.empty(0)
-                start = 0
+                V = vectors.numpy()
+                vecs = np.frombuffer(view, np.float32, count=sum(words) * dim)
+                at, start = vector_bytes, 0
                 for b, m in enumerate(words):
-                    vec = vecs[start * dim : (start + m) * dim].view(m, dim)
+                    # zeros where fill_sentence writes nothing: the ROOT column and the padding
+                    feats16[b, :, 0] = 0
+                    feats16[b, m:] = 0
+                    feats16[b, :m, m + 1 :] = 0
+                    root16[b, m:] = 0
+                    V[b, m:] = 0
+                    vec = vecs[start * dim : (start + m) * dim].reshape(m, dim)
                     start += m
                     if not self.features:
-                        vectors[b, :m] = vec
+                        V[b, :m] = vec
                         continue
-                    size = (m + 2) * (m + 2) * K * 2
-                    maps = torch.frombuffer(view[at : at + size], dtype=torch.float16).view(m + 2, m + 2, K)
-                    at += size
-                    fill_sentence(feats[b], root[b], vectors[b], maps, vec)
-                yield assemble_batch(self.data, indices, feats, root, vectors)
+                    size = (m + 2) * (m + 2) * K
+                    maps = np.frombuffer(view, np.float16, count=size, offset=at).reshape(m + 2, m + 2, K)
+                    at += 2 * size
+                    fill_sentence(feats16[b], root16[b], V[b], maps, vec)
+                flat = full[: f + r]
+                flat.copy_(torch.from_numpy(half[: f + r]))  # float16 -> float32, contiguous
+                yield assemble_batch(self.data, indices, flat[:f].view(B, n, n + 1, K2), flat[f:].view(B, n, K2, 2),
+                                     vectors)
 
     def without_features(self) -> "DiskBatches":
         return DiskBatches(self.data, self.path, self.index, features=False)

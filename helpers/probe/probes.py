@@ -137,24 +137,25 @@ def make_batch(data: ProbeData, indices: Sequence[int], dtype: torch.dtype = tor
     feats = torch.zeros(B, n, n + 1, 2 * K, dtype=dtype)
     root = torch.zeros(B, n, 2 * K, 2, dtype=dtype)
     vectors = torch.zeros(B, n, dim)
+    F, R, V = feats.numpy(), root.numpy(), vectors.numpy()  # views: the copies below write the tensors
     for b, i in enumerate(indices):
-        A = torch.from_numpy(data.maps[i])  # float16; the copies below convert
+        A = np.asarray(data.maps[i])  # float16; the copies below convert
         m = A.shape[-1] - 2
-        fill_sentence(feats[b], root[b], vectors[b], A.reshape(K, m + 2, m + 2).permute(1, 2, 0),
-                      torch.from_numpy(data.vectors[i].astype(np.float32)))
+        fill_sentence(F[b], R[b], V[b], A.reshape(K, m + 2, m + 2).transpose(1, 2, 0), data.vectors[i])
     return assemble_batch(data, indices, feats, root, vectors)
 
 
-def fill_sentence(feats: torch.Tensor, root: torch.Tensor, vectors: torch.Tensor, maps: torch.Tensor,
-                  words: torch.Tensor) -> None:
+def fill_sentence(feats: np.ndarray, root: np.ndarray, vectors: np.ndarray, maps: np.ndarray,
+                  words: np.ndarray) -> None:
     """Write one sentence of ``m`` words into its rows of a padded batch (zeros beyond ``m``, left as they are):
     ``feats [n, n + 1, 2K]``, ``root [n, 2K, 2]`` and ``vectors [n, dim]`` from its word-level ``maps
     [query, key, K]`` (``m + 2`` positions, [CLS] first and [SEP] last; a view of ``[layer, head, query, key]``
-    maps or the spilled layout, :mod:`helpers.probe.batches`) and its word vectors ``words [m, dim]``. The copies
-    convert to the batch's dtype. The one place the features are made, in memory and from spilled batches alike."""
+    maps or the spilled layout, :mod:`helpers.probe.batches`) and its word vectors ``words [m, dim]``; NumPy
+    arrays (views of the batch's tensors), the copies converting to their dtype. The one place the features are
+    made, in memory and from spilled batches alike."""
     m, K = maps.shape[0] - 2, maps.shape[-1]
     # features: the K maps [query, key, K], then the K transposes; [CLS] (0) and [SEP] (m + 1) feed ROOT
-    for part, view in ((slice(None, K), maps), (slice(K, None), maps.transpose(0, 1))):
+    for part, view in ((slice(None, K), maps), (slice(K, None), maps.transpose(1, 0, 2))):
         feats[:m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
         root[:m, part, 0] = view[1 : m + 1, 0]
         root[:m, part, 1] = view[1 : m + 1, m + 1]
