@@ -161,3 +161,6 @@ def test_the_probes_run_removes_its_batches_unless_maps_are_kept(tiny_model_dir,
     for table in tables.values():
         table.pop("seconds")
     assert tables[False] == tables[True]
+    # keeping the maps changes no result's cache key: both runs stored their table under the same name
+    names = [sorted(p.name for p in (tmp_path / f"cache-{keep}" / "artifacts").glob("probes-*.json")) for keep in (False, True)]
+    assert names[0] == names[1] and len(names[0]) == 1
