@@ -17,6 +17,9 @@ built once, one cache shard at a time, and written to one file per corpus:
 ``probe-<key>.json``  the index (written last, atomically: its presence marks the file complete):
                       per batch its sentence indices, their word counts, padded length and byte offset
 
+A random-init control's batches hold the same sentences in the same batches with the model's word vectors:
+its file holds its maps only and reads the vectors from the model's (``vectors_from`` in its index).
+
 The spill lies in the folder named by the key of the maps it was made from
 (:func:`helpers.data.cache.cache_key`), whether or not those maps are in the cache: the probes make it from
 cached maps when there are, else from the model's pass itself (the maps are then never written).
@@ -50,11 +53,14 @@ class DiskBatches(Sequence):
 
     ``len()``, indexing and iteration give :class:`~helpers.probe.probes.Batch` objects; ``features=False``
     (see :meth:`without_features`) leaves the attention features empty (the Distances + words probe
-    uses none).
+    uses none). ``vectors``: the spilled batches whose file holds this file's word vectors (a random-init
+    control's batches read the model's: the same sentences in the same batches with the same vectors), or
+    ``None`` when this file holds its own.
     """
 
-    def __init__(self, data: ProbeData, path: Path, index: dict, *, features: bool = True):
-        self.data, self.path, self.index, self.features = data, Path(path), index, features
+    def __init__(self, data: ProbeData, path: Path, index: dict, *, features: bool = True,
+                 vectors: "DiskBatches | None" = None):
+        self.data, self.path, self.index, self.features, self.vectors = data, Path(path), index, features, vectors
         self.batch_size = int(index["batch_size"])
 
     def __len__(self) -> int:
@@ -85,8 +91,12 @@ class DiskBatches(Sequence):
         sizes = [(len(e["indices"]) * e["n"] * (e["n"] + 1) * K2, len(e["indices"]) * e["n"] * K2 * 2,
                   len(e["indices"]) * e["n"] * dim, e["bytes"]) for e in entries]
         most = [max((z[i] for z in sizes), default=0) for i in range(4)]
+        if self.vectors is not None:  # room for the other file's vectors before the maps
+            most[3] += max((sum(e["words"]) * dim * 4 for e in entries), default=0)
+            sizes = [(*z[:3], z[3] + sum(e["words"]) * dim * 4) for z, e in zip(sizes, entries)]
         buffers = None
-        with open(self.path, "rb") as handle:
+        own = self.vectors is None  # the vectors in this file, before each batch's maps, or in the other's
+        with open(self.path, "rb") as handle, open(self.path if own else self.vectors.path, "rb") as other:
             for k in order:
                 entry = entries[int(k)]
                 indices, n, words = entry["indices"], entry["n"], entry["words"]
@@ -98,11 +108,20 @@ class DiskBatches(Sequence):
                                torch.empty(shape[2]), bytearray(shape[3]))
                 half, full, vec_buf, raw = buffers
                 vector_bytes = sum(words) * dim * 4  # the batch's vectors, then its maps
-                wanted = entry["bytes"] if self.features else vector_bytes  # without features: the vectors only
-                view = memoryview(raw)[:wanted]
-                handle.seek(entry["offset"])
-                if handle.readinto(view) != wanted:
-                    raise ValueError(f"{self.path}: truncated probe batch file")
+                if own:
+                    wanted = entry["bytes"] if self.features else vector_bytes  # without features: the vectors only
+                    view = memoryview(raw)[:wanted]
+                    handle.seek(entry["offset"])
+                    if handle.readinto(view) != wanted:
+                        raise ValueError(f"{self.path}: truncated probe batch file")
+                else:  # the vectors from the other file, then this file's maps after them in the buffer
+                    wanted = vector_bytes + (entry["bytes"] if self.features else 0)
+                    view = memoryview(raw)[:wanted]
+                    other.seek(self.vectors.index["batches"][int(k)]["offset"])
+                    handle.seek(entry["offset"])
+                    if (other.readinto(view[:vector_bytes]) != vector_bytes
+                            or handle.readinto(view[vector_bytes:]) != wanted - vector_bytes):
+                        raise ValueError(f"{self.path}: truncated probe batch file")
                 f, r = B * n * (n + 1) * K2, B * n * K2 * 2
                 feats16, root16 = half[:f].reshape(B, n, n + 1, K2), half[f : f + r].reshape(B, n, K2, 2)
                 vectors = vec_buf[: B * n * dim].view(B, n, dim)
@@ -131,29 +150,36 @@ class DiskBatches(Sequence):
                                      vectors)
 
     def without_features(self) -> "DiskBatches":
-        return DiskBatches(self.data, self.path, self.index, features=False)
+        return DiskBatches(self.data, self.path, self.index, features=False, vectors=self.vectors)
 
 
-def load_spilled(data: ProbeData, path: Path, key: str) -> DiskBatches | None:
-    """The spilled batches at ``path`` if they are complete and belong to ``key``; else ``None``."""
+def load_spilled(data: ProbeData, path: Path, key: str, *, vectors: DiskBatches | None = None) -> DiskBatches | None:
+    """The spilled batches at ``path`` if they are complete and belong to ``key`` (and, for a file whose word
+    vectors are in another, ``vectors`` are those batches); else ``None``."""
     index_path = Path(path).with_suffix(".json")
     try:
         index = json.loads(index_path.read_text())
         expected = sum(entry["bytes"] for entry in index["batches"])
         if index.get("key") != key or os.path.getsize(path) != expected:
             return None
+        source = index.get("vectors_from")
+        if source is not None and (vectors is None or source != {"path": vectors.path.name, "key": vectors.index["key"]}):
+            return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
     data.n_maps, data.dim_ = int(index["n_maps"]), int(index["dim"])
-    return DiskBatches(data, Path(path), index)
+    return DiskBatches(data, Path(path), index, vectors=vectors if index.get("vectors_from") else None)
 
 
-def spill(data: ProbeData, shards, path: Path, key: str, batch_size: int) -> DiskBatches:
+def spill(data: ProbeData, shards, path: Path, key: str, batch_size: int, *,
+          vectors: DiskBatches | None = None) -> DiskBatches:
     """Write the batches of ``data`` to ``path``, built shard by shard, and return them streamed.
 
     ``shards`` yields ``(positions, maps, vectors)`` per cache shard: the sentences' positions in
     ``data`` (as in ``data.groups``) with their float16 maps ``[layer, head, n + 2, n + 2]`` and word
-    vectors ``[n, dim]``. Only one shard's maps are in memory at a time.
+    vectors ``[n, dim]``. Only one shard's maps are in memory at a time. With ``vectors`` (spilled batches of
+    the same sentences in the same batches, with the same word vectors: a model's, for its random-init
+    control) the file holds the maps only and reads the vectors from that file (checked batch by batch).
     """
     path = Path(path)
     entries: list[dict] = []
@@ -161,29 +187,41 @@ def spill(data: ProbeData, shards, path: Path, key: str, batch_size: int) -> Dis
 
     def write(handle) -> None:
         offset = 0
-        for positions, maps, vectors in shards:
+        for positions, maps, vecs in shards:
             local = ProbeData(list(maps), [data.heads[p] for p in positions], [data.punct[p] for p in positions],
-                              list(vectors))
+                              list(vecs))
             meta["n_maps"], meta["dim"] = local.n_maps, local.dim
             K = local.n_maps
             for group in local.batches(batch_size):
                 words = [int(local.maps[i].shape[-1] - 2) for i in group]
-                parts = [np.ascontiguousarray(local.vectors[i], dtype=np.float32) for i in group]  # vectors first:
-                # float32 at the batch's start, aligned as the reader's buffer is; then the float16 maps
+                indices = [positions[i] for i in group]
+                parts = []
+                if vectors is None:  # vectors first: float32 at the batch's start, aligned as the reader's buffer is
+                    parts += [np.ascontiguousarray(local.vectors[i], dtype=np.float32) for i in group]
+                else:
+                    theirs = vectors.index["batches"][len(entries)] if len(entries) < len(vectors) else {}
+                    if theirs.get("indices") != indices or theirs.get("words") != words:
+                        raise ValueError(f"{path}: the batches of {vectors.path} hold other sentences: their word "
+                                         "vectors cannot be shared")
                 parts += [np.ascontiguousarray(local.maps[i].reshape(K, m + 2, m + 2).transpose(1, 2, 0))
-                          for i, m in zip(group, words)]
+                          for i, m in zip(group, words)]  # then the float16 maps
                 size = 0
                 for part in parts:
                     handle.write(part.data)  # no bytes copy
                     size += part.nbytes
                 del parts
-                entries.append({"indices": [positions[i] for i in group], "words": words, "n": max(words),
-                                "offset": offset, "bytes": size})
+                entries.append({"indices": indices, "words": words, "n": max(words), "offset": offset, "bytes": size})
                 offset += size
-            del local, maps, vectors  # this shard's maps go before the next shard is read
+            del local, maps, vecs  # this shard's maps go before the next shard is read
 
     atomic_write(path, write)
+    if vectors is not None and len(entries) != len(vectors):
+        raise ValueError(f"{path}: {len(entries)} batches, but {vectors.path} has {len(vectors)}: their word vectors "
+                         "cannot be shared")
     index = {"key": key, "batch_size": batch_size, **meta, "batches": entries}
+    if vectors is not None:
+        index["vectors_from"] = {"path": vectors.path.name, "key": vectors.index["key"]}
+        meta["dim"] = index["dim"] = vectors.index["dim"]
     write_cache_json(path.with_suffix(".json"), index)
     data.n_maps, data.dim_ = meta["n_maps"], meta["dim"]
-    return DiskBatches(data, path, index)
+    return DiskBatches(data, path, index, vectors=vectors)

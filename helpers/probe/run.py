@@ -82,7 +82,8 @@ def input_embeddings(lm: LoadedModel) -> np.ndarray:
 def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None = None, glove=None,
                glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                data_dir=None, cache_root=None, progress: bool = False, batch_size: int | None = None,
-               shard_size: int = 256, spill: bool = True, write_maps: bool | None = None) -> ProbeData:
+               shard_size: int = 256, spill: bool = True, write_maps: bool | None = None,
+               share_vectors: ProbeData | None = None) -> ProbeData:
     """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus.
 
     With ``batch_size`` and ``spill`` the padded batches are spilled to disk (built one cache shard at a
@@ -92,7 +93,9 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     context's ``keep_maps``, :func:`helpers.context.keep_maps_requested`): the batches are all the probes read.
     Without ``batch_size`` or with ``spill=False`` every map is kept in memory (and cached on disk; ``batch_size``
     is then the default size of its batches). Sentences are in cache-shard order in both forms, and batches
-    never cross a shard, so both give the same batches.
+    never cross a shard, so both give the same batches. ``share_vectors``: the spilled data of the same corpus
+    with the same word vectors (the model's, for its random-init control, whose ``vectors_from`` is the model):
+    the spill then holds the maps only and reads the vectors from that one's file.
     """
     from helpers.probe.batches import load_spilled, spill as spill_batches  # not `spill`: that is the argument
 
@@ -126,10 +129,14 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
 
     data = ProbeData([], heads, punct, [], skipped=len(store.skipped), names=names, groups=groups,
                      batch_size=batch_size)
-    key = json.dumps({"store": directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
-                      "batch_size": batch_size, "code": code_digest(probe_data)}, sort_keys=True)
+    shared = share_vectors.spilled if share_vectors is not None else None
+    key = {"store": directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
+           "batch_size": batch_size, "code": code_digest(probe_data)}
+    if shared is not None:
+        key["vectors_in"] = shared.path.name
+    key = json.dumps(key, sort_keys=True)
     path = directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
-    spilled = load_spilled(data, path, key)
+    spilled = load_spilled(data, path, key, vectors=shared)
     if spilled is None:
         def shards():
             for number, shard in enumerate(store.shards):
@@ -137,10 +144,10 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
                 half = [convert(maps[ex.index], np.float16) for ex in shard]
                 del maps
                 store.release()  # the float32 shard goes before the batches are built
-                vectors = word_vectors(source, shard, glove, embeddings=E)
-                yield [position[ex.index] for ex in shard], half, [vectors[ex.index] for ex in shard]
+                vectors = {} if shared is not None else word_vectors(source, shard, glove, embeddings=E)
+                yield [position[ex.index] for ex in shard], half, [vectors[ex.index] for ex in shard if vectors]
                 del half
-        spilled = spill_batches(data, shards(), path, key, batch_size)
+        spilled = spill_batches(data, shards(), path, key, batch_size, vectors=shared)
     data.spilled = spilled
     return data
 
@@ -346,7 +353,8 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     control = control_model(lm)
     control_is_model = control.fingerprint() == lm.fingerprint()  # lm is itself a random-init model
     random_sets = sets if control_is_model else {
-        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep, **kw)
+        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep, share_vectors=sets[name],
+                         **kw)  # the same sentences in the same batches with the model's vectors: read from its file
         for name, spec in corpora.items()}
     del control  # its batches are on disk now
     tests = [name for name in corpora if name not in ("train", "dev")]

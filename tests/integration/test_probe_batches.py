@@ -164,3 +164,28 @@ def test_the_probes_run_removes_its_batches_unless_maps_are_kept(tiny_model_dir,
     # keeping the maps changes no result's cache key: both runs stored their table under the same name
     names = [sorted(p.name for p in (tmp_path / f"cache-{keep}" / "artifacts").glob("probes-*.json")) for keep in (False, True)]
     assert names[0] == names[1] and len(names[0]) == 1
+
+
+def test_a_control_reads_the_models_word_vectors_from_its_file(tiny_lm, tmp_path):
+    """The random-init control's spill holds its maps only and reads the model's word vectors (the same
+    sentences in the same batches): the batches equal those of a spill holding its own vectors, in fewer bytes."""
+    from helpers.probe.run import control_model
+
+    train_file = tmp_path / "train.conllu"
+    random_treebank(train_file, 30, seed=7)
+    kw = dict(max_length=60, shard_size=8, batch_size=4, cache_root=tmp_path / "cache")
+    control = control_model(tiny_lm, seed=1)
+    model = probe_data(tiny_lm, str(train_file), **kw)
+    alone = probe_data(control, str(train_file), vectors_from=tiny_lm, **kw)
+    shared = probe_data(control, str(train_file), vectors_from=tiny_lm, share_vectors=model, **kw)
+    assert shared.spilled.vectors is model.spilled and shared.spilled.path != alone.spilled.path
+    vector_bytes = sum(len(h) for h in model.heads) * model.dim * 4
+    assert shared.spilled.path.stat().st_size == alone.spilled.path.stat().st_size - vector_bytes
+    for spilled in (shared.spilled, shared.spilled.without_features()):
+        other = alone.spilled if spilled.features else alone.spilled.without_features()
+        for a, b in zip(spilled.stream(range(len(spilled))), (other[k] for k in range(len(other))), strict=True):
+            for name in ("features", "root_parts", "vectors", "heads", "cand_mask"):
+                # tolerance: exact: the same bytes read from two files
+                torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=0)
+    again = probe_data(control, str(train_file), vectors_from=tiny_lm, share_vectors=model, **kw)
+    assert again.spilled.path == shared.spilled.path and again.spilled.vectors is model.spilled  # reused
