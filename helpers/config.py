@@ -21,7 +21,7 @@ REFRESH_ENV = "BERT_ATTENTION_REFRESH"  # recompute cached results (not the extr
 MODEL_ENV = "BERT_ATTENTION_MODEL"      # the book's model (a name, a folder or an installed extra)
 COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the models of the chapter "Comparing models"
 DEVICE_ENV = "BERT_ATTENTION_DEVICE"    # the torch device models are loaded on (a command's --device wins)
-KEEP_MAPS_ENV = "BERT_ATTENTION_KEEP_MAPS"  # keep every extracted map in the cache (maps one pass reads are not written)
+KEEP_MAPS_ENV = "BERT_ATTENTION_KEEP_MAPS"  # keep every map in the cache, also those only one pass reads
 ASSETS_ENV = "BOOK_ASSETS_DIR"          # where the book's JavaScript libraries were installed (npm)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

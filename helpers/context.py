@@ -115,7 +115,8 @@ class RunContext:
     default), the comparison's models (``compare``: SPECs as written, ``None``: the default list), whether
     the Hugging Face hub is forbidden (``offline``), where the book's JavaScript libraries are
     (``assets_dir``) and whether maps that only one pass reads are kept in the cache too (``keep_maps``; they
-    are computed in that pass and not written otherwise; never part of a result's cache key). A field left ``None`` is the environment's (see the module's docstring)."""
+    are computed in that pass and not written otherwise; never part of a result's cache key). A field left
+    ``None`` is the environment's (see the module's docstring)."""
 
     data_dir: Path | None = None
     cache_dir: Path | None = None

@@ -174,7 +174,8 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
         store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
                                   progress=progress)
         predictions = [pred for part in parts for pred in part if pred is not None]
-        correct = {"heads": _stack([p[0] for p in predictions], L, H), "words": _stack([p[1] for p in predictions], L, H)}
+        correct = {"heads": _stack([p[0] for p in predictions], L, H),
+                   "words": _stack([p[1] for p in predictions], L, H)}
     else:
         store, correct = _local_predictions(lm, batch, pending, digest=digest, shard_size=shard_size,
                                             cache_root=cache_root, progress=progress)

@@ -360,7 +360,8 @@ def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
     """Bytes on disk of the cache by kind, temporary files of writers included (they take the space too).
 
     ``maps``: each extraction's shards of attention maps and its ``meta.json``; ``probe_batches``: the
-    probe batches spilled beside them, or alone in the folder of maps never written (``probe-*``); ``results``: everything else (statistics, fitted heads,
+    probe batches spilled beside them, or alone in the folder of maps never written (``probe-*``);
+    ``results``: everything else (statistics, fitted heads,
     parsed corpora, results of the commands); ``models``: installed optional models (``install-model``);
     ``total``: the sum. The first two are the bulk, and are what :func:`prune` removes. Links are not followed.
     """

@@ -58,7 +58,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                        help="torch device, e.g. cpu or cuda (default $BERT_ATTENTION_DEVICE, else cpu); checked before anything loads")
     if "--keep-maps" not in parser._option_string_actions:  # prune has its own (keep the maps, remove the batches)
         group.add_argument("--keep-maps", action="store_true", default=None,
-                           help=f"keep every extracted map in the cache, also those one pass reads (default ${config.KEEP_MAPS_ENV})")
+                           help="keep every extracted map in the cache, also those one pass reads "
+                                f"(default ${config.KEEP_MAPS_ENV})")
     group.add_argument("--json", default=None, metavar="OUT",
                        help="write the result as JSON to OUT ('-': standard output, as without --json)")
     group.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -1,5 +1,6 @@
 """Paper §5 end to end: word-level maps of GUM train/dev/test and EWT dev (of the model and its random-init
-control) -> padded batches spilled to disk for the run's trainings -> probes trained with three seeds -> Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
+control) -> padded batches spilled to disk for the run's trainings -> probes trained with three seeds ->
+Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
 
 >>> table = run_probes(lm, seeds=(0, 1, 2))                              # doctest: +SKIP
 """
@@ -353,8 +354,9 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     control = control_model(lm)
     control_is_model = control.fingerprint() == lm.fingerprint()  # lm is itself a random-init model
     random_sets = sets if control_is_model else {
-        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep, share_vectors=sets[name],
-                         **kw)  # the same sentences in the same batches with the model's vectors: read from its file
+        # the same sentences in the same batches with the model's vectors: read from the model's file
+        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep,
+                         share_vectors=sets[name], **kw)
         for name, spec in corpora.items()}
     del control  # its batches are on disk now
     tests = [name for name in corpora if name not in ("train", "dev")]
