@@ -127,9 +127,10 @@ def builds_table(builds: list[dict]) -> str:
     for b in builds:
         packed = packed_over_floor(b)
         cache_text = cache_cell(b)
-        lines.append(f"| {cell(b.get('model_spec', b['model']))} | {b['seconds_floor']:,.0f} s "
+        floor, ratio = b.get("seconds_floor"), b.get("ratio_build_over_floor")  # a build run with --no-floor has none
+        lines.append(f"| {cell(b.get('model_spec', b['model']))} | {f'{floor:,.0f} s' if floor else '-'} "
                      f"| {b['seconds_cold_build']:,.0f} s ({b['seconds_cold_build'] / 60:.1f} min) "
-                     f"| {b['ratio_build_over_floor']:.2f} x | {f'{packed:.2f} x' if packed is not None else '-'} "
+                     f"| {f'{ratio:.2f} x' if ratio else '-'} | {f'{packed:.2f} x' if packed is not None else '-'} "
                      f"| {b['seconds_rebuild']:.1f} s | {b['peak_rss_gib']:.2f} GiB | {cache_text} |")
         notes.append(f"- {cell(b.get('model_spec', b['model']))}: {recorded_line(b)}.")
     return "\n".join([*lines, "", *notes])
