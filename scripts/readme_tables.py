@@ -37,12 +37,14 @@ def cell(text) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def recorded_line(data: dict) -> str:
-    """When, on what and with which command a recording was made, in one sentence."""
+def recorded_line(data: dict, *, note: bool = False) -> str:
+    """When, on what and with which command a recording was made, in one sentence (with ``note``, the note on how
+    it was measured that the recording keeps, if any)."""
     r = data["recorded"]
     m = r.get("machine", {})
     machine = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores" + (f", GPU {m['gpu']}" if m.get("gpu") else "")
-    return f"recorded {r.get('date')} at commit {r.get('commit') or '?'} ({machine}) with `{r.get('command')}`"
+    line = f"recorded {r.get('date')} at commit {r.get('commit') or '?'} ({machine}) with `{r.get('command')}`"
+    return line + (f"; {r['note']}" if note and r.get("note") else "")
 
 
 # ------------------------------------------------------------------------------------------ README.md: the claims
@@ -132,7 +134,7 @@ def builds_table(builds: list[dict]) -> str:
                      f"| {b['seconds_cold_build']:,.0f} s ({b['seconds_cold_build'] / 60:.1f} min) "
                      f"| {f'{ratio:.2f} x' if ratio else '-'} | {f'{packed:.2f} x' if packed is not None else '-'} "
                      f"| {b['seconds_rebuild']:.1f} s | {b['peak_rss_gib']:.2f} GiB | {cache_text} |")
-        notes.append(f"- {cell(b.get('model_spec', b['model']))}: {recorded_line(b)}.")
+        notes.append(f"- {cell(b.get('model_spec', b['model']))}: {recorded_line(b, note=True)}.")
     return "\n".join([*lines, "", *notes])
 
 
