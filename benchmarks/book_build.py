@@ -14,7 +14,9 @@
    the largest of the build's processes (``os.wait4`` of the build: the maximum over it and every
    process it waited for, the chapters' kernels and the comparison's per-model processes included); each
    page's execution time is read from jupyter-book's execution cache, and the analysis cache's size on disk
-   by kind (``helpers.data.cache.cache_usage``: maps, spilled probe batches, results) after the build.
+   by kind (``helpers.data.cache.cache_usage``: maps, spilled probe batches, results) after the build and at its
+   peak during the build (:class:`common.CachePeak`: sampled every 1.5 s while the build runs; each kind's
+   largest value, and the sample with the largest total).
 3. A rebuild of the same folder with nothing changed.
 
 Writes JSON with the per-page times (and each page's slowest cells and peak memory), the totals, the peak, the
@@ -35,7 +37,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import LATEST, device_record, machine, measure, run_device, save
+from common import LATEST, CachePeak, device_record, machine, measure, run_device, save
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("_config.yml", "_toc.yml", "book", "notebooks", "benchmarks")
@@ -143,8 +145,9 @@ def main() -> None:
     argv = [str(jb), "build", str(src), "-W", "-n", "--keep-going"]
     execute = [sys.executable, str(ROOT / "scripts" / "execute_book.py"), "--book", str(src), "--jobs", str(args.jobs)]
     print(f"cold build of {spec} in {src} ({args.jobs} page(s) at a time) ...", flush=True)
-    cold = run(["bash", "-c", f"{shlex.join(execute)} && {shlex.join(argv)}"] if args.jobs > 1 else argv, env,
-               work / "build.log")
+    with CachePeak(cache) as peak:  # the analysis cache's bytes by kind, sampled while the build runs
+        cold = run(["bash", "-c", f"{shlex.join(execute)} && {shlex.join(argv)}"] if args.jobs > 1 else argv, env,
+                   work / "build.log")
     if cold["exit_status"] != 0:
         raise SystemExit(f"the build failed (exit {cold['exit_status']}): see {work / 'build.log'}")
     pages, cells, peaks, page_cpu = page_times(src)
@@ -153,7 +156,9 @@ def main() -> None:
           f"largest process {cold['peak_rss_gib']:.2f} GiB, processor time {cold['cpu_seconds']:.0f} s "
           f"({cold['cpu_busy']:.0%} of the cores' time)", flush=True)
     print(f"analysis cache on disk: {disk['total'] / 1e9:.1f} GB (maps {disk['maps'] / 1e9:.1f} GB, spilled probe "
-          f"batches {disk['probe_batches'] / 1e9:.1f} GB, results {disk['results'] / 1e9:.2f} GB)", flush=True)
+          f"batches {disk['probe_batches'] / 1e9:.1f} GB, results {disk['results'] / 1e9:.2f} GB); at its peak during "
+          f"the build {peak.peak['total'] / 1e9:.1f} GB (maps {peak.peak['maps'] / 1e9:.1f} GB, spilled probe batches "
+          f"{peak.peak['probe_batches'] / 1e9:.1f} GB; {peak.samples} samples)", flush=True)
     for page, seconds in pages.items():
         slowest = "; ".join(f"{t:.0f} s {line}" for _, t, line in cells.get(page, [])[:2])
         print(f"  {page:36s} {seconds:8.1f} s {page_cpu.get(page, float('nan')):8.1f} cpu-s "
@@ -169,6 +174,8 @@ def main() -> None:
               "cpu_seconds_cold_build": cold["cpu_seconds"], "cpu_busy_cold_build": cold["cpu_busy"],
               "page_cpu_seconds": page_cpu,
               "cache_bytes_cold_build": disk,
+              "cache_peak_bytes_cold_build": peak.peak, "cache_peak_total_sample_cold_build": peak.peak_total_sample,
+              "cache_samples_cold_build": peak.samples, "cache_sample_seconds": peak.every,
               "seconds_rebuild": rebuild["seconds"], "rebuild_exit_status": rebuild["exit_status"],
               "seconds_floor": floor["seconds_floor"] if floor else None, "floor": floor,
               "ratio_build_over_floor": round(cold["seconds"] / floor["seconds_floor"], 2) if floor else None,

@@ -12,9 +12,10 @@ each phase by wrapping the functions that do it (inclusive seconds; a phase insi
   norms accumulators' updates (the rest of the pass is the model's forward pass and its maps); the
   masked-LM head (inside it, the forward passes that collect its inputs: the rest is its fit) and the
   gradient pass;
-- §5: reading and encoding the treebanks, the extraction of their maps (model and random-init control),
-  the spilled batches (reading the cached maps, building and writing the batches) and the trainings;
-- §4.3: the extraction of the windows' maps and the rest (reading OntoGUM, scoring, intervals).
+- §5: reading and encoding the treebanks, the extraction of the maps it keeps (the model's evaluation
+  treebanks, which §4.2 reads), the spilled batches (the model's pass, or the cached maps, then building and
+  writing the batches) and the trainings;
+- §4.3: the heads' predictions (the windows' model pass) and the rest (reading OntoGUM, intervals).
 
 ``--floor FILE`` (a ``book_floor.py`` JSON of the same model) adds each page's floor: the seconds of the
 bare passes it runs. Prints a table and writes JSON (``--record`` keeps it dated in ``benchmarks/results/``).
@@ -84,12 +85,11 @@ def instrument(phases: Phases) -> None:
     phases.wrap(surface_run, "mlm_head", "surface: masked-LM head")
     phases.wrap(mlm, "_collect", "surface: . its inputs (forward passes)")
     phases.wrap(surface_run, "gradient_importance", "surface: gradient pass (forward + backward)")
-    phases.wrap(probe_run, "extract_treebank", "probe: treebanks (read, encode, extract)")
-    phases.wrap(extraction, "encode_treebank", "probe: . read and encode")
-    phases.wrap(extraction, "extract", "probe: . extraction of the maps")
-    phases.wrap(batches, "spill", "probe: spilled batches (read maps, build, write)")
+    phases.wrap(probe_run, "encode_treebank", "probe: treebanks (read, encode)")
+    phases.wrap(extraction, "extract", "probe: extraction of the evaluation treebanks' maps (kept for §4.2)")
+    phases.wrap(batches, "spill", "probe: spilled batches (the model's pass or cached maps, build, write)")
     phases.wrap(probe_run, "train_all", "probe: trainings")
-    phases.wrap(coref_run, "extract", "coref: extraction of the windows' maps")
+    phases.wrap(coref_run, "_local_predictions", "coref: the heads' predictions (the windows' model pass)")
 
 
 # page -> (whose passes: the book's model or also its random-init control, which inputs) it runs

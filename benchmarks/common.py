@@ -175,3 +175,58 @@ def recorded_note(data: dict | None) -> str:
     return (f"recorded {r.get('date')} on {m.get('cpu', '?')} ({m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB"
             + (f", GPU {m['gpu']}" if m.get("gpu") else "") + (f", load average {load[0]:.1f} at the start" if load else "")
             + f") with `{r.get('command')}` at commit {r.get('commit') or '?'}")
+
+
+class CachePeak:
+    """The largest bytes on disk of an analysis cache by kind while a measured command runs: a thread that reads
+    :func:`helpers.data.cache.cache_usage` every ``every`` seconds (and once more at :meth:`stop`) and keeps, for
+    each kind and for the total, the largest value seen (each kind's own peak: they need not fall on one sample),
+    and ``peak_total_sample``, the sample with the largest total.
+
+    >>> with CachePeak(cache) as peak:                          # doctest: +SKIP
+    ...     measure(argv, env)
+    >>> peak.peak["total"]                                      # doctest: +SKIP
+    """
+
+    def __init__(self, cache: Path, *, every: float = 1.5):
+        import threading
+
+        self.cache, self.every = Path(cache), every
+        self.peak: dict[str, int] = {}
+        self.peak_total_sample: dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cache-peak", daemon=True)
+
+    def sample(self) -> dict[str, int]:
+        from helpers.data.cache import cache_usage
+
+        usage = cache_usage(self.cache)
+        self.samples += 1
+        for kind, size in usage.items():
+            self.peak[kind] = max(self.peak.get(kind, 0), size)
+        if usage["total"] >= self.peak_total_sample.get("total", -1):
+            self.peak_total_sample = dict(usage)
+        return usage
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.every)
+
+    def start(self) -> "CachePeak":
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.sample()
+        return self.peak
+
+    def __enter__(self) -> "CachePeak":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -6,8 +6,8 @@
 
 Each command runs as ``python -m helpers COMMAND --model M`` in its own process; its peak resident set
 size is read from the kernel when it exits (``os.wait4``). By default the analyses' cached results are
-recomputed (``BERT_ATTENTION_REFRESH=1``) from the cached attention maps, so the figure is the memory of
-the analysis itself; the maps are extracted first if they are missing (run once with ``--cold`` and an
+recomputed (``BERT_ATTENTION_REFRESH=1``) from the cached attention maps (kept:
+``BERT_ATTENTION_KEEP_MAPS=1``), so the figure is the memory of the analysis itself; the maps are extracted first if they are missing (run once with ``--cold`` and an
 empty ``--cache-dir`` to include extraction). ``--extract`` adds the extraction of GUM train without
 the cache (the largest corpus, one forward pass per batch). ``--small`` runs each command once on
 shrunken inputs, as the cache finds them (a check of the machinery in the tests' small configuration,
@@ -75,6 +75,9 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     if args.cache_dir:
         env["BERT_ATTENTION_CACHE"] = args.cache_dir
+    if not (args.cold or args.small):
+        env["BERT_ATTENTION_KEEP_MAPS"] = "1"  # the recomputation reads the maps the warm-up run kept (issue #42:
+        #                                         maps one pass reads are otherwise not written)
     helpers = [sys.executable, "-m", "helpers"]
     one_run = args.cold or args.small  # measure the first run as it comes, no warm-up run and no recomputation
     rows = []

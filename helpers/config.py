@@ -22,6 +22,7 @@ MODEL_ENV = "BERT_ATTENTION_MODEL"      # the book's model (a name, a folder or 
 COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the models of the chapter "Comparing models"
 DEVICE_ENV = "BERT_ATTENTION_DEVICE"    # the torch device models are loaded on (a command's --device wins)
 NO_BOS_ENV = "BERT_ATTENTION_NO_BOS"   # a decoder's inputs without its BOS token (a command's --no-bos wins)
+KEEP_MAPS_ENV = "BERT_ATTENTION_KEEP_MAPS"  # keep every map in the cache, also those only one pass reads
 ASSETS_ENV = "BOOK_ASSETS_DIR"          # where the book's JavaScript libraries were installed (npm)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -176,6 +177,14 @@ def no_bos() -> bool:
     """True when ``$BERT_ATTENTION_NO_BOS`` is set to a non-empty, non-zero value: a decoder's inputs start with
     their first word, not with the tokenizer's BOS token (read once, into :attr:`helpers.context.RunContext.no_bos`)."""
     return _switch(NO_BOS_ENV)
+
+
+def keep_maps() -> bool:
+    """True when ``$BERT_ATTENTION_KEEP_MAPS`` is set: every extraction's maps are written to the cache and kept,
+    also the maps that only one pass reads (the probes' training maps, the coreference windows, the norm maps),
+    which are otherwise computed in that pass and never written (read once, into
+    :attr:`helpers.context.RunContext.keep_maps`)."""
+    return _switch(KEEP_MAPS_ENV)
 
 
 def refresh_results() -> bool:

@@ -47,6 +47,13 @@ def refresh_requested() -> bool:
     return ctx is not None and ctx.refresh
 
 
+def keep_maps_requested() -> bool:
+    """Whether maps that only one pass reads are written to the cache and kept too: the ``keep_maps`` of the
+    context in force, else ``$BERT_ATTENTION_KEEP_MAPS`` (``--keep-maps``)."""
+    ctx = current()
+    return config.keep_maps() if ctx is None else ctx.keep_maps
+
+
 def _in_force(field: str):
     """The active context's ``field``, ``None`` when there is none or it leaves the field unset."""
     ctx = current()
@@ -115,8 +122,11 @@ class RunContext:
     execution engine (``execution``: a :class:`helpers.pipeline.engine.Execution`, ``None`` = this
     process), the torch ``device`` models are loaded on, the book's ``model`` (``None``: the offline
     default), the comparison's models (``compare``: SPECs as written, ``None``: the default list), whether
-    the Hugging Face hub is forbidden (``offline``) and where the book's JavaScript libraries are
-    (``assets_dir``), and whether a decoder's inputs go without their BOS token (``no_bos``). A field left ``None`` is the environment's (see the module's docstring)."""
+    the Hugging Face hub is forbidden (``offline``), where the book's JavaScript libraries are
+    (``assets_dir``), whether maps that only one pass reads are kept in the cache too (``keep_maps``; they
+    are computed in that pass and not written otherwise; never part of a result's cache key) and whether a
+    decoder's inputs go without their BOS token (``no_bos``). A field left ``None`` is the environment's
+    (see the module's docstring)."""
 
     data_dir: Path | None = None
     cache_dir: Path | None = None
@@ -130,14 +140,15 @@ class RunContext:
     offline: bool | None = None
     assets_dir: Path | None = None
     no_bos: bool | None = None
+    keep_maps: bool = False
 
     @classmethod
     def from_env(cls, *, data_dir=None, cache_dir=None, small: bool | None = None, refresh: bool | None = None,
                  progress: bool = False, execution: Any = None, device: str | None = None,
-                 no_bos: bool | None = None) -> "RunContext":
+                 no_bos: bool | None = None, keep_maps: bool | None = None) -> "RunContext":
         """The context of an entry point: each argument given wins, the rest comes from the environment
         (read here, once: ``$BERT_ATTENTION_DATA``, ``_CACHE``, ``_SMALL``, ``_REFRESH``, ``_MODEL``,
-        ``_COMPARE``, ``_DEVICE``, ``_NO_BOS``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
+        ``_COMPARE``, ``_DEVICE``, ``_NO_BOS``, ``_KEEP_MAPS``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
         :mod:`helpers.config`. The folders are resolved now; a corpora folder that cannot be found is left
         unresolved, so that the first read of a corpus says why."""
         try:
@@ -149,7 +160,8 @@ class RunContext:
                    refresh=config.refresh_results() if refresh is None else bool(refresh),
                    progress=progress, execution=execution, device=config.requested_device(device),
                    model=config.model_name(), compare=config.compare_specs(), offline=config.hub_offline(),
-                   assets_dir=config.assets_dir(), no_bos=config.no_bos() if no_bos is None else bool(no_bos))
+                   assets_dir=config.assets_dir(), no_bos=config.no_bos() if no_bos is None else bool(no_bos),
+                   keep_maps=config.keep_maps() if keep_maps is None else bool(keep_maps))
 
     def replace(self, **changes) -> "RunContext":
         """A copy with ``changes`` (``ctx.replace(progress=False)``)."""

@@ -35,6 +35,13 @@ class Accumulator(Protocol):
 A = TypeVar("A", bound=Accumulator)
 
 
+def stage_device(lm) -> str | None:
+    """Where the accumulators of ``lm``'s maps compute (the JS distances, the norm statistics): ``lm``'s device
+    when it is an accelerator (``cuda`` ...), ``None`` on the CPU, where they keep their NumPy/CPU path."""
+    device = getattr(lm, "device", None)
+    return None if device is None or str(device).split(":")[0] == "cpu" else str(device)
+
+
 def merge_all(parts: Iterable[A], into: A) -> A:
     """``into`` with every partial of ``parts`` merged in order (the order fixes the float sums)."""
     for part in parts:

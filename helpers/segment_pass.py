@@ -36,15 +36,17 @@ class SegmentAccumulator:
     """The §3 statistics, the §6 JS distances and the norms chapter's statistics of the same segments, fed
     from one pass (:func:`helpers.reduce.reduce_shards` with ``maps="weights+norms"`` when the norm
     statistics are wanted). ``parts`` names the ones to compute (``surface``, ``distances``, ``norms``);
-    ``update(weights[, norms], surface_masks, norm_masks)``."""
+    ``update(weights[, norms], surface_masks, norm_masks)``; ``device``: where the distances and the norm statistics
+    are computed (:func:`helpers.reduce.stage_device`)."""
 
-    def __init__(self, n_maps: int, parts: tuple[str, ...]):
+    def __init__(self, n_maps: int, parts: tuple[str, ...], device: str | None = None):
         from helpers.cluster.stats import JSAccumulator
         from helpers.norms.stats import NormAccumulator
         from helpers.surface.stats import SurfaceAccumulator
 
         self.n_maps, self.parts = n_maps, parts
-        new = {"surface": SurfaceAccumulator, "distances": lambda: JSAccumulator(n_maps), "norms": NormAccumulator}
+        new = {"surface": SurfaceAccumulator, "distances": lambda: JSAccumulator(n_maps, device=device),
+               "norms": lambda: NormAccumulator(device=device)}
         self.accs = {name: new[name]() for name in parts}
 
     def update(self, weights, *rest) -> None:
@@ -80,7 +82,7 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
     from helpers.norms.run import stats_key as norms_key
     from helpers.norms.stats import kind_masks
     from helpers.pipeline.segments import build_segments
-    from helpers.reduce import reduce_shards
+    from helpers.reduce import reduce_shards, stage_device
     from helpers.surface.run import stats_key as surface_key
     from helpers.surface.stats import token_masks
 
@@ -101,7 +103,8 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
         return (token_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),
                 kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal) if with_norms else None)
 
-    accs = reduce_shards(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts), extras=extras,
+    accs = reduce_shards(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts, stage_device(lm)),
+                         extras=extras,
                          maps="weights+norms" if with_norms else "weights", progress=progress).result()
     values = {}
     if "surface" in accs:

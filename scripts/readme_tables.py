@@ -37,12 +37,14 @@ def cell(text) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def recorded_line(data: dict) -> str:
-    """When, on what and with which command a recording was made, in one sentence."""
+def recorded_line(data: dict, *, note: bool = False) -> str:
+    """When, on what and with which command a recording was made, in one sentence (with ``note``, the note on how
+    it was measured that the recording keeps, if any)."""
     r = data["recorded"]
     m = r.get("machine", {})
     machine = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores" + (f", GPU {m['gpu']}" if m.get("gpu") else "")
-    return f"recorded {r.get('date')} at commit {r.get('commit') or '?'} ({machine}) with `{r.get('command')}`"
+    line = f"recorded {r.get('date')} at commit {r.get('commit') or '?'} ({machine}) with `{r.get('command')}`"
+    return line + (f"; {r['note']}" if note and r.get("note") else "")
 
 
 # ------------------------------------------------------------------------------------------ README.md: the claims
@@ -106,6 +108,18 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB"
 
 
+def cache_cell(b: dict) -> str:
+    """The analysis cache of a recorded build: what the cold build left, and its peak during the build where the
+    recording has it (sampled since 2026-11-27; before, the cache only grew, so the end was the peak)."""
+    cache, peak = b.get("cache_bytes_cold_build"), b.get("cache_peak_bytes_cold_build")
+    if not cache:
+        return "not recorded"
+    if not peak:
+        return f"{_gb(cache['total'])} ({_gb(cache['maps'])} maps)"
+    return (f"peak {_gb(peak['total'])} ({_gb(peak['maps'])} maps, {_gb(peak['probe_batches'])} probe batches), "
+            f"end {_gb(cache['total'])}")
+
+
 def builds_table(builds: list[dict]) -> str:
     """One row per model: floor, cold build, build / floor, the perfectly packed build / floor, rebuild, the
     largest process, the analysis cache after the cold build; then each recording's date, commit and command."""
@@ -114,13 +128,13 @@ def builds_table(builds: list[dict]) -> str:
     notes = []
     for b in builds:
         packed = packed_over_floor(b)
-        cache = b.get("cache_bytes_cold_build")
-        cache_text = f"{_gb(cache['total'])} ({_gb(cache['maps'])} maps)" if cache else "not recorded"
-        lines.append(f"| {cell(b.get('model_spec', b['model']))} | {b['seconds_floor']:,.0f} s "
+        cache_text = cache_cell(b)
+        floor, ratio = b.get("seconds_floor"), b.get("ratio_build_over_floor")  # a build run with --no-floor has none
+        lines.append(f"| {cell(b.get('model_spec', b['model']))} | {f'{floor:,.0f} s' if floor else '-'} "
                      f"| {b['seconds_cold_build']:,.0f} s ({b['seconds_cold_build'] / 60:.1f} min) "
-                     f"| {b['ratio_build_over_floor']:.2f} x | {f'{packed:.2f} x' if packed is not None else '-'} "
+                     f"| {f'{ratio:.2f} x' if ratio else '-'} | {f'{packed:.2f} x' if packed is not None else '-'} "
                      f"| {b['seconds_rebuild']:.1f} s | {b['peak_rss_gib']:.2f} GiB | {cache_text} |")
-        notes.append(f"- {cell(b.get('model_spec', b['model']))}: {recorded_line(b)}.")
+        notes.append(f"- {cell(b.get('model_spec', b['model']))}: {recorded_line(b, note=True)}.")
     return "\n".join([*lines, "", *notes])
 
 

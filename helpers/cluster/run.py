@@ -34,7 +34,7 @@ from helpers.pipeline.segments import (
     build_segments,
     segments_key,
 )
-from helpers.reduce import reduce_shards
+from helpers.reduce import reduce_shards, stage_device
 from helpers.surface.stats import BROAD_ENTROPY_FRACTION, SurfaceStats
 
 # Behaviour rules, applied in this order with later matches overriding earlier ones (the original's
@@ -120,7 +120,8 @@ def js_distances(lm: LoadedModel, batch, *, progress: bool = False, execution: E
 
     Shard by shard (:func:`helpers.reduce.reduce_shards`): each shard's sums are made here or on a
     worker and merged in shard order."""
-    acc = reduce_shards(lm, batch, partial(JSAccumulator, lm.n_layers * lm.n_heads), batch_size=batch_size,
+    acc = reduce_shards(lm, batch, partial(JSAccumulator, lm.n_layers * lm.n_heads, device=stage_device(lm)),
+                        batch_size=batch_size,
                         execution=execution, progress=progress)
     return acc.result(), acc.tokens
 

@@ -47,22 +47,26 @@ CHUNK_ELEMENTS = 2_000_000
 MAX_CHUNK = 8
 
 
-def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int | None = None, dtype=torch.float32) -> torch.Tensor:
+def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int | None = None, dtype=torch.float32,
+               device=None) -> torch.Tensor:
     """``[head, head]`` sum over the segment's query rows of JS between every pair of heads.
 
     ``attn`` is ``[layer, head, query, key]``; the result is symmetric with a zero diagonal.
     ``dtype`` float32 (default) is about ten times faster than float64 on CPU and agrees with a
     float64 reference to about 1e-6 relative; sums over segments are kept in float64. ``chunk``
-    (heads per step) defaults to what fits :data:`CHUNK_ELEMENTS`.
+    (heads per step) defaults to what fits :data:`CHUNK_ELEMENTS`. Computed on ``device`` (default: where
+    ``attn`` is, the CPU for an array); the result is on the CPU.
     """
     A = torch.as_tensor(np.asarray(attn) if not isinstance(attn, torch.Tensor) else attn)
+    if device is not None:
+        A = A.to(device)
     L, H, n, _ = A.shape
     P = smooth(A.reshape(L * H, n, n).to(dtype))
     S = _xlogx_sum(P)  # [K]
     K = P.shape[0]
     if chunk is None:
         chunk = max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // (K * n * n)))
-    T = torch.zeros(K, K, dtype=dtype)
+    T = torch.zeros(K, K, dtype=dtype, device=P.device)
     for start in range(0, K, chunk):
         stop = min(start + chunk, K)
         M = P[start:stop, None] + P[None, start:]  # [c, K - start, n, n]
@@ -73,7 +77,7 @@ def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int | None = None, dty
         T[start:, start:stop] = block.T
     D = 0.5 * (S[:, None] + S[None, :]) - T
     D.fill_diagonal_(0.0)
-    return D.clamp_(min=0.0)
+    return D.clamp_(min=0.0).cpu()
 
 
 def js_reference(attn: np.ndarray) -> np.ndarray:
@@ -101,10 +105,11 @@ class JSAccumulator:
     tokens: int = 0
     segments: int = 0
     dtype: torch.dtype = field(default=torch.float32)
+    device: str | None = None  # where each segment's distances are computed (None: the CPU); sums stay on the CPU
 
     def update(self, attn) -> None:
         """Add one segment's ``[layer, head, query, key]`` map."""
-        D = segment_js(attn, chunk=self.chunk, dtype=self.dtype).numpy().astype(np.float64)
+        D = segment_js(attn, chunk=self.chunk, dtype=self.dtype, device=self.device).numpy().astype(np.float64)
         if D.shape != (self.n_heads_total, self.n_heads_total):
             raise ValueError(f"map has {D.shape[0]} heads, expected {self.n_heads_total}")
         self.total = D if self.total is None else self.total + D

@@ -1,5 +1,6 @@
-"""Paper §4.3 end to end: OntoGUM documents -> 128-token windows -> cached word-level maps ->
-antecedent selection by every head and by the three baselines -> Table 2.
+"""Paper §4.3 end to end: OntoGUM documents -> 128-token windows -> word-level maps ->
+antecedent selection by every head (the predictions cached; the maps only with ``keep_maps``) and by the three
+baselines -> Table 2.
 
 >>> run = run_coref(lm, "test")                                           # doctest: +SKIP
 >>> run.accuracy()["all"].shape                                           # [layer, head]
@@ -164,6 +165,7 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
                 kept.append(q)
         pending[w] = kept
     shard_size = shard_size_for(lm, examples=COREF_SHARD_EXAMPLES)
+    L, H = lm.n_layers, lm.n_heads
     if execution is not None and execution.distributed:
         from helpers.pipeline.engine import run_shards
         from helpers.pipeline.extraction import plan_extraction
@@ -173,33 +175,64 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
         payloads = [([pending.get(ex.index, []) for ex in shard], lm.causal) for shard in plan.store.shards]
         store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
                                   progress=progress)
-        scored = ((ex, pred) for shard, part in zip(store.shards, parts) for ex, pred in zip(shard, part))
+        predictions = [pred for part in parts for pred in part if pred is not None]
+        correct = {"heads": _stack([p[0] for p in predictions], L, H),
+                   "words": _stack([p[1] for p in predictions], L, H)}
     else:
-        store = extract(lm, batch, level="word", cache_root=cache_root, progress=progress, source_digest=digest,
-                        shard_size=shard_size)
-        scored = ((ex, _predictions(attn, pending[ex.index], ex.n_words, lm.causal) if pending.get(ex.index) else None)
-                  for ex, attn in store)
-    heads, words, base, kinds, doc_ids, examples = [], [], [], [], [], []
-    for example, prediction in scored:
+        store, correct = _local_predictions(lm, batch, pending, digest=digest, shard_size=shard_size,
+                                            cache_root=cache_root, progress=progress)
+    heads, words = correct["heads"], correct["words"]
+    base, kinds, doc_ids, examples = [], [], [], []
+    for example in (ex for shard in store.shards for ex in shard):  # the store's order, as the predictions'
         w = example.index
         queries = pending.get(w, [])
         if not queries:
             continue
         d, s, _ = spans[w]
-        heads.append(prediction[0])
-        words.append(prediction[1])
         for q in queries:
             preds = baseline_predictions(q, s)
             base.append([preds[b] is not None and preds[b] in q.correct for b in BASELINES])
             kinds.append(q.mention.kind)
             doc_ids.append(d)
             examples.append((docs[d], w, s, q))
-    L, H = lm.n_layers, lm.n_heads
-    stack = lambda parts: np.concatenate(parts, axis=-1) if parts else np.zeros((L, H, 0), bool)  # noqa: E731
-    return CorefRun(split, setting, stack(heads),
+    return CorefRun(split, setting, heads,
                     np.asarray(base, dtype=bool).T.reshape(len(BASELINES), -1), np.asarray(kinds), np.asarray(doc_ids),
-                    len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store, stack(words),
+                    len(docs), sorted(examples, key=lambda e: (e[1], e[3].head)), store, words,
                     0 if lm.causal and not lm.bos else 1)
+
+
+def _stack(parts: list[np.ndarray], L: int, H: int) -> np.ndarray:
+    """Per-window ``[layer, head, query]`` predictions side by side (``[layer, head, 0]`` when there are none)."""
+    return np.concatenate(parts, axis=-1) if parts else np.zeros((L, H, 0), bool)
+
+
+def _local_predictions(lm: LoadedModel, batch, pending: dict[int, list[Query]], *, digest: str, shard_size: int,
+                       cache_root, progress: bool):
+    """``(store, {"heads": [layer, head, query], "words": ...})``: every head's predictions on the windows' queries
+    in the store's order, kept in the cache (:func:`~helpers.data.cache.cached_arrays`, keyed by the windows' maps
+    and this code), computed in one pass over the maps: the cached maps when the cache holds them, else the
+    model's pass, whose maps are written only when kept (``keep_maps``). The store serves the chapter's examples:
+    the cached maps, or the model run again on one shard when an example reads it."""
+    from helpers.data.cache import cache_key, cached_arrays
+    from helpers.digest import code_digest
+    from helpers.pipeline.extraction import one_pass_store
+
+    key = cache_key(lm, batch, level="word", word_mode="mean", shard_size=shard_size, source_digest=digest)
+    store = one_pass_store(lm, batch, cache_root=cache_root, source_digest=digest, shard_size=shard_size,
+                           progress=progress)
+
+    def compute() -> dict[str, np.ndarray]:
+        heads, words = [], []
+        for ex, attn in store:
+            if pending.get(ex.index):
+                h, w = _predictions(attn, pending[ex.index], ex.n_words, lm.causal)
+                heads.append(h)
+                words.append(w)
+        return {"heads": _stack(heads, lm.n_layers, lm.n_heads), "words": _stack(words, lm.n_layers, lm.n_heads)}
+
+    correct = cached_arrays("coref-predictions", {"maps": key, "code": code_digest(run_coref)}, compute,
+                            cache_root=cache_root)
+    return store, correct
 
 
 def _predictions(attn: np.ndarray, queries: list[Query], n_words: int, causal: bool = False) -> tuple[np.ndarray, np.ndarray]:

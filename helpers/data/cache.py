@@ -359,8 +359,9 @@ USAGE_KINDS = ("maps", "probe_batches", "results", "models")
 def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
     """Bytes on disk of the cache by kind, temporary files of writers included (they take the space too).
 
-    ``maps``: each extraction's shards of attention maps and its ``meta.json``; ``probe_batches``: the padded
-    probe batches spilled beside them (``probe-*``); ``results``: everything else (statistics, fitted heads,
+    ``maps``: each extraction's shards of attention maps and its ``meta.json``; ``probe_batches``: the
+    probe batches spilled beside them, or alone in the folder of maps never written (``probe-*``);
+    ``results``: everything else (statistics, fitted heads,
     parsed corpora, results of the commands); ``models``: installed optional models (``install-model``);
     ``total``: the sum. The first two are the bulk, and are what :func:`prune` removes. Links are not followed.
     """
@@ -391,9 +392,10 @@ def cache_usage(cache_root: str | os.PathLike | None = None) -> dict[str, int]:
 
 
 def _is_extraction(folder: Path) -> bool:
-    """A folder of the cache that holds one extraction (its ``meta.json``, or shards of one being written)."""
+    """A folder of the cache named by an extraction's key: its ``meta.json``, shards of one being written, or only
+    the probe batches spilled from its maps (made in the model's pass, the maps never written)."""
     return not folder.is_symlink() and folder.is_dir() and (
-        (folder / "meta.json").is_file() or any(folder.glob("shard-*")))
+        (folder / "meta.json").is_file() or any(folder.glob("shard-*")) or any(folder.glob("probe-*")))
 
 
 def _stale_or_gone(tmp: Path) -> bool:
@@ -473,4 +475,26 @@ def cached_json(kind: str, key: dict, compute, *, cache_root: str | os.PathLike 
     value = compute()
     remove_stale_tmp(path.parent)
     write_cache_json(path, {"key": json.loads(json.dumps(key, default=str)), "value": value})
+    return value
+
+
+def cached_arrays(kind: str, key: dict, compute, *, cache_root: str | os.PathLike | None = None,
+                  refresh: bool = False) -> dict[str, np.ndarray]:
+    """:func:`cached_json` for NumPy arrays: ``compute()`` (``{name: array}``) once per ``key``, kept as an
+    ``.npz`` (written atomically, holding its key); a damaged or stale file is recomputed, as with ``refresh``
+    or inside the :meth:`~helpers.context.RunContext.active` block of a context with ``refresh``. What a pass
+    keeps of the maps it reads when the maps themselves are not kept (the coreference heads' predictions)."""
+    path = artifact_path(kind, key, ".npz", cache_root)
+    text = json.dumps(key, sort_keys=True, default=str)
+    if path.is_file() and not (refresh or refresh_requested()):
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                if str(npz["__key__"]) == text:
+                    return {name: npz[name] for name in npz.files if name != "__key__"}
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
+            pass
+    require_writable(path.parent)
+    value = compute()
+    remove_stale_tmp(path.parent)
+    atomic_write(path, lambda handle: np.savez(handle, __key__=np.array(text), **value))
     return value

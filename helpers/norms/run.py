@@ -22,7 +22,7 @@ from helpers.data.cache import cached_json
 from helpers.digest import code_digest
 from helpers.norms.stats import NormStats, norm_statistics
 from helpers.pipeline.engine import Execution
-from helpers.pipeline.extraction import extract_treebank
+from helpers.pipeline.extraction import encode_treebank, one_pass_store
 from helpers.pipeline.segments import SEGMENTS, build_segments
 from helpers.syntax.stats import HeadScores, score_heads
 
@@ -85,8 +85,10 @@ def same_predictions(weights: HeadScores, norms: HeadScores) -> np.ndarray:
 def run_table1_norms(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                      word_mode: str = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
                      progress: bool = False) -> HeadScores:
-    """Every head scored as a parser (:mod:`helpers.syntax.stats`) on word-level *norm* maps of ``corpus`` (cached)."""
-    sentences, store = extract_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                        word_mode=word_mode, data_dir=data_dir, cache_root=cache_root,
-                                        progress=progress, maps="norms")
+    """Every head scored as a parser (:mod:`helpers.syntax.stats`) on word-level *norm* maps of ``corpus``, made in
+    the model's pass and read once (written to the cache only with ``keep_maps``: :func:`one_pass_store`)."""
+    sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
+                                               data_dir=data_dir, cache_root=cache_root)
+    store = one_pass_store(lm, batch, word_mode=word_mode, cache_root=cache_root, source_digest=digest,
+                           progress=progress, maps="norms")
     return score_heads(store, sentences, causal=lm.causal)

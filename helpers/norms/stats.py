@@ -35,6 +35,7 @@ of each segment (ties ranked by their mean rank) and averaged over segments.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from helpers.core.encoding import EncodedBatch
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.pipeline.engine import Execution
-from helpers.reduce import reduce_shards
+from helpers.reduce import reduce_shards, stage_device
 from helpers.surface.stats import SINK_SHARE, sink_layers, token_masks
 
 KINDS: tuple[str, ...] = ("cls", "sep", "punct", "other")
@@ -159,6 +160,48 @@ def spearman_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return rho.reshape(shape)
 
 
+def kind_shares_on(maps, masks: dict[str, np.ndarray], device) -> np.ndarray:
+    """:func:`kind_shares` computed with torch on ``device`` (float64, as there): what :class:`NormAccumulator`
+    runs on an accelerator. Equal to :func:`kind_shares` up to the order of the float64 sums (tested on the CPU)."""
+    import torch
+
+    M = torch.as_tensor(np.asarray(maps)).to(device=device, dtype=torch.float64)
+    totals = M.sum(-1)
+    safe = torch.where(totals > 0, totals, torch.ones_like(totals))
+    return torch.stack([(M[..., torch.as_tensor(masks[k], device=M.device)].sum(-1) / safe).mean(-1)
+                        for k in KINDS]).cpu().numpy()
+
+
+def average_ranks_on(x):
+    """:func:`average_ranks` of a 2-D torch tensor on its own device (ties given their mean rank), as float64."""
+    import torch
+
+    rows, n = x.shape
+    ordered, order = torch.sort(x, dim=-1, stable=True)
+    starts = torch.ones_like(ordered, dtype=torch.bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    runs = (torch.cumsum(starts, dim=-1) - 1 + torch.arange(rows, device=x.device)[:, None] * n).reshape(-1)
+    positions = torch.arange(n, device=x.device, dtype=torch.float64).repeat(rows)
+    sums = torch.zeros(rows * n, dtype=torch.float64, device=x.device).scatter_add_(0, runs, positions)
+    counts = torch.zeros(rows * n, dtype=torch.float64, device=x.device).scatter_add_(0, runs, torch.ones_like(positions))
+    means = (sums / counts.clamp(min=1))[runs].view(rows, n)
+    return torch.empty_like(means).scatter_(1, order, means)
+
+
+def spearman_per_head_on(a, b, device) -> np.ndarray:
+    """:func:`spearman_per_head` computed with torch on ``device``: the same ranks (exact), the same float64
+    formula (tested on the CPU)."""
+    import torch
+
+    A, B = (torch.as_tensor(np.asarray(x)).to(device) for x in (a, b))
+    shape = A.shape[:2]
+    ra, rb = average_ranks_on(A.reshape(-1, A.shape[2] * A.shape[3])), average_ranks_on(B.reshape(-1, B.shape[2] * B.shape[3]))
+    ra -= ra.mean(-1, keepdim=True)
+    rb -= rb.mean(-1, keepdim=True)
+    rho = (ra * rb).sum(-1) / torch.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
+    return rho.reshape(shape).cpu().numpy()
+
+
 @dataclass
 class NormStats:
     """Per-head means over segments: ``weights`` and ``norms`` shares ``[kind, layer, head]`` (kinds as
@@ -253,13 +296,20 @@ class NormAccumulator:
     spearman_count: np.ndarray | float = 0.0
     count: int = 0
     causal: bool = False  # set by a causal segment (its masks say so)
+    device: str | None = None  # an accelerator computes each segment's statistics (torch); None: NumPy on the CPU
 
     def update(self, attn: np.ndarray, norms: np.ndarray, masks: dict[str, np.ndarray]) -> None:
         """Add one segment's weight and norm maps ``[layer, head, query, key]`` with its :func:`kind_masks`."""
         self.causal = self.causal or bool(masks.get("causal", False))
-        self.weights = self.weights + kind_shares(attn, masks)
-        self.norms = self.norms + kind_shares(norms, masks)
-        rho = spearman_per_head(attn, norms)
+        if self.device is None:
+            shares, spearman = kind_shares, spearman_per_head
+        else:
+            shares = lambda maps, masks: kind_shares_on(maps, masks, self.device)  # noqa: E731
+            spearman = lambda a, b: spearman_per_head_on(a, b, self.device)  # noqa: E731
+        self.weights = self.weights + shares(attn, masks)
+        self.norms = self.norms + shares(norms, masks)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = spearman(attn, norms)
         finite = np.isfinite(rho)
         self.spearman_sum = self.spearman_sum + np.where(finite, rho, 0.0)
         self.spearman_count = self.spearman_count + finite
@@ -291,5 +341,6 @@ def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 3
 
     Shard by shard (:func:`helpers.reduce.reduce_shards`): each shard's sums are made here or, with a
     distributed ``execution``, on a worker, and merged in shard order."""
-    return reduce_shards(lm, batch, NormAccumulator, extras=lambda ex: (kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),),
+    return reduce_shards(lm, batch, partial(NormAccumulator, device=stage_device(lm)),
+                         extras=lambda ex: (kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),),
                          maps="weights+norms", batch_size=batch_size, execution=execution, progress=progress).result()

@@ -143,6 +143,17 @@ def plan_extraction(
     return ExtractionPlan(store, key, directory, meta, on_disk, todo, recomputed, time.perf_counter())
 
 
+def is_extracted(key: str, cache_root: str | os.PathLike | None = None) -> bool:
+    """Whether the cache holds the finished extraction ``key`` (:func:`~helpers.data.cache.cache_key`): its
+    ``meta.json`` says it is complete (its shards are checked when it is read). Passes that write maps only
+    when asked (the probes, the coreference windows, the norm maps) read them when they are there."""
+    try:
+        meta = json.loads((cache_folder(cache_root) / key / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("key") == key and bool(meta.get("complete"))
+
+
 def compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
                   word_mode: WordMode, batch_size: int, maps: str = "weights") -> list[tuple[Encoded, np.ndarray]]:
     """Extract one shard's maps (:data:`SHARD_DTYPE`, by example index) and write them atomically to ``path``."""
@@ -232,6 +243,27 @@ def extract(
         computed += len(missing)
         missing = [k for k in range(len(shards)) if not plan.shard_path(k).is_file()]
     return finish_extraction(plan, computed)
+
+
+def one_pass_store(lm: LoadedModel, batch: EncodedBatch, *, write: bool | None = None, level: Level = "word",
+                   word_mode: WordMode = "mean", cache_root: str | os.PathLike | None = None,
+                   source_digest: str | None = None, shard_size: int = SHARD_SIZE, maps: str = "weights",
+                   progress: bool = False) -> AttentionStore:
+    """The maps of ``batch`` for a pass that reads them once (the probes' batches, the coreference heads'
+    predictions, the norm maps' head scores), which keeps what it computes from them instead: the cached
+    extraction when the cache holds it (:func:`is_extracted`) or ``write`` (default: ``keep_maps`` of the
+    context in force, :func:`helpers.context.keep_maps_requested`) asks for the maps to be written
+    (:func:`extract`); else the streaming store (``cache=False``), which runs the model shard by shard as it is
+    read and writes nothing. Both have the same shards and yield the same maps."""
+    from helpers.context import keep_maps_requested
+
+    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
+                    maps=maps)
+    if (keep_maps_requested() if write is None else write) or is_extracted(key, cache_root):
+        return extract(lm, batch, level=level, word_mode=word_mode, cache_root=cache_root, source_digest=source_digest,
+                       shard_size=shard_size, progress=progress, maps=maps)
+    store = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=False, shard_size=shard_size, maps=maps)
+    return store
 
 
 def encode_treebank(lm: LoadedModel, spec: str, *, max_sentences: int | None = None, max_length: int = MAX_LENGTH,

@@ -57,6 +57,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                        help=f"cache of maps, parsed treebanks and results (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
     group.add_argument("--device", type=device, default=None,
                        help="torch device, e.g. cpu or cuda (default $BERT_ATTENTION_DEVICE, else cpu); checked before anything loads")
+    if "--keep-maps" not in parser._option_string_actions:  # prune has its own (keep the maps, remove the batches)
+        group.add_argument("--keep-maps", action="store_true", default=None,
+                           help="keep every extracted map in the cache, also those one pass reads "
+                                f"(default ${config.KEEP_MAPS_ENV})")
     group.add_argument("--json", default=None, metavar="OUT",
                        help="write the result as JSON to OUT ('-': standard output, as without --json)")
     group.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -115,7 +119,8 @@ def context(args: argparse.Namespace) -> RunContext:
 
         execution = Execution.from_args(args) if hasattr(args, "engine") else None
         ctx = RunContext.from_env(data_dir=args.data_dir, cache_dir=args.cache_dir, progress=not args.quiet,
-                                  execution=execution, device=args.device, no_bos=getattr(args, "no_bos", None))
+                                  execution=execution, device=args.device, no_bos=getattr(args, "no_bos", None),
+                                  keep_maps=getattr(args, "keep_maps", None))
         args.context = ctx
     return ctx
 

@@ -84,7 +84,8 @@ def packed_over_floor(build: dict) -> float | None:
 def build_table(builds: dict[str, dict | None]) -> "pd.DataFrame":
     """One row per model of ``builds`` (model -> its recorded ``book_build`` or ``None``): the cold build and its
     floor in minutes, their ratio, :func:`packed_over_floor`, the pages at a time, the rebuild with nothing
-    changed, the largest process, the analysis cache left on disk, how busy the cores were, and when and where
+    changed, the largest process, the analysis cache left on disk and at its peak during the build, how busy
+    the cores were, and when and where
     it was recorded (fields a recording lacks are empty)."""
     import pandas as pd
 
@@ -98,6 +99,8 @@ def build_table(builds: dict[str, dict | None]) -> "pd.DataFrame":
         "largest process (GiB)": b["peak_rss_gib"] if b else None,
         "analysis cache (GB)": round(b["cache_bytes_cold_build"]["total"] / 1e9, 1)
         if b and b.get("cache_bytes_cold_build") else None,  # on disk after the cold build (recorded since 2026-11-24)
+        "analysis cache at its peak (GB)": round(b["cache_peak_bytes_cold_build"]["total"] / 1e9, 1)
+        if b and b.get("cache_peak_bytes_cold_build") else None,  # sampled during the build (since 2026-11-27)
         "cores busy": f"{b['cpu_busy_cold_build']:.0%}" if b and b.get("cpu_busy_cold_build") is not None else None,
         "measurement": recorded_note(b),
     } for spec, b in builds.items()]).set_index("model")

@@ -131,6 +131,15 @@ class Batch:
     cand_mask: torch.Tensor  # [batch, n, n + 1] bool, allowed candidates
     indices: tuple[int, ...] = ()
 
+    def to(self, device) -> "Batch":
+        """The batch with its tensors on ``device`` (itself, no copy, where they already are: the CPU)."""
+        device = torch.device(device)
+        if self.features.device == device:
+            return self
+        moved = {name: getattr(self, name).to(device) for name in
+                 ("features", "root_parts", "heads", "punct", "vectors", "mask", "cand_mask")}
+        return Batch(**moved, indices=self.indices)
+
     def word_vectors(self, misaligned: bool = False) -> torch.Tensor:
         """``[batch, n, dim]``; with ``misaligned`` the original code's shift (word j gets word j + 1's
         vector, the last word none)."""
@@ -147,17 +156,29 @@ def make_batch(data: ProbeData, indices: Sequence[int], dtype: torch.dtype = tor
     feats = torch.zeros(B, n, n + 1, 2 * K, dtype=dtype)
     root = torch.zeros(B, n, 2 * K, 2, dtype=dtype)
     vectors = torch.zeros(B, n, dim)
+    F, R, V = feats.numpy(), root.numpy(), vectors.numpy()  # views: the copies below write the tensors
     for b, i in enumerate(indices):
-        A = torch.from_numpy(data.maps[i])  # float16; the copies below convert
+        A = np.asarray(data.maps[i])  # float16; the copies below convert
         m = A.shape[-1] - 2
-        A = A.reshape(K, m + 2, m + 2)
-        # features: the K maps [query, key, K], then the K transposes; [CLS] (0) and [SEP] (m + 1) feed ROOT
-        for part, view in ((slice(None, K), A.permute(1, 2, 0)), (slice(K, None), A.permute(2, 1, 0))):
-            feats[b, :m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
-            root[b, :m, part, 0] = view[1 : m + 1, 0]
-            root[b, :m, part, 1] = view[1 : m + 1, m + 1]
-        vectors[b, :m] = torch.from_numpy(data.vectors[i].astype(np.float32))
+        fill_sentence(F[b], R[b], V[b], A.reshape(K, m + 2, m + 2).transpose(1, 2, 0), data.vectors[i])
     return assemble_batch(data, indices, feats, root, vectors)
+
+
+def fill_sentence(feats: np.ndarray, root: np.ndarray, vectors: np.ndarray, maps: np.ndarray,
+                  words: np.ndarray) -> None:
+    """Write one sentence of ``m`` words into its rows of a padded batch (zeros beyond ``m``, left as they are):
+    ``feats [n, n + 1, 2K]``, ``root [n, 2K, 2]`` and ``vectors [n, dim]`` from its word-level ``maps
+    [query, key, K]`` (``m + 2`` positions, [CLS] first and [SEP] last; a view of ``[layer, head, query, key]``
+    maps or the spilled layout, :mod:`helpers.probe.batches`) and its word vectors ``words [m, dim]``; NumPy
+    arrays (views of the batch's tensors), the copies converting to their dtype. The one place the features are
+    made, in memory and from spilled batches alike."""
+    m, K = maps.shape[0] - 2, maps.shape[-1]
+    # features: the K maps [query, key, K], then the K transposes; [CLS] (0) and [SEP] (m + 1) feed ROOT
+    for part, view in ((slice(None, K), maps), (slice(K, None), maps.transpose(1, 0, 2))):
+        feats[:m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
+        root[:m, part, 0] = view[1 : m + 1, 0]
+        root[:m, part, 1] = view[1 : m + 1, m + 1]
+    vectors[:m] = words
 
 
 def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor, root: torch.Tensor,
@@ -271,14 +292,16 @@ def one_thread():
     return torch_threads(1)
 
 
-_DISTANCE_FEATURES: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+_DISTANCE_FEATURES: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
 
 
-def sentence_distance_features(m: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """:func:`distance_features` of a sentence of ``m`` words as ``[m * (m + 1), 8]`` (memoised: read-only)."""
-    if (m, dtype) not in _DISTANCE_FEATURES:
-        _DISTANCE_FEATURES[m, dtype] = distance_features(m).reshape(-1, N_DISTANCE).to(dtype)
-    return _DISTANCE_FEATURES[m, dtype]
+def sentence_distance_features(m: int, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+    """:func:`distance_features` of a sentence of ``m`` words as ``[m * (m + 1), 8]`` on ``device`` (default the
+    CPU; memoised: read-only)."""
+    device = torch.device("cpu" if device is None else device)
+    if (m, dtype, device) not in _DISTANCE_FEATURES:
+        _DISTANCE_FEATURES[m, dtype, device] = distance_features(m).reshape(-1, N_DISTANCE).to(dtype).to(device)
+    return _DISTANCE_FEATURES[m, dtype, device]
 
 
 def _pair_hidden(dep: torch.Tensor, cand: torch.Tensor, dist_weight: torch.Tensor) -> torch.Tensor:
@@ -286,7 +309,7 @@ def _pair_hidden(dep: torch.Tensor, cand: torch.Tensor, dist_weight: torch.Tenso
     ``f`` its distance features (:func:`distance_features`, relative distances divided by its own length),
     ``dep [m, H]``, ``cand [m + 1, H]``, ``dist_weight`` (``W_d``) ``[H, 8]``."""
     m, hidden = dep.shape
-    t = (sentence_distance_features(m, dep.dtype) @ dist_weight.t()).view(m, m + 1, hidden)
+    t = (sentence_distance_features(m, dep.dtype, dep.device) @ dist_weight.t()).view(m, m + 1, hidden)
     t.add_(dep[:, None, :]).add_(cand[None, :, :])
     return t.tanh_()
 
@@ -309,7 +332,7 @@ class PairTanhLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, dep, cand, dist_weight, w, bias, heads):
         grads = [torch.zeros_like(x) for x in (dep, cand, dist_weight, w, bias)]
-        total = torch.zeros((), dtype=dep.dtype)
+        total = torch.zeros((), dtype=dep.dtype, device=dep.device)
         n_sentences = len(heads)
         with one_thread():
             PairTanhLoss._sentences(dep, cand, dist_weight, w, bias, heads, grads, total)
@@ -327,7 +350,7 @@ class PairTanhLoss(torch.autograd.Function):
             scores = torch.mv(flat, w).view(m, m + 1) + bias
             scores.diagonal(offset=1).fill_(-1e9)                            # never its own head
             logp = torch.log_softmax(scores, dim=-1)
-            rows = torch.arange(m)
+            rows = torch.arange(m, device=g_dep.device)
             total -= logp[rows, gold].sum()
             g = logp.exp_()                                                  # d loss / d scores: softmax - one-hot
             g[rows, gold] -= 1.0
@@ -337,7 +360,7 @@ class PairTanhLoss(torch.autograd.Function):
             d = torch.ops.aten.tanh_backward(g[..., None] * w, t)           # d loss / d pre-activation
             g_dep[b, :m] += d.sum(1)
             g_cand[b, : m + 1] += d.sum(0)
-            g_dist.addmm_(d.view(-1, d.shape[-1]).t(), sentence_distance_features(m, d.dtype))
+            g_dist.addmm_(d.view(-1, d.shape[-1]).t(), sentence_distance_features(m, d.dtype, d.device))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -401,9 +424,10 @@ def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
 
 
 def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
-            misaligned: bool = False) -> list[np.ndarray]:
+            misaligned: bool = False, device=None) -> list[np.ndarray]:
     """Logits ``[n, n + 1]`` of every sentence (in order); batches of ``batch_size`` (default 64, or the
-    spilled data's own size)."""
+    spilled data's own size), computed on ``device`` (default: where ``model`` is)."""
+    device = _device_of(model) if device is None else torch.device(device)
     if batch_size is None and data.spilled is None:
         batch_size = data.batch_size or 64
     out: list[np.ndarray | None] = [None] * len(data)
@@ -411,11 +435,15 @@ def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
     with torch.no_grad():
         batches = _for_model(prepared(data, batch_size), model)
         for batch in stream(batches, range(len(batches))):
-            logits = model(batch, misaligned)
+            logits = model(batch.to(device), misaligned).cpu()
             for b, i in enumerate(batch.indices):
                 n = len(data.heads[i])
                 out[i] = logits[b, :n, : n + 1].numpy()
     return out  # type: ignore[return-value]
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def stream(batches: Sequence[Batch], order) -> Iterator[Batch]:
@@ -517,25 +545,28 @@ def mst_heads(scores: np.ndarray) -> np.ndarray:
 
 
 def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int = 0, epochs: int = 3,
-                batch_size: int | None = None, lr: float | None = None, misaligned: bool = False) -> tuple[nn.Module, dict]:
+                batch_size: int | None = None, lr: float | None = None, misaligned: bool = False,
+                device=None) -> tuple[nn.Module, dict]:
     """Train with Adam (``lr`` default :data:`LEARNING_RATES`) on ``train`` (cross-entropy summed over a
     sentence's words, averaged over the batch's sentences); keep the epoch with the best UAS on ``dev``.
-    ``batch_size`` defaults to 32 (or the spilled data's own size).
+    ``batch_size`` defaults to 32 (or the spilled data's own size). The probe and each batch are on ``device``
+    (default the CPU; the batches are read on the CPU and moved, one at a time), the same code on every device.
     Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
     lr = LEARNING_RATES[kind] if lr is None else lr
+    device = torch.device("cpu" if device is None else device)
     torch.manual_seed(seed)
-    model = build_probe(kind, train)
+    model = build_probe(kind, train).to(device)  # initialised on the CPU (the same weights on every device)
     optim = torch.optim.Adam(model.parameters(), lr=lr)
     history, best, best_state = [], -1.0, None
     batches = _for_model(prepared(train, batch_size), model)
     for epoch in range(epochs):
         model.train()
         for batch in stream(batches, np.random.default_rng(seed * 1000 + epoch).permutation(len(batches))):
-            loss = probe_loss(model, batch, misaligned)
+            loss = probe_loss(model, batch.to(device), misaligned)
             optim.zero_grad()
             loss.backward()
             optim.step()
-        score = uas(predict(model, dev, misaligned=misaligned), dev)
+        score = uas(predict(model, dev, misaligned=misaligned, device=device), dev)
         history.append(round(score, 3))
         if score > best:
             best, best_state = score, {k: v.detach().clone() for k, v in model.state_dict().items()}

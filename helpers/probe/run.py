@@ -1,5 +1,6 @@
-"""Paper §5 end to end: cached word-level maps of GUM train/dev/test and EWT dev -> probes trained
-with three seeds -> Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
+"""Paper §5 end to end: word-level maps of GUM train/dev/test and EWT dev (of the model and its random-init
+control) -> padded batches spilled to disk for the run's trainings -> probes trained with three seeds ->
+Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
 
 >>> table = run_probes(lm, seeds=(0, 1, 2))                              # doctest: +SKIP
 """
@@ -16,11 +17,12 @@ import torch
 from helpers import paper
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import convert
+from helpers.context import cache_folder, keep_maps_requested
 from helpers.core.models import LoadedModel, load_model
-from helpers.data.cache import cached_json
+from helpers.data.cache import cache_key, cached_json
 from helpers.data.corpora import corpus_files, file_digest
 from helpers.digest import code_digest
-from helpers.pipeline.extraction import extract_treebank
+from helpers.pipeline.extraction import encode_treebank, extract_treebank, one_pass_store
 from helpers.probe.probes import (
     ProbeData,
     encoder_layout,
@@ -82,20 +84,35 @@ def input_embeddings(lm: LoadedModel) -> np.ndarray:
 def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None = None, glove=None,
                glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                data_dir=None, cache_root=None, progress: bool = False, batch_size: int | None = None,
-               shard_size: int = 256, spill: bool = True) -> ProbeData:
+               shard_size: int = 256, spill: bool = True, write_maps: bool | None = None,
+               share_vectors: ProbeData | None = None) -> ProbeData:
     """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus.
 
-    With ``batch_size`` and ``spill`` the padded batches are spilled to disk beside the cached maps
-    (built one cache shard at a time, reused by later runs) and streamed back: memory stays flat
-    whatever the corpus size. Without ``batch_size`` or with ``spill=False`` every map is kept in
-    memory (``batch_size`` is then the default size of its batches). Sentences are in cache-shard
-    order in both forms, and batches never cross a shard, so both give the same batches.
+    With ``batch_size`` and ``spill`` the padded batches are spilled to disk (built one cache shard at a
+    time, reused by later runs until :func:`remove_spills`) and streamed back: memory stays flat whatever the
+    corpus size. They are made from the cached word-level maps when the cache holds them, else from the
+    model's pass itself, and the maps are then written to the cache only with ``write_maps`` (default: the
+    context's ``keep_maps``, :func:`helpers.context.keep_maps_requested`): the batches are all the probes read.
+    Without ``batch_size`` or with ``spill=False`` every map is kept in memory (and cached on disk; ``batch_size``
+    is then the default size of its batches). Sentences are in cache-shard order in both forms, and batches
+    never cross a shard, so both give the same batches. ``share_vectors``: the spilled data of the same corpus
+    with the same word vectors (the model's, for its random-init control, whose ``vectors_from`` is the model):
+    the spill then holds the maps only and reads the vectors from that one's file.
     """
     from helpers.probe.batches import load_spilled, spill as spill_batches  # not `spill`: that is the argument
 
-    sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
-                                        data_dir=data_dir, cache_root=cache_root, progress=progress,
-                                        shard_size=shard_size)
+    if batch_size is None or not spill:
+        sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                            data_dir=data_dir, cache_root=cache_root, progress=progress,
+                                            shard_size=shard_size)
+    else:
+        sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                                   data_dir=data_dir, cache_root=cache_root)
+        # the cached maps, else the model's pass shard by shard, read only if the batches are not spilled yet
+        store = one_pass_store(lm, batch, write=write_maps, cache_root=cache_root, source_digest=digest,
+                               shard_size=shard_size, progress=progress)
+        directory = cache_folder(cache_root) / cache_key(lm, batch, level="word", word_mode="mean",
+                                                         shard_size=shard_size, source_digest=digest)
     source = vectors_from or lm
     order = [ex for shard in store.shards for ex in shard]
     position = {ex.index: p for p, ex in enumerate(order)}
@@ -114,23 +131,50 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
 
     data = ProbeData([], heads, punct, [], skipped=len(store.skipped), names=names, groups=groups,
                      batch_size=batch_size)
-    key = json.dumps({"store": store.directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
-                      "batch_size": batch_size, "code": code_digest(probe_data)}, sort_keys=True)
-    path = store.directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
-    spilled = load_spilled(data, path, key)
+    shared = share_vectors.spilled if share_vectors is not None else None
+    key = {"store": directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
+           "batch_size": batch_size, "code": code_digest(probe_data)}
+    if shared is not None:
+        key["vectors_in"] = shared.path.name
+    key = json.dumps(key, sort_keys=True)
+    path = directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
+    spilled = load_spilled(data, path, key, vectors=shared)
     if spilled is None:
         def shards():
             for number, shard in enumerate(store.shards):
-                maps = store.shard_maps(number)
+                maps = store.shard_maps(number)  # read from the cache, or made by the model now
                 half = [encoder_layout(convert(maps[ex.index], np.float16), ex.lead, ex.trail) for ex in shard]
                 del maps
                 store.release()  # the float32 shard goes before the batches are built
-                vectors = word_vectors(source, shard, glove, embeddings=E)
-                yield [position[ex.index] for ex in shard], half, [vectors[ex.index] for ex in shard]
+                vectors = {} if shared is not None else word_vectors(source, shard, glove, embeddings=E)
+                yield [position[ex.index] for ex in shard], half, [vectors[ex.index] for ex in shard if vectors]
                 del half
-        spilled = spill_batches(data, shards(), path, key, batch_size)
+        spilled = spill_batches(data, shards(), path, key, batch_size, vectors=shared)
     data.spilled = spilled
     return data
+
+
+def remove_spills(sets) -> int:
+    """Remove the spilled batches of the :class:`ProbeData` in ``sets`` (an iterable) from the cache, and the
+    folder that held them when nothing else is left in it; the bytes removed. What the probes' run does once
+    its table is computed (unless maps are kept, ``keep_maps``): the batches serve its trainings only, and a
+    later run with other settings spills them again."""
+    freed = 0
+    for data in sets:
+        spilled = getattr(data, "spilled", None)
+        if spilled is None:
+            continue
+        for path in (spilled.path, spilled.path.with_suffix(".json")):
+            try:
+                freed += path.stat().st_size
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        try:
+            spilled.path.parent.rmdir()  # only when empty: cached maps beside them stay
+        except OSError:
+            pass
+    return freed
 
 
 def _summary(values: list[float]) -> dict:
@@ -169,7 +213,8 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
 
     ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks.
     Memory does not grow with the corpora: batches are spilled to disk and streamed (see
-    :mod:`helpers.probe.batches`)."""
+    :mod:`helpers.probe.batches`), and removed once the table is computed; only the model's maps of the
+    evaluation treebanks stay in the cache (every map with ``keep_maps``, the batches too)."""
     corpora = corpora or probe_corpora()
     key = {"model": lm.fingerprint(), "code": code_digest(_run_probes), "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
@@ -225,15 +270,16 @@ def twin_jobs(jobs) -> dict[tuple[str, int], tuple[str, int]]:
     return twins
 
 
-def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epochs: int) -> dict:
-    """Train one probe (``job`` from :func:`training_jobs`) and score it: ``{"dev": best dev UAS, "epoch":
-    best epoch, <test>: UAS, "test_mst": UAS of GUM test with MST decoding}``."""
+def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epochs: int, device=None) -> dict:
+    """Train one probe (``job`` from :func:`training_jobs`) on ``device`` (default the CPU) and score it:
+    ``{"dev": best dev UAS, "epoch": best epoch, <test>: UAS, "test_mst": UAS of GUM test with MST decoding}``."""
     _, kind, which, misaligned, seed = job
     data = sets[which]
-    model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned)
+    model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned,
+                              device=device)
     out = {"dev": max(info["dev_uas"]), "epoch": info["best_epoch"]}
     for name in tests:
-        logits = predict(model, data[name], misaligned=misaligned)
+        logits = predict(model, data[name], misaligned=misaligned, device=device)
         out[name] = uas(logits, data[name])
         if name == "test":
             out["test_mst"] = uas(logits, data[name], decode="mst")
@@ -248,26 +294,29 @@ def _worker_init(sets) -> None:
     _WORKER_SETS.update(sets)
 
 
-def _worker_train(job, tests, epochs) -> dict:
-    return train_one(job, _WORKER_SETS, tests, epochs)
+def _worker_train(job, tests, epochs, device=None) -> dict:
+    return train_one(job, _WORKER_SETS, tests, epochs, device)
 
 
 def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, epochs: int, workers: int | None = None,
-              progress: bool = False) -> dict[tuple[str, int], dict]:
+              progress: bool = False, device=None) -> dict[tuple[str, int], dict]:
     """:func:`train_one` for every job, ``{(label, seed): scores}``. With ``workers`` > 1 (default
     :data:`WORKERS`, at most the cores available) the trainings run in that many spawned processes of one
     thread each, the datasets sent once to each (spilled data are a file name and an index); a training's
-    result does not depend on where it runs (seeded, and the same on one thread or several: tested)."""
+    result does not depend on where it runs (seeded, and the same on one thread or several: tested). On a
+    ``device`` other than the CPU (the model's, e.g. ``cuda``) they run one at a time in this process, there."""
     import os
 
     from tqdm.auto import tqdm
 
     workers = min(WORKERS if workers is None else workers, len(os.sched_getaffinity(0)), len(jobs))
+    if device is not None and torch.device(device).type != "cpu":
+        workers = 1  # one accelerator: the trainings take turns on it
     bar = tqdm(total=len(jobs), desc="probe trainings", unit="probe", disable=not progress)
     out = {}
     if workers <= 1:
         for job in jobs:
-            out[(job[0], job[4])] = train_one(job, sets, tests, epochs)
+            out[(job[0], job[4])] = train_one(job, sets, tests, epochs, device)
             bar.update()
         bar.close()
         return out
@@ -277,7 +326,7 @@ def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, 
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_init, initargs=(sets,)) as pool:
-        futures = {pool.submit(_worker_train, job, tests, epochs): job for job in jobs}
+        futures = {pool.submit(_worker_train, job, tests, epochs, device): job for job in jobs}
         try:
             for future in as_completed(futures):
                 job = futures[future]
@@ -297,12 +346,20 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     kw = dict(max_sentences=max_sentences, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
               progress=progress, glove=glove, glove_digest=file_digest([Path(glove_path)]) if glove_path else None)
     size = {name: TRAIN_BATCH if name == "train" else EVAL_BATCH for name in corpora}
-    sets = {name: probe_data(lm, spec, batch_size=size[name], **kw) for name, spec in corpora.items()}
+    keep = keep_maps_requested()
+    # The model's maps of the evaluation treebanks are §4.2's too (chapter 5 goes first and writes them, see
+    # scripts/execute_book.py); the training treebank's and the control's feed these probes only: their batches
+    # are made in the model's pass, and the maps are written only when kept (keep_maps).
+    sets = {name: probe_data(lm, spec, batch_size=size[name], write_maps=keep or name != "train", **kw)
+            for name, spec in corpora.items()}
     control = control_model(lm)
     control_is_model = control.fingerprint() == lm.fingerprint()  # lm is itself a random-init model
     random_sets = sets if control_is_model else {
-        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], **kw) for name, spec in corpora.items()}
-    del control  # its maps are on disk now
+        # the same sentences in the same batches with the model's vectors: read from the model's file
+        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep,
+                         share_vectors=sets[name], **kw)
+        for name, spec in corpora.items()}
+    del control  # its batches are on disk now
     tests = [name for name in corpora if name not in ("train", "dev")]
     t_data = time.perf_counter() - start
     rows: dict[str, dict] = {"Right-branching": {name: _summary([right_branching_uas(sets[name])]) for name in tests}}
@@ -310,13 +367,15 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     jobs = training_jobs(seeds)
     twins = twin_jobs(jobs) if control_is_model else {}
     scores = train_all([job for job in jobs if (job[0], job[4]) not in twins], {"maps": sets, "random": random_sets},
-                       tests, epochs=epochs, workers=workers, progress=progress)
+                       tests, epochs=epochs, workers=workers, progress=progress, device=lm.device)
     scores.update({job: scores[twin] for job, twin in twins.items()})
     for label, _, _, misaligned in CONFIGS:
         runs = [scores[(label, seed)] for seed in (seeds[:1] if misaligned else seeds)]
         results = {"dev": [r["dev"] for r in runs], "test": [r["test"] for r in runs], "test_mst": [r["test_mst"] for r in runs],
                    **{name: [r[name] for r in runs] for name in tests if name != "test"}}
         rows[label] = {**{k: _summary(v) for k, v in results.items()}, "epochs": [r["epoch"] for r in runs]}
+    if not keep:  # the batches served these trainings only (another run's settings spill them again)
+        remove_spills([*sets.values(), *random_sets.values()])
     return {
         "model": lm.label, "word_vectors": f"GloVe file {glove_path}" if glove_path else f"{lm.label} static input embeddings",
         "corpora": corpora,

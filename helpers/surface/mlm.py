@@ -142,26 +142,32 @@ HEAD_EPOCHS = 4
 
 
 def fit_head(lm: LoadedModel, train: EncodedBatch, heldout: EncodedBatch, *, seed: int = 0,
-             epochs: int = HEAD_EPOCHS, lr: float = 2e-3, batch: int = 256) -> tuple[FittedMLMHead, dict]:
-    """Fit :class:`FittedMLMHead` on masked ``train`` segments; report train and held-out loss (nats)."""
+             epochs: int = HEAD_EPOCHS, lr: float = 2e-3, batch: int = 256, device=None) -> tuple[FittedMLMHead, dict]:
+    """Fit :class:`FittedMLMHead` on masked ``train`` segments; report train and held-out loss (nats). The fit
+    runs on ``device`` (default: the model's, ``lm.device``): the head is initialised and the order drawn on the
+    CPU, the hidden states and the head moved there (the same code on every device); the head is returned
+    on the CPU."""
+    device = torch.device(lm.device if device is None else device)
     embeddings = lm.model.get_input_embeddings().weight.detach().float().cpu()
     h_train, y_train = _collect(lm, masked_examples(lm, train.examples, seed=seed))
     h_held, y_held = _collect(lm, masked_examples(lm, heldout.examples, seed=seed + 1))
     torch.manual_seed(seed)
-    head = FittedMLMHead(embeddings)
+    head = FittedMLMHead(embeddings).to(device)
+    h_train, y_on, h_held, y_held_on = (t.to(device) for t in (h_train, y_train, h_held, y_held))
     optim = torch.optim.Adam([p for p in head.parameters() if p.requires_grad], lr=lr)
     generator = torch.Generator().manual_seed(seed)
     with torch_threads(FIXED_THREADS):  # the same weights whatever the machine's (or the caller's) thread count
         for _ in range(epochs):
-            order = torch.randperm(len(y_train), generator=generator)
+            order = torch.randperm(len(y_train), generator=generator).to(device)
             for start in range(0, len(order), batch):
                 idx = order[start : start + batch]
-                loss = nn.functional.cross_entropy(head(h_train[idx]), y_train[idx])
+                loss = nn.functional.cross_entropy(head(h_train[idx]), y_on[idx])
                 optim.zero_grad()
                 loss.backward()
                 optim.step()
         head.eval()
-        train_loss, held_loss = _mean_loss(head, h_train, y_train), _mean_loss(head, h_held, y_held)
+        train_loss, held_loss = _mean_loss(head, h_train, y_on), _mean_loss(head, h_held, y_held_on)
+    head = head.cpu()
     counts = torch.bincount(y_train, minlength=embeddings.shape[0]).double() + 1.0
     unigram = -float((counts / counts.sum()).log()[y_held].mean())
     return head, {

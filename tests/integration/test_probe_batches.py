@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers.probe.run import probe_data
-from helpers.probe.probes import predict, train_probe, uas
+from helpers.probe.probes import make_batch, predict, train_probe, uas
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "big", "is", "unaffable", "."]
 
@@ -101,3 +101,91 @@ def test_probe_on_any_treebanks(tiny_model_dir, tmp_path):
         assert set(result["rows"][row]) >= {"dev", "test", "test_mst", "test2", "epochs"}
         assert "ewt" not in result["rows"][row]
     assert set(result["rows"]["Right-branching"]) == {"test", "test2"}
+
+
+def test_batches_made_in_the_models_pass_equal_those_made_from_cached_maps(tiny_lm, tmp_path):
+    """Without cached maps the batches are spilled from the model's pass and no map is written; they hold the
+    same bytes as batches spilled from cached maps, and the file holds each sentence's maps once, unpadded."""
+    from helpers.data.cache import cache_usage
+
+    train_file = tmp_path / "train.conllu"
+    random_treebank(train_file, 30, seed=5)
+    kw = dict(max_length=60, shard_size=8, batch_size=4)
+    streamed = probe_data(tiny_lm, str(train_file), cache_root=tmp_path / "a", **kw)
+    cached = probe_data(tiny_lm, str(train_file), cache_root=tmp_path / "b", write_maps=True, **kw)
+    folder = streamed.spilled.path.parent
+    assert sorted(p.name for p in folder.iterdir()) == sorted([streamed.spilled.path.name,
+                                                              streamed.spilled.path.with_suffix(".json").name])
+    assert not list((tmp_path / "a").glob("*/shard-*")) and list((tmp_path / "b").glob("*/shard-*"))
+    usage = cache_usage(tmp_path / "a")
+    assert usage["maps"] == 0 and usage["probe_batches"] == sum(p.stat().st_size for p in folder.iterdir())
+    assert streamed.spilled.path.read_bytes() == cached.spilled.path.read_bytes()
+    K, dim = streamed.n_maps, streamed.dim
+    words = [len(h) for h in streamed.heads]
+    assert streamed.spilled.path.stat().st_size == sum((m + 2) ** 2 * K * 2 + m * dim * 4 for m in words)
+    memory = probe_data(tiny_lm, str(train_file), cache_root=tmp_path / "b", spill=False, **kw)
+    for a, b in zip(streamed.spilled, (make_batch(memory, g) for g in memory.batches(4)), strict=True):
+        for name in ("features", "root_parts", "vectors", "heads", "cand_mask"):
+            # tolerance: exact: the same float16 maps, converted by the same function
+            torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=0)
+
+
+def test_the_probes_run_removes_its_batches_unless_maps_are_kept(tiny_model_dir, tmp_path):
+    """`probe` leaves no spilled batches and no map of the training treebank or of the control in the cache (the
+    model's maps of the evaluation treebanks stay: §4.2 reads them); with --keep-maps every map and batch stays.
+    The table is the same either way."""
+    import json
+
+    from helpers.cli import main
+    from helpers.data.cache import cache_entries, cache_usage
+
+    files = {}
+    for name, seed, count in (("train", 4, 30), ("dev", 5, 10), ("test", 6, 8)):
+        files[name] = tmp_path / f"{name}.conllu"
+        random_treebank(files[name], count, seed=seed)
+    tables = {}
+    for keep in (False, True):
+        cache, out = tmp_path / f"cache-{keep}", tmp_path / f"probe-{keep}.json"
+        assert main(["probe", "--model", str(tiny_model_dir), "--train", str(files["train"]), "--dev", str(files["dev"]),
+                     "--test", str(files["test"]), "--seeds", "1", "--epochs", "1", "--max-length", "60", "--quiet",
+                     "--json", str(out), "--cache-dir", str(cache), *(["--keep-maps"] if keep else [])]) == 0
+        tables[keep] = json.loads(out.read_text())
+        usage, entries = cache_usage(cache), cache_entries(cache)
+        if keep:
+            # 3 treebanks, of the model and of its control (the same model when the tiny model is a random-init one)
+            assert usage["probe_batches"] > 0 and len(entries) == (3 if tables[keep]["control_is_model"] else 6)
+        else:
+            assert usage["probe_batches"] == 0 and not list(cache.glob("*/probe-*"))
+            assert sorted(e["examples"] for e in entries) == [8, 10]  # the model's dev and test maps only
+            assert all("random" not in e["model"] for e in entries)
+    for table in tables.values():
+        table.pop("seconds")
+    assert tables[False] == tables[True]
+    # keeping the maps changes no result's cache key: both runs stored their table under the same name
+    names = [sorted(p.name for p in (tmp_path / f"cache-{keep}" / "artifacts").glob("probes-*.json")) for keep in (False, True)]
+    assert names[0] == names[1] and len(names[0]) == 1
+
+
+def test_a_control_reads_the_models_word_vectors_from_its_file(tiny_lm, tmp_path):
+    """The random-init control's spill holds its maps only and reads the model's word vectors (the same
+    sentences in the same batches): the batches equal those of a spill holding its own vectors, in fewer bytes."""
+    from helpers.probe.run import control_model
+
+    train_file = tmp_path / "train.conllu"
+    random_treebank(train_file, 30, seed=7)
+    kw = dict(max_length=60, shard_size=8, batch_size=4, cache_root=tmp_path / "cache")
+    control = control_model(tiny_lm, seed=1)
+    model = probe_data(tiny_lm, str(train_file), **kw)
+    alone = probe_data(control, str(train_file), vectors_from=tiny_lm, **kw)
+    shared = probe_data(control, str(train_file), vectors_from=tiny_lm, share_vectors=model, **kw)
+    assert shared.spilled.vectors is model.spilled and shared.spilled.path != alone.spilled.path
+    vector_bytes = sum(len(h) for h in model.heads) * model.dim * 4
+    assert shared.spilled.path.stat().st_size == alone.spilled.path.stat().st_size - vector_bytes
+    for spilled in (shared.spilled, shared.spilled.without_features()):
+        other = alone.spilled if spilled.features else alone.spilled.without_features()
+        for a, b in zip(spilled.stream(range(len(spilled))), (other[k] for k in range(len(other))), strict=True):
+            for name in ("features", "root_parts", "vectors", "heads", "cand_mask"):
+                # tolerance: exact: the same bytes read from two files
+                torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=0)
+    again = probe_data(control, str(train_file), vectors_from=tiny_lm, share_vectors=model, **kw)
+    assert again.spilled.path == shared.spilled.path and again.spilled.vectors is model.spilled  # reused

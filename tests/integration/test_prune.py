@@ -22,7 +22,7 @@ def filled(tiny_lm, tmp_path):
     a cached result and an installed model; returns ``(cache, treebank)``."""
     cache, treebank = tmp_path / "cache", tmp_path / "train.conllu"
     random_treebank(treebank, 20, seed=3)
-    probe_data(tiny_lm, str(treebank), batch_size=4, max_length=60, cache_root=cache, shard_size=8)
+    probe_data(tiny_lm, str(treebank), batch_size=4, max_length=60, cache_root=cache, shard_size=8, write_maps=True)
     probe_data(tiny_lm, str(treebank), batch_size=4, max_length=40, cache_root=cache, shard_size=8, spill=False)
     cached_json("toy", {"n": 1}, lambda: {"answer": 42}, cache_root=cache)
     (cache / "models" / "extra").mkdir(parents=True)
@@ -82,7 +82,7 @@ def test_prune_keeps_results_and_the_maps_come_back(tiny_lm, filled):
                      "total": before["results"] + before["models"]}
     assert cached_json("toy", {"n": 1}, lambda: pytest.fail("the result was not kept"), cache_root=cache) == {"answer": 42}
 
-    probe_data(tiny_lm, str(treebank), batch_size=4, max_length=60, cache_root=cache, shard_size=8)
+    probe_data(tiny_lm, str(treebank), batch_size=4, max_length=60, cache_root=cache, shard_size=8, write_maps=True)
     probe_data(tiny_lm, str(treebank), batch_size=4, max_length=40, cache_root=cache, shard_size=8, spill=False)
     again = shards(cache)
     assert sorted(again) == sorted(maps_before)  # the same keys and shards, computed again

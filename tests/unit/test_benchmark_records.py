@@ -28,3 +28,24 @@ def test_record_names_the_commit_at_the_start(tmp_path, monkeypatch):
     meta = json.loads(second.read_text())["recorded"]
     assert meta["commit"] == "aaaaaaa" and meta["commit_at_end"] == "bbbbbbb"
     assert "commit_at_end" not in json.loads(first.read_text())["recorded"]
+
+
+def test_the_cache_peak_keeps_the_largest_bytes_of_each_kind_seen_while_it_ran(tmp_path):
+    """benchmarks/book_build.py records the analysis cache's peak during the build beside what is left at its
+    end: bytes written and removed again between the start and the end count in the peak, not at the end."""
+    cache = tmp_path / "cache"
+    extraction = cache / "0123abcd"
+    extraction.mkdir(parents=True)
+    (extraction / "meta.json").write_text("{}")
+    peak = common.CachePeak(cache, every=0.01)
+    with peak:
+        (extraction / "shard-00000.npz").write_bytes(b"x" * 5000)
+        (extraction / "probe-1.bin").write_bytes(b"y" * 3000)
+        peak.sample()  # the thread samples too; this sample makes the peak certain
+        (extraction / "shard-00000.npz").unlink()
+        peak.sample()
+        (extraction / "probe-1.bin").unlink()
+    assert peak.peak["maps"] == 5000 + 2 and peak.peak["probe_batches"] == 3000
+    assert peak.peak["total"] == 8002 and peak.peak_total_sample["total"] == 8002
+    assert peak.samples >= 3
+    assert common.CachePeak(cache).stop()["total"] == 2  # stopped before it started: one sample, what is left

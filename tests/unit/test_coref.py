@@ -190,3 +190,41 @@ def test_coreference_run_does_not_depend_on_the_shard_size(tiny_lm, toy_coref_da
     assert json.dumps(one.baseline_accuracy(), sort_keys=True) == json.dumps(many.baseline_accuracy(), sort_keys=True)  # NaN where a kind has no mention
     assert one.head_interval(0, 0) == many.head_interval(0, 0)
     assert [(e[1], e[2], e[3].mention.start) for e in one.examples] == [(e[1], e[2], e[3].mention.start) for e in many.examples]
+
+
+def test_coreference_predictions_are_kept_and_the_maps_only_on_request(tiny_lm, toy_coref_data, tmp_path, monkeypatch):
+    """The heads' predictions are cached, not the windows' maps (unless kept): a second run reads the
+    predictions without running the model, and equals a run over cached maps (keep_maps); an example the
+    chapter draws runs the model again on its shard and is the one the cached maps give."""
+    import helpers.coref.run as coref_run
+    import helpers.core.extract as extract_module
+    from helpers.context import RunContext
+    from helpers.data.cache import cache_usage
+
+    kw = dict(setting="windows", max_length=10, data_dir=toy_coref_data)
+    first = coref_run.run_coref(tiny_lm, "test", cache_root=tmp_path / "a", **kw)
+    usage = cache_usage(tmp_path / "a")
+    assert usage["maps"] == 0 and list((tmp_path / "a" / "artifacts").glob("coref-predictions-*.npz"))
+    with RunContext(cache_dir=tmp_path / "b", keep_maps=True).active():
+        kept = coref_run.run_coref(tiny_lm, "test", cache_root=tmp_path / "b", **kw)
+    assert cache_usage(tmp_path / "b")["maps"] > 0
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model ran: the cached predictions were not read")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(extract_module, "batch_maps", no_model)
+        again = coref_run.run_coref(tiny_lm, "test", cache_root=tmp_path / "a", **kw)
+    for run in (again, kept):
+        for name in ("head_correct", "baseline_correct", "word_correct", "kinds", "documents"):
+            np.testing.assert_array_equal(getattr(first, name), getattr(run, name), err_msg=name)
+    drawn = 0
+    for layer in range(tiny_lm.n_layers):
+        for head in range(tiny_lm.n_heads):
+            a, b = again.example(layer, head, min_gap=0, max_gap=100), kept.example(layer, head, min_gap=0, max_gap=100)
+            assert (a is None) == (b is None)
+            if a is not None:
+                drawn += 1
+                assert a[0] == b[0] and a[2] == b[2]
+                np.testing.assert_array_equal(a[1], b[1])  # the model's maps made again equal the cached ones
+    assert drawn > 0

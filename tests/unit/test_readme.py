@@ -119,3 +119,14 @@ def test_documented_command_lines_use_real_commands_and_options(name):
                 if option not in options[command]:
                     wrong.append(f"{command} has no {option}: {line.strip()}")
     assert not wrong, f"{name}:\n" + "\n".join(wrong)
+
+
+def test_the_builds_table_gives_the_caches_peak_where_it_was_recorded():
+    """A recording since issue #42 has the analysis cache's peak during the build beside what the build left;
+    an older one only what it left (its peak then, since nothing was removed)."""
+    end = {"maps": 2e9, "probe_batches": 0, "results": 3e7, "models": 0, "total": 2.03e9}
+    peak = {"maps": 2.5e9, "probe_batches": 1.2e9, "results": 3e7, "models": 0, "total": 3.6e9}
+    assert readme_tables.cache_cell({"cache_bytes_cold_build": end}) == "2.0 GB (2.0 GB maps)"
+    assert readme_tables.cache_cell({"cache_bytes_cold_build": end, "cache_peak_bytes_cold_build": peak}) == (
+        "peak 3.6 GB (2.5 GB maps, 1.2 GB probe batches), end 2.0 GB")
+    assert readme_tables.cache_cell({}) == "not recorded"
