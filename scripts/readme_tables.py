@@ -116,7 +116,8 @@ def cache_cell(b: dict) -> str:
         return "not recorded"
     if not peak:
         return f"{_gb(cache['total'])} ({_gb(cache['maps'])} maps)"
-    return (f"peak {_gb(peak['total'])} ({_gb(peak['maps'])} maps, {_gb(peak['probe_batches'])} probe batches), "
+    at = b.get("cache_peak_total_sample_cold_build") or peak  # what the cache held at its peak, by kind
+    return (f"peak {_gb(peak['total'])} ({_gb(at['maps'])} maps, {_gb(at['probe_batches'])} probe batches), "
             f"end {_gb(cache['total'])}")
 
 
