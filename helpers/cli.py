@@ -225,15 +225,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {printable(message.replace(chr(10), ' '))} (see {self.prog} --help)\n")
 
 
+def command_section(record) -> str:
+    """What a section's command covers, from its record: ``paper §3``, or ``beyond the paper``."""
+    return f"paper {record.paper}" if record.paper else "beyond the paper"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m helpers",
-        description="Attention analysis of BERT-family models (Clark et al., 2019), headless, with JSON output.",
+        description="Attention analysis of transformer encoders and decoders (Clark et al., 2019), headless, with JSON output.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in COMMANDS:
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         record = SECTION_COMMANDS.get(cmd.name)
+        text = cmd.help if record is None else f"{command_section(record)}: {cmd.help}"
+        p = sub.add_parser(cmd.name, help=text, description=text)
         if record is not None:  # a section's options default to its record's settings
             cmd.arguments(p, record.sizes.pick(small=False))
         else:

@@ -155,21 +155,21 @@ def _check_claims_inputs(args: argparse.Namespace) -> None:
 
 
 def add_size_args(parser: argparse.ArgumentParser, *,
-                  sentences_help: str = "first N sentences of each treebank for §4.2 and §5 (default: all, as the chapters)",
-                  documents_help: str = "first N documents of each split for §4.3 (default: all, as the chapter)") -> None:
-    """The options that shrink every section's run (``claims`` and ``compare`` share them)."""
+                  sentences_help: str | None = None, documents_help: str | None = None) -> None:
+    """The options that shrink every section's run (``claims`` and ``compare`` share them); the sections they size
+    are named from the records."""
     from helpers.pipeline.argtypes import max_length_int, positive_int
 
     parser.add_argument("--segments", type=positive_int, default=None, metavar="N",
-                        help=f"segments for §3 and §6 (default {SURFACE.sizes.full['n_segments']}, as the chapters)")
-    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N", help=sentences_help)
-    parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N", help=documents_help)
+                        help=f"segments for {SURFACE.paper} and {CLUSTER.paper} (default {SURFACE.sizes.full['n_segments']}, as the chapters)")
+    parser.add_argument("--max-sentences", type=positive_int, default=None, metavar="N", help=sentences_help or f"first N sentences of each treebank for {SYNTAX.paper} and {PROBE.paper} (default: all, as the chapters)")
+    parser.add_argument("--max-documents", type=positive_int, default=None, metavar="N", help=documents_help or f"first N documents of each split for {COREF.paper} (default: all, as the chapter)")
     parser.add_argument("--seeds", type=positive_int, default=None, metavar="N",
-                        help=f"probe seeds 0 .. N-1 for §5 (default {len(PROBE.sizes.full['seeds'])})")
+                        help=f"probe seeds 0 .. N-1 for {PROBE.paper} (default {len(PROBE.sizes.full['seeds'])})")
     parser.add_argument("--epochs", type=positive_int, default=None, metavar="N",
-                        help=f"probe epochs for §5 (default {PROBE.sizes.full['epochs']})")
+                        help=f"probe epochs for {PROBE.paper} (default {PROBE.sizes.full['epochs']})")
     parser.add_argument("--permutations", type=positive_int, default=CLUSTER.sizes.full["n_perm"], metavar="N",
-                        help=f"permutations of the §6 layer test (default {CLUSTER.sizes.full['n_perm']})")
+                        help=f"permutations of the {CLUSTER.paper} layer test (default {CLUSTER.sizes.full['n_perm']})")
     parser.add_argument("--max-length", type=max_length_int, default=MAX_LENGTH,
                         help=f"longest input in tokens (default {MAX_LENGTH}, as in the paper); longer ones are skipped and counted")
 

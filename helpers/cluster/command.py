@@ -30,4 +30,4 @@ def cmd_cluster(args: argparse.Namespace, run) -> dict:
     return with_counts(out, {"segments": (args.segments, out["segments"])})
 
 
-COMMAND = Command("cluster", "paper §6: Jensen-Shannon distances between heads, MDS, behaviours, layer test", _cluster_args, cmd_cluster)
+COMMAND = Command("cluster", "Jensen-Shannon distances between heads, MDS, behaviours, layer test", _cluster_args, cmd_cluster)

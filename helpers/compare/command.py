@@ -56,10 +56,10 @@ def _compare_args(parser: argparse.ArgumentParser) -> None:
                          "first)")
     summary.add_size_args(
         parser,
-        sentences_help="first N sentences of each treebank for §4.2 and §5, and the first ceil(N / "
-                   f"{SENTENCES_PER_DOCUMENT}) documents of each split for §4.3 unless --max-documents "
-                   "is given (default: all, as the chapters)",
-        documents_help="first N documents of each split for §4.3 (default: from --max-sentences, else all)")
+        sentences_help=f"first N sentences of each treebank for {summary.SYNTAX.paper} and {summary.PROBE.paper}, and "
+                       f"the first ceil(N / {SENTENCES_PER_DOCUMENT}) documents of each split for {summary.COREF.paper} "
+                       "unless --max-documents is given (default: all, as the chapters)",
+        documents_help=f"first N documents of each split for {summary.COREF.paper} (default: from --max-sentences, else all)")
     parser.set_defaults(check_inputs=_check_compare_inputs)
 
 

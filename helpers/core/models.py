@@ -259,6 +259,8 @@ def resolve_source(name: str | None, *, cache_root: str | os.PathLike | None = N
             raise ModelNotAvailableError(
                 f"{label}: a symbolic link that leads nowhere ({err.strerror}); "
                 "point it at a folder saved with `save_pretrained`") from None
+        if name.lower().endswith(".gguf"):
+            raise ModelNotAvailableError(f"{label}: no such .gguf file ({err.strerror}); give the path of a GGUF model file")
         if looks_like_path(name):
             raise ModelNotAvailableError(
                 f"{label}: no such folder ({err.strerror}); a local model is a folder saved with "

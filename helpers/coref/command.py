@@ -37,4 +37,4 @@ def cmd_coref(args: argparse.Namespace, run) -> dict:
     return with_counts(out, counts)
 
 
-COMMAND = Command("coref", "paper §4.3: antecedent selection by every head and three baselines (Table 2)", _coref_args, cmd_coref)
+COMMAND = Command("coref", "antecedent selection by every head and three baselines (Table 2)", _coref_args, cmd_coref)

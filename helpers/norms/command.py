@@ -27,4 +27,4 @@ def cmd_norms(args: argparse.Namespace, run) -> dict:
     return out
 
 
-COMMAND = Command("norms", "beyond the paper: attention weights against attention norms ||alpha f(x)|| per head", _norms_args, cmd_norms)
+COMMAND = Command("norms", "attention weights against attention norms ||alpha f(x)|| per head", _norms_args, cmd_norms)

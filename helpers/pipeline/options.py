@@ -45,7 +45,8 @@ class Command:
 def add_common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model, data and cache")
     group.add_argument("--model", default=None, metavar="NAME",
-                       help="Hugging Face name or local directory (default: the offline all-MiniLM-L6-v2)")
+                       help="Hugging Face name, local directory, .gguf file or installed extra (mpnet-base, smollm2; "
+                            "default: the offline all-MiniLM-L6-v2)")
     group.add_argument("--random-init", nargs="?", const="paper", default=False, choices=("paper", "all"),
                        help="random weights in the model's architecture: the paper's control keeps the pre-trained word "
                             "and position embeddings (default); 'all' randomises every weight")

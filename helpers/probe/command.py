@@ -39,4 +39,4 @@ def cmd_probe(args: argparse.Namespace, run) -> dict:
                              for name, used in out["sentences"].items()})
 
 
-COMMAND = Command("probe", "paper §5: attention probing classifiers, Table 3 (UAS without punctuation)", _probe_args, cmd_probe)
+COMMAND = Command("probe", "attention probing classifiers, Table 3 (UAS without punctuation)", _probe_args, cmd_probe)

@@ -69,11 +69,12 @@ class SinksReport:
     norms: np.ndarray
 
     def to_json(self, *, epsilon: float = EPSILON) -> dict:
-        """The JSON of ``python -m helpers sinks`` (a contract: exactly these keys). ``bos``: whether the inputs start
-        with a special token that is not a word (a decoder's BOS; an encoder's [CLS] always)."""
+        """The JSON of ``python -m helpers sinks`` (a contract: exactly these keys). ``segments``: how many segments
+        were measured (as ``surface``, ``cluster`` and ``norms`` count them); ``bos``: whether the inputs start with a
+        special token that is not a word (a decoder's BOS; an encoder's [CLS] always)."""
         r = lambda x: np.round(np.asarray(x, dtype=np.float64), DECIMALS).tolist()  # noqa: E731
         return {
-            "model": self.model, "causal": self.causal, "bos": self.bos, "segments": self.batch.summary(),
+            "model": self.model, "causal": self.causal, "bos": self.bos, "segments": len(self.batch.examples),
             "tokens": segment_tokens(self.batch), "epsilon": epsilon,
             "first_token_share": r(self.weights), "sink_rate": round(sink_rate(self.weights, epsilon), DECIMALS),
             "sink_rate_by_layer": r(sink_rate_by_layer(self.weights, epsilon)),

@@ -41,7 +41,8 @@ def first_position_shares(maps: torch.Tensor, lengths: torch.Tensor | np.ndarray
     valid = torch.arange(n_max, device=maps.device)[None, :] < lengths[:, None]  # [batch, position]
     first = maps[..., 0].double()  # [batch, layer, head, query]
     if normalise:
-        totals = (maps.double() * valid[:, None, None, None, :]).sum(-1)  # [batch, layer, head, query]
+        keys = valid[:, None, None, None, :]  # padding keys left out (their weights are 0 already)
+        totals = maps.masked_fill(~keys, 0).sum(-1, dtype=torch.float64)  # [batch, layer, head, query]
         first = torch.where(totals > 0, first / torch.where(totals > 0, totals, 1.0), 0.0)
     rows = valid[:, None, None, :].to(first.dtype)
     return (first * rows).sum(-1) / lengths[:, None, None].to(first.dtype)

@@ -32,4 +32,4 @@ def cmd_surface(args: argparse.Namespace, run) -> dict:
     return with_counts(out, counts)
 
 
-COMMAND = Command("surface", "paper §3: relative position, [CLS]/[SEP]/punctuation, entropy, gradients", _surface_args, cmd_surface)
+COMMAND = Command("surface", "relative position, [CLS]/[SEP]/punctuation, entropy, gradients", _surface_args, cmd_surface)

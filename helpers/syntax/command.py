@@ -30,4 +30,4 @@ def cmd_heads(args: argparse.Namespace, run) -> dict:
     return with_counts(out, {"max_sentences": (args.max_sentences, out["sentences_used"] + out["sentences_skipped"])})
 
 
-COMMAND = Command("heads", "paper §4.2: every head as a dependency parser, best head per relation vs offset baseline", _heads_args, cmd_heads)
+COMMAND = Command("heads", "every head as a dependency parser, best head per relation vs offset baseline", _heads_args, cmd_heads)

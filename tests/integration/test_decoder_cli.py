@@ -46,7 +46,7 @@ def test_sinks_json_contract_on_the_segments_of_segments(llama_dir, toy_data, tm
     assert out["sink_rate_by_layer"] == pytest.approx((share > 0.25).mean(1).tolist(), abs=1e-6)
     rc, segs, err = _run(capsys, "segments", *common)
     assert rc == 0, err
-    assert out["tokens"] == segs["segment_tokens"] and out["segments"]["used"] == len(segs["segments"])
+    assert out["tokens"] == segs["segment_tokens"] and out["segments"] == len(segs["segments"])
     bos = 1  # <s>
     eos = 2
     for seg in segs["segments"]:  # BOS + text, no [SEP] or EOS

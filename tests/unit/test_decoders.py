@@ -218,6 +218,11 @@ def test_damaged_and_foreign_gguf_files_are_named(decoder_dirs, tmp_path):
             assert path.name in message and words in message and "\n" not in message
 
 
+def test_a_missing_gguf_is_not_taken_for_a_hub_name(tmp_path):
+    with pytest.raises(ModelNotAvailableError, match="no such .gguf file"):
+        load_model("nothing-here.gguf")
+
+
 def _write_gguf_of_architecture(path, architecture: str) -> None:
     import gguf
 

@@ -91,3 +91,31 @@ def test_relative_links_lead_to_files(name):
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
         if not re.match(r"[a-z]+:", target):
             assert (path.parent / target).exists(), f"{name}: link to {target} leads nowhere"
+
+
+DOCUMENTED_COMMANDS = ["README.md", "docs/command_line.md", "book/intro.md", "book/running_at_scale.md"]
+
+
+def _command_options() -> dict[str, set[str]]:
+    import argparse
+
+    from helpers.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: {o for action in parser._actions for o in action.option_strings} for name, parser in sub.choices.items()}
+
+
+@pytest.mark.parametrize("name", [n for n in DOCUMENTED_COMMANDS if (ROOT / n).exists()])
+def test_documented_command_lines_use_real_commands_and_options(name):
+    """Every ``python -m helpers COMMAND --option`` written in the docs names a command and options it has."""
+    options = _command_options()
+    wrong = []
+    for line in (ROOT / name).read_text(encoding="utf-8").splitlines():
+        for command, rest in re.findall(r"-m helpers ([a-z][a-z-]*)([^`|]*)", line):
+            if command not in options:
+                wrong.append(f"unknown command {command!r}: {line.strip()}")
+                continue
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest.split("#")[0]):
+                if option not in options[command]:
+                    wrong.append(f"{command} has no {option}: {line.strip()}")
+    assert not wrong, f"{name}:\n" + "\n".join(wrong)
