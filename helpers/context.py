@@ -116,7 +116,8 @@ class RunContext:
     process), the torch ``device`` models are loaded on, the book's ``model`` (``None``: the offline
     default), the comparison's models (``compare``: SPECs as written, ``None``: the default list), whether
     the Hugging Face hub is forbidden (``offline``) and where the book's JavaScript libraries are
-    (``assets_dir``), and whether a decoder's inputs go without their BOS token (``no_bos``). A field left ``None`` is the environment's (see the module's docstring)."""
+    (``assets_dir``), whether a decoder's inputs go without their BOS token (``no_bos``), and the decoder of the
+    chapter on attention sinks (``decoder``: a model spec, ``None``: its default). A field left ``None`` is the environment's (see the module's docstring)."""
 
     data_dir: Path | None = None
     cache_dir: Path | None = None
@@ -130,6 +131,7 @@ class RunContext:
     offline: bool | None = None
     assets_dir: Path | None = None
     no_bos: bool | None = None
+    decoder: str | None = None
 
     @classmethod
     def from_env(cls, *, data_dir=None, cache_dir=None, small: bool | None = None, refresh: bool | None = None,
@@ -137,7 +139,7 @@ class RunContext:
                  no_bos: bool | None = None) -> "RunContext":
         """The context of an entry point: each argument given wins, the rest comes from the environment
         (read here, once: ``$BERT_ATTENTION_DATA``, ``_CACHE``, ``_SMALL``, ``_REFRESH``, ``_MODEL``,
-        ``_COMPARE``, ``_DEVICE``, ``_NO_BOS``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
+        ``_COMPARE``, ``_DEVICE``, ``_NO_BOS``, ``_DECODER``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
         :mod:`helpers.config`. The folders are resolved now; a corpora folder that cannot be found is left
         unresolved, so that the first read of a corpus says why."""
         try:
@@ -149,7 +151,8 @@ class RunContext:
                    refresh=config.refresh_results() if refresh is None else bool(refresh),
                    progress=progress, execution=execution, device=config.requested_device(device),
                    model=config.model_name(), compare=config.compare_specs(), offline=config.hub_offline(),
-                   assets_dir=config.assets_dir(), no_bos=config.no_bos() if no_bos is None else bool(no_bos))
+                   assets_dir=config.assets_dir(), no_bos=config.no_bos() if no_bos is None else bool(no_bos),
+                   decoder=config.decoder_name())
 
     def replace(self, **changes) -> "RunContext":
         """A copy with ``changes`` (``ctx.replace(progress=False)``)."""

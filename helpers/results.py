@@ -26,10 +26,11 @@ from helpers.norms.section import SECTION as NORMS
 from helpers.pipeline.options import Command, load, run_context
 from helpers.probe.section import SECTION as PROBE
 from helpers.section import Section
+from helpers.sinks.section import SECTION as SINKS
 from helpers.surface.section import SECTION as SURFACE
 from helpers.syntax.section import SECTION as SYNTAX
 
-SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS)  # the paper's order; norms goes beyond it
+SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS, SINKS)  # the paper's order; norms and sinks go beyond it
 PAPER_SECTIONS: tuple[Section, ...] = tuple(s for s in SECTIONS if s.in_paper)  # the sections of "every claim of the paper"
 
 
