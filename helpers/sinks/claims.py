@@ -37,6 +37,17 @@ def sink_layers_of(weights: np.ndarray) -> np.ndarray:
     return sink_layers(np.asarray(weights).mean(-1), SINK_SHARE)
 
 
+def layer_ranges(layers) -> str:
+    """0-based ``layers`` as 1-based runs: ``[3, 4, 5, 9]`` -> ``"4-6, 10"`` ("none" when empty)."""
+    runs: list[list[int]] = []
+    for layer in sorted(int(l) + 1 for l in layers):
+        if runs and layer == runs[-1][1] + 1:
+            runs[-1][1] = layer
+        else:
+            runs.append([layer, layer])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs) or "none"
+
+
 def norm_ratio(weights: np.ndarray, norms: np.ndarray, layers: np.ndarray) -> float:
     """The mean ``alpha_1`` under norms over that under weights, in 0-based ``layers`` (NaN when none)."""
     layers = np.asarray(layers, dtype=int)
@@ -80,10 +91,10 @@ def claims(weights: np.ndarray, norms: np.ndarray, grads: dict | None, no_bos_we
     rate = sink_rate(weights[upper], epsilon)
     out = [Claim("sink-upper-layers", SECTION, "most heads of the upper layers are sink heads",
                  f"Gu et al. (2025): sink heads (alpha_1 > {epsilon:g}) in every auto-regressive LM tested",
-                 f"sink rate {rate:.2f} in layers {upper[0] + 1}-{upper[-1] + 1} ({sink_rate(weights, epsilon):.2f} "
+                 f"sink rate {rate:.2f} in layers {layer_ranges(upper)} ({sink_rate(weights, epsilon):.2f} "
                  "over all layers)", rate, verdict_upper(rate))]
     layers = sink_layers_of(weights)
-    where = f"layers {', '.join(str(l + 1) for l in layers)}"
+    where = f"layers {layer_ranges(layers)}"
     none = f"no sink layer (no layer's mean alpha_1 above {SINK_SHARE:g}): nothing to test"
     ratio = norm_ratio(weights, norms, layers)
     out.append(Claim("sink-noop-norms", SECTION, "the sink is a no-op: its norm share is far below its weight share",

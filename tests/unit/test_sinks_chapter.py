@@ -43,6 +43,11 @@ def test_kept_rule_on_both_sides():
     assert sc.verdict_kept(0.0, 0.5) == NOT_REPRODUCED  # no sink with BOS: nothing to take over
 
 
+def test_layer_ranges_are_one_based_runs():
+    assert sc.layer_ranges([3, 4, 5, 9]) == "4-6, 10"
+    assert sc.layer_ranges([0]) == "1" and sc.layer_ranges([]) == "none"
+
+
 def test_upper_layers_are_the_upper_half():
     assert sc.upper_layers(30).tolist() == list(range(15, 30))
     assert sc.upper_layers(5).tolist() == [2, 3, 4]
@@ -68,7 +73,7 @@ def test_claims_on_constructed_shares():
     assert rows["sink-upper-layers"].value == 1.0 and rows["sink-upper-layers"].verdict == REPRODUCED
     assert sc.sink_layers_of(weights).tolist() == [2, 3]  # layer means 0.8 > SINK_SHARE
     assert rows["sink-noop-norms"].value == pytest.approx(0.1) and rows["sink-noop-norms"].verdict == REPRODUCED
-    assert rows["sink-noop-gradients"].value == pytest.approx(0.15) and "layers 3, 4" in rows["sink-noop-gradients"].ours
+    assert rows["sink-noop-gradients"].value == pytest.approx(0.15) and "layers 3-4" in rows["sink-noop-gradients"].ours
     assert rows["sink-without-bos"].value == pytest.approx(0.25) and rows["sink-without-bos"].verdict == PARTLY
 
 
@@ -157,7 +162,10 @@ def test_section_run_without_bos_against_a_slow_loop(llama_dir, toy_data, tmp_pa
 
     ctx = RunContext(data_dir=toy_data, cache_dir=tmp_path, small=True)
     lm = load_model(str(llama_dir), bos=True)
-    report = SECTION.run(lm, ctx, inputs=input_reports(SECTION, lm, ctx), n_segments=3)
+    report = SECTION.run(lm, ctx, inputs=input_reports(SECTION, lm, ctx, n_segments=3), n_segments=3)
+    # the same segments: alpha_1 is §3's attention to the first position (its "cls" under the causal mask)
+    assert [e.input_ids.tolist() for e in report.sinks.batch.examples] == [e.input_ids.tolist() for e in report.surface.batch.examples]
+    np.testing.assert_allclose(report.sinks.weights, report.surface.stats.per_head["cls"], rtol=1e-5, atol=1e-7)
     bare = report.no_bos
     assert bare.bos is False and report.sinks.bos is True
     assert [ex.input_ids.tolist() for ex in bare.batch.examples] == [ex.input_ids.tolist()[1:] for ex in report.sinks.batch.examples]
