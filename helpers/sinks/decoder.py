@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from helpers.context import RunContext, cache_folder
@@ -22,6 +22,7 @@ from helpers.core.models import LoadedModel, load_model, quiet_transformers
 
 DEFAULT_DECODER = "smollm2"  # the registered extra the chapter is written for
 RANDOM_DECODER = "random-decoder"  # the fallback's folder under <cache>/models
+RANDOM_NAME = "a tiny random decoder (not SmolLM2)"  # how pages name the fallback
 # The fallback's shape: small enough to run the chapter in seconds on a CPU, long enough for the 128-token segments.
 RANDOM_LAYERS, RANDOM_HEADS, RANDOM_HIDDEN, RANDOM_POSITIONS = 4, 4, 64, 256
 RANDOM_TEXT = ["The cat sat on the mat.", "A dog, a bird and a horse ran home.", "It was what they said: yes!"] * 10
@@ -84,7 +85,8 @@ def chapter_decoder(ctx: RunContext, *, book_model: LoadedModel | None = None) -
         return DecoderChoice(load_model(DEFAULT_DECODER, cache_root=ctx.cache_dir, bos=True),
                              f"the installed {DEFAULT_DECODER} extra")
     folder = random_decoder_dir(ctx.cache_dir)
-    return DecoderChoice(load_model(str(folder), cache_root=ctx.cache_dir, bos=True),
+    lm = replace(load_model(str(folder), cache_root=ctx.cache_dir, bos=True), name=RANDOM_NAME)
+    return DecoderChoice(lm,
                          f"SmolLM2 is not installed (run `{install_hint()}`, then run this page again): a tiny "
                          f"decoder with random weights ({RANDOM_LAYERS} layers x {RANDOM_HEADS} heads) stands in, so "
                          "the page runs, but its numbers say nothing about trained decoders", random=True)

@@ -139,12 +139,13 @@ def test_decoder_heads_table_drops_the_papers_columns_and_adds_coreference():
 
 def test_the_decoder_is_the_named_one_else_random_and_labelled(tmp_path, llama_dir):
     from helpers.context import RunContext
-    from helpers.sinks.decoder import RANDOM_HEADS, RANDOM_LAYERS, chapter_decoder, install_hint
+    from helpers.sinks.decoder import RANDOM_HEADS, RANDOM_LAYERS, RANDOM_NAME, chapter_decoder, install_hint
 
     named = chapter_decoder(RunContext(cache_dir=tmp_path, decoder=str(llama_dir)))
     assert not named.random and named.lm.causal and "BERT_ATTENTION_DECODER" in named.why
     fallback = chapter_decoder(RunContext(cache_dir=tmp_path))  # nothing named, smollm2 not installed here
     assert fallback.random and install_hint() in fallback.why and "random" in fallback.why
+    assert fallback.lm.label == RANDOM_NAME and str(tmp_path) not in fallback.lm.description.split(";")[0]
     assert (fallback.lm.n_layers, fallback.lm.n_heads, fallback.lm.causal, fallback.lm.bos) == (RANDOM_LAYERS, RANDOM_HEADS, True, True)
     again = chapter_decoder(RunContext(cache_dir=tmp_path))  # built once, then read back: the same weights
     assert again.lm.fingerprint() == fallback.lm.fingerprint()
