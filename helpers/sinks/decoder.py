@@ -79,8 +79,11 @@ def chapter_decoder(ctx: RunContext, *, book_model: LoadedModel | None = None) -
     if ctx.decoder:
         return DecoderChoice(load_model(ctx.decoder, cache_root=ctx.cache_dir, bos=True),
                              f"the decoder named by $BERT_ATTENTION_DECODER ({ctx.decoder})")
-    if book_model is not None and book_model.causal:
-        return DecoderChoice(book_model, "the book's model, itself a decoder")
+    if book_model is not None and book_model.causal:  # with its BOS: the chapter measures with it, then without
+        lm = book_model if book_model.bos else load_model(
+            book_model.spec, random_init=book_model.random_init, seed=book_model.seed or 0, device=book_model.device,
+            cache_root=book_model.cache_root, bos=True)
+        return DecoderChoice(lm, "the book's model, itself a decoder")
     if (extra_dir(DEFAULT_DECODER, ctx.cache_dir, must_exist=False) / "config.json").is_file():
         return DecoderChoice(load_model(DEFAULT_DECODER, cache_root=ctx.cache_dir, bos=True),
                              f"the installed {DEFAULT_DECODER} extra")

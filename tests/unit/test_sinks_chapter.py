@@ -150,6 +150,11 @@ def test_the_decoder_is_the_named_one_else_random_and_labelled(tmp_path, llama_d
     again = chapter_decoder(RunContext(cache_dir=tmp_path))  # built once, then read back: the same weights
     assert again.lm.fingerprint() == fallback.lm.fingerprint()
     assert chapter_decoder(RunContext(cache_dir=tmp_path), book_model=named.lm).lm is named.lm
+    from helpers.core.models import load_model
+
+    bare = load_model(str(llama_dir), bos=False)  # a book's decoder without BOS: the chapter takes it with BOS
+    chosen = chapter_decoder(RunContext(cache_dir=tmp_path), book_model=bare).lm
+    assert chosen.bos is True and chosen.fingerprint() != bare.fingerprint()
 
 
 def test_section_run_without_bos_against_a_slow_loop(llama_dir, toy_data, tmp_path):
@@ -179,3 +184,6 @@ def test_section_run_without_bos_against_a_slow_loop(llama_dir, toy_data, tmp_pa
     np.testing.assert_allclose(bare.weights, np.mean(maps, 0), rtol=1e-4, atol=1e-6)  # float32 maps, float64 loop
     ids = [c.id for c in SECTION.claims(report)]
     assert ids == ["sink-upper-layers", "sink-noop-norms", "sink-noop-gradients", "sink-without-bos"]
+    bare_report = SECTION.run(plain, ctx, inputs=input_reports(SECTION, plain, ctx, n_segments=3), n_segments=3)
+    assert bare_report.no_bos.weights.tolist() == bare.weights.tolist()  # --no-bos: the run is its own no-BOS run
+    assert "sink-without-bos" not in [c.id for c in SECTION.claims(bare_report)]  # nothing to set it against
