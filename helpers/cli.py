@@ -39,7 +39,6 @@ from helpers.pipeline.options import (
     load,
     with_counts,
 )
-from helpers.sinks import command as sinks
 
 # ------------------------------------------------------------------------------------ info
 
@@ -205,7 +204,6 @@ COMMANDS: tuple[Command, ...] = (
                      "(run it while no analysis reads the cache)",
             _prune_args, cmd_prune),
     segments.COMMAND,
-    sinks.COMMAND,
     *(s.command for s in results.SECTIONS),
     results.COMMAND,
     compare.COMMAND,

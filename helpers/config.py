@@ -23,6 +23,7 @@ COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the models of t
 DEVICE_ENV = "BERT_ATTENTION_DEVICE"    # the torch device models are loaded on (a command's --device wins)
 NO_BOS_ENV = "BERT_ATTENTION_NO_BOS"   # a decoder's inputs without its BOS token (a command's --no-bos wins)
 KEEP_MAPS_ENV = "BERT_ATTENTION_KEEP_MAPS"  # keep every map in the cache, also those only one pass reads
+DECODER_ENV = "BERT_ATTENTION_DECODER"  # the decoder of the chapter on attention sinks (default: smollm2 if installed)
 ASSETS_ENV = "BOOK_ASSETS_DIR"          # where the book's JavaScript libraries were installed (npm)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +99,11 @@ def env_text(name: str) -> str | None:
 def model_name() -> str | None:
     """``$BERT_ATTENTION_MODEL`` (``None``: the offline default)."""
     return env_text(MODEL_ENV)
+
+
+def decoder_name() -> str | None:
+    """``$BERT_ATTENTION_DECODER`` (``None``: the sinks chapter's default, :func:`helpers.sinks.chapter.chapter_decoder`)."""
+    return env_text(DECODER_ENV)
 
 
 def device_name() -> str | None:

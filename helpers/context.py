@@ -124,8 +124,9 @@ class RunContext:
     default), the comparison's models (``compare``: SPECs as written, ``None``: the default list), whether
     the Hugging Face hub is forbidden (``offline``), where the book's JavaScript libraries are
     (``assets_dir``), whether maps that only one pass reads are kept in the cache too (``keep_maps``; they
-    are computed in that pass and not written otherwise; never part of a result's cache key) and whether a
-    decoder's inputs go without their BOS token (``no_bos``). A field left ``None`` is the environment's
+    are computed in that pass and not written otherwise; never part of a result's cache key), whether a
+    decoder's inputs go without their BOS token (``no_bos``) and the decoder of the chapter on attention
+    sinks (``decoder``: a model spec, ``None``: its default). A field left ``None`` is the environment's
     (see the module's docstring)."""
 
     data_dir: Path | None = None
@@ -141,6 +142,7 @@ class RunContext:
     assets_dir: Path | None = None
     no_bos: bool | None = None
     keep_maps: bool = False
+    decoder: str | None = None
 
     @classmethod
     def from_env(cls, *, data_dir=None, cache_dir=None, small: bool | None = None, refresh: bool | None = None,
@@ -148,7 +150,7 @@ class RunContext:
                  no_bos: bool | None = None, keep_maps: bool | None = None) -> "RunContext":
         """The context of an entry point: each argument given wins, the rest comes from the environment
         (read here, once: ``$BERT_ATTENTION_DATA``, ``_CACHE``, ``_SMALL``, ``_REFRESH``, ``_MODEL``,
-        ``_COMPARE``, ``_DEVICE``, ``_NO_BOS``, ``_KEEP_MAPS``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
+        ``_COMPARE``, ``_DEVICE``, ``_NO_BOS``, ``_KEEP_MAPS``, ``_DECODER``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
         :mod:`helpers.config`. The folders are resolved now; a corpora folder that cannot be found is left
         unresolved, so that the first read of a corpus says why."""
         try:
@@ -161,7 +163,8 @@ class RunContext:
                    progress=progress, execution=execution, device=config.requested_device(device),
                    model=config.model_name(), compare=config.compare_specs(), offline=config.hub_offline(),
                    assets_dir=config.assets_dir(), no_bos=config.no_bos() if no_bos is None else bool(no_bos),
-                   keep_maps=config.keep_maps() if keep_maps is None else bool(keep_maps))
+                   keep_maps=config.keep_maps() if keep_maps is None else bool(keep_maps),
+                   decoder=config.decoder_name())
 
     def replace(self, **changes) -> "RunContext":
         """A copy with ``changes`` (``ctx.replace(progress=False)``)."""

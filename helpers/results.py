@@ -26,10 +26,11 @@ from helpers.norms.section import SECTION as NORMS
 from helpers.pipeline.options import Command, load, run_context
 from helpers.probe.section import SECTION as PROBE
 from helpers.section import Section
+from helpers.sinks.section import SECTION as SINKS
 from helpers.surface.section import SECTION as SURFACE
 from helpers.syntax.section import SECTION as SYNTAX
 
-SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS)  # the paper's order; norms goes beyond it
+SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS, SINKS)  # the paper's order; norms and sinks go beyond it
 PAPER_SECTIONS: tuple[Section, ...] = tuple(s for s in SECTIONS if s.in_paper)  # the sections of "every claim of the paper"
 
 
@@ -84,7 +85,8 @@ def run_section(record: Section, lm: LoadedModel, ctx: RunContext, **settings):
 def run_command(record: Section, args: argparse.Namespace) -> dict:
     """A section's command: its handler, handed :func:`run_section` for ``record``; a decoder's JSON adds
     ``"causal"`` (:meth:`~helpers.section.Section.causal_json`: the mask and the section's definition under it),
-    an encoder's is the handler's as it is."""
+    an encoder's is the handler's as it is, and so is a JSON whose fixed layout has a ``"causal"`` of its own (``sinks``:
+    whether the model is causal)."""
     models = []
 
     def run(lm: LoadedModel, ctx: RunContext, **settings):
@@ -93,7 +95,9 @@ def run_command(record: Section, args: argparse.Namespace) -> dict:
 
     result = record.command.handler(args, run)
     mark = record.causal_json(models[-1]) if models else None
-    return {**result, "causal": mark} if mark else result
+    if not mark or "causal" in result:  # a layout that has its own "causal" (sinks: a contract, true/false) keeps it
+        return result
+    return {**result, "causal": mark}
 
 
 def input_reports(record: Section, lm: LoadedModel, ctx: RunContext, **sizes) -> dict[str, Any]:

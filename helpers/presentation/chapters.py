@@ -179,3 +179,71 @@ def behaviour_counts(heads: "pd.DataFrame") -> tuple[int, str]:
     counts = heads["behaviour"].value_counts()
     shown = [(label, int(n)) for label, n in counts.items() if label != NO_BEHAVIOUR]
     return sum(n for _, n in shown), ", ".join(f"{label} {n}" for label, n in shown) or "none"
+
+
+# ------------------------------------------------------------------------------- attention sinks (beyond the paper)
+
+
+def where_attention_goes(per_head: dict[str, np.ndarray], uniform_entropy: float, broad_fraction: float) -> dict[str, np.ndarray]:
+    """Per layer ``[layer]``, from §3's per-head statistics ``[layer, head]`` of one model: the mean share of
+    attention to the first position (``cls``), to the previous token (``prev``) and to "." or "," (``punct``),
+    and the share of heads that attend broadly (mean entropy at least ``broad_fraction`` of ``uniform_entropy``)."""
+    out = {"first position": per_head["cls"].mean(1), "previous token": per_head["prev"].mean(1),
+           ". or ,": per_head["punct"].mean(1)}
+    out["broad heads (share of heads)"] = (per_head["entropy"] >= broad_fraction * uniform_entropy).mean(1)
+    return out
+
+
+def sink_layer_lines(weights: np.ndarray, norms: np.ndarray, no_bos: np.ndarray | None, epsilon: float) -> dict[str, np.ndarray]:
+    """Per layer ``[layer]``: the mean ``alpha_1`` under weights and under norms (each ``[layer, head]``) and the sink
+    rate (share of heads with ``alpha_1 > epsilon``), with BOS and, when ``no_bos`` is given, without it."""
+    out = {"alpha_1 (weights)": np.asarray(weights).mean(1), "alpha_1 (norms)": np.asarray(norms).mean(1),
+           "sink rate": (np.asarray(weights) > epsilon).mean(1)}
+    if no_bos is not None:
+        out["alpha_1 without BOS (weights)"] = np.asarray(no_bos).mean(1)
+        out["sink rate without BOS"] = (np.asarray(no_bos) > epsilon).mean(1)
+    return out
+
+
+def sink_comparison(models: list[dict], epsilon: float) -> "pd.DataFrame":
+    """One row per model: ``models`` holds dicts with ``name``, ``first`` (what position 1 holds: "BOS", "[CLS]"),
+    ``weights`` (``alpha_1`` ``[layer, head]``) and ``sep`` (the §3 [SEP] shares ``[layer, head]``, ``None`` for a
+    decoder). Columns: layers x heads, the sink rate over all heads and over the upper half of the layers, the
+    largest layer-mean ``alpha_1`` (with its 1-based layer) and the largest layer-mean [SEP] share ("—" when none)."""
+    import pandas as pd
+
+    rows = []
+    for m in models:
+        w = np.asarray(m["weights"])
+        n_layers = w.shape[0]
+        by_layer = w.mean(1)
+        top = int(np.argmax(by_layer))
+        row = {"model": m["name"], "layers x heads": f"{n_layers} x {w.shape[1]}", "position 1": m["first"],
+               "sink rate": round(float((w > epsilon).mean()), 2),
+               "sink rate, upper half": round(float((w[n_layers // 2:] > epsilon).mean()), 2),
+               "largest layer-mean alpha_1": f"{by_layer[top]:.2f} (layer {top + 1})"}
+        sep = m.get("sep")
+        if sep is None:
+            row["largest layer-mean [SEP] share"] = "—"
+        else:
+            sep_layer = np.asarray(sep).mean(1)
+            s = int(np.argmax(sep_layer))
+            row["largest layer-mean [SEP] share"] = f"{sep_layer[s]:.2f} (layer {s + 1})"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("model")
+
+
+def decoder_heads_table(rows: list[dict], coref: tuple[tuple[int, int], float, float] | None) -> "pd.DataFrame":
+    """The best head of a decoder per relation: ``rows`` as :func:`helpers.syntax.run.table1_rows` gives them (the
+    paper's columns dropped: the paper has no decoder), then, when ``coref`` is given as ``((layer, head), accuracy,
+    baseline)`` (0-based head chosen on dev, test accuracy and the best baseline's, in %), a row "coreference"."""
+    import pandas as pd
+
+    out = [{"relation": r["relation"], "count": r["count"], "head": r["head"], "direction": r["direction"],
+            "accuracy": r["accuracy"], "baseline": r["baseline"]} for r in rows]
+    if coref is not None:
+        (layer, head), accuracy, baseline = coref
+        out.append({"relation": "coreference (antecedent)", "count": None, "head": head_label(layer, head),
+                    "direction": "mention → antecedent", "accuracy": round(float(accuracy), 1),
+                    "baseline": f"{baseline:.1f}"})
+    return pd.DataFrame(out, dtype=object).set_index("relation")

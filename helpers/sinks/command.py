@@ -1,14 +1,15 @@
 """The ``sinks`` command: attention to the first position per head and the sink rate (Gu et al. 2025), from weights
-and from norm maps, on the segments of ``segments``, for an encoder or a decoder."""
+and from norm maps, on the segments of ``segments``, for an encoder or a decoder. Its options (their defaults: the
+record's settings, :mod:`helpers.sinks.section`) and its run: the record's, whose report's JSON it writes."""
 from __future__ import annotations
 
 import argparse
 import math
+from typing import Mapping
 
 from helpers.pipeline.argtypes import check_corpora, positive_int
 from helpers.pipeline.options import Command, capped_counts, load, run_context
 from helpers.pipeline.segments import add_segment_args
-from helpers.sinks.run import run_sinks
 from helpers.sinks.stats import EPSILON
 
 
@@ -23,20 +24,19 @@ def epsilon_float(text: str) -> float:
     return value
 
 
-def _sinks_args(parser: argparse.ArgumentParser) -> None:
-    add_segment_args(parser)
+def _sinks_args(parser: argparse.ArgumentParser, defaults: Mapping | None = None) -> None:
+    defaults = {"batch_size": 32, **(defaults or {})}
+    add_segment_args(parser, defaults)
     parser.add_argument("--epsilon", type=epsilon_float, default=EPSILON,
                         help=f"a head is a sink head when its attention to the first position exceeds this (default {EPSILON}, Gu et al.)")
-    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=defaults["batch_size"])
     parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))
 
 
-def cmd_sinks(args: argparse.Namespace) -> dict:
+def cmd_sinks(args: argparse.Namespace, run) -> dict:
     lm = load(args)
-    ctx = run_context(args)
-    report = run_sinks(lm, n_segments=args.segments, seed=args.seed, max_length=args.max_length,
-                       segments_from=args.segments_from, data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
-                       batch_size=args.batch_size, progress=ctx.progress)
+    report = run(lm, run_context(args), n_segments=args.segments, seed=args.seed, max_length=args.max_length,
+                 segments_from=args.segments_from, batch_size=args.batch_size).sinks
     drawn = len(report.batch.examples) + len(report.batch.skipped)
     capped_counts({"segments": (args.segments, drawn)})  # said on standard error; the layout is fixed
     return report.to_json(epsilon=args.epsilon)

@@ -19,7 +19,7 @@ import torch
 
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import bucket, forward_parts
-from helpers.core.models import LoadedModel
+from helpers.core.models import LoadedModel, load_model
 from helpers.core.norm_maps import forward_weights_and_norms
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
@@ -80,6 +80,15 @@ class SinksReport:
             "sink_rate_by_layer": r(sink_rate_by_layer(self.weights, epsilon)),
             "norm_first_token_share": r(self.norms), "norm_sink_rate": round(sink_rate(self.norms, epsilon), DECIMALS),
         }
+
+
+def without_bos(lm: LoadedModel) -> LoadedModel:
+    """The decoder ``lm`` loaded again, on its device, with inputs that start with their first word (no BOS token):
+    the same weights (``spec``, random initialisation and seed), so only the input differs."""
+    if not lm.causal:
+        raise ValueError(f"{lm.label} is an encoder, whose inputs keep their [CLS]: only a decoder goes without BOS")
+    return load_model(lm.spec, random_init=lm.random_init, seed=lm.seed or 0, device=lm.device,
+                      cache_root=lm.cache_root, bos=False)
 
 
 def sinks_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource) -> dict:

@@ -25,6 +25,7 @@ COMMANDS = {  # each section's command at toy sizes
     "probe": ["probe", "--seeds", "1", "--epochs", "1", *SIZES["words"]],
     "cluster": ["cluster", "--permutations", "20", *SIZES["segments"]],
     "norms": ["norms", *SIZES["segments"]],
+    "sinks": ["sinks", *SIZES["segments"]],
 }
 NOT_APPLICABLE_CLAIMS = {"next-token-heads", "sep-attention-middle-layers", "sep-self-attention",
                          "cls-broad-last-layer", "sep-gradient-small"}
@@ -50,11 +51,15 @@ def _mark_of(key: str) -> dict:
 def test_every_section_command_runs_on_a_decoder(decoder_dirs, toy_data, tmp_path, kind, no_bos):
     common = ["--model", str(decoder_dirs[kind]), "--data-dir", str(toy_data), *(["--no-bos"] if no_bos else [])]
     keys = {"surface": "surface", "heads": "syntax", "coref": "coref", "probe": "probe", "cluster": "cluster",
-            "norms": "norms"}
+            "norms": "norms", "sinks": "sinks"}
     outs = {}
     for name, argv in COMMANDS.items():
         out = _run([*argv, *common], tmp_path / f"{name}.json", tmp_path / "c")
         mark = out["causal"]
+        if name == "sinks":  # its fixed layout's own "causal" (a contract): whether the model is causal
+            assert mark is True and out["bos"] is (not no_bos)
+            outs[name] = out
+            continue
         assert mark == {"mask": CAUSAL_MASK, "bos": not no_bos, "definition": _mark_of(keys[name])}, name
         assert mark["definition"], f"{keys[name]}: no definition under a causal mask"
         outs[name] = out

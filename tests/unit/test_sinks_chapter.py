@@ -1,0 +1,189 @@
+"""The chapter on attention sinks: its claims on both sides of every threshold, its tables and per-layer series against
+obvious computations written here, the choice of its decoder, and its section's run on a tiny random decoder (the
+shares without BOS from a model loaded again without BOS, checked against a slow loop over its maps)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers.claims import NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from helpers.presentation import chapters
+from helpers.sinks import claims as sc
+from helpers.surface.stats import SINK_SHARE
+
+import tiny_decoders as td
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    return td.save_llama(tmp_path_factory.mktemp("llama"))
+
+# ------------------------------------------------------------------------------------ rules
+
+
+def test_upper_layers_rule_on_both_sides():
+    assert sc.verdict_upper(sc.UPPER_RATE + 0.01) == REPRODUCED
+    assert sc.verdict_upper(sc.UPPER_RATE) == PARTLY
+    assert sc.verdict_upper(sc.UPPER_PARTLY + 0.01) == PARTLY
+    assert sc.verdict_upper(sc.UPPER_PARTLY) == NOT_REPRODUCED
+
+
+def test_noop_rule_on_both_sides():
+    assert sc.verdict_noop(sc.NOOP_RATIO) == REPRODUCED
+    assert sc.verdict_noop(sc.NOOP_RATIO + 0.01) == PARTLY
+    assert sc.verdict_noop(1.0) == NOT_REPRODUCED
+    assert sc.verdict_noop(float("nan")) == NOT_REPRODUCED
+
+
+def test_kept_rule_on_both_sides():
+    assert sc.verdict_kept(0.8, 0.8 * sc.KEPT_RATIO) == REPRODUCED
+    assert sc.verdict_kept(0.8, 0.8 * sc.KEPT_RATIO - 0.01) == PARTLY
+    assert sc.verdict_kept(0.8, 0.8 * sc.KEPT_PARTLY) == PARTLY
+    assert sc.verdict_kept(0.8, 0.8 * sc.KEPT_PARTLY - 0.01) == NOT_REPRODUCED
+    assert sc.verdict_kept(0.0, 0.5) == NOT_REPRODUCED  # no sink with BOS: nothing to take over
+
+
+def test_layer_ranges_are_one_based_runs():
+    assert sc.layer_ranges([3, 4, 5, 9]) == "4-6, 10"
+    assert sc.layer_ranges([0]) == "1" and sc.layer_ranges([]) == "none"
+
+
+def test_upper_layers_are_the_upper_half():
+    assert sc.upper_layers(30).tolist() == list(range(15, 30))
+    assert sc.upper_layers(5).tolist() == [2, 3, 4]
+
+
+# ------------------------------------------------------------------------------------ claims
+
+
+def _shares(n_layers=4, n_heads=3):
+    """Lower half: no sinks; upper half: every head a sink (alpha_1 0.8), norms a tenth of the weights."""
+    weights = np.full((n_layers, n_heads), 0.05)
+    weights[n_layers // 2:] = 0.8
+    return weights, weights / 10
+
+
+def test_claims_on_constructed_shares():
+    weights, norms = _shares()
+    grads = {"cls": [1.0, 1.0, 0.1, 0.2], "other": [1.0, 1.0, 1.0, 1.0]}
+    no_bos = weights.copy()
+    no_bos[3] = 0.1  # one layer loses its sinks: rate 3/12 of 6/12
+    rows = {c.id: c for c in sc.claims(weights, norms, grads, no_bos, causal=True)}
+    assert list(rows) == ["sink-upper-layers", "sink-noop-norms", "sink-noop-gradients", "sink-without-bos"]
+    assert rows["sink-upper-layers"].value == 1.0 and rows["sink-upper-layers"].verdict == REPRODUCED
+    assert sc.sink_layers_of(weights).tolist() == [2, 3]  # layer means 0.8 > SINK_SHARE
+    assert rows["sink-noop-norms"].value == pytest.approx(0.1) and rows["sink-noop-norms"].verdict == REPRODUCED
+    assert rows["sink-noop-gradients"].value == pytest.approx(0.15) and "layers 3-4" in rows["sink-noop-gradients"].ours
+    assert rows["sink-without-bos"].value == pytest.approx(0.25) and rows["sink-without-bos"].verdict == PARTLY
+
+
+def test_claims_without_a_sink_say_so_without_nan():
+    weights = np.full((4, 3), SINK_SHARE / 2)
+    rows = {c.id: c for c in sc.claims(weights, weights, {"cls": [1] * 4, "other": [1] * 4}, weights, causal=True)}
+    assert rows["sink-noop-norms"].value is None and rows["sink-noop-norms"].verdict == NOT_REPRODUCED
+    assert "no sink layer" in rows["sink-noop-norms"].ours and "nan" not in rows["sink-noop-gradients"].ours.lower()
+    assert rows["sink-without-bos"].verdict == NOT_REPRODUCED
+
+
+def test_an_encoder_has_no_claim_without_bos():
+    weights, norms = _shares()
+    rows = {c.id: c for c in sc.claims(weights, norms, None, None, causal=False)}
+    assert "sink-noop-gradients" not in rows and rows["sink-without-bos"].verdict == NOT_APPLICABLE
+
+
+# ------------------------------------------------------------------------------------ the chapter's tables
+
+
+def test_where_attention_goes_per_layer():
+    rng = np.random.default_rng(0)
+    per_head = {k: rng.random((3, 4)) for k in ("cls", "prev", "punct")}
+    per_head["entropy"] = np.array([[4.0, 1.0, 1.0, 1.0], [4.0, 4.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    out = chapters.where_attention_goes(per_head, uniform_entropy=5.0, broad_fraction=0.8)
+    for name, key in (("first position", "cls"), ("previous token", "prev"), (". or ,", "punct")):
+        assert out[name].tolist() == pytest.approx([sum(row) / 4 for row in per_head[key].tolist()])
+    assert out["broad heads (share of heads)"].tolist() == [0.25, 0.5, 0.0]  # entropy >= 4.0
+
+
+def test_sink_layer_lines():
+    weights = np.array([[0.1, 0.5], [0.4, 0.2]])
+    out = chapters.sink_layer_lines(weights, weights / 2, np.array([[0.0, 0.31], [0.0, 0.0]]), 0.3)
+    assert out["alpha_1 (weights)"].tolist() == pytest.approx([0.3, 0.3])
+    assert out["alpha_1 (norms)"].tolist() == pytest.approx([0.15, 0.15])
+    assert out["sink rate"].tolist() == [0.5, 0.5] and out["sink rate without BOS"].tolist() == [0.5, 0.0]
+    assert "sink rate without BOS" not in chapters.sink_layer_lines(weights, weights, None, 0.3)
+
+
+def test_sink_comparison_rows():
+    dec = np.array([[0.1, 0.1], [0.9, 0.2], [0.9, 0.9], [0.5, 0.4]])
+    enc = np.array([[0.2, 0.0], [0.1, 0.1]])
+    sep = np.array([[0.1, 0.1], [0.6, 0.4]])
+    frame = chapters.sink_comparison([{"name": "dec", "first": "BOS", "weights": dec, "sep": None},
+                                      {"name": "enc", "first": "[CLS]", "weights": enc, "sep": sep}], 0.3)
+    d, e = frame.loc["dec"], frame.loc["enc"]
+    assert d["sink rate"] == round(5 / 8, 2) and d["sink rate, upper half"] == 1.0
+    assert d["largest layer-mean alpha_1"] == "0.90 (layer 3)" and d["largest layer-mean [SEP] share"] == "—"
+    assert e["layers x heads"] == "2 x 2" and e["sink rate"] == 0.0 and e["largest layer-mean [SEP] share"] == "0.50 (layer 2)"
+
+
+def test_decoder_heads_table_drops_the_papers_columns_and_adds_coreference():
+    rows = [{"relation": "nsubj", "count": 10, "head": "3-2", "direction": "dep→head", "accuracy": 55.0,
+             "baseline": "40.0 (+1)", "paper relation": "nsubj", "paper head": "8-2", "paper accuracy": "58.5",
+             "paper baseline": "45.5 (+1)"}]
+    frame = chapters.decoder_heads_table(rows, ((1, 0), 42.04, 30.0))
+    assert list(frame.columns) == ["count", "head", "direction", "accuracy", "baseline"]
+    assert frame.loc["coreference (antecedent)", "head"] == "2-1" and frame.loc["coreference (antecedent)", "accuracy"] == 42.0
+
+
+# ------------------------------------------------------------------------------------ the decoder and the run
+
+
+def test_the_decoder_is_the_named_one_else_random_and_labelled(tmp_path, llama_dir):
+    from helpers.context import RunContext
+    from helpers.sinks.decoder import RANDOM_HEADS, RANDOM_LAYERS, RANDOM_NAME, chapter_decoder, install_hint
+
+    named = chapter_decoder(RunContext(cache_dir=tmp_path, decoder=str(llama_dir)))
+    assert not named.random and named.lm.causal and "BERT_ATTENTION_DECODER" in named.why
+    fallback = chapter_decoder(RunContext(cache_dir=tmp_path))  # nothing named, smollm2 not installed here
+    assert fallback.random and install_hint() in fallback.why and "random" in fallback.why
+    assert fallback.lm.label == RANDOM_NAME and str(tmp_path) not in fallback.lm.description.split(";")[0]
+    assert (fallback.lm.n_layers, fallback.lm.n_heads, fallback.lm.causal, fallback.lm.bos) == (RANDOM_LAYERS, RANDOM_HEADS, True, True)
+    again = chapter_decoder(RunContext(cache_dir=tmp_path))  # built once, then read back: the same weights
+    assert again.lm.fingerprint() == fallback.lm.fingerprint()
+    assert chapter_decoder(RunContext(cache_dir=tmp_path), book_model=named.lm).lm is named.lm
+    from helpers.core.models import load_model
+
+    bare = load_model(str(llama_dir), bos=False)  # a book's decoder without BOS: the chapter takes it with BOS
+    chosen = chapter_decoder(RunContext(cache_dir=tmp_path), book_model=bare).lm
+    assert chosen.bos is True and chosen.fingerprint() != bare.fingerprint()
+
+
+def test_section_run_without_bos_against_a_slow_loop(llama_dir, toy_data, tmp_path):
+    import torch
+
+    from helpers.context import RunContext
+    from helpers.core.models import load_model
+    from helpers.results import input_reports
+    from helpers.sinks.section import SECTION
+    from helpers.sinks.stats import first_position_reference
+
+    ctx = RunContext(data_dir=toy_data, cache_dir=tmp_path, small=True)
+    lm = load_model(str(llama_dir), bos=True)
+    report = SECTION.run(lm, ctx, inputs=input_reports(SECTION, lm, ctx, n_segments=3), n_segments=3)
+    # the same segments: alpha_1 is §3's attention to the first position (its "cls" under the causal mask)
+    assert [e.input_ids.tolist() for e in report.sinks.batch.examples] == [e.input_ids.tolist() for e in report.surface.batch.examples]
+    np.testing.assert_allclose(report.sinks.weights, report.surface.stats.per_head["cls"], rtol=1e-5, atol=1e-7)
+    bare = report.no_bos
+    assert bare.bos is False and report.sinks.bos is True
+    assert [ex.input_ids.tolist() for ex in bare.batch.examples] == [ex.input_ids.tolist()[1:] for ex in report.sinks.batch.examples]
+    plain = load_model(str(llama_dir), bos=False)
+    maps = []
+    for ex in bare.batch.examples:
+        with torch.no_grad():
+            out = plain.model(input_ids=torch.as_tensor(ex.input_ids)[None], output_attentions=True)
+        maps.append(first_position_reference(torch.stack(out.attentions, 1)[0].numpy()))
+    np.testing.assert_allclose(bare.weights, np.mean(maps, 0), rtol=1e-4, atol=1e-6)  # float32 maps, float64 loop
+    ids = [c.id for c in SECTION.claims(report)]
+    assert ids == ["sink-upper-layers", "sink-noop-norms", "sink-noop-gradients", "sink-without-bos"]
+    bare_report = SECTION.run(plain, ctx, inputs=input_reports(SECTION, plain, ctx, n_segments=3), n_segments=3)
+    assert bare_report.no_bos.weights.tolist() == bare.weights.tolist()  # --no-bos: the run is its own no-BOS run
+    assert "sink-without-bos" not in [c.id for c in SECTION.claims(bare_report)]  # nothing to set it against
