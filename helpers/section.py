@@ -62,6 +62,17 @@ class part(cached_property):
             return super().__get__(instance, owner)
 
 
+class input_report:
+    """A report attribute that is one of its input reports, by the attribute's name (``surface = input_report()``:
+    ``report.surface`` is ``report.inputs["surface"]``)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance, owner=None):
+        return self if instance is None else instance.inputs[self.name]
+
+
 class SectionReport:
     """The report of a section's run: the model, the context, the run's ``settings`` and the ``inputs`` (the
     reports of the sections it reads), with its results as :class:`part` attributes, computed when first

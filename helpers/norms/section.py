@@ -15,7 +15,7 @@ from helpers.norms.command import COMMAND
 from helpers.norms.run import NormsReport, norms_json, run_norms, run_table1_norms, table1_comparison
 from helpers.norms.stats import NormStats
 from helpers.pipeline.segments import SEGMENTS, SMALL_SEGMENTS
-from helpers.section import Section, SectionReport, Sizes, part
+from helpers.section import Section, SectionReport, Sizes, input_report, part
 from helpers.syntax.stats import HeadScores
 
 
@@ -30,13 +30,8 @@ class NormsSectionReport(SectionReport):
     syntax chapter's relations); ``to_json()`` is ``norms``' (:func:`~helpers.norms.run.norms_json`: the ``norms``
     command's JSON, which reads no input)."""
 
-    @property
-    def surface(self):
-        return self.inputs["surface"]
-
-    @property
-    def syntax(self):
-        return self.inputs["syntax"]
+    surface = input_report()
+    syntax = input_report()
 
     @part
     def norms(self) -> NormsReport:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from helpers.claims import Claim
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS
-from helpers.section import Section, SectionReport, Sizes, part
+from helpers.section import Section, SectionReport, Sizes, input_report, part
 from helpers.sinks import claims as sinks_claims
 from helpers.sinks.command import COMMAND
 from helpers.sinks.run import SinksReport, run_sinks, without_bos
@@ -26,17 +26,9 @@ class SinksSectionReport(SectionReport):
     ``None`` for an encoder), and the input reports ``surface``, ``syntax`` and ``coref``; ``to_json(epsilon=...)``
     is ``sinks``' (the ``sinks`` command's JSON)."""
 
-    @property
-    def surface(self):
-        return self.inputs["surface"]
-
-    @property
-    def syntax(self):
-        return self.inputs["syntax"]
-
-    @property
-    def coref(self):
-        return self.inputs["coref"]
+    surface = input_report()
+    syntax = input_report()
+    coref = input_report()
 
     def _run(self, lm) -> SinksReport:
         s, ctx = self.settings, self.ctx
