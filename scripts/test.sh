@@ -18,10 +18,19 @@ export PATH="$PWD/.venv/bin:$PATH"
 # The distributed engine's tests run on a local two-worker Dask cluster: install the optional extra if missing.
 python -c "import distributed" 2>/dev/null || python -m pip install -q -r requirements-distributed.txt
 export BERT_ATTENTION_SMALL=1 HF_HUB_OFFLINE=1
+# Each worker (and every kernel and command it starts) on its share of the cores, and OpenMP threads that sleep
+# at a barrier instead of spinning: with two workers on two cores, torch's default (every core, spinning) made
+# the two fight for each core. Measured on the 2-core machine, chapter 3 beside a two-thread torch process:
+# 81 s by default, 32 s with one thread each and the passive policy (36 s alone). Results do not depend on it:
+# the work whose sums must not depend on the machine sets its own threads (helpers/core/threads.py).
+workers="${TEST_WORKERS:-2}"
+threads=$(( $(nproc) / (workers > 0 ? workers : 1) ))
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( threads > 0 ? threads : 1 ))}"
+export MKL_NUM_THREADS="${MKL_NUM_THREADS:-$OMP_NUM_THREADS}" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 # Two worker processes (pytest-xdist): much of a test's time uses one core (kernel start, imports, numpy). Tests
 # that share work (the chapters and the small book build) stay together on one worker: see tests/conftest.py.
 # --durations: the slowest tests, printed at the end of every run, to keep CI under 12 minutes.
 # The Performance page runs in the small book build of tests/book (it measures the model in use, whichever
 # it is), so nbmake does not run it a second time; every other chapter runs here with the default model.
 python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -q --durations=25 \
-  -n "${TEST_WORKERS:-2}" --dist loadgroup --ignore=notebooks/performance.ipynb "$@"
+  -n "$workers" --dist loadgroup --ignore=notebooks/performance.ipynb "$@"
