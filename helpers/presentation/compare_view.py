@@ -48,10 +48,22 @@ def depth_frame(results: list[ModelResult]):
             continue
         n = len(r.depth["entropy"])
         for key in (*DEPTH_STATISTICS, "entropy"):
-            for layer, v in enumerate(r.depth[key]):
+            for layer, v in enumerate(r.depth.get(key, ())):  # a decoder has no [SEP] (absent: no line)
                 rows.append({"model": r.card["name"], "layer": layer + 1, "relative_depth": (layer + 1) / n,
                              "series": DEPTH_STATISTICS.get(key, key), "value": float(v)})
     return pd.DataFrame(rows, columns=["model", "layer", "relative_depth", "series", "value"])
+
+
+def decoder_note(decoder: ModelResult | None) -> str:
+    """The sentence that says which decoder the depth figures draw beside the encoders (:func:`helpers.compare.run.
+    decoder_spec`), or that none is installed."""
+    if decoder is None:
+        return ("No trained decoder is installed (python -m helpers install-model smollm2), so the figures show the "
+                "encoders only.")
+    card = decoder.card
+    return (f"The decoder of the attention sinks chapter, {card['name']} ({card['layers']} layers x {card['heads']} "
+            "heads), is drawn beside them on relative depth: its attention to its first position (BOS) takes [CLS]'s "
+            "line, and it has no [SEP]. Its claims are in that chapter; the paper's claims are not run again for it here.")
 
 
 def value_frame(results: list[ModelResult], ids: list[str]):

@@ -2,9 +2,9 @@
 predicted to be by that head (paper §4.1: "whichever other word receives the most attention weight").
 
 Everything is word-level, as in §4: ``[CLS] w_1 ... w_n [SEP]`` maps ``[layer, head, word, word]``
-(split words merged as in :func:`helpers.word_level`). Heads are chosen and shown as 1-based
-``"layer-head"``; word positions in the table are 1-based (``[CLS]`` is 0). It needs no network
-(see :mod:`helpers.presentation.views`).
+(split words merged as in :func:`helpers.word_level`; a decoder's are ``BOS w_1 ... w_n``, a word's
+candidates then the words it sees). Heads are chosen and shown as 1-based ``"layer-head"``; word positions
+in the table are 1-based (``[CLS]`` is 0). It needs no network (see :mod:`helpers.presentation.views`).
 
 >>> import helpers
 >>> lm = helpers.load_model()
@@ -21,11 +21,11 @@ from typing import Sequence
 
 import numpy as np
 
-from helpers.core.encoding import MAX_LENGTH, encode_words, printable
+from helpers.core.encoding import MAX_LENGTH, encode_words, position_labels, printable
 from helpers.core.extract import attention_for
 from helpers.core.labels import head_label
 from helpers.presentation import views
-from helpers.syntax.stats import DIRECTIONS, predict_heads
+from helpers.syntax.stats import DIRECTIONS, predict_heads, word_layout
 
 # words and punctuation marks apart, apostrophes kept inside words ("isn't", "cat's")
 WORD_PATTERN = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
@@ -38,11 +38,14 @@ def split_words(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Exploration:
-    """One sentence's word-level maps ``attn: [layer, head, word, word]`` over ``words`` ([CLS] ... [SEP])."""
+    """One sentence's word-level maps ``attn: [layer, head, word, word]`` over ``words`` ([CLS] ... [SEP]; a
+    decoder's BOS ..., whose heads see only their prefix: ``causal``); ``n_words`` counts the words alone."""
 
     words: tuple[str, ...]
     attn: np.ndarray
     model: str
+    n_words: int | None = None  # None: every position but [CLS] and [SEP]
+    causal: bool = False
 
 
 ECHO = 60  # characters of a user's text shown in an error message
@@ -86,32 +89,44 @@ def analyse(text: str | Sequence[str], lm, *, max_length: int = MAX_LENGTH) -> E
         raise ValueError(f"text: {shown!r} is {len(batch.examples[0])} tokens long, more than the model's "
                          f"{limit} positions; shorten it")
     (attn,) = attention_for(lm, batch, level="word")
-    return Exploration(words=("[CLS]", *words, "[SEP]"), attn=np.asarray(attn), model=getattr(lm, "label", lm.name))
+    ex = batch.examples[0]
+    causal = bool(getattr(lm, "causal", False))
+    labels = position_labels(words, lead=ex.lead, trail=ex.trail,
+                             first=(lm.tokenizer.bos_token or "BOS") if causal else "[CLS]")
+    return Exploration(words=tuple(labels), attn=np.asarray(attn), model=getattr(lm, "label", lm.name),
+                       n_words=len(words), causal=causal)
 
 
 def predicted_heads(attn: np.ndarray, words: Sequence[str], *, layer: int, head: int,
-                    direction: str = DIRECTIONS[0]):
+                    direction: str = DIRECTIONS[0], n_words: int | None = None, causal: bool = False):
     """For head ``(layer, head)`` (0-based), each word's predicted head as a table with 1-based positions.
 
     ``direction="dependent-to-head"``: the word a word attends to most; ``"head-to-dependent"``: the
     word that attends most to it ([CLS], [SEP] and the word itself never count; ties go to the
     earliest word, as in :func:`helpers.syntax.stats.predict_heads`). ``weight`` is that attention weight.
+    A decoder's map (``BOS`` and the words, or the words alone: give ``n_words`` and ``causal`` as
+    :func:`analyse`'s :class:`Exploration` holds them): a word's candidates are the words it sees, and a word with
+    none predicts nothing (``predicted head`` 0, no head word).
     """
     import pandas as pd
 
     if not isinstance(direction, str) or direction not in DIRECTIONS:
         raise ValueError(f"direction={printable(repr(direction), limit=ECHO)}: choose one of {', '.join(DIRECTIONS)}")
     attn = np.asarray(attn)
-    if attn.ndim != 4 or attn.shape[-1] != attn.shape[-2] or attn.shape[-1] != len(words) or len(words) < 3:
+    n = len(words) - 2 if n_words is None else n_words
+    if (attn.ndim != 4 or attn.shape[-1] != attn.shape[-2] or attn.shape[-1] != len(words) or n < 1
+            or not 0 <= len(words) - n <= 2):
         raise ValueError(f"attn {attn.shape} and {len(words)} words: attn must be [layer, head, word, word] over the "
                          "words, [CLS] and [SEP] included (as analyse gives them)")
+    lead, _ = word_layout(len(words), n)
     _check_head(layer, head, attn.shape[0], attn.shape[1])
     d = DIRECTIONS.index(direction)
-    preds = predict_heads(attn[layer : layer + 1, head : head + 1])[d, 0, 0]  # 1-based word positions
+    preds = predict_heads(attn[layer : layer + 1, head : head + 1], n_words=n, causal=causal)[d, 0, 0]  # 1-based
     rows = []
     for i, p in enumerate(preds.tolist(), start=1):
-        weight = attn[layer, head, i, p] if d == 0 else attn[layer, head, p, i]
-        rows.append({"position": i, "word": words[i], "predicted head": p, "head word": words[p],
+        q, k = i - 1 + lead, p - 1 + lead  # positions in the map
+        weight = (attn[layer, head, q, k] if d == 0 else attn[layer, head, k, q]) if p else 0.0
+        rows.append({"position": i, "word": words[q], "predicted head": p, "head word": words[k] if p else "",
                      "weight": round(float(weight), 3)})
     return pd.DataFrame(rows)
 
@@ -123,13 +138,17 @@ def _check_head(layer, head, n_layers: int, n_heads: int) -> None:
                              f"0-based, within {n_layers} layers x {n_heads} heads (the label \"1-1\" is layer=0, head=0)")
 
 
-def most_confident_head(attn: np.ndarray) -> tuple[int, int]:
+def most_confident_head(attn: np.ndarray, *, n_words: int | None = None) -> tuple[int, int]:
     """0-based ``(layer, head)`` whose words attend most sharply to one other word
-    (highest mean over words of the largest weight on another word, [CLS]/[SEP] excluded)."""
-    a = np.asarray(attn, dtype=np.float64)[..., 1:-1, 1:-1].copy()
+    (highest mean over words of the largest weight on another word, [CLS]/[SEP] or BOS excluded; ``n_words``
+    as for :func:`predicted_heads`). Under a causal mask the first word sees no other word: it scores 0."""
+    a = np.asarray(attn, dtype=np.float64)
+    size = a.shape[-1]
+    lead, trail = word_layout(size, size - 2 if n_words is None else n_words)
+    a = a[..., lead : size - trail, lead : size - trail].copy()
     n = a.shape[-1]
     a[..., np.arange(n), np.arange(n)] = -np.inf
-    score = a.max(-1).mean(-1)
+    score = np.where(np.isneginf(a.max(-1)), 0.0, a.max(-1)).mean(-1)
     layer, head = np.unravel_index(int(score.argmax()), score.shape)
     return int(layer), int(head)
 
@@ -151,7 +170,7 @@ class Explorer:
         self.exploration = analyse(text, lm, max_length=max_length)
         n_layers, n_heads = self.exploration.attn.shape[:2]
         if layer is None:
-            layer, head = most_confident_head(self.exploration.attn)
+            layer, head = most_confident_head(self.exploration.attn, n_words=self.exploration.n_words)
         _check_head(layer, head, n_layers, n_heads)
         layer, head = int(layer), int(head)
         self.sentence = w.Text(value=text if isinstance(text, str) else " ".join(text), description="sentence",
@@ -175,8 +194,9 @@ class Explorer:
     @property
     def table(self):
         layer, head = self.head.value
-        return predicted_heads(self.exploration.attn, self.exploration.words, layer=layer, head=head,
-                               direction=self.direction.value)
+        ex = self.exploration
+        return predicted_heads(ex.attn, ex.words, layer=layer, head=head, direction=self.direction.value,
+                               n_words=ex.n_words, causal=ex.causal)
 
     def _new_sentence(self, change) -> None:
         try:

@@ -510,19 +510,21 @@ def head_heatmap(attn: np.ndarray, labels: Sequence[str], *, title: str = "", si
 
 
 def attention_lines(attn: np.ndarray, words: Sequence[str], *, highlight: Sequence[int] = (), color_from: bool = True,
-                    title: str = "", hide_special: bool = False, height_per_word: int = 16):
+                    title: str = "", hide_special: bool = False, special: Sequence[int] | None = None,
+                    height_per_word: int = 16):
     """Figure-5-style view of one head: a line from each attending word (left) to each attended word
     (right), opacity = weight; lines from (or, with ``color_from=False``, to) ``highlight`` positions are red.
 
     ``attn`` is one head's word-level map ``[query, key]`` over ``words`` ([CLS] and [SEP] included);
-    ``hide_special`` drops attention to the first and last position and renormalises rows.
+    ``hide_special`` drops attention to the ``special`` positions (by default the first and the last: [CLS] and
+    [SEP]; a decoder's map has only BOS, at the first, or none) and renormalises rows.
     """
     alt = altair_offline()
     import pandas as pd
 
     a = np.asarray(attn, dtype=np.float64).copy()
     if hide_special:
-        a[:, [0, -1]] = 0.0
+        a[:, list((0, a.shape[-1] - 1) if special is None else special)] = 0.0
         a = a / np.maximum(a.sum(-1, keepdims=True), 1e-12)
     marked = set(highlight)
     rows = [{"i": i, "j": j, "weight": round(float(a[i, j]), 3), "from": words[i], "to": words[j],

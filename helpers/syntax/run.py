@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers import paper
-from helpers.core.encoding import MAX_LENGTH
+from helpers.core.encoding import MAX_LENGTH, position_labels
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
@@ -32,6 +32,7 @@ from helpers.syntax.stats import (
     bootstrap_interval,
     predict_heads,
     score_heads,
+    word_layout,
 )
 
 SMALL_SENTENCES = 150   # sentences per treebank in the small (test) configuration; the book reads them all
@@ -204,8 +205,9 @@ def example_sentence(run: HeadsRun, relation: str, index: tuple[int, int, int], 
 @dataclass
 class HeadExample:
     """One head drawn on one sentence (Figure 5): ``attn`` is the head's word-level map ``[word, word]`` with
-    [CLS] first and [SEP] last, oriented so that rows attend (transposed for ``head-to-dependent``);
-    ``dependents`` are the positions in ``words`` of the relation's dependents."""
+    [CLS] first and [SEP] last (a decoder's: BOS first, when it has one, and nothing after the words), oriented so
+    that rows attend (transposed for ``head-to-dependent``); ``words`` labels every position; ``dependents`` are
+    the positions in ``words`` of the relation's dependents and ``special`` those of [CLS], [SEP] or BOS."""
 
     relation: str
     head: str
@@ -214,6 +216,7 @@ class HeadExample:
     words: list[str]
     attn: np.ndarray
     dependents: list[int]
+    special: tuple[int, ...] = ()
 
     @property
     def title(self) -> str:
@@ -239,6 +242,10 @@ def figure5_examples(run: HeadsRun, n: int = FIGURE5_PANELS) -> list[HeadExample
             continue
         sent = run.sentences[i]
         attn = run.store[i][l, h]
-        out.append(HeadExample(rel, best["best_head"], best["direction"], i, ["[CLS]", *sent.words, "[SEP]"],
-                               attn if d == 0 else attn.T, [k + 1 for k, r in enumerate(sent.deprels) if r == rel]))
+        size = attn.shape[-1]
+        lead, trail = word_layout(size, len(sent))
+        words = position_labels(sent.words, lead=lead, trail=trail, first="BOS" if run.causal else "[CLS]")
+        out.append(HeadExample(rel, best["best_head"], best["direction"], i, words, attn if d == 0 else attn.T,
+                               [k + lead for k, r in enumerate(sent.deprels) if r == rel],
+                               (*range(lead), *range(size - trail, size))))
     return out

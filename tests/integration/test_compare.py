@@ -200,3 +200,32 @@ def test_cached_claims_follow_the_code_of_every_layer_they_run(tmp_path):
     assert key(copy) == before
     rules.write_text(rules.read_text() + "\nA_CHANGED_RULE = 1\n")
     assert key(copy) != before
+
+
+def test_a_decoder_joins_the_depth_figures_only(tmp_path, toy_data):
+    """The comparison chapter's decoder (:func:`cmp.decoder_spec`): the one named by the context, else an installed
+    smollm2 (none here), never the book's model again. Run with ``claims=False`` it has no claims and a depth profile
+    equal to its §3 layer means, with no [SEP] line (absent, not zero), which the depth figures then leave out."""
+    import dataclasses
+
+    import tiny_decoders as td
+    from helpers.results import section
+
+    folder = str(td.save_llama(tmp_path / "llama"))
+    ctx = RunContext.from_env(data_dir=toy_data, cache_dir=tmp_path / "cache", small=False)
+    assert cmp.decoder_spec(dataclasses.replace(ctx, decoder=None)) is None  # nothing installed in this cache
+    ctx = dataclasses.replace(ctx, decoder=folder)
+    assert cmp.decoder_spec(ctx) == folder
+    assert cmp.decoder_spec(dataclasses.replace(ctx, model=folder)) is None  # already the book's model
+    (got,) = cmp.compare([folder], ctx, claims=False, n_segments=3, max_length=60)
+    assert got.claims == [] and got.card["causal"] is True
+    from helpers.core.models import load_model
+
+    stats = section("surface").run(load_model(folder), ctx, n_segments=3, max_length=60).stats
+    assert set(got.depth) == {"cls", "punct", "entropy", "uniform_entropy"}
+    for key in ("cls", "punct", "entropy"):
+        assert got.depth[key] == stats.layer_means(key).tolist()
+    frame = view.depth_frame([got])
+    assert set(frame["series"]) == {"[CLS]", ". or ,", "entropy"} and set(frame["relative_depth"]) == {0.5, 1.0}
+    view.depth_chart([got]).to_dict()
+    assert got.card["name"] in view.decoder_note(got) and "install-model smollm2" in view.decoder_note(None)

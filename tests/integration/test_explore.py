@@ -105,3 +105,40 @@ def test_panel_follows_the_chosen_head(tiny_lm):
     assert panel.exploration.words[1:3] == ("a", "dog") and panel.message.value == ""
     panel.sentence.value = "dog"
     assert "at least two" in panel.message.value  # the old sentence stays
+
+
+@pytest.mark.parametrize("bos", [True, False], ids=["bos", "no-bos"])
+def test_a_decoders_exploration_follows_its_layout_and_mask(tmp_path, bos):
+    """A tiny random Llama: the positions are BOS (when used) and the words, nothing after; each word's predicted
+    head is, by plain loops, the word it sees with the most attention (dependent-to-head: an earlier word;
+    head-to-dependent: a later word attending to it), 0 and no head word for a word that sees none."""
+    import tiny_decoders as td
+    from helpers.core.models import load_model
+
+    lm = load_model(str(td.save_llama(tmp_path / "llama")), bos=bos)
+    ex = analyse(TEXT, lm)
+    words = TEXT.split()
+    lead = 1 if bos else 0
+    assert ex.causal and ex.n_words == len(words)
+    assert ex.words == ((lm.tokenizer.bos_token,) if bos else ()) + tuple(words)
+    assert ex.attn.shape[-1] == len(words) + lead
+    n_layers, n_heads = ex.attn.shape[:2]
+    for direction in DIRECTIONS:
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                table = predicted_heads(ex.attn, ex.words, layer=layer, head=head, direction=direction,
+                                        n_words=ex.n_words, causal=True)
+                assert table["position"].tolist() == list(range(1, len(words) + 1))
+                for row in table.itertuples():
+                    i = row.position
+                    seen = range(1, i) if direction == "dependent-to-head" else range(i + 1, len(words) + 1)
+                    best, weight = 0, 0.0
+                    for j in seen:  # 1-based words; map positions j - 1 + lead
+                        w = (ex.attn[layer, head, i - 1 + lead, j - 1 + lead] if direction == "dependent-to-head"
+                             else ex.attn[layer, head, j - 1 + lead, i - 1 + lead])
+                        if best == 0 or w > weight:
+                            best, weight = j, w
+                    assert row._3 == best and row._4 == (words[best - 1] if best else "")
+                    assert row.weight == pytest.approx(weight, rel=0, abs=decimals(3))
+    layer, head = most_confident_head(ex.attn, n_words=ex.n_words)
+    assert 0 <= layer < n_layers and 0 <= head < n_heads

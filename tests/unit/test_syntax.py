@@ -337,3 +337,57 @@ def test_figure5_examples_follow_the_rule():
         assert ex.words == ["[CLS]", *sents[i].words, "[SEP]"]
         assert ex.dependents == [k + 1 for k, r in enumerate(sents[i].deprels) if r == ex.relation]
         assert ex.title == f"{ex.relation}: head {best['best_head']} ({'dep→head' if d == 0 else 'head→dep'})"
+    assert all(ex.special == (0, len(ex.words) - 1) for ex in got)  # [CLS] and [SEP]
+
+
+@pytest.mark.parametrize("lead", [1, 0], ids=["bos", "no-bos"])
+def test_figure5_examples_on_a_decoders_maps(lead):
+    """A decoder's maps (BOS and the words, or the words alone; nothing after them) under its causal mask: a planted
+    head 2-2 that points every word at its gold head (each head precedes its dependent here) is found, and the
+    panels label BOS (or nothing) before the words and nothing after; the dependents and the positions hidden as
+    special follow that layout, so the last word is drawn (hiding the last position would hide it)."""
+    from helpers.presentation.views import attention_lines
+    from helpers.syntax.run import HeadsRun, figure5_examples
+
+    rng = np.random.default_rng(11)
+    sents, maps = [], []
+    for k in range(12):
+        n = int(rng.integers(8, 14))
+        heads = [0] + [int(rng.integers(1, i + 1)) for i in range(1, n)]  # word i + 1's head is among words 1..i
+        sents.append(sentence([f"w{i}" for i in range(n)], heads, [str(rng.choice(["a", "b", f"r{k}"])) for _ in range(n)]))
+        m = np.tril(rng.dirichlet(np.ones(n + lead), size=(2, 2, n + lead)))  # a query sees its prefix
+        m /= m.sum(-1, keepdims=True)
+        m[1, 1] = 0.0
+        for i, h in enumerate(heads):
+            m[1, 1, i + lead, h - 1 + lead if h else 0] = 1.0  # the root word: BOS, or (no BOS) itself
+        maps.append(m)
+    scorer = HeadScorer(causal=True)
+    for k, (m, s) in enumerate(zip(maps, sents)):
+        scorer.update(m, s, index=k)
+
+    class Store:
+        examples = [type("E", (), {"index": k})() for k in range(len(sents))]
+        skipped: list = []
+
+        def __getitem__(self, i):
+            return maps[i]
+
+    got = figure5_examples(HeadsRun("toy", sents, Store(), scorer.result(), causal=True), 3)
+    assert got and all((ex.head, ex.direction) == ("2-2", "dependent-to-head") for ex in got)
+    for ex in got:
+        words = sents[ex.sentence].words
+        assert ex.words == ["BOS"] * lead + list(words) and len(ex.words) == ex.attn.shape[-1]
+        assert ex.dependents == [k + lead for k, r in enumerate(sents[ex.sentence].deprels) if r == ex.relation]
+        assert ex.special == tuple(range(lead))
+
+    def drawn(chart) -> set[tuple[int, int]]:
+        spec = chart.to_dict()
+        data = spec["layer"][0]["data"]
+        return {(r["i"], r["j"]) for r in (spec["datasets"][data["name"]] if "name" in data else data["values"])}
+
+    a = np.tril(np.full((4, 4), 1.0))  # BOS and three words; the last word attends to itself (and its prefix)
+    a /= a.sum(-1, keepdims=True)
+    labels = ["BOS"] * lead + ["w0", "w1", "w2", "w3"][: 4 - lead]
+    lines = drawn(attention_lines(a, labels, hide_special=True, special=tuple(range(lead))))
+    assert (3, 3) in lines and not any(j < lead for _, j in lines)  # the last word stays; BOS (if any) is hidden
+    assert (3, 3) not in drawn(attention_lines(a, labels, hide_special=True))  # the encoder's default hides it
