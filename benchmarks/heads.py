@@ -17,15 +17,17 @@ import numpy as np
 from common import LATEST, save
 from helpers import encode_words, iter_attention, load_model, load_treebank
 from helpers.core.extract import bucket, forward_attentions
-from helpers.syntax.stats import HeadScorer
+from helpers.syntax.stats import HeadScorer, word_layout
 
 
-def naive_score(pairs, sentences):
-    """Per sentence, head, direction and word: a Python loop as in the original notebook."""
+def naive_score(pairs, sentences, *, causal: bool = False):
+    """Per sentence, head, direction and word: a Python loop as in the original notebook (a decoder's maps: the
+    words after BOS, if any, and a word's candidates those it sees, or that see it)."""
     correct = {}
     for ex, attn in pairs:
         s = sentences[ex.index]
         n = len(s)
+        lead, _ = word_layout(attn.shape[-1], n)
         for d in range(2):
             for l in range(attn.shape[0]):
                 for h in range(attn.shape[1]):
@@ -35,8 +37,10 @@ def naive_score(pairs, sentences):
                             continue
                         best, pred = -1.0, 0
                         for j in range(n):
-                            if j != i and m[i + 1, j + 1] > best:
-                                best, pred = m[i + 1, j + 1], j + 1
+                            if causal and (j > i if d == 0 else j < i):
+                                continue
+                            if j != i and m[i + lead, j + lead] > best:
+                                best, pred = m[i + lead, j + lead], j + 1
                         key = (d, l, h, s.deprels[i])
                         correct[key] = correct.get(key, 0) + (pred == s.heads[i])
     return correct
@@ -63,7 +67,7 @@ def main() -> None:
     t_bare = time.perf_counter() - start
 
     start = time.perf_counter()
-    scorer = HeadScorer()
+    scorer = HeadScorer(causal=lm.causal)
     pairs = []
     for ex, attn in iter_attention(lm, batch, level="word"):
         scorer.add(attn, sentences[ex.index], index=ex.index)
@@ -73,7 +77,7 @@ def main() -> None:
     t_full = time.perf_counter() - start
 
     start = time.perf_counter()
-    scorer = HeadScorer()
+    scorer = HeadScorer(causal=lm.causal)
     for ex, attn in pairs:
         scorer.add(attn, sentences[ex.index], index=ex.index)
     scorer.result().table()
@@ -81,7 +85,7 @@ def main() -> None:
 
     subset = pairs[: args.naive_sentences]
     start = time.perf_counter()
-    naive_score(subset, sentences)
+    naive_score(subset, sentences, causal=lm.causal)
     t_naive_subset = time.perf_counter() - start
     words_all = sum(len(sentences[ex.index]) for ex, _ in pairs)
     words_sub = sum(len(sentences[ex.index]) for ex, _ in subset)

@@ -45,10 +45,12 @@ def pytest_configure(config) -> None:
 # Tests run on two processes (pytest-xdist, ``--dist loadgroup``, in scripts/test.sh). Items that share work run on
 # one of them, in collection order: the chapter notebooks (a chapter reads the cached analyses of the chapters
 # before it) with the CI-sized comparison (the comparison chapter reads its random-init analyses), and the
-# tests of the one small book build (:func:`tests.book.conftest.small_book`).
+# tests of the one small book build (:func:`tests.book.conftest.small_book`), and of the decoder's
+# (:func:`tests.book.conftest.small_decoder_book`).
 SHARED_WORK = {
     "chapters": lambda item: item.path.suffix == ".ipynb" or item.name == "test_compare_ci_sized_on_the_real_corpora",
     "small-book": lambda item: "small_book" in getattr(item, "fixturenames", ()),
+    "decoder-book": lambda item: "small_decoder_book" in getattr(item, "fixturenames", ()),
 }
 
 

@@ -111,6 +111,15 @@ class LoadedModel:
                 f"{type(self.model).__name__}; "
                 f"{self.origin or self.source})")
 
+    def position_labels(self, example) -> list[str]:
+        """The label of every position of ``example``'s word-level map (an :class:`~helpers.core.encoding.Encoded`
+        of words): ``[CLS]``, the words, ``[SEP]`` for an encoder; a decoder's BOS token (when its inputs start
+        with it) and the words."""
+        from helpers.core.encoding import position_labels
+
+        first = (self.tokenizer.bos_token or "BOS") if self.causal else "[CLS]"
+        return position_labels(example.words, lead=example.lead, trail=example.trail, first=first)
+
     def card(self) -> dict:
         """What a report needs to name the model: ``name``, ``layers``, ``heads``, ``architecture``,
         ``origin`` (where it came from) and ``random_init``; a decoder adds ``causal``, ``bos`` and
@@ -633,7 +642,10 @@ def load_model(
     language_model = None
     if random_init:
         random_init = "paper" if random_init is True else random_init
-        model = random_init_model(source, display, seed=seed, keep_embeddings=random_init == "paper")
+        model = random_init_model(source, display, seed=seed, keep_embeddings=random_init == "paper", causal=causal)
+        if causal:  # the whole causal LM, random too (its lm_head tied to the kept embeddings where the model ties them)
+            language_model, model = model, model.base_model
+            language_model.eval()
     elif causal:
         from transformers import AutoModelForCausalLM
 
@@ -670,20 +682,24 @@ def load_model(
 KEPT_EMBEDDINGS: tuple[str, ...] = ("word_embeddings", "position_embeddings", "wte", "wpe", "embed_tokens")
 
 
-def random_init_model(source: str, display: str | None = None, *, seed: int = 0, keep_embeddings: bool = True):
+def random_init_model(source: str, display: str | None = None, *, seed: int = 0, keep_embeddings: bool = True,
+                      causal: bool = False):
     """The architecture of ``source`` with random weights (seeded), in eager attention.
 
     With ``keep_embeddings`` the word and position embeddings (:data:`KEPT_EMBEDDINGS`) are copied from
     the pre-trained model, as in the paper's control; the token-type embeddings, the embedding layer
-    norm and every encoder weight stay random.
+    norm and every encoder weight stay random. With ``causal`` (a decoder) the whole causal LM is built and
+    returned (its ``base_model`` holds the kept embeddings; a model that ties its output head to the word
+    embeddings ties them again), so the §3 gradient test has a language-model head.
     """
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     display = display or source
     config = _from_hub(AutoConfig.from_pretrained, source, display, part="config.json")
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
-    model = AutoModel.from_config(config, attn_implementation="eager")
+    whole = AutoModelForCausalLM.from_config(config, attn_implementation="eager") if causal else None
+    model = whole.base_model if causal else AutoModel.from_config(config, attn_implementation="eager")
     if keep_embeddings:
         with quiet_transformers():
             pretrained = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
@@ -694,4 +710,6 @@ def random_init_model(source: str, display: str | None = None, *, seed: int = 0,
             raise ModelNotAvailableError(f"--random-init paper: {display!r} has no word or position embeddings to keep; "
                                          "use --random-init all")
         model.load_state_dict(kept, strict=False)
-    return model
+        if causal and getattr(config, "tie_word_embeddings", False):
+            whole.tie_weights()
+    return whole if causal else model

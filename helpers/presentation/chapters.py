@@ -37,6 +37,34 @@ def example_heads(heads: dict[str, tuple[int, int]]) -> "pd.DataFrame":
     return pd.DataFrame([(name, head_label(*lh)) for name, lh in heads.items()], columns=["pattern", "head"])
 
 
+def causal_note(section, lm) -> str:
+    """The sentence a section's chapter opens with on what its model's heads see: an encoder's see the whole input,
+    as in the paper; for a decoder, the causal mask (:data:`helpers.section.CAUSAL_MASK`) and what the section's
+    analyses are under it (:attr:`helpers.section.Section.causal`), said once on the record, so that every page
+    says where a measure is undefined or changed."""
+    from helpers.section import CAUSAL_MASK
+
+    if not getattr(lm, "causal", False):
+        return f"{lm.name} is an encoder: each of its heads sees the whole input, as BERT's did in the paper."
+    inputs = "its inputs start with BOS" if lm.bos else "its inputs start with the first word (no BOS)"
+    return (f"{lm.name} is a decoder ({inputs}), and this chapter reads it under its causal mask: {CAUSAL_MASK}. "
+            f"Here ({section.paper or section.key}): {section.causal}.")
+
+
+def example_head_view(figure1, pattern: str):
+    """Figure 1's panel for ``pattern`` (a key of :data:`helpers.surface.run.FIGURE1_PATTERNS`): the head view of its
+    head on the example segment, or, for a pattern the model does not have (a decoder's next token or [SEP]), a
+    line saying why nothing is drawn."""
+    from IPython.display import HTML
+
+    from helpers.presentation import views
+
+    if pattern in figure1.undefined:
+        return HTML(f"<p><em>Not drawn for this model ({pattern}): {figure1.undefined[pattern]}.</em></p>")
+    layer, head = figure1.heads[pattern]
+    return views.head_view(figure1.attn, figure1.tokens, layer=layer, heads=[head], layers=[layer])
+
+
 FITTED_HEAD = "fitted"  # how the §3 masked-LM report's "source" starts when the head was fitted by us
 
 

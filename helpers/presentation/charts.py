@@ -38,10 +38,18 @@ def layer_scatter(per_head: Mapping[str, np.ndarray], names: Mapping[str, str], 
                   reference: tuple[float, str] | None = None, width: int = 420, height: int = 260):
     """One point per head (x: layer, slightly spread by head) per series, with per-layer mean lines.
 
-    Click a legend entry to highlight a series; hover a point for its head and value.
+    Click a legend entry to highlight a series; hover a point for its head and value. A series absent from
+    ``per_head`` (a statistic a decoder does not have: :attr:`~helpers.surface.stats.SurfaceStats.shown`) is left
+    out; with none left, a line says so instead of a chart.
     """
     alt = altair_offline()
 
+    names = {k: v for k, v in names.items() if k in per_head}
+    if not names:
+        from IPython.display import HTML
+
+        return HTML(f"<p><em>Not drawn for this model ({title or 'this figure'}): it has none of these statistics "
+                    "(a decoder has no [SEP] and no next token in view).</em></p>")
     frame = head_frame(per_head, names)
     order = list(names.values())
     color = alt.Color("series:N", sort=order, scale=alt.Scale(domain=order, range=PALETTE[: len(order)]), title=None)
@@ -68,9 +76,11 @@ def layer_scatter(per_head: Mapping[str, np.ndarray], names: Mapping[str, str], 
 
 def layer_lines(per_layer: Mapping[str, Sequence[float]], *, title: str = "", y_title: str = "",
                 width: int = 420, height: int = 260, log_scale: bool = False):
-    """One line per series over layers (1-based), with point tooltips."""
+    """One line per series over layers (1-based), with point tooltips; a series whose values are ``None`` (a
+    statistic the model does not have, e.g. a decoder's [SEP]) is left out."""
     alt = altair_offline()
 
+    per_layer = {name: values for name, values in per_layer.items() if values is not None}
     rows = [{"layer": i + 1, "series": name, "value": float(v)}
             for name, values in per_layer.items() for i, v in enumerate(values)]
     order = list(per_layer)

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from helpers.core.encoding import MAX_LENGTH, encode_words, position_labels, printable
+from helpers.core.encoding import MAX_LENGTH, encode_words, printable
 from helpers.core.extract import attention_for
 from helpers.core.labels import head_label
 from helpers.presentation import views
@@ -89,12 +89,8 @@ def analyse(text: str | Sequence[str], lm, *, max_length: int = MAX_LENGTH) -> E
         raise ValueError(f"text: {shown!r} is {len(batch.examples[0])} tokens long, more than the model's "
                          f"{limit} positions; shorten it")
     (attn,) = attention_for(lm, batch, level="word")
-    ex = batch.examples[0]
-    causal = bool(getattr(lm, "causal", False))
-    labels = position_labels(words, lead=ex.lead, trail=ex.trail,
-                             first=(lm.tokenizer.bos_token or "BOS") if causal else "[CLS]")
-    return Exploration(words=tuple(labels), attn=np.asarray(attn), model=getattr(lm, "label", lm.name),
-                       n_words=len(words), causal=causal)
+    return Exploration(words=tuple(lm.position_labels(batch.examples[0])), attn=np.asarray(attn),
+                       model=getattr(lm, "label", lm.name), n_words=len(words), causal=bool(lm.causal))
 
 
 def predicted_heads(attn: np.ndarray, words: Sequence[str], *, layer: int, head: int,

@@ -144,12 +144,20 @@ def sep_self_attention(stats: SurfaceStats) -> tuple[float, int]:
     return float(stats.per_head["sep_sep"][top].mean()), len(top)
 
 
+# Figure 1's patterns: each panel's name and the statistic whose highest head it draws.
+FIGURE1_PATTERNS = {"attends broadly": "entropy", "attends to the next token": "next", "attends to [SEP]": "sep",
+                    "attends to periods and commas": "punct"}
+
+
 def figure1_heads(stats: SurfaceStats) -> dict[str, tuple[int, int]]:
     """Figure 1's four example heads, chosen by rule: the head with the highest value of each pattern (the
-    patterns a causal map does not have, ``next`` and [SEP], are left out)."""
-    patterns = {"attends broadly": "entropy", "attends to the next token": "next", "attends to [SEP]": "sep",
-                "attends to periods and commas": "punct"}
-    return {name: stats.best_head(k) for name, k in patterns.items() if k not in stats.undefined}
+    patterns a causal map does not have, ``next`` and [SEP], are left out: :func:`figure1_undefined`)."""
+    return {name: stats.best_head(k) for name, k in FIGURE1_PATTERNS.items() if k not in stats.undefined}
+
+
+def figure1_undefined(stats: SurfaceStats) -> dict[str, str]:
+    """Figure 1's patterns that ``stats`` does not have (a decoder's), each with the statistic's reason."""
+    return {name: stats.undefined[k] for name, k in FIGURE1_PATTERNS.items() if k in stats.undefined}
 
 
 def example_segment(lm: LoadedModel, batch: EncodedBatch, *, min_tokens: int = 30, max_tokens: int = 50) -> int:

@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,7 +16,8 @@ from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS, 
 from helpers.section import Section, SectionReport, Sizes, part
 from helpers.surface import claims as surface_claims
 from helpers.surface.command import COMMAND
-from helpers.surface.run import SurfaceReport, cached_surface_statistics, example_segment, figure1_heads, run_surface
+from helpers.surface.run import (SurfaceReport, cached_surface_statistics, example_segment, figure1_heads,
+                                 figure1_undefined, run_surface)
 from helpers.surface.stats import SurfaceStats
 
 
@@ -25,12 +26,14 @@ class Figure1:
     """Figure 1's example, chosen by rule: ``heads`` maps each pattern to its 0-based ``(layer, head)``
     (:func:`~helpers.surface.run.figure1_heads`); ``position`` is the example segment's place in the run's
     batch (:func:`~helpers.surface.run.example_segment`), ``tokens`` its tokens and ``attn`` its token-level
-    maps ``[layer, head, query, key]``."""
+    maps ``[layer, head, query, key]``; ``undefined`` maps each pattern the model does not have (a decoder: no
+    next token in view, no [SEP]) to its reason (:func:`~helpers.surface.run.figure1_undefined`)."""
 
     heads: dict[str, tuple[int, int]]
     position: int
     tokens: list[str]
     attn: np.ndarray
+    undefined: dict[str, str] = field(default_factory=dict)
 
 
 class SurfaceSectionReport(SectionReport):
@@ -74,7 +77,8 @@ class SurfaceSectionReport(SectionReport):
         position = example_segment(self.lm, self.batch)
         ids = self.batch.examples[position].input_ids
         (attn,) = attention_for(self.lm, encode_ids([ids]), level="token")
-        return Figure1(figure1_heads(self.stats), position, self.lm.tokenizer.convert_ids_to_tokens(ids.tolist()), attn)
+        return Figure1(figure1_heads(self.stats), position, self.lm.tokenizer.convert_ids_to_tokens(ids.tolist()), attn,
+                       figure1_undefined(self.stats))
 
     @property
     def gradients(self) -> dict | None:

@@ -172,6 +172,11 @@ class SurfaceStats:
         """Whether these are the statistics of causal maps (a decoder's)."""
         return bool(self.undefined)
 
+    @property
+    def shown(self) -> dict[str, np.ndarray]:
+        """``per_head`` without the :attr:`undefined` statistics (what a figure draws: absent, not NaN)."""
+        return {k: v for k, v in self.per_head.items() if k not in self.undefined}
+
     def heads_above(self, statistic: str, threshold: float = SPECIALIST_THRESHOLD) -> list[str]:
         """1-based labels of heads whose ``statistic`` exceeds ``threshold``, by layer then head."""
         layers, heads = np.nonzero(self.per_head[statistic] > threshold)

@@ -22,6 +22,52 @@ from helpers.surface.stats import SurfaceStats
 # ------------------------------------------------------------------------------- §3 surface
 
 
+def test_a_decoders_figure1_and_scatters_leave_out_what_it_does_not_have():
+    """A decoder's statistics (``undefined``: next token, [SEP]): Figure 1 names no head for those patterns and says
+    why instead of drawing; the scatters draw only the defined series, and a figure with none says so; the
+    gradient lines leave out a series that is None. An encoder's draw every panel."""
+    from helpers.presentation import charts
+    from helpers.surface.run import FIGURE1_PATTERNS, figure1_heads, figure1_undefined
+    from helpers.surface.section import Figure1
+
+    rng = np.random.default_rng(0)
+    keys = ("entropy", "next", "sep", "punct", "sep_sep", "rest_sep", "cls", "prev", "self")
+    encoder = SurfaceStats({k: rng.random((2, 3)) for k in keys}, 1.0, 4)
+    reasons = {"next": "no query sees its next token", "sep": "no [SEP]", "sep_sep": "no [SEP]", "rest_sep": "no [SEP]"}
+    decoder = SurfaceStats({k: (np.full((2, 3), np.nan) if k in reasons else v) for k, v in encoder.per_head.items()},
+                           1.0, 4, undefined=reasons)
+    assert set(figure1_heads(encoder)) == set(FIGURE1_PATTERNS) and figure1_undefined(encoder) == {}
+    assert figure1_undefined(decoder) == {"attends to the next token": reasons["next"], "attends to [SEP]": reasons["sep"]}
+    assert set(figure1_heads(decoder)) == {"attends broadly", "attends to periods and commas"}
+    assert set(decoder.shown) == set(keys) - set(reasons) and set(encoder.shown) == set(keys)
+    attn = rng.dirichlet(np.ones(5), size=(2, 3, 5))
+    figure = Figure1(figure1_heads(decoder), 0, [f"t{i}" for i in range(5)], attn, figure1_undefined(decoder))
+    note = chapters.example_head_view(figure, "attends to [SEP]")
+    assert "Not drawn" in note.data and reasons["sep"] in note.data
+    assert "Not drawn" not in str(getattr(chapters.example_head_view(figure, "attends broadly"), "data", ""))
+    chart = charts.layer_scatter(decoder.shown, {"cls": "[CLS]", "sep": "[SEP]", "punct": ". or ,"})
+    assert sorted({r["series"] for r in chart.to_dict()["datasets"].popitem()[1]}) == [". or ,", "[CLS]"]
+    empty = charts.layer_scatter(decoder.shown, {"sep_sep": "[SEP] → [SEP]", "rest_sep": "other → [SEP]"}, title="x")
+    assert "Not drawn" in empty.data
+    lines = charts.layer_lines({"[SEP]": None, "[CLS]": [0.1, 0.2]})
+    assert {r["series"] for r in lines.to_dict()["datasets"].popitem()[1]} == {"[CLS]"}
+
+
+def test_a_chapter_says_what_its_models_heads_see():
+    """The note each section chapter opens with: an encoder sees the whole input; a decoder names its mask, its BOS
+    and the section's own definition under the mask (said once on the record)."""
+    from helpers.section import CAUSAL_MASK
+    from helpers.syntax.section import SECTION
+
+    encoder = SimpleNamespace(name="enc", causal=False)
+    assert chapters.causal_note(SECTION, encoder) == ("enc is an encoder: each of its heads sees the whole input, as "
+                                                      "BERT's did in the paper.")
+    for bos, start in ((True, "start with BOS"), (False, "no BOS")):
+        note = chapters.causal_note(SECTION, SimpleNamespace(name="dec", causal=True, bos=bos))
+        assert note.startswith("dec is a decoder") and start in note
+        assert CAUSAL_MASK in note and SECTION.causal in note and SECTION.paper in note
+
+
 def test_example_heads_are_labelled_one_based():
     frame = chapters.example_heads({"attends broadly": (0, 2), "attends to [SEP]": (3, 0)})
     assert frame.columns.tolist() == ["pattern", "head"]

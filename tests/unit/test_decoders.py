@@ -258,3 +258,23 @@ def test_input_longer_than_the_context(decoders):
     lm = decoders["gpt2"]
     with pytest.raises(ValueError, match=f"limit of {td.CONTEXT} positions"):
         encode_words(lm.tokenizer, [td.SENTENCE], max_length=td.CONTEXT + 1, model_max=lm.max_positions)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_decoders_random_init_control_keeps_its_embeddings_and_has_an_lm_head(decoder_dirs, decoders, kind):
+    """The paper's control for a decoder: the word (and GPT-2's position) embeddings kept, every other weight
+    random; the whole causal LM is built, so the §3 gradient test has a language-model head (tied to the kept
+    embeddings where the model ties them: GPT-2)."""
+    trained = decoders[kind]
+    control = load_model(str(decoder_dirs[kind]), random_init=True, seed=1)  # the tiny "trained" model is seed 0's draw
+    assert control.causal and control.language_model is not None and control.model is control.language_model.base_model
+    want, got = trained.model.state_dict(), control.model.state_dict()
+    kept = [n for n in got if any(p in n.split(".") for p in ("wte", "wpe", "embed_tokens"))]
+    assert kept and all(torch.equal(got[n], want[n]) for n in kept)
+    assert all(not torch.equal(got[n], want[n]) for n in got if n not in kept and got[n].numel() > 1
+               and "norm" not in n and "ln_" not in n and "bias" not in n)  # random (norms start at ones, biases at 0)
+    head = control.language_model.get_output_embeddings().weight
+    embeddings = control.language_model.get_input_embeddings().weight
+    assert (head.data_ptr() == embeddings.data_ptr()) == bool(control.model.config.tie_word_embeddings)
+    ids = torch.tensor([[1, 5, 6, 7]])
+    assert control.language_model(input_ids=ids).logits.shape[-1] == control.model.config.vocab_size
