@@ -299,16 +299,11 @@ def test_table1_rows_are_the_chapters_table(tiny_lm, toy_conllu):
     assert (det["paper head"], det["paper accuracy"], det["paper baseline"]) == ("8-11", "94.3", "51.7 (+1)")
 
 
-def test_figure5_examples_follow_the_rule():
-    """The strongest relations' best heads on the first sentence they parse fully (the chapter's former cell)."""
-    from helpers.syntax.run import HeadsRun, example_sentence, figure5_examples, strongest_relations, table1_relations
+def _scored_run(sents, maps, *, causal: bool = False):
+    """A :class:`HeadsRun` over in-memory word maps, scored by :class:`HeadScorer` (Figure 5's input)."""
+    from helpers.syntax.run import HeadsRun
 
-    sents, maps = _random_sentences(n_sentences=12, seed=5, min_words=8, max_words=14)
-    for m, s in zip(maps, sents):  # head 2-2 (dependent-to-head) points every word at its gold head
-        m[1, 1] = 0.0
-        for i, h in enumerate(s.heads):
-            m[1, 1, i + 1, h if h else len(s) + 1] = 1.0
-    scorer = HeadScorer()
+    scorer = HeadScorer(causal=causal)
     for k, (m, s) in enumerate(zip(maps, sents)):
         scorer.update(m, s, index=k)
 
@@ -319,7 +314,19 @@ def test_figure5_examples_follow_the_rule():
         def __getitem__(self, i):
             return maps[i]
 
-    run = HeadsRun("toy", sents, Store(), scorer.result())
+    return HeadsRun("toy", sents, Store(), scorer.result(), causal=causal)
+
+
+def test_figure5_examples_follow_the_rule():
+    """The strongest relations' best heads on the first sentence they parse fully (the chapter's former cell)."""
+    from helpers.syntax.run import example_sentence, figure5_examples, strongest_relations, table1_relations
+
+    sents, maps = _random_sentences(n_sentences=12, seed=5, min_words=8, max_words=14)
+    for m, s in zip(maps, sents):  # head 2-2 (dependent-to-head) points every word at its gold head
+        m[1, 1] = 0.0
+        for i, h in enumerate(s.heads):
+            m[1, 1, i + 1, h if h else len(s) + 1] = 1.0
+    run = _scored_run(sents, maps)
     # the planted head is found: 2-2, dependent-to-head, parses every relation perfectly and is the best head overall
     np.testing.assert_array_equal(run.scores.accuracy()[DIRECTIONS.index("dependent-to-head"), 1, 1], 100.0)
     assert (run.scores.best(ALL)["best_head"], run.scores.best(ALL)["direction"]) == ("2-2", "dependent-to-head")
@@ -347,7 +354,7 @@ def test_figure5_examples_on_a_decoders_maps(lead):
     panels label BOS (or nothing) before the words and nothing after; the dependents and the positions hidden as
     special follow that layout, so the last word is drawn (hiding the last position would hide it)."""
     from helpers.presentation.views import attention_lines
-    from helpers.syntax.run import HeadsRun, figure5_examples
+    from helpers.syntax.run import figure5_examples
 
     rng = np.random.default_rng(11)
     sents, maps = [], []
@@ -361,18 +368,7 @@ def test_figure5_examples_on_a_decoders_maps(lead):
         for i, h in enumerate(heads):
             m[1, 1, i + lead, h - 1 + lead if h else 0] = 1.0  # the root word: BOS, or (no BOS) itself
         maps.append(m)
-    scorer = HeadScorer(causal=True)
-    for k, (m, s) in enumerate(zip(maps, sents)):
-        scorer.update(m, s, index=k)
-
-    class Store:
-        examples = [type("E", (), {"index": k})() for k in range(len(sents))]
-        skipped: list = []
-
-        def __getitem__(self, i):
-            return maps[i]
-
-    got = figure5_examples(HeadsRun("toy", sents, Store(), scorer.result(), causal=True), 3)
+    got = figure5_examples(_scored_run(sents, maps, causal=True), 3)
     assert got and all((ex.head, ex.direction) == ("2-2", "dependent-to-head") for ex in got)
     for ex in got:
         words = sents[ex.sentence].words
