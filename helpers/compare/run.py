@@ -94,6 +94,19 @@ def decoder_spec(ctx: RunContext) -> str | None:
     return None if spec is None or spec == book_spec(ctx) else spec
 
 
+def decoder_depth(ctx: RunContext) -> ModelResult | None:
+    """The depth profile of :func:`decoder_spec`'s decoder (no claims), computed in a process of its own in the
+    sinks chapter's context for it (:func:`helpers.sinks.decoder.decoder_context`: its sizes, so its §3
+    statistics are that chapter's, cached); ``None`` when there is no such decoder."""
+    from helpers.sinks.decoder import decoder_context
+
+    spec = decoder_spec(ctx)
+    if spec is None:
+        return None
+    (result,) = compare([spec], decoder_context(ctx, book_model=False), claims=False, isolate=True)
+    return result
+
+
 def chapter_sizes(spec: str, ctx: RunContext) -> dict:
     """The chapter's size overrides for ``spec``: none for the book's model (:func:`book_spec`: the
     chapters' sizes, so its results are the chapters' cached ones); else :data:`REDUCED_SIZES`, which keep a model's first

@@ -51,6 +51,24 @@ def causal_note(section, lm) -> str:
             f"Here ({section.paper or section.key}): {section.causal}.")
 
 
+def decoder_sizes_note(record, decoder_ctx, ctx) -> str:
+    """The sentence that says at which sizes the sinks chapter ran its decoder (``record``: the sinks section,
+    which reads §3, §4.2 and §4.3): the book's own when its context is the book's, else the small configuration's
+    (:func:`helpers.sinks.decoder.decoder_context`), with the numbers."""
+    if decoder_ctx.small == ctx.small:
+        return ("The decoder's analyses run at this build's sizes" + (" (the small test configuration)." if ctx.small
+                                                                      else ", as the chapters run the book's model."))
+    from helpers.results import section
+
+    segments = record.settings(decoder_ctx)["n_segments"]
+    sentences = section("syntax").settings(decoder_ctx)["max_sentences"]
+    documents = section("coref").settings(decoder_ctx)["max_documents"]
+    return (f"To keep the book's build within its budget, the decoder's analyses run at reduced sizes: {segments} "
+            f"segments (§3 and the sinks), the first {sentences} sentences of each treebank (§4.2) and the first "
+            f"{documents} documents of each coreference split (§4.3); the encoder beside it keeps the chapters' sizes. "
+            "A book built for the decoder itself (BERT_ATTENTION_MODEL=smollm2) runs it at full size.")
+
+
 def example_head_view(figure1, pattern: str):
     """Figure 1's panel for ``pattern`` (a key of :data:`helpers.surface.run.FIGURE1_PATTERNS`): the head view of its
     head on the example segment, or, for a pattern the model does not have (a decoder's next token or [SEP]), a

@@ -426,6 +426,9 @@ def _in_notebook() -> bool:
 _renderer_checked = [False]  # whether this session's first chart has set the renderer up
 
 
+MAX_CHART_ROWS = 100_000  # rows embedded in one chart (altair's default stops at 5,000)
+
+
 def altair_offline():
     """The ``altair`` module, with the offline renderer enabled when running in a notebook kernel (checked
     once per session, when the first chart is made: nothing is registered at import)."""
@@ -433,6 +436,9 @@ def altair_offline():
 
     if not _renderer_checked[0]:
         _renderer_checked[0] = True
+        # a chart of every head of a large model passes altair's default limit of 5,000 rows (relations x heads of a
+        # 30 x 9 decoder: 8,640); the data is embedded in the page either way
+        alt.data_transformers.enable("default", max_rows=MAX_CHART_ROWS)
         if _in_notebook():
             enable_offline_charts()
     return alt

@@ -36,6 +36,16 @@ class DecoderChoice:
     lm: LoadedModel
     why: str
     random: bool = False
+    book_model: bool = False  # the decoder is the book's own model (its chapters' runs, at their sizes)
+
+
+def decoder_context(ctx: RunContext, *, book_model: bool) -> RunContext:
+    """The context the chapter's decoder is run in: ``ctx`` itself when the decoder is the book's model (the
+    chapters' sizes, read from their cache); else the small configuration's sizes (``small=True``; the sections'
+    ``Sizes.small``), so that a decoder beside the book's encoder adds minutes, not the hour a 30-layer decoder's
+    full-size §3, §4.2 and §4.3 take on two cores, to the book's cold build. The comparison chapter reads its
+    depth profile in the same context (the same cached §3 statistics)."""
+    return ctx if book_model or ctx.small else replace(ctx, small=True)
 
 
 def install_hint() -> str:
@@ -83,7 +93,7 @@ def chapter_decoder(ctx: RunContext, *, book_model: LoadedModel | None = None) -
         lm = book_model if book_model.bos else load_model(
             book_model.spec, random_init=book_model.random_init, seed=book_model.seed or 0, device=book_model.device,
             cache_root=book_model.cache_root, bos=True)
-        return DecoderChoice(lm, "the book's model, itself a decoder")
+        return DecoderChoice(lm, "the book's model, itself a decoder", book_model=True)
     if (extra_dir(DEFAULT_DECODER, ctx.cache_dir, must_exist=False) / "config.json").is_file():
         return DecoderChoice(load_model(DEFAULT_DECODER, cache_root=ctx.cache_dir, bos=True),
                              f"the installed {DEFAULT_DECODER} extra")

@@ -96,3 +96,39 @@ def test_unknown_architecture_is_named():
 def test_layer_out_of_range():
     with pytest.raises(ValueError, match="layer 2"):
         recompute_attention(tiny("bert"), IDS, layer=2)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_decoders_recomputed_attention_equals_its_own(kind, tmp_path):
+    """A decoder's formula: the causal mask, rotary positions (Llama) and grouped-query attention (the tiny Llama's
+    4 query heads share 2 key-value heads), in a float64 model, to float64 round-off (weights widened to std 0.5 so
+    the maps are peaked and a wrong rotation or head pairing shows)."""
+    import tiny_decoders as td
+    from helpers.core.models import load_model
+
+    folder = td.save_gpt2(tmp_path / kind) if kind == "gpt2" else td.save_llama(tmp_path / kind)
+    lm = in_float64(load_model(str(folder)))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, w in lm.model.named_parameters():
+            if w.dim() == 2 and "emb" not in name and "wte" not in name and "wpe" not in name:
+                w.normal_(0, 0.5)
+    ids = IDS[IDS < lm.model.config.vocab_size]
+    with torch.inference_mode():
+        out = lm.model(input_ids=torch.as_tensor(ids)[None], output_attentions=True)
+    eps32 = torch.finfo(torch.float32).eps
+    for layer in range(lm.n_layers):
+        ours = recompute_attention(lm, ids, layer=layer)
+        theirs = out.attentions[layer][0]
+        assert ours.shape == (lm.n_heads, len(ids), len(ids)) and float(ours.triu(1).abs().max()) == 0.0
+        # Llama's eager attention takes its softmax in float32 even in a float64 model: its scores are rounded to
+        # float32 (a score s off by eps32 |s| moves a weight p by at most 2 p eps32 |s|; |s| <= |q| |k| / sqrt(d),
+        # rotation keeping norms) and the softmax's sum of n terms is float32's; GPT-2's stays in float64
+        with torch.inference_mode(), capture(lm, ("query", "key"), layers=[layer]) as seen:
+            lm.model(input_ids=torch.as_tensor(ids)[None])
+        q, k = seen.heads("query", layer)[0], seen.heads("key", layer)[0]
+        largest = float(q.norm(dim=-1).max() * k.norm(dim=-1).max()) / math.sqrt(q.shape[-1])
+        atol = (2 * eps32 * largest + round_off(1.0, len(ids), eps=eps32) if kind == "llama"
+                else formula_tolerance(lm, ids, layer))
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=atol)
+        assert float(theirs.max()) > 0.5

@@ -157,6 +157,33 @@ def test_the_decoder_is_the_named_one_else_random_and_labelled(tmp_path, llama_d
     assert chosen.bos is True and chosen.fingerprint() != bare.fingerprint()
 
 
+def test_a_decoder_beside_the_books_encoder_runs_at_the_small_sizes(tmp_path, llama_dir):
+    """The chapter's decoder runs in the book's context when it is the book's model (its chapters' sizes and cache),
+    else at the small configuration's sizes (a 30-layer decoder at full size would add about an hour to the default
+    book); the page says which, with the numbers the sections read in that context."""
+    from helpers.context import RunContext
+    from helpers.results import section
+    from helpers.sinks.decoder import chapter_decoder, decoder_context
+    from helpers.sinks.section import SECTION
+
+    full = RunContext(cache_dir=tmp_path, small=False)
+    beside = chapter_decoder(RunContext(cache_dir=tmp_path, decoder=str(llama_dir)))
+    assert not beside.book_model and decoder_context(full, book_model=beside.book_model).small is True
+    from helpers.core.models import load_model
+
+    own = chapter_decoder(full, book_model=load_model(str(llama_dir)))
+    assert own.book_model and decoder_context(full, book_model=own.book_model) is full
+    small = RunContext(cache_dir=tmp_path, small=True)
+    assert decoder_context(small, book_model=False) is small
+    reduced = decoder_context(full, book_model=False)
+    note = chapters.decoder_sizes_note(SECTION, reduced, full)
+    want = (SECTION.settings(reduced)["n_segments"], section("syntax").settings(reduced)["max_sentences"],
+            section("coref").settings(reduced)["max_documents"])
+    assert all(f" {n} " in note for n in want) and "reduced sizes" in note
+    assert "as the chapters run" in chapters.decoder_sizes_note(SECTION, full, full)
+    assert "small test configuration" in chapters.decoder_sizes_note(SECTION, small, small)
+
+
 def test_section_run_without_bos_against_a_slow_loop(llama_dir, toy_data, tmp_path):
     import torch
 

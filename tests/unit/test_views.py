@@ -83,3 +83,16 @@ def test_heatmap_and_head_view_take_the_same_0_based_indices():
     head_view(attn, list("abcd"), layer=1, heads=[2], html_action="return")  # the same indices are valid there
     with pytest.raises(ValueError, match="layer: 0-based"):
         heatmap(attn, list("abcd"), layer=3)
+
+
+def test_a_chart_of_every_head_of_a_large_model_is_not_refused(monkeypatch):
+    """altair refuses a dataset of more than 5,000 rows by default; relations x heads of a 30 x 9 decoder are 8,640
+    (the syntax chapter's heat map): the charts' altair allows :data:`views.MAX_CHART_ROWS`."""
+    import pandas as pd
+
+    from helpers.presentation import views
+
+    monkeypatch.setattr(views, "_renderer_checked", [False])
+    alt = views.altair_offline()
+    rows = pd.DataFrame({"head": range(8640), "accuracy": 0.5})
+    assert len(alt.Chart(rows).mark_rect().encode(x="head:O", color="accuracy:Q").to_dict()["datasets"].popitem()[1]) == 8640
