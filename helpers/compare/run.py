@@ -58,9 +58,9 @@ def parse_specs(text: str, *, where: str = "--models") -> list[str]:
 
 def installed_optional_specs(cache_root=None) -> list[str]:
     """The optional extras of :data:`OPTIONAL_SPECS` that are installed here."""
-    from helpers.core.model_extras import extra_dir
+    from helpers.core.model_extras import is_installed
 
-    return [s for s in OPTIONAL_SPECS if (extra_dir(s, cache_root, must_exist=False) / "config.json").is_file()]
+    return [s for s in OPTIONAL_SPECS if is_installed(s, cache_root)]
 
 
 def default_specs(ctx: RunContext) -> list[str]:
@@ -86,11 +86,10 @@ def decoder_spec(ctx: RunContext) -> str | None:
     decoder (:func:`helpers.sinks.decoder.chapter_decoder`: ``ctx.decoder``, else the installed ``smollm2``) when it
     is a real one and not already among them (the book's model); ``None`` otherwise (its random stand-in says
     nothing about trained decoders). Its §3 statistics are the sinks chapter's, at the chapters' sizes (cached)."""
-    from helpers.core.model_extras import extra_dir
+    from helpers.core.model_extras import is_installed
     from helpers.sinks.decoder import DEFAULT_DECODER
 
-    spec = ctx.decoder or (DEFAULT_DECODER if (extra_dir(DEFAULT_DECODER, ctx.cache_dir, must_exist=False)
-                                               / "config.json").is_file() else None)
+    spec = ctx.decoder or (DEFAULT_DECODER if is_installed(DEFAULT_DECODER, ctx.cache_dir) else None)
     return None if spec is None or spec == book_spec(ctx) else spec
 
 

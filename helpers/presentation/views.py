@@ -426,6 +426,13 @@ def _in_notebook() -> bool:
 _renderer_checked = [False]  # whether this session's first chart has set the renderer up
 
 
+def not_drawn(what: str, why: str):
+    """The line a figure the model does not have shows instead (``what``: the figure; ``why``: the reason)."""
+    from IPython.display import HTML
+
+    return HTML(f"<p><em>Not drawn for this model ({what}): {why}.</em></p>")
+
+
 MAX_CHART_ROWS = 100_000  # rows embedded in one chart (altair's default stops at 5,000)
 
 

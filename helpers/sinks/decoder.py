@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from helpers.context import RunContext, cache_folder
-from helpers.core.model_extras import extra_dir
+from helpers.core.model_extras import is_installed
 from helpers.core.models import LoadedModel, load_model, quiet_transformers
 
 DEFAULT_DECODER = "smollm2"  # the registered extra the chapter is written for
@@ -94,7 +94,7 @@ def chapter_decoder(ctx: RunContext, *, book_model: LoadedModel | None = None) -
             book_model.spec, random_init=book_model.random_init, seed=book_model.seed or 0, device=book_model.device,
             cache_root=book_model.cache_root, bos=True)
         return DecoderChoice(lm, "the book's model, itself a decoder", book_model=True)
-    if (extra_dir(DEFAULT_DECODER, ctx.cache_dir, must_exist=False) / "config.json").is_file():
+    if is_installed(DEFAULT_DECODER, ctx.cache_dir):
         return DecoderChoice(load_model(DEFAULT_DECODER, cache_root=ctx.cache_dir, bos=True),
                              f"the installed {DEFAULT_DECODER} extra")
     folder = random_decoder_dir(ctx.cache_dir)

