@@ -16,6 +16,7 @@ work.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.segment_pass import segment_statistics
@@ -99,29 +100,37 @@ def _sentences(record, source: str, limits: dict):
     raise ValueError(f"section {record.key!r} reads {source} but neither it nor an input has a sentence limit")
 
 
-def model_passes(spec: str, ctx, *, control: bool) -> list[Pass]:
+def model_passes(spec: str, ctx, *, control: bool, only: set[str] | None = None) -> list[Pass]:
     """The passes of one model at its sizes in a build of ``ctx``'s configuration; with ``control``, its
-    random-init control's too."""
+    random-init control's too; ``only``: the keys of the sections that run this model (default: all)."""
     from helpers.compare.run import RANDOM_PREFIX, parse_spec
 
     from helpers.results import section
 
+    def runs(records: list) -> list:
+        return [r for r in records if only is None or r.key in only]
+
     s = _sizes(spec, ctx)
     n = s["n_segments"]
     segments = reads("segments")
-    s3 = label(section("surface"))  # §3's own passes: its gradients and its masked-LM head's segments
-    out = [Pass(spec, "segments", tuple(label(r) for r in segments["gum:train"]),
-                options=(("n_segments", n), ("seed", 0))),
-           Pass(spec, "segments", (s3,), backward=True, options=(("n_segments", n), ("seed", 0))),
-           Pass(spec, "masked-LM segments (train)", (s3,), options=(("n_segments", n), ("seed", 1))),
-           Pass(spec, "masked-LM segments (dev)", (s3,), options=(("n_segments", max(n // 5, 20)), ("seed", 1),
-                                                                   ("split", "dev")))]
-    treebanks = reads("sentences")
+    surface = section("surface")
+    s3 = label(surface)  # §3's own passes: its gradients and its masked-LM head's segments
+    out = [Pass(spec, "segments", tuple(label(r) for r in runs(segments["gum:train"])),
+                options=(("n_segments", n), ("seed", 0)))]
+    if only is None or surface.key in only:
+        out += [Pass(spec, "segments", (s3,), backward=True, options=(("n_segments", n), ("seed", 0))),
+                Pass(spec, "masked-LM segments (train)", (s3,), options=(("n_segments", n), ("seed", 1))),
+                Pass(spec, "masked-LM segments (dev)", (s3,), options=(("n_segments", max(n // 5, 20)), ("seed", 1),
+                                                                        ("split", "dev")))]
+    treebanks = {corpus: runs(readers) for corpus, readers in reads("sentences").items() if runs(readers)}
     for corpus, readers in treebanks.items():
         limits = [_sentences(r, corpus, s["max_sentences"]) for r in readers]
         limit = None if None in limits else max(limits)  # the longest prefix any run reads holds the others
         out.append(Pass(spec, corpus, tuple(label(r) for r in readers), options=(("max_sentences", limit),)))
     for split, readers in reads("coreference").items():
+        readers = runs(readers)
+        if not readers:
+            continue
         for setting in COREF_SETTINGS:
             out.append(Pass(spec, f"coreference {split} ({setting})", tuple(label(r) for r in readers),
                             options=(("split", split), ("setting", setting), ("max_documents", s["max_documents"]))))
@@ -160,12 +169,61 @@ def book_passes(ctx, *, specs: list[str] | None = None) -> list[Pass]:
     beyond = {label(r) for r in SECTIONS if not r.in_paper}  # chapters beyond the paper analyse the book's model only
     out: dict[tuple, Pass] = {}
     for spec in dict.fromkeys([book, *specs]):
-        for p in model_passes(spec, ctx, control=True):
+        passes = model_passes(spec, ctx, control=True)
+        if spec == book and is_decoder(spec, ctx):
+            passes.append(no_bos_pass(spec, ctx))
+        for p in passes:
             if spec != book:
                 p = Pass(p.spec, p.input, tuple(x for x in p.sections if x not in beyond), p.backward, p.options)
             key = (p.spec, p.input, p.backward)
             out[key] = _larger(out[key], p) if key in out else p
-    return list(out.values())
+    return list(out.values()) + decoder_passes(ctx)
+
+
+def no_bos_pass(spec: str, ctx) -> Pass:
+    """The sinks chapter's pass of the decoder ``spec`` over its segments without the BOS token (its run without BOS,
+    at the chapter's sizes in ``ctx``)."""
+    from helpers.results import section
+
+    record = section("sinks")
+    s = record.settings(ctx)
+    return Pass(spec, "segments (no BOS)", (label(record),), options=(("n_segments", s["n_segments"]), ("seed", s["seed"])))
+
+
+def decoder_passes(ctx) -> list[Pass]:
+    """The passes of the sinks chapter's decoder beside the book's encoder (:func:`helpers.compare.run.decoder_spec`:
+    a trained decoder that is not the book's model; none otherwise): the sinks section and the sections it reads (§3,
+    §4.2, §4.3) at the sizes of its context (:func:`helpers.sinks.decoder.decoder_context`), and its run without BOS.
+    The comparison chapter reads that decoder's depth from the same cached §3 statistics (no pass of its own)."""
+    from helpers.compare.run import decoder_spec
+    from helpers.results import section
+    from helpers.sinks.decoder import decoder_context
+
+    spec = decoder_spec(ctx)
+    if spec is None:
+        return []
+    record = section("sinks")
+    dctx = decoder_context(ctx, book_model=False).replace(model=spec)  # its sizes: the records', no comparison's
+    return [*model_passes(spec, dctx, control=False, only={record.key, *record.inputs}), no_bos_pass(spec, dctx)]
+
+
+def is_decoder(spec: str, ctx) -> bool:
+    """Whether the model of ``spec`` is a decoder, read from its configuration without its weights; ``False`` when
+    the configuration cannot be read here (a hub name offline: the floor then leaves out its run without BOS)."""
+    from helpers.compare.run import DEFAULT_SPEC, parse_spec
+    from helpers.core.models import is_causal_config, is_gguf, resolve_source
+
+    name, _ = parse_spec(spec)
+    try:
+        _, source, _ = resolve_source(None if name == DEFAULT_SPEC else name, cache_root=ctx.cache_dir)
+        from transformers import AutoConfig
+
+        if is_gguf(source):
+            path = Path(source)
+            return is_causal_config(AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name))
+        return is_causal_config(AutoConfig.from_pretrained(source))
+    except Exception:  # noqa: BLE001 (an unreadable configuration: the model's own load will say why)
+        return False
 
 
 def encode_pass(lm, p: Pass, ctx, *, max_length: int = MAX_LENGTH) -> EncodedBatch | None:
@@ -182,6 +240,10 @@ def encode_pass(lm, p: Pass, ctx, *, max_length: int = MAX_LENGTH) -> EncodedBat
 
         if pretrained_head(lm) is not None:
             return None
+    if p.input == "segments (no BOS)":
+        from helpers.sinks.run import without_bos
+
+        lm = without_bos(lm)
     if "segments" in p.input:
         return build_segments(lm, split=o.get("split", "train"), n_segments=o["n_segments"], seed=o["seed"],
                               max_length=max_length, data_dir=data_dir, cache_root=cache_root)

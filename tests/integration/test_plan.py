@@ -89,3 +89,34 @@ def test_claims_pass_over_the_segments_once(tiny_lm, toy_data, tmp_path, monkeyp
     segments = build_segments(tiny_lm, n_segments=3, max_length=60, data_dir=toy_data)
     assert separate_tokens - shared_tokens == sum(len(ex.input_ids) for ex in segments.examples) > 0
     assert [c.to_json() for c in one] == [c.to_json() for c in separate]
+
+
+def test_the_sinks_chapters_decoder_is_in_the_plan(tmp_path):
+    """A trained decoder beside the book's encoder (the sinks chapter's, here named by the context) adds its passes at
+    the small configuration's sizes, for the sinks section and the three it reads only, and its segments without BOS;
+    none of its passes is a probe's or a random-init control's. Without such a decoder the plan has none."""
+    from helpers.results import section
+    from helpers.sinks.decoder import random_decoder_dir
+
+    ctx = RunContext(small=False, cache_dir=tmp_path, decoder="some-decoder")
+    passes = [p for p in book_passes(ctx, specs=["default"]) if p.spec == "some-decoder"]
+    small = {name: section(name).sizes.small for name in ("surface", "syntax", "coref", "sinks")}
+    by_input = {(p.input, p.backward): p for p in passes}
+    assert by_input["segments", False].option["n_segments"] == small["surface"]["n_segments"] == small["sinks"]["n_segments"]
+    assert set(by_input["segments", False].sections) == {"3", "sinks"} and ("segments", True) in by_input
+    assert by_input["segments (no BOS)", False].sections == ("sinks",)
+    assert by_input["segments (no BOS)", False].option["n_segments"] == small["sinks"]["n_segments"]
+    assert {p.option["max_sentences"] for p in passes if p.input.endswith((":dev", ":test", ":train"))} == \
+        {small["syntax"]["max_sentences"]}
+    assert all(p.option["max_documents"] == small["coref"]["max_documents"] for p in passes if "coreference" in p.input)
+    assert not any("5" in p.sections or "6" in p.sections or "norms" in p.sections for p in passes)
+    assert not any(p.spec.startswith("random:") for p in book_passes(ctx, specs=["default"]) if "decoder" in p.spec)
+    assert not any(p.input == "segments (no BOS)" for p in book_passes(RunContext(small=False, cache_dir=tmp_path),
+                                                                       specs=["default"]))
+    # the book's own model, when a decoder, has its run without BOS; an encoder has none
+    from helpers.plan import is_decoder
+
+    folder = random_decoder_dir(tmp_path)
+    assert is_decoder(str(folder), ctx) and not is_decoder("default", ctx)
+    own = RunContext(small=False, cache_dir=tmp_path, model=str(folder))
+    assert [p.input for p in book_passes(own, specs=[str(folder)])].count("segments (no BOS)") == 1
