@@ -13,6 +13,7 @@ written to ``--json`` is kept in the cache (``results/``) and the error line say
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -228,6 +229,14 @@ def command_section(record) -> str:
     return f"paper {record.paper}" if record.paper else "beyond the paper"
 
 
+def _check_record_reads(record, args: argparse.Namespace) -> None:
+    """A section command's corpus check: what its record reads with the options given
+    (:meth:`helpers.section.Section.command_reads`)."""
+    from helpers.pipeline.argtypes import check_corpora
+
+    check_corpora(args, *record.command_reads(vars(args)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m helpers",
@@ -240,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(cmd.name, help=text, description=text)
         if record is not None:  # a section's options default to its record's settings
             cmd.arguments(p, record.sizes.pick(small=False))
+            if p.get_default("check_inputs") is None:  # the corpora its record reads with these options
+                p.set_defaults(check_inputs=functools.partial(_check_record_reads, record))
         else:
             cmd.arguments(p)
         add_common(p)

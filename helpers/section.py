@@ -120,6 +120,23 @@ class Section:
     inputs: tuple[str, ...] = ()
     corpora: tuple[str, ...] = ()
     causal: str = ""  # how the section's analyses are defined under a causal mask (a decoder's), said once here
+    # Reads made only when an option is on: ``{read: option}``, a read being a corpus of ``corpora`` or
+    # ``"INPUT:CORPUS"`` (a corpus an input section reads for this one, cluster's ``"syntax:gum:dev"``), the option a
+    # setting or a command's option (its ``args`` attribute) whose truth says whether the run reads it.
+    when: Mapping[str, str] = field(default_factory=dict)
+
+    def command_reads(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """What the section's run reads with ``options`` (its command's parsed options, ``vars(args)``): its
+        :attr:`corpora` and the input sections' reads of :attr:`when` whose option is on, each once. The command's
+        corpus check reads them before the model loads (``claims`` and ``compare`` check every record's
+        :attr:`corpora`)."""
+        out = []
+        for read in (*self.corpora, *(r for r in self.when if r not in self.corpora)):
+            if read in self.when and not options.get(self.when[read]):
+                continue
+            head, _, corpus = read.partition(":")
+            out.append(corpus if head in self.inputs else read)
+        return tuple(dict.fromkeys(out))
 
     def causal_json(self, lm) -> dict | None:
         """What the section's JSON says of a decoder (``lm.causal``): ``{"mask", "bos", "definition"}``, the

@@ -13,7 +13,7 @@ from helpers.cluster import claims as cluster_claims
 from helpers.cluster.command import COMMAND
 from helpers.cluster.run import ClusterResult, linguistic_heads, run_cluster
 from helpers.cluster.stats import PERMUTATIONS
-from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS
+from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SEGMENTS_CORPUS, SMALL_SEGMENTS
 from helpers.section import Section, SectionReport, Sizes, part
 
 
@@ -50,5 +50,7 @@ SECTION = Section(
     causal=("as for an encoder, on the prefix: the keys a query cannot see weigh zero in both heads, so they add "
             "nothing to the Jensen-Shannon divergence; the behaviours §3 does not define for a decoder ([SEP], next "
             "token) mark no head"),
-    corpora=("segments:gum:train",),
+    corpora=(SEGMENTS_CORPUS,),
+    # the heads it marks: §4.2's chosen on GUM dev, §4.3's on OntoGUM dev (--no-linguistic: none)
+    when={"syntax:gum:dev": "linguistic", "coref:ontogum:dev": "linguistic"},
 )

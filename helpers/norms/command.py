@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Mapping
 
-from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
+from helpers.pipeline.argtypes import max_length_int, positive_int
 from helpers.pipeline.engine import add_execution_args
 from helpers.pipeline.options import Command, capped_counts, load, run_context
 
@@ -16,7 +16,6 @@ def _norms_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:
     parser.add_argument("--max-length", type=max_length_int, default=defaults["max_length"],
                         help="segment length limit in tokens")
     add_execution_args(parser)
-    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))  # segments come from GUM train
 
 
 def cmd_norms(args: argparse.Namespace, run) -> dict:

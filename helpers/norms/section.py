@@ -14,7 +14,7 @@ from helpers.norms import claims as norms_claims
 from helpers.norms.command import COMMAND
 from helpers.norms.run import NormsReport, norms_json, run_norms, run_table1_norms, table1_comparison
 from helpers.norms.stats import NormStats
-from helpers.pipeline.segments import SEGMENTS, SMALL_SEGMENTS
+from helpers.pipeline.segments import SEGMENTS, SEGMENTS_CORPUS, SMALL_SEGMENTS
 from helpers.section import Section, SectionReport, Sizes, input_report, part
 from helpers.syntax.stats import HeadScores
 
@@ -69,5 +69,6 @@ SECTION = Section(
     causal=("as for an encoder, on the prefix (a norm ||alpha f(x)|| is zero where the weight is); the first position "
             "takes [CLS]'s place; [SEP]'s shares are absent (left out, named under 'undefined'), its claim not "
             "applicable"),
-    corpora=("segments:gum:train", TABLE1_TREEBANK),
+    corpora=(SEGMENTS_CORPUS, TABLE1_TREEBANK),
+    when={TABLE1_TREEBANK: "table1"},  # read for Table 1's norms (the chapter's and the claims' part), not the command's
 )

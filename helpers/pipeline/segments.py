@@ -27,6 +27,9 @@ from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_in
 from helpers.pipeline.options import Command, load, with_counts
 
 DEFAULT_SOURCE: SegmentSource = "documents"
+# What the segments are read from, as a section's read is written (:func:`helpers.data.corpora.corpus_read`): GUM
+# train, whichever construction (``--segments-from``); the held-out segments of §3's masked-LM head: GUM dev.
+SEGMENTS_CORPUS, HELD_OUT_SEGMENTS_CORPUS = "segments:gum:train", "segments:gum:dev"
 SMALL_SEGMENTS = 40  # the chapters' segments (§3, §6, norms) in the small (test) configuration; the book's: SEGMENTS
 
 
@@ -80,7 +83,7 @@ def add_segment_args(parser: argparse.ArgumentParser, defaults: Mapping | None =
 
 def _segments_args(parser: argparse.ArgumentParser) -> None:
     add_segment_args(parser)
-    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))
+    parser.set_defaults(check_inputs=lambda a: check_corpora(a, SEGMENTS_CORPUS))
 
 
 def cmd_segments(args: argparse.Namespace) -> dict:

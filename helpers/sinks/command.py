@@ -7,7 +7,7 @@ import argparse
 import math
 from typing import Mapping
 
-from helpers.pipeline.argtypes import check_corpora, positive_int
+from helpers.pipeline.argtypes import positive_int
 from helpers.pipeline.options import Command, capped_counts, load, run_context
 from helpers.pipeline.segments import add_segment_args
 from helpers.sinks.stats import EPSILON
@@ -30,7 +30,6 @@ def _sinks_args(parser: argparse.ArgumentParser, defaults: Mapping | None = None
     parser.add_argument("--epsilon", type=epsilon_float, default=EPSILON,
                         help=f"a head is a sink head when its attention to the first position exceeds this (default {EPSILON}, Gu et al.)")
     parser.add_argument("--batch-size", type=positive_int, default=defaults["batch_size"])
-    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train"))
 
 
 def cmd_sinks(args: argparse.Namespace, run) -> dict:

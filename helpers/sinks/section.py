@@ -13,7 +13,7 @@ its ``inputs``, for the same model: §3 (where attention goes by layer and the g
 from __future__ import annotations
 
 from helpers.claims import Claim
-from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS
+from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SEGMENTS_CORPUS, SMALL_SEGMENTS
 from helpers.section import Section, SectionReport, Sizes, input_report, part
 from helpers.sinks import claims as sinks_claims
 from helpers.sinks.command import COMMAND
@@ -66,5 +66,5 @@ SECTION = Section(
     causal=("alpha_1 is the mean over every query of its attention to position 1 (every query sees it): a decoder's "
             "BOS, or without BOS (--no-bos) its first word's first token; the norm-based share divides each row of "
             "||alpha f(x)|| by its total over the visible prefix"),
-    corpora=("segments:gum:train",),
+    corpora=(SEGMENTS_CORPUS,),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Mapping
 
-from helpers.pipeline.argtypes import check_corpora, positive_int
+from helpers.pipeline.argtypes import positive_int
 from helpers.pipeline.engine import add_execution_args
 from helpers.pipeline.options import Command, load, run_context, with_counts
 from helpers.pipeline.segments import add_segment_args
@@ -18,7 +18,6 @@ def _surface_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:
     parser.add_argument("--gradient-segments", type=positive_int, default=defaults["gradient_segments"],
                         help="use only the first N segments for gradients (default: all)")
     add_execution_args(parser)  # the statistics; the masked-LM head and the gradients run here
-    parser.set_defaults(check_inputs=lambda a: check_corpora(a, "gum:train", *(["gum:dev"] if a.gradients else [])))
 
 
 def cmd_surface(args: argparse.Namespace, run) -> dict:

@@ -12,7 +12,8 @@ import numpy as np
 from helpers.claims import Claim
 from helpers.core.encoding import EncodedBatch, encode_ids
 from helpers.core.extract import attention_for
-from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, SMALL_SEGMENTS, build_segments
+from helpers.pipeline.segments import (DEFAULT_SOURCE, HELD_OUT_SEGMENTS_CORPUS, SEGMENTS, SEGMENTS_CORPUS, SMALL_SEGMENTS,
+                                      build_segments)
 from helpers.section import Section, SectionReport, Sizes, part
 from helpers.surface import claims as surface_claims
 from helpers.surface.command import COMMAND
@@ -107,5 +108,6 @@ SECTION = Section(
             "'undefined', their claims not applicable; entropy is set against the uniform over the visible prefix "
             "(row i: log(i + 1), not log n); the gradients are those of the model's own next-token loss through its "
             "language-model head (nothing fitted), averaged over the weights a head can set (key <= query)"),
-    corpora=("segments:gum:train", "segments:gum:dev"),  # the segments; the masked-LM head's held-out segments
+    corpora=(SEGMENTS_CORPUS, HELD_OUT_SEGMENTS_CORPUS),  # the segments; the masked-LM head's held-out segments
+    when={HELD_OUT_SEGMENTS_CORPUS: "gradients"},  # read for the head of the gradient test (--no-gradients: not)
 )

@@ -142,6 +142,37 @@ def test_each_record_says_what_it_reads_once():
                                        "ontogum:dev", "ontogum:test", "gum:train")
 
 
+def test_a_commands_corpus_check_is_its_records_reads(monkeypatch):
+    """A section command checks, before its model loads, what its record reads with the options given
+    (``Section.command_reads``: its corpora and the input sections' reads its ``when`` turns on), nothing typed in
+    the command; every ``when`` names a read the record or an input makes and an option the command or record has."""
+    from helpers.cli import build_parser
+    from helpers.pipeline import argtypes
+
+    parser = build_parser()
+    checked = []
+    monkeypatch.setattr(argtypes, "check_corpora", lambda args, *specs: checked.append(specs))
+
+    def check(*argv):
+        checked.clear()
+        args = parser.parse_args(list(argv))
+        args.check_inputs(args)
+        return checked[-1]
+
+    assert check("surface") == ("segments:gum:train", "segments:gum:dev")
+    assert check("surface", "--no-gradients") == ("segments:gum:train",)
+    assert check("cluster") == ("segments:gum:train", "gum:dev", "ontogum:dev")  # the heads it marks: §4.2's, §4.3's
+    assert check("cluster", "--no-linguistic") == ("segments:gum:train",)
+    assert check("norms") == check("sinks") == ("segments:gum:train",)  # Table 1's norms are the chapter's part
+    assert section("norms").command_reads({"table1": True}) == ("segments:gum:train", "gum:test")
+    for record in SECTIONS:
+        options = {a.dest for a in parser._subparsers._group_actions[0].choices[record.command.name]._actions}
+        for read, option in record.when.items():
+            head, _, corpus = read.partition(":")
+            assert read in record.corpora or (head in record.inputs and corpus in section(head).corpora), read
+            assert option in options or option in record.sizes.full or read in record.corpora, (record.key, option)
+
+
 def test_the_plan_follows_the_records_reads(monkeypatch):
     """Planted: a record that reads one more treebank gets a pass over it in the build plan (nothing is listed
     in plan.py), and the claims' corpus check checks it."""
