@@ -354,20 +354,37 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
             for name, spec in corpora.items()}
     control = control_model(lm)
     control_is_model = control.fingerprint() == lm.fingerprint()  # lm is itself a random-init model
-    random_sets = sets if control_is_model else {
-        # the same sentences in the same batches with the model's vectors: read from the model's file
-        name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep,
-                         share_vectors=sets[name], **kw)
-        for name, spec in corpora.items()}
-    del control  # its batches are on disk now
     tests = [name for name in corpora if name not in ("train", "dev")]
-    t_data = time.perf_counter() - start
     rows: dict[str, dict] = {"Right-branching": {name: _summary([right_branching_uas(sets[name])]) for name in tests}}
-    t_train = time.perf_counter()
     jobs = training_jobs(seeds)
     twins = twin_jobs(jobs) if control_is_model else {}
-    scores = train_all([job for job in jobs if (job[0], job[4]) not in twins], {"maps": sets, "random": random_sets},
-                       tests, epochs=epochs, workers=workers, progress=progress, device=lm.device)
+    jobs = [job for job in jobs if (job[0], job[4]) not in twins]
+
+    def control_sets(shared: bool) -> dict:
+        # the same sentences in the same batches with the model's word vectors: read from the model's file while
+        # its batches stay (``shared``), else held in the control's own
+        return {name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep,
+                                 share_vectors=sets[name] if shared else None, **kw) for name, spec in corpora.items()}
+
+    # Unless batches are kept, two phases, so that the model's batches and its control's are never on disk together:
+    # the trainings on the model's maps; then, its batches removed, the control's batches (made from its pass) and
+    # the trainings on them. Each phase starts its most expensive trainings first; no score depends on the order.
+    split = not keep and not control_is_model
+    random_sets = sets if control_is_model else (None if split else control_sets(shared=True))
+    phases = ([[job for job in jobs if job[2] == "maps"], [job for job in jobs if job[2] == "random"]] if split
+              else [jobs])
+    t_data, t_train, scores = time.perf_counter() - start, 0.0, {}
+    for phase in phases:
+        if random_sets is None and any(job[2] == "random" for job in phase):
+            t = time.perf_counter()
+            remove_spills(sets.values())  # the model's batches served the first phase only
+            random_sets = control_sets(shared=False)
+            t_data += time.perf_counter() - t
+        t = time.perf_counter()
+        scores.update(train_all(phase, {"maps": sets, "random": random_sets}, tests, epochs=epochs, workers=workers,
+                                progress=progress, device=lm.device))
+        t_train += time.perf_counter() - t
+    del control  # its batches are on disk now
     scores.update({job: scores[twin] for job, twin in twins.items()})
     for label, _, _, misaligned in CONFIGS:
         runs = [scores[(label, seed)] for seed in (seeds[:1] if misaligned else seeds)]
@@ -375,14 +392,14 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
                    **{name: [r[name] for r in runs] for name in tests if name != "test"}}
         rows[label] = {**{k: _summary(v) for k, v in results.items()}, "epochs": [r["epoch"] for r in runs]}
     if not keep:  # the batches served these trainings only (another run's settings spill them again)
-        remove_spills([*sets.values(), *random_sets.values()])
+        remove_spills([*sets.values(), *(random_sets or {}).values()])
     return {
         "model": lm.label, "word_vectors": f"GloVe file {glove_path}" if glove_path else f"{lm.label} static input embeddings",
         "corpora": corpora,
         "sentences": {k: len(v) for k, v in sets.items()}, "skipped": {k: v.skipped for k, v in sets.items()},
         "seeds": list(seeds), "epochs": epochs, "rows": rows,
-        "control_is_model": control_is_model, "trainings": len(jobs) - len(twins),
-        "seconds": {"data": round(t_data, 1), "training": round(time.perf_counter() - t_train, 1),
+        "control_is_model": control_is_model, "trainings": len(jobs),
+        "seconds": {"data": round(t_data, 1), "training": round(t_train, 1),
                     "total": round(time.perf_counter() - start, 1)},
         "paper": dict(paper.TABLE3),
     }

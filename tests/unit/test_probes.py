@@ -2,6 +2,7 @@
 returns valid trees that match networkx; distance features; GloVe reading; the CLI."""
 import json
 import shutil
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -283,6 +284,54 @@ def test_probe_command(tiny_model_dir, fake_data, toy_conllu, tmp_path):
     assert {"Right-branching", "Attn", "Attn + words", "Distances + words", "Random-init Attn + words"} <= set(result["rows"])
     assert len(result["rows"]["Attn"]["test"]["runs"]) == 2 and 0 <= result["rows"]["Attn"]["test"]["mean"] <= 100
     assert result["paper"]["Attn + GloVe"] == 77
+
+
+def test_the_models_and_the_controls_batches_are_never_on_disk_together(tiny_model_dir, fake_data, toy_conllu, tmp_path,
+                                                                         monkeypatch):
+    """Unless batches are kept, the trainings on the model's maps run first; its spilled batches are removed before
+    the control's are made (the cache's peak holds one model's batches, not two), and the control's batches hold
+    their own copy of the model's word vectors. The table is the one of a run that keeps both (whose control reads
+    the vectors from the model's file)."""
+    import helpers.probe.batches as batches
+    import helpers.probe.run as run
+    from helpers import load_model
+    from helpers.context import RunContext
+
+    (fake_data / "ud-english-ewt").mkdir()
+    shutil.copy(toy_conllu, fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
+    lm = load_model(str(tiny_model_dir))
+    spilled, phases = [], []  # the model's four spills are made first (train, dev, test, ewt), then the control's
+    real_spill, real_train_all = batches.spill, run.train_all
+
+    def on_disk():
+        return sorted(p.name for p in tmp_path.rglob("probe-*.bin"))
+
+    def recording_spill(data, shards, path, key, batch_size, *, vectors=None):
+        spilled.append((Path(path).name, vectors is not None, on_disk()))
+        return real_spill(data, shards, path, key, batch_size, vectors=vectors)
+
+    def recording_train(jobs, sets, *args, **kwargs):
+        phases.append(({job[2] for job in jobs}, on_disk()))
+        return real_train_all(jobs, sets, *args, **kwargs)
+
+    monkeypatch.setattr(batches, "spill", recording_spill)
+    monkeypatch.setattr(run, "train_all", recording_train)
+    # (the tiny model was made as its seed-0 control is: another seed, so that the control differs from it)
+    monkeypatch.setattr(run, "control_model", lambda model: load_model(model.spec, random_init=True, seed=1))
+    kw = dict(seeds=(0, 1), epochs=1, max_length=60, data_dir=fake_data, workers=1)
+    split = run.run_probes(lm, cache_root=tmp_path / "c", **kw)
+    assert not split["control_is_model"] and len(spilled) == 8
+    model, control = [name for name, _, _ in spilled[:4]], spilled[4:]
+    assert all(not shared and not set(model) & set(disk) for _, shared, disk in control)
+    assert [which for which, _ in phases] == [{"maps"}, {"random"}]
+    assert phases[0][1] == sorted(model) and phases[1][1] == sorted(name for name, _, _ in control)
+    assert on_disk() == []  # and none is left
+    spilled.clear(), phases.clear()
+    with RunContext(keep_maps=True).active():
+        kept = run.run_probes(lm, cache_root=tmp_path / "k", **kw)
+    assert [which for which, _ in phases] == [{"maps", "random"}]  # one phase: both are kept anyway
+    assert [shared for _, shared, _ in spilled] == [False] * 4 + [True] * 4  # the control reads the model's vectors
+    assert kept["rows"] == split["rows"] and split["trainings"] == kept["trainings"] == len(run.training_jobs((0, 1)))
 
 
 def test_trainings_in_worker_processes_equal_trainings_here():
