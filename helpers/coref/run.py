@@ -146,8 +146,9 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
               progress: bool = False, execution: Execution | None = None) -> CorefRun:
     """Score every head and the baselines on one GUM split.
 
-    With a distributed ``execution`` each cache shard's windows are extracted and scored by the
-    heads on a worker (:func:`coref_shard`); the rest runs here, in the same order as locally."""
+    With a distributed ``execution`` each cache shard's windows are run through the model and scored by the
+    heads on a worker (:func:`coref_shard`; no map is written unless kept); the rest runs here, in the same order
+    as locally."""
     docs = load_coref(split, data_dir=data_dir, cache_root=cache_root)[:max_documents]
     spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
     batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
@@ -165,22 +166,8 @@ def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "trunc
                 kept.append(q)
         pending[w] = kept
     shard_size = shard_size_for(lm, examples=COREF_SHARD_EXAMPLES)
-    L, H = lm.n_layers, lm.n_heads
-    if execution is not None and execution.distributed:
-        from helpers.pipeline.engine import run_shards
-        from helpers.pipeline.extraction import plan_extraction
-
-        plan = plan_extraction(lm, batch, level="word", cache_root=cache_root, source_digest=digest,
-                               shard_size=shard_size)
-        payloads = [([pending.get(ex.index, []) for ex in shard], lm.causal) for shard in plan.store.shards]
-        store, parts = run_shards(lm, plan, execution=execution, task=coref_shard, payloads=payloads,
-                                  progress=progress)
-        predictions = [pred for part in parts for pred in part if pred is not None]
-        correct = {"heads": _stack([p[0] for p in predictions], L, H),
-                   "words": _stack([p[1] for p in predictions], L, H)}
-    else:
-        store, correct = _local_predictions(lm, batch, pending, digest=digest, shard_size=shard_size,
-                                            cache_root=cache_root, progress=progress)
+    store, correct = _predictions_of(lm, batch, pending, digest=digest, shard_size=shard_size, cache_root=cache_root,
+                                     progress=progress, execution=execution)
     heads, words = correct["heads"], correct["words"]
     base, kinds, doc_ids, examples = [], [], [], []
     for example in (ex for shard in store.shards for ex in shard):  # the store's order, as the predictions'
@@ -206,13 +193,14 @@ def _stack(parts: list[np.ndarray], L: int, H: int) -> np.ndarray:
     return np.concatenate(parts, axis=-1) if parts else np.zeros((L, H, 0), bool)
 
 
-def _local_predictions(lm: LoadedModel, batch, pending: dict[int, list[Query]], *, digest: str, shard_size: int,
-                       cache_root, progress: bool):
+def _predictions_of(lm: LoadedModel, batch, pending: dict[int, list[Query]], *, digest: str, shard_size: int,
+                    cache_root, progress: bool, execution: Execution | None = None):
     """``(store, {"heads": [layer, head, query], "words": ...})``: every head's predictions on the windows' queries
     in the store's order, kept in the cache (:func:`~helpers.data.cache.cached_arrays`, keyed by the windows' maps
     and this code), computed in one pass over the maps: the cached maps when the cache holds them, else the
-    model's pass, whose maps are written only when kept (``keep_maps``). The store serves the chapter's examples:
-    the cached maps, or the model run again on one shard when an example reads it."""
+    model's pass, whose maps are written only when kept (``keep_maps``); with a distributed ``execution``, that
+    pass runs shard by shard on the cluster's workers (:func:`coref_shard`), which write nothing either. The store
+    serves the chapter's examples: the cached maps, or the model run again on one shard when an example reads it."""
     from helpers.data.cache import cache_key, cached_arrays
     from helpers.digest import code_digest
     from helpers.pipeline.extraction import one_pass_store
@@ -220,15 +208,21 @@ def _local_predictions(lm: LoadedModel, batch, pending: dict[int, list[Query]], 
     key = cache_key(lm, batch, level="word", word_mode="mean", shard_size=shard_size, source_digest=digest)
     store = one_pass_store(lm, batch, cache_root=cache_root, source_digest=digest, shard_size=shard_size,
                            progress=progress)
+    L, H = lm.n_layers, lm.n_heads
+    wanted = [ex.index for shard in store.shards for ex in shard if pending.get(ex.index)]  # the store's order
 
     def compute() -> dict[str, np.ndarray]:
-        heads, words = [], []
-        for ex, attn in store:
-            if pending.get(ex.index):
-                h, w = _predictions(attn, pending[ex.index], ex.n_words, lm.causal)
-                heads.append(h)
-                words.append(w)
-        return {"heads": _stack(heads, lm.n_layers, lm.n_heads), "words": _stack(words, lm.n_layers, lm.n_heads)}
+        if execution is not None and execution.distributed and store.directory is None:  # maps made on the workers
+            from helpers.pipeline.engine import map_shards
+
+            payloads = [({ex.index: pending[ex.index] for ex in shard if pending.get(ex.index)}, lm.causal)
+                        for shard in store.shards]
+            found = {index: p for part in map_shards(lm, store, execution=execution, task=coref_shard,
+                                                     payloads=payloads, progress=progress) for index, p in part.items()}
+        else:
+            found = {ex.index: _predictions(attn, pending[ex.index], ex.n_words, lm.causal)
+                     for ex, attn in store if pending.get(ex.index)}
+        return {"heads": _stack([found[i][0] for i in wanted], L, H), "words": _stack([found[i][1] for i in wanted], L, H)}
 
     correct = cached_arrays("coref-predictions", {"maps": key, "code": code_digest(run_coref)}, compute,
                             cache_root=cache_root)
@@ -242,12 +236,13 @@ def _predictions(attn: np.ndarray, queries: list[Query], n_words: int, causal: b
             head_predictions(attn, queries, candidates="words", n_words=n_words, causal=causal))
 
 
-def coref_shard(items: list, payload: list) -> list:
-    """One shard's head predictions (a distributed task): ``items`` are its ``(example, attn)`` pairs,
-    ``payload`` ``(the queries of each example, causal)``; ``None`` where an example has none."""
+def coref_shard(stream, payload: tuple[dict[int, list[Query]], bool]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """One shard's head predictions (a distributed task, :func:`helpers.pipeline.engine.map_shards`): ``stream``
+    yields its ``(example, attn)`` pairs, ``payload`` is ``(the queries of each example with any, by its index,
+    causal)``; ``{example index: (heads, words)}`` for those examples."""
     queries_of, causal = payload
-    return [_predictions(attn, queries, ex.n_words, causal) if queries else None
-            for (ex, attn), queries in zip(items, queries_of)]
+    return {ex.index: _predictions(attn, queries_of[ex.index], ex.n_words, causal)
+            for ex, attn in stream if queries_of.get(ex.index)}
 
 
 def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = ("mentions",)) -> list[dict]:

@@ -272,12 +272,17 @@ def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
 
 
 def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, toy_coref_data, tmp_path, cluster):
-    """coref scores two splits on the cluster (predictions per shard on the workers) as locally."""
+    """coref scores two splits on the cluster (predictions per shard on the workers) as locally, and the workers
+    write no map (the windows' maps feed one pass: its predictions are what is cached), unless maps are kept."""
     data = toy_coref_data
     args = ["coref", "--model", str(tiny_model_dir), "--data-dir", str(data), "--max-length", "60"]
     local = _run(args, tmp_path / "local.json", tmp_path / "cache-local")
     dask = _run([*args, "--address", cluster.scheduler_address], tmp_path / "dask.json", tmp_path / "cache-dask")
     assert dask == local and json.loads(local)["mentions"]["all"] == 3
+    assert not list((tmp_path / "cache-dask").rglob("shard-*.npz")) and list((tmp_path / "cache-dask").rglob("*.npz"))
+    kept = _run([*args, "--address", cluster.scheduler_address, "--keep-maps"], tmp_path / "kept.json",
+                tmp_path / "cache-kept")
+    assert kept == local and list((tmp_path / "cache-kept").rglob("shard-*.npz"))
 
 
 def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster):

@@ -365,9 +365,10 @@ def test_coref_shard_task_scores_a_decoders_windows_as_the_local_run(decoders):
     lm = decoders["llama"]
     batch = encode_words(lm.tokenizer, WORDS)
     maps = [_sharpen(m, seed=k) for k, m in enumerate(attention_for(lm, batch, level="word"))]
-    queries = [[Query(mention=None, head=4, candidates=(1, 3), correct=frozenset({1}), window=0)], []]
-    got = coref_shard(list(zip(batch.examples, maps)), (queries, True))
-    want = _predictions(maps[0], queries[0], batch.examples[0].n_words, True)
-    assert got[1] is None and all(np.array_equal(g, w) for g, w in zip(got[0], want))
+    first, second = batch.examples[0].index, batch.examples[1].index
+    queries = {first: [Query(mention=None, head=4, candidates=(1, 3), correct=frozenset({1}), window=0)], second: []}
+    got = coref_shard(iter(zip(batch.examples, maps)), (queries, True))
+    want = _predictions(maps[0], queries[first], batch.examples[0].n_words, True)
+    assert list(got) == [first] and all(np.array_equal(g, w) for g, w in zip(got[first], want))
     words = _predictions(maps[0], queries[0], batch.examples[0].n_words, False)[1]  # later words as candidates too
     assert words.shape == want[1].shape
