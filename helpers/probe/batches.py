@@ -43,6 +43,11 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
+try:  # POSIX advisory locks; without them (Windows) a spill is removed whoever else reads it
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
+
 from helpers.data.cache import write_cache_json
 from helpers.data.files import atomic_write
 from helpers.probe.probes import Batch, ProbeData, assemble_batch, fill_sentence
@@ -225,3 +230,58 @@ def spill(data: ProbeData, shards, path: Path, key: str, batch_size: int, *,
     write_cache_json(path.with_suffix(".json"), index)
     data.n_maps, data.dim_ = meta["n_maps"], meta["dim"]
     return DiskBatches(data, path, index, vectors=vectors)
+
+
+# ------------------------------------------------------------------ who reads a spill: a shared lock per process
+
+_HELD: dict[str, int] = {}  # spill path -> the descriptor of its lock file, held shared by this process
+
+
+def hold(path: Path) -> None:
+    """Take this process's shared lock on the spill at ``path`` (its ``.lock`` file beside it), before the spill is
+    read or written: while it is held, another process's :func:`remove` leaves the spill alone. Two runs of the same
+    probes at once (two notebooks, two commands) then share the batches, and the last one to finish removes them."""
+    if fcntl is None or str(path) in _HELD:
+        return
+    lock = Path(path).with_suffix(".lock")
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:  # not a lock file another process removed meanwhile
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    _HELD[str(path)] = fd
+
+
+def remove(path: Path) -> int:
+    """Remove the spill at ``path`` (its batches, index and lock) unless another process holds it (:func:`hold`);
+    this process's hold ends either way. The bytes removed (0 when another process still reads it)."""
+    path = Path(path)
+    fd = _HELD.pop(str(path), None)
+    if fcntl is not None:
+        if fd is None:  # not held here (removed already, or made by another process)
+            try:
+                fd = os.open(path.with_suffix(".lock"), os.O_RDWR)
+            except FileNotFoundError:
+                fd = None
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process reads it: the last one removes it
+            os.close(fd)
+            return 0
+    freed = 0
+    try:
+        for part in (path, path.with_suffix(".json"), path.with_suffix(".lock")):
+            try:
+                freed += part.stat().st_size
+                part.unlink()
+            except FileNotFoundError:
+                pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return freed

@@ -99,7 +99,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     with the same word vectors (the model's, for its random-init control, whose ``vectors_from`` is the model):
     the spill then holds the maps only and reads the vectors from that one's file.
     """
-    from helpers.probe.batches import load_spilled, spill as spill_batches  # not `spill`: that is the argument
+    from helpers.probe.batches import hold, load_spilled, spill as spill_batches  # not `spill`: that is the argument
 
     if batch_size is None or not spill:
         sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
@@ -138,6 +138,8 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
         key["vectors_in"] = shared.path.name
     key = json.dumps(key, sort_keys=True)
     path = directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
+    directory.mkdir(parents=True, exist_ok=True)
+    hold(path)  # before it is read or written: another run's removal leaves it alone until this run removes it
     spilled = load_spilled(data, path, key, vectors=shared)
     if spilled is None:
         def shards():
@@ -158,18 +160,16 @@ def remove_spills(sets) -> int:
     """Remove the spilled batches of the :class:`ProbeData` in ``sets`` (an iterable) from the cache, and the
     folder that held them when nothing else is left in it; the bytes removed. What the probes' run does once
     its table is computed (unless maps are kept, ``keep_maps``): the batches serve its trainings only, and a
-    later run with other settings spills them again."""
+    later run with other settings spills them again. Batches another process still reads (the same probes run
+    twice at once) stay for it to remove (:func:`helpers.probe.batches.remove`)."""
+    from helpers.probe.batches import remove
+
     freed = 0
     for data in sets:
         spilled = getattr(data, "spilled", None)
         if spilled is None:
             continue
-        for path in (spilled.path, spilled.path.with_suffix(".json")):
-            try:
-                freed += path.stat().st_size
-                path.unlink()
-            except FileNotFoundError:
-                pass
+        freed += remove(spilled.path)  # unless another run still reads it (the last one removes it)
         try:
             spilled.path.parent.rmdir()  # only when empty: cached maps beside them stay
         except OSError:

@@ -114,8 +114,8 @@ def test_batches_made_in_the_models_pass_equal_those_made_from_cached_maps(tiny_
     streamed = probe_data(tiny_lm, str(train_file), cache_root=tmp_path / "a", **kw)
     cached = probe_data(tiny_lm, str(train_file), cache_root=tmp_path / "b", write_maps=True, **kw)
     folder = streamed.spilled.path.parent
-    assert sorted(p.name for p in folder.iterdir()) == sorted([streamed.spilled.path.name,
-                                                              streamed.spilled.path.with_suffix(".json").name])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(streamed.spilled.path.with_suffix(suffix).name
+                                                              for suffix in (".bin", ".json", ".lock"))
     assert not list((tmp_path / "a").glob("*/shard-*")) and list((tmp_path / "b").glob("*/shard-*"))
     usage = cache_usage(tmp_path / "a")
     assert usage["maps"] == 0 and usage["probe_batches"] == sum(p.stat().st_size for p in folder.iterdir())
@@ -189,3 +189,31 @@ def test_a_control_reads_the_models_word_vectors_from_its_file(tiny_lm, tmp_path
                 torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=0)
     again = probe_data(control, str(train_file), vectors_from=tiny_lm, share_vectors=model, **kw)
     assert again.spilled.path == shared.spilled.path and again.spilled.vectors is model.spilled  # reused
+
+
+def test_a_spill_another_process_reads_is_left_to_it(tiny_lm, tmp_path):
+    """Two runs of the same probes at once share one spill: each holds a shared lock on it (``hold``, taken before
+    it is read or written), so the first to finish leaves it to the other, and the last one removes it. Another
+    process's hold is an open description of the lock file of its own (as a second process's would be)."""
+    import fcntl
+    import os
+
+    from helpers.probe import batches
+    from helpers.probe.run import remove_spills
+
+    train_file = tmp_path / "train.conllu"
+    random_treebank(train_file, 12, seed=3)
+    data = probe_data(tiny_lm, str(train_file), max_length=60, shard_size=8, batch_size=4, cache_root=tmp_path / "c")
+    path = data.spilled.path
+    lock = path.with_suffix(".lock")
+    assert str(path) in batches._HELD and lock.is_file()
+    other = os.open(lock, os.O_RDWR)  # the other run, still training on it
+    fcntl.flock(other, fcntl.LOCK_SH)
+    try:
+        assert remove_spills([data]) == 0 and path.is_file() and str(path) not in batches._HELD
+        batches.hold(path)  # this process reads it again ...
+    finally:
+        os.close(other)  # ... and the other run ends without removing it
+    size = path.stat().st_size + path.with_suffix(".json").stat().st_size
+    assert remove_spills([data]) == size and not path.exists() and not lock.exists()
+    assert not path.parent.exists()  # nothing else was in its folder
