@@ -22,6 +22,7 @@ from common import LATEST, save
 import helpers.data.cache as cache_mod
 from helpers.pipeline.extraction import extract_treebank
 from helpers import load_model
+from helpers.context import RunContext
 from helpers.coref.run import run_coref
 from helpers.core.extract import iter_attention
 from helpers.core.labels import head_label
@@ -42,7 +43,7 @@ def one(lm, corpus, coref_split, dtype) -> dict:
         for number in range(len(store.shards)):
             largest = max(largest, sum(a.nbytes for a in store._shard_maps(number).values()))
         start = time.perf_counter()
-        coref = run_coref(lm, coref_split, cache_root=root)
+        coref = run_coref(lm, coref_split, RunContext(cache_dir=root))
         coref_s = time.perf_counter() - start
         return {"dtype": np.dtype(dtype).name, "extract_s": round(extract_s, 2), "read_and_score_s": round(read_score_s, 2),
                 "coref_s": round(coref_s, 2), "bytes": sum(f.stat().st_size for f in files), "shards": len(files),

@@ -22,6 +22,8 @@ would read: :func:`cache_folder`, :func:`data_folder`, :func:`device_for`, :func
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -39,6 +41,30 @@ _ACTIVE: ContextVar["RunContext | None"] = ContextVar("bert_attention_context", 
 def current() -> "RunContext | None":
     """The context made active by the innermost :meth:`RunContext.active` here, ``None`` outside any."""
     return _ACTIVE.get()
+
+
+def in_force(ctx: "RunContext | None" = None) -> "RunContext":
+    """``ctx``; ``None``: the context in force (:func:`current`), else, outside any (a library call such as
+    ``run_heads(lm, "gum:test")``), the environment's (:meth:`RunContext.from_env`)."""
+    if ctx is not None:
+        return ctx
+    return current() or RunContext.from_env()
+
+
+def takes_context(function):
+    """A section's run (``run_surface(lm, ctx=None, *, ...)``, ``run_heads`` ...): its ``ctx`` argument resolved
+    (:func:`in_force`) and made active while it runs, so that its folders, device, engine and progress bars, and the
+    context's ``refresh`` and ``keep_maps`` below it, are that context's."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        ctx = bound.arguments["ctx"] = in_force(bound.arguments.get("ctx"))
+        with ctx.active():
+            return function(*bound.args, **bound.kwargs)
+
+    return run
 
 
 def refresh_requested() -> bool:

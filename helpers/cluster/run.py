@@ -7,13 +7,13 @@ Shared by the chapter and ``python -m helpers cluster --json OUT``.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
 import numpy as np
 
+from helpers.context import RunContext, takes_context
 from helpers.cluster.stats import (
     PERMUTATIONS,
     JSAccumulator,
@@ -133,16 +133,17 @@ def distances_key(lm: LoadedModel, batch, segments_from: SegmentSource = DEFAULT
             **segments_key(segments_from)}
 
 
-def run_cluster(lm: LoadedModel, surface: Callable[[EncodedBatch], SurfaceStats], *, n_segments: int = SEGMENTS,
-                seed: int = 0, max_length: int = MAX_LENGTH, segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
-                cache_root: str | os.PathLike | None = None, n_perm: int = PERMUTATIONS, progress: bool = False,
-                execution: Execution | None = None) -> ClusterResult:
+@takes_context
+def run_cluster(lm: LoadedModel, surface: Callable[[EncodedBatch], SurfaceStats], ctx: RunContext | None = None, *,
+                n_segments: int = SEGMENTS, seed: int = 0, max_length: int = MAX_LENGTH,
+                segments_from: SegmentSource = DEFAULT_SOURCE, n_perm: int = PERMUTATIONS) -> ClusterResult:
     """Distances (cached, keyed by the model, the segments and the code of :func:`js_distances`), MDS
     coordinates, behaviour labels and the layer-similarity test.
 
     ``surface(batch)`` gives §3's statistics of the same segments (the §3 report's, an input of this
-    section: see :mod:`helpers.cluster.section`), from which the behaviours come. ``execution`` says where
+    section: see :mod:`helpers.cluster.section`), from which the behaviours come. ``ctx.execution`` says where
     the distances run (:mod:`helpers.pipeline.engine`); MDS and the permutation test run here."""
+    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
                            data_dir=data_dir, cache_root=cache_root)
     key = distances_key(lm, batch, segments_from)

@@ -26,9 +26,8 @@ class ClusterSectionReport(SectionReport):
     @part
     def result(self) -> ClusterResult:
         s, ctx = self.settings, self.ctx
-        return run_cluster(self.lm, self.inputs["surface"].statistics, n_segments=s["n_segments"], seed=s["seed"],
-                           max_length=s["max_length"], segments_from=s["segments_from"], n_perm=s["n_perm"],
-                           data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+        return run_cluster(self.lm, self.inputs["surface"].statistics, ctx, n_segments=s["n_segments"], seed=s["seed"],
+                           max_length=s["max_length"], segments_from=s["segments_from"], n_perm=s["n_perm"])
 
     @part
     def linguistic(self) -> dict[str, str]:

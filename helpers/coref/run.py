@@ -7,14 +7,13 @@ baselines -> Table 2.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from helpers import paper
-from helpers.context import data_folder
+from helpers.context import RunContext, data_folder, takes_context
 from helpers.core.encoding import MAX_LENGTH, encode_words
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
@@ -31,7 +30,7 @@ from helpers.coref.stats import (
 from helpers.data.corpora import file_digest
 from helpers.data.ontogum import CorefDocument, load_coref
 from helpers.pipeline.engine import Execution
-from helpers.pipeline.extraction import extract, shard_size_for
+from helpers.pipeline.extraction import shard_size_for
 from helpers.syntax.stats import BOOTSTRAP, bootstrap_interval
 
 Setting = Literal["truncated", "windows"]
@@ -141,14 +140,15 @@ class CorefRun:
         return bootstrap_interval(correct, total, n_boot=n_boot, seed=seed)
 
 
-def run_coref(lm: LoadedModel, split: str = "test", *, setting: Setting = "truncated", max_length: int = MAX_LENGTH,
-              max_documents: int | None = None, data_dir=None, cache_root: str | os.PathLike | None = None,
-              progress: bool = False, execution: Execution | None = None) -> CorefRun:
+@takes_context
+def run_coref(lm: LoadedModel, split: str = "test", ctx: RunContext | None = None, *, setting: Setting = "truncated",
+              max_length: int = MAX_LENGTH, max_documents: int | None = None) -> CorefRun:
     """Score every head and the baselines on one GUM split.
 
-    With a distributed ``execution`` each cache shard's windows are run through the model and scored by the
+    With a distributed ``ctx.execution`` each cache shard's windows are run through the model and scored by the
     heads on a worker (:func:`coref_shard`; no map is written unless kept); the rest runs here, in the same order
     as locally."""
+    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
     docs = load_coref(split, data_dir=data_dir, cache_root=cache_root)[:max_documents]
     spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
     batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,

@@ -25,9 +25,8 @@ class CorefSectionReport(SectionReport):
         if (split, setting) not in runs:
             s, ctx = self.settings, self.ctx
             with ctx.active():
-                runs[split, setting] = run_coref(
-                    self.lm, split, setting=setting, max_documents=s["max_documents"], max_length=s["max_length"],
-                    data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+                runs[split, setting] = run_coref(self.lm, split, ctx, setting=setting, max_documents=s["max_documents"],
+                                                 max_length=s["max_length"])
         return runs[split, setting]
 
     @part

@@ -11,17 +11,16 @@ JSON layout is a contract (see :func:`norms_json`).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.context import RunContext, takes_context
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.digest import code_digest
 from helpers.norms.stats import NormStats, norm_statistics
-from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import encode_treebank, one_pass_store
 from helpers.pipeline.segments import SEGMENTS, build_segments
 from helpers.syntax.stats import HeadScores, score_heads
@@ -42,11 +41,12 @@ def stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
             "code": code_digest(norm_statistics)}
 
 
-def run_norms(lm: LoadedModel, *, n_segments: int = SEGMENTS, seed: int = 0, max_length: int = MAX_LENGTH, data_dir=None,
-              cache_root: str | os.PathLike | None = None, progress: bool = False,
-              execution: Execution | None = None) -> NormsReport:
+@takes_context
+def run_norms(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: int = SEGMENTS, seed: int = 0,
+              max_length: int = MAX_LENGTH) -> NormsReport:
     """Shares under weights and norms and their correlation over the surface chapter's segments (cached;
-    computed where ``execution`` says, :mod:`helpers.pipeline.engine`)."""
+    computed where ``ctx.execution`` says, :mod:`helpers.pipeline.engine`)."""
+    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
                            cache_root=cache_root)
     stats = NormStats.from_cache(cached_json(
@@ -82,11 +82,12 @@ def same_predictions(weights: HeadScores, norms: HeadScores) -> np.ndarray:
     return (weights.word_correct == norms.word_correct).mean(axis=(1, 2, 3))
 
 
-def run_table1_norms(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
-                     word_mode: str = "mean", data_dir=None, cache_root: str | os.PathLike | None = None,
-                     progress: bool = False) -> HeadScores:
+@takes_context
+def run_table1_norms(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, max_sentences: int | None = None,
+                     max_length: int = MAX_LENGTH, word_mode: str = "mean") -> HeadScores:
     """Every head scored as a parser (:mod:`helpers.syntax.stats`) on word-level *norm* maps of ``corpus``, made in
     the model's pass and read once (written to the cache only with ``keep_maps``: :func:`one_pass_store`)."""
+    data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
     sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
                                                data_dir=data_dir, cache_root=cache_root)
     store = one_pass_store(lm, batch, word_mode=word_mode, cache_root=cache_root, source_digest=digest,

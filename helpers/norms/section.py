@@ -36,8 +36,7 @@ class NormsSectionReport(SectionReport):
     @part
     def norms(self) -> NormsReport:
         s, ctx = self.settings, self.ctx
-        return run_norms(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
-                         data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress, execution=ctx.execution)
+        return run_norms(self.lm, ctx, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"])
 
     @property
     def stats(self) -> NormStats:
@@ -46,9 +45,8 @@ class NormsSectionReport(SectionReport):
     @part
     def norms_test(self) -> HeadScores:
         ctx = self.ctx
-        return run_table1_norms(self.lm, TABLE1_TREEBANK, max_sentences=self.syntax.max_sentences,
-                                max_length=self.settings["max_length"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
-                                progress=ctx.progress)
+        return run_table1_norms(self.lm, TABLE1_TREEBANK, ctx, max_sentences=self.syntax.max_sentences,
+                                max_length=self.settings["max_length"])
 
     @part
     def table1(self) -> list[dict]:

@@ -17,7 +17,7 @@ import torch
 from helpers import paper
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import convert
-from helpers.context import cache_folder, keep_maps_requested
+from helpers.context import RunContext, cache_folder, keep_maps_requested, takes_context
 from helpers.core.models import LoadedModel, load_model
 from helpers.data.cache import cache_key, cached_json
 from helpers.data.corpora import corpus_files, file_digest
@@ -203,10 +203,10 @@ def probe_corpora(train: str | None = None, dev: str | None = None, tests: list[
     return out
 
 
-def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path: str | None = None,
-               max_sentences: int | None = None, max_length: int = MAX_LENGTH, data_dir=None, cache_root=None,
-               progress: bool = False, refresh: bool = False, corpora: dict[str, str] | None = None,
-               workers: int | None = None) -> dict:
+@takes_context
+def run_probes(lm: LoadedModel, ctx: RunContext | None = None, *, seeds=(0, 1, 2), epochs: int = 3,
+               glove_path: str | None = None, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
+               refresh: bool = False, corpora: dict[str, str] | None = None, workers: int | None = None) -> dict:
     """Every row of Table 3 on each test set (default: GUM test and EWT dev), mean and spread over ``seeds``
     (cached on disk, keyed by the model, the corpus files, the word vectors, the settings and the code that
     computes them: :func:`helpers.digest.code_digest` of this module, which follows its imports).
@@ -215,6 +215,7 @@ def run_probes(lm: LoadedModel, *, seeds=(0, 1, 2), epochs: int = 3, glove_path:
     Memory does not grow with the corpora: batches are spilled to disk and streamed (see
     :mod:`helpers.probe.batches`), and removed once the table is computed; only the model's maps of the
     evaluation treebanks stay in the cache (every map with ``keep_maps``, the batches too)."""
+    data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
     corpora = corpora or probe_corpora()
     key = {"model": lm.fingerprint(), "code": code_digest(_run_probes), "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
@@ -384,7 +385,7 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
         scores.update(train_all(phase, {"maps": sets, "random": random_sets}, tests, epochs=epochs, workers=workers,
                                 progress=progress, device=lm.device))
         t_train += time.perf_counter() - t
-    del control  # its batches are on disk now
+    control = None  # its batches are on disk now: the model goes
     scores.update({job: scores[twin] for job, twin in twins.items()})
     for label, _, _, misaligned in CONFIGS:
         runs = [scores[(label, seed)] for seed in (seeds[:1] if misaligned else seeds)]

@@ -20,9 +20,8 @@ class ProbeSectionReport(SectionReport):
     @part
     def table(self) -> dict:
         s, ctx = self.settings, self.ctx
-        return run_probes(self.lm, seeds=tuple(s["seeds"]), epochs=s["epochs"], glove_path=s["glove"],
-                          max_sentences=s["max_sentences"], max_length=s["max_length"], corpora=s["treebanks"],
-                          data_dir=ctx.data_dir, cache_root=ctx.cache_dir, progress=ctx.progress)
+        return run_probes(self.lm, ctx, seeds=tuple(s["seeds"]), epochs=s["epochs"], glove_path=s["glove"],
+                          max_sentences=s["max_sentences"], max_length=s["max_length"], corpora=s["treebanks"])
 
     def to_json(self) -> dict:
         return self.table

@@ -11,12 +11,12 @@ JSON, keyed by the model (its fingerprint holds the BOS setting), the encoded se
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from helpers.context import RunContext, takes_context
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import bucket, forward_parts
 from helpers.core.models import LoadedModel, load_model
@@ -97,10 +97,12 @@ def sinks_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource
             "code": code_digest(first_position_statistics), **segments_key(segments_from)}
 
 
-def run_sinks(lm: LoadedModel, *, n_segments: int = SEGMENTS, seed: int = 0, max_length: int = MAX_LENGTH,
-              segments_from: SegmentSource = DEFAULT_SOURCE, data_dir=None,
-              cache_root: str | os.PathLike | None = None, batch_size: int = 32, progress: bool = False) -> SinksReport:
+@takes_context
+def run_sinks(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: int = SEGMENTS, seed: int = 0,
+              max_length: int = MAX_LENGTH, segments_from: SegmentSource = DEFAULT_SOURCE,
+              batch_size: int = 32) -> SinksReport:
     """``alpha_1`` per head on the GUM train segments of ``segments`` (cached), for an encoder or a decoder."""
+    data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
                            data_dir=data_dir, cache_root=cache_root)
     shares = cached_json("sinks", sinks_key(lm, batch, segments_from),

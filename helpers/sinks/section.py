@@ -32,9 +32,8 @@ class SinksSectionReport(SectionReport):
 
     def _run(self, lm) -> SinksReport:
         s, ctx = self.settings, self.ctx
-        return run_sinks(lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
-                         segments_from=s["segments_from"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
-                         batch_size=s["batch_size"], progress=ctx.progress)
+        return run_sinks(lm, ctx, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
+                         segments_from=s["segments_from"], batch_size=s["batch_size"])
 
     @part
     def sinks(self) -> SinksReport:

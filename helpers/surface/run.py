@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers.context import RunContext, takes_context
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
@@ -96,19 +97,19 @@ def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_
         cache_root=cache_root))
 
 
-def run_surface(lm: LoadedModel, *, n_segments: int = SEGMENTS, seed: int = 0, max_length: int = MAX_LENGTH,
-                segments_from: SegmentSource = DEFAULT_SOURCE, gradients: bool = True,
-                gradient_segments: int | None = None, data_dir=None,
-                cache_root: str | os.PathLike | None = None, progress: bool = False,
-                execution: Execution | None = None) -> SurfaceReport:
+@takes_context
+def run_surface(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: int = SEGMENTS, seed: int = 0,
+                max_length: int = MAX_LENGTH, segments_from: SegmentSource = DEFAULT_SOURCE, gradients: bool = True,
+                gradient_segments: int | None = None) -> SurfaceReport:
     """Statistics (cached), the masked-LM head and gradient importance (cached) for one model.
 
-    ``execution`` says where the statistics run (:mod:`helpers.pipeline.engine`); the masked-LM head and
+    The context's ``execution`` says where the statistics run (:mod:`helpers.pipeline.engine`); the masked-LM head and
     the gradients always run in this process.
 
     The analysed segments come from GUM train (``segments_from``: see :mod:`helpers.data.segments`); the
     masked-LM head of a model without one is fitted on other GUM train segments (seed + 1) and
     evaluated on GUM dev segments."""
+    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
     seg = dict(max_length=max_length, segments_from=segments_from, data_dir=data_dir, cache_root=cache_root)
     batch = build_segments(lm, n_segments=n_segments, seed=seed, **seg)
     key = stats_key(lm, batch, segments_from)

@@ -47,10 +47,9 @@ class SurfaceSectionReport(SectionReport):
     @part
     def full(self) -> SurfaceReport:
         s, ctx = self.settings, self.ctx
-        return run_surface(self.lm, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
+        return run_surface(self.lm, ctx, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
                            segments_from=s["segments_from"], gradients=s["gradients"],
-                           gradient_segments=s["gradient_segments"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
-                           progress=ctx.progress, execution=ctx.execution)
+                           gradient_segments=s["gradient_segments"])
 
     @part
     def batch(self) -> EncodedBatch:

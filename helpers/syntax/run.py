@@ -9,18 +9,17 @@ Shared by the chapter and ``python -m helpers heads`` (whose JSON layout is a co
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from helpers import paper
+from helpers.context import RunContext, takes_context
 from helpers.core.encoding import MAX_LENGTH, position_labels
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
 from helpers.data.conllu_io import Sentence
-from helpers.pipeline.engine import Execution
 from helpers.pipeline.extraction import extract_treebank
 from helpers.reduce import merge_all
 from helpers.syntax.stats import (
@@ -57,15 +56,15 @@ class HeadsRun:
         return len(self.store.skipped)
 
 
-def run_heads(lm: LoadedModel, corpus: str, *, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
-              word_mode: str = "mean", possessive: str | None = None, data_dir=None,
-              cache_root: str | os.PathLike | None = None, progress: bool = False,
-              execution: Execution | None = None) -> HeadsRun:
+@takes_context
+def run_heads(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, max_sentences: int | None = None,
+              max_length: int = MAX_LENGTH, word_mode: str = "mean", possessive: str | None = None) -> HeadsRun:
     """Extract (or reload) word-level maps of ``corpus`` and score every head against its trees.
 
-    With a distributed ``execution`` each cache shard is extracted and scored on a worker
+    With a distributed ``ctx.execution`` each cache shard is extracted and scored on a worker
     (:func:`heads_shard`) and the partial scores are merged here in shard order (:func:`merge_heads`):
     the same result as the local run."""
+    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
     if execution is not None and execution.distributed:
         from helpers.pipeline.engine import run_shards
         from helpers.pipeline.extraction import encode_treebank, plan_extraction

@@ -32,9 +32,8 @@ class SyntaxSectionReport(SectionReport):
 
     def _run(self, corpus: str) -> HeadsRun:
         s, ctx = self.settings, self.ctx
-        return run_heads(self.lm, corpus, max_sentences=s["max_sentences"], max_length=s["max_length"],
-                         word_mode=s["word_mode"], data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
-                         progress=ctx.progress, execution=ctx.execution)
+        return run_heads(self.lm, corpus, ctx, max_sentences=s["max_sentences"], max_length=s["max_length"],
+                         word_mode=s["word_mode"])
 
     def to_json(self, corpus: str = RUNS["test"]) -> dict:
         with self.ctx.active():

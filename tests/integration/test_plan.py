@@ -36,9 +36,10 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
 
     n, L = 6, 48  # the tiny model has 64 positions
     separate, shared = tmp_path / "separate", tmp_path / "shared"
-    surface = run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=separate).stats.to_json()
-    cluster = run_cluster(tiny_lm, surface_of(separate), n_segments=n, max_length=L, n_perm=10, cache_root=separate)
-    norms = run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=separate).stats.to_cache()
+    alone = RunContext(data_dir=shared_data, cache_dir=separate)
+    surface = run_surface(tiny_lm, alone, n_segments=n, max_length=L, gradients=False).stats.to_json()
+    cluster = run_cluster(tiny_lm, surface_of(separate), alone, n_segments=n, max_length=L, n_perm=10)
+    norms = run_norms(tiny_lm, alone, n_segments=n, max_length=L).stats.to_cache()
     ctx = RunContext(data_dir=shared_data, cache_dir=shared)
     assert sorted(segment_statistics(tiny_lm, ctx, n_segments=n, max_length=L)) == ["distances", "norms", "surface"]
     assert segment_statistics(tiny_lm, ctx, n_segments=n, max_length=L) == []  # all cached now: nothing recomputed
@@ -46,11 +47,11 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     assert len(files) == 3
     # the chapters read them back (no model pass: the cached files are not rewritten), equal to the separate runs
     before = {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")}
-    assert json.dumps(run_surface(tiny_lm, n_segments=n, max_length=L, gradients=False, cache_root=shared).stats.to_json(),
+    assert json.dumps(run_surface(tiny_lm, ctx, n_segments=n, max_length=L, gradients=False).stats.to_json(),
                       sort_keys=True) == json.dumps(surface, sort_keys=True)
-    again = run_cluster(tiny_lm, surface_of(shared), n_segments=n, max_length=L, n_perm=10, cache_root=shared)
+    again = run_cluster(tiny_lm, surface_of(shared), ctx, n_segments=n, max_length=L, n_perm=10)
     assert again.distance.tolist() == cluster.distance.tolist() and again.tokens == cluster.tokens
-    assert json.dumps(run_norms(tiny_lm, n_segments=n, max_length=L, cache_root=shared).stats.to_cache(), sort_keys=True) == \
+    assert json.dumps(run_norms(tiny_lm, ctx, n_segments=n, max_length=L).stats.to_cache(), sort_keys=True) == \
         json.dumps(norms, sort_keys=True)
     assert {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")} == before
 

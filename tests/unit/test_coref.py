@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from helpers.cli import main
+from helpers.context import RunContext
 from helpers.data.conllu_io import read_conllu
 from helpers.data.ontogum import CorefAlignmentError, Mention, build_document, read_ontogum
 from helpers.coref.stats import Query, agree, baseline_predictions, head_predictions, queries_in_window, window_words
@@ -178,8 +179,8 @@ def test_coreference_run_does_not_depend_on_the_shard_size(tiny_lm, toy_coref_da
     runs = []
     for size in (256, 1):
         monkeypatch.setattr(coref_run, "shard_size_for", lambda lm, size=size, **kw: size)
-        run = coref_run.run_coref(tiny_lm, "test", setting="windows", max_length=10, data_dir=toy_coref_data,
-                                  cache_root=tmp_path / f"cache{size}")
+        ctx = RunContext(data_dir=toy_coref_data, cache_dir=tmp_path / f"cache{size}")
+        run = coref_run.run_coref(tiny_lm, "test", ctx, setting="windows", max_length=10)
         runs.append(run)
     one, many = runs
     assert len(one.store.shards) == 1 < len(many.store.shards) == len(many.store.batch.examples)
@@ -198,15 +199,15 @@ def test_coreference_predictions_are_kept_and_the_maps_only_on_request(tiny_lm, 
     chapter draws runs the model again on its shard and is the one the cached maps give."""
     import helpers.coref.run as coref_run
     import helpers.core.extract as extract_module
-    from helpers.context import RunContext
     from helpers.data.cache import cache_usage
 
-    kw = dict(setting="windows", max_length=10, data_dir=toy_coref_data)
-    first = coref_run.run_coref(tiny_lm, "test", cache_root=tmp_path / "a", **kw)
+    kw = dict(setting="windows", max_length=10)
+    a = RunContext(data_dir=toy_coref_data, cache_dir=tmp_path / "a")
+    first = coref_run.run_coref(tiny_lm, "test", a, **kw)
     usage = cache_usage(tmp_path / "a")
     assert usage["maps"] == 0 and list((tmp_path / "a" / "artifacts").glob("coref-predictions-*.npz"))
-    with RunContext(cache_dir=tmp_path / "b", keep_maps=True).active():
-        kept = coref_run.run_coref(tiny_lm, "test", cache_root=tmp_path / "b", **kw)
+    with RunContext(data_dir=toy_coref_data, cache_dir=tmp_path / "b", keep_maps=True).active():
+        kept = coref_run.run_coref(tiny_lm, "test", **kw)  # in the context in force
     assert cache_usage(tmp_path / "b")["maps"] > 0
 
     def no_model(*args, **kwargs):
@@ -214,7 +215,7 @@ def test_coreference_predictions_are_kept_and_the_maps_only_on_request(tiny_lm, 
 
     with monkeypatch.context() as patch:
         patch.setattr(extract_module, "batch_maps", no_model)
-        again = coref_run.run_coref(tiny_lm, "test", cache_root=tmp_path / "a", **kw)
+        again = coref_run.run_coref(tiny_lm, "test", a, **kw)
     for run in (again, kept):
         for name in ("head_correct", "baseline_correct", "word_correct", "kinds", "documents"):
             np.testing.assert_array_equal(getattr(first, name), getattr(run, name), err_msg=name)

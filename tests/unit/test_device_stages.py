@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+from helpers.context import RunContext
 from helpers.probe.probes import Batch, ProbeData, train_probe
 
 
@@ -112,7 +113,8 @@ def test_the_probes_run_hands_the_models_device_to_the_trainings(tiny_lm, tmp_pa
         files[name] = str(tmp_path / f"{name}.conllu")
         random_treebank(tmp_path / f"{name}.conllu", 6, seed=seed)
     with pytest.raises(Handed) as handed:
-        run.run_probes(tiny_lm, seeds=(0,), epochs=1, max_length=60, cache_root=tmp_path / "cache", corpora=files)
+        run.run_probes(tiny_lm, RunContext(cache_dir=tmp_path / "cache"), seeds=(0,), epochs=1, max_length=60,
+                       corpora=files)
     assert handed.value.args[0] == tiny_lm.device
 
 

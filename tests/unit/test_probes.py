@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from helpers.cli import main
+from helpers.context import RunContext
 from helpers.probe.run import load_glove
 from helpers.probe.probes import (
     ProbeData,
@@ -295,7 +296,6 @@ def test_the_models_and_the_controls_batches_are_never_on_disk_together(tiny_mod
     import helpers.probe.batches as batches
     import helpers.probe.run as run
     from helpers import load_model
-    from helpers.context import RunContext
 
     (fake_data / "ud-english-ewt").mkdir()
     shutil.copy(toy_conllu, fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
@@ -318,8 +318,8 @@ def test_the_models_and_the_controls_batches_are_never_on_disk_together(tiny_mod
     monkeypatch.setattr(run, "train_all", recording_train)
     # (the tiny model was made as its seed-0 control is: another seed, so that the control differs from it)
     monkeypatch.setattr(run, "control_model", lambda model: load_model(model.spec, random_init=True, seed=1))
-    kw = dict(seeds=(0, 1), epochs=1, max_length=60, data_dir=fake_data, workers=1)
-    split = run.run_probes(lm, cache_root=tmp_path / "c", **kw)
+    kw = dict(seeds=(0, 1), epochs=1, max_length=60, workers=1)
+    split = run.run_probes(lm, RunContext(data_dir=fake_data, cache_dir=tmp_path / "c"), **kw)
     assert not split["control_is_model"] and len(spilled) == 8
     model, control = [name for name, _, _ in spilled[:4]], spilled[4:]
     assert all(not shared and not set(model) & set(disk) for _, shared, disk in control)
@@ -327,8 +327,7 @@ def test_the_models_and_the_controls_batches_are_never_on_disk_together(tiny_mod
     assert phases[0][1] == sorted(model) and phases[1][1] == sorted(name for name, _, _ in control)
     assert on_disk() == []  # and none is left
     spilled.clear(), phases.clear()
-    with RunContext(keep_maps=True).active():
-        kept = run.run_probes(lm, cache_root=tmp_path / "k", **kw)
+    kept = run.run_probes(lm, RunContext(data_dir=fake_data, cache_dir=tmp_path / "k", keep_maps=True), **kw)
     assert [which for which, _ in phases] == [{"maps", "random"}]  # one phase: both are kept anyway
     assert [shared for _, shared, _ in spilled] == [False] * 4 + [True] * 4  # the control reads the model's vectors
     assert kept["rows"] == split["rows"] and split["trainings"] == kept["trainings"] == len(run.training_jobs((0, 1)))
@@ -372,11 +371,11 @@ def test_probe_result_key_carries_the_code(tiny_lm, fake_data, monkeypatch):
     keys = []
     monkeypatch.setattr(run, "cached_json", lambda name, key, compute, **kw: keys.append(key) or {})
     corpora = {"train": "gum:train", "dev": "gum:dev", "test": "gum:test"}
-    run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
+    run.run_probes(tiny_lm, RunContext(data_dir=fake_data), corpora=corpora)
     assert keys[-1]["code"] == code_digest(run) and "v" not in keys[-1]
     assert import_closure(run) >= {"helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run"}
     monkeypatch.setattr(run, "code_digest", lambda target: "changed-code")
-    run.run_probes(tiny_lm, corpora=corpora, data_dir=fake_data)
+    run.run_probes(tiny_lm, RunContext(data_dir=fake_data), corpora=corpora)
     assert keys[-1]["code"] == "changed-code" and keys[0]["code"] != keys[1]["code"]
 
 
@@ -398,12 +397,12 @@ def test_a_random_init_model_trains_its_control_rows_once(tiny_model_dir, fake_d
         return real_train_all(jobs, *args, **kwargs)
 
     monkeypatch.setattr(run, "train_all", recording)
-    kw = dict(seeds=(0, 1), epochs=1, max_length=60, data_dir=fake_data, workers=1)
-    reused = run.run_probes(lm, cache_root=tmp_path / "a", **kw)
+    kw = dict(seeds=(0, 1), epochs=1, max_length=60, workers=1)
+    reused = run.run_probes(lm, RunContext(data_dir=fake_data, cache_dir=tmp_path / "a"), **kw)
     assert reused["control_is_model"] and reused["trainings"] == len(trained[0]) == len(run.training_jobs((0, 1))) - 2
     assert not any(label == "Random-init Attn + words" for label, _ in trained[0])
     monkeypatch.setattr(run, "twin_jobs", lambda jobs: {})
-    again = run.run_probes(lm, cache_root=tmp_path / "b", **kw)
+    again = run.run_probes(lm, RunContext(data_dir=fake_data, cache_dir=tmp_path / "b"), **kw)
     assert len(trained[1]) == len(run.training_jobs((0, 1))) and again["trainings"] == len(trained[1])
     assert again["rows"] == reused["rows"]
     assert reused["rows"]["Random-init Attn + words"] == reused["rows"]["Attn + words"]

@@ -386,7 +386,7 @@ def test_reports_compute_only_the_parts_read(monkeypatch):
 
     calls = []
 
-    def fake_run_heads(lm, corpus, **kw):
+    def fake_run_heads(lm, corpus, ctx, **kw):
         calls.append((corpus, kw["max_sentences"], refresh_requested()))
         return corpus
 
