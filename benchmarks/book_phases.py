@@ -89,7 +89,7 @@ def instrument(phases: Phases) -> None:
     phases.wrap(extraction, "extract", "probe: extraction of the evaluation treebanks' maps (kept for §4.2)")
     phases.wrap(batches, "spill", "probe: spilled batches (the model's pass or cached maps, build, write)")
     phases.wrap(probe_run, "train_all", "probe: trainings")
-    phases.wrap(coref_run, "_local_predictions", "coref: the heads' predictions (the windows' model pass)")
+    phases.wrap(coref_run, "_predictions_of", "coref: the heads' predictions (the windows' model pass)")
 
 
 # page -> (whose passes: the book's model or also its random-init control, which inputs) it runs
