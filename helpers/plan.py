@@ -229,7 +229,7 @@ def is_decoder(spec: str, ctx) -> bool:
 def encode_pass(lm, p: Pass, ctx, *, max_length: int = MAX_LENGTH) -> EncodedBatch | None:
     """The model inputs of ``p`` for ``lm``, encoded as its run encodes them from the corpora and cache of ``ctx``
     (``None`` when the run reads nothing for this model: the masked-LM head's segments of a model that has its
-    own head)."""
+    own head, or of a decoder, whose §3 gradients use its language-model head)."""
     from helpers.core.encoding import encode_words
     from helpers.pipeline.extraction import encode_treebank
     from helpers.pipeline.segments import build_segments
@@ -238,7 +238,7 @@ def encode_pass(lm, p: Pass, ctx, *, max_length: int = MAX_LENGTH) -> EncodedBat
     if p.input.startswith("masked-LM"):
         from helpers.surface.mlm import pretrained_head
 
-        if pretrained_head(lm) is not None:
+        if lm.causal or pretrained_head(lm) is not None:  # a decoder's gradients use its own LM head: nothing fitted
             return None
     if p.input == "segments (no BOS)":
         from helpers.sinks.run import without_bos

@@ -119,5 +119,11 @@ def test_the_sinks_chapters_decoder_is_in_the_plan(tmp_path):
 
     folder = random_decoder_dir(tmp_path)
     assert is_decoder(str(folder), ctx) and not is_decoder("default", ctx)
+    # a decoder reads no masked-LM segments (its §3 gradients use its own language-model head)
+    from helpers import load_model
+    from helpers.plan import encode_pass
+
+    decoder = load_model(str(folder), cache_root=tmp_path)
+    assert encode_pass(decoder, by_input["masked-LM segments (train)", False], ctx) is None
     own = RunContext(small=False, cache_dir=tmp_path, model=str(folder))
     assert [p.input for p in book_passes(own, specs=[str(folder)])].count("segments (no BOS)") == 1
