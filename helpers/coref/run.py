@@ -219,9 +219,8 @@ def _predictions_of(lm: LoadedModel, batch, pending: dict[int, list[Query]], *, 
                         for shard in store.shards]
             found = {index: p for part in map_shards(lm, store, execution=execution, task=coref_shard,
                                                      payloads=payloads, progress=progress) for index, p in part.items()}
-        else:
-            found = {ex.index: _predictions(attn, pending[ex.index], ex.n_words, lm.causal)
-                     for ex, attn in store if pending.get(ex.index)}
+        else:  # the same task, over the whole store here
+            found = coref_shard(store, (pending, lm.causal))
         return {"heads": _stack([found[i][0] for i in wanted], L, H), "words": _stack([found[i][1] for i in wanted], L, H)}
 
     correct = cached_arrays("coref-predictions", {"maps": key, "code": code_digest(run_coref)}, compute,

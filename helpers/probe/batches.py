@@ -261,15 +261,14 @@ def remove(path: Path) -> int:
     this process's hold ends either way. The bytes removed (0 when another process still reads it)."""
     path = Path(path)
     fd = _HELD.pop(str(path), None)
-    if fcntl is not None:
-        if fd is None:  # not held here (removed already, or made by another process)
-            try:
-                fd = os.open(path.with_suffix(".lock"), os.O_RDWR)
-            except FileNotFoundError:
-                fd = None
+    if fcntl is not None and fd is None:  # not held here (removed already, or made by another process)
         try:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = os.open(path.with_suffix(".lock"), os.O_RDWR)
+        except FileNotFoundError:
+            pass
+    if fd is not None:  # (only with fcntl: hold takes no lock without it)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # another process reads it: the last one removes it
             os.close(fd)
             return 0
