@@ -9,6 +9,7 @@ from scipy.spatial.distance import jensenshannon
 from helpers.cli import main
 from helpers.cluster.stats import (
     JSAccumulator,
+    causal_map,
     embed_mds,
     hierarchical_order,
     js_reference,
@@ -40,6 +41,37 @@ def test_matches_scipy_reference_float64_and_float32(chunk):
     # tolerance: float64 against scipy's float64 (js_tolerance)
     np.testing.assert_allclose(segment_js(attn, dtype=torch.float64, chunk=chunk).numpy(), ref, rtol=0,
                                atol=js_tolerance(n, EPS64))
+    # tolerance: float32 (the cast of the inputs, then js_tolerance) against float64
+    np.testing.assert_allclose(segment_js(attn.astype(np.float32)).numpy(), ref, rtol=0, atol=js_tolerance(n, EPS32))
+
+
+def causal_maps(seed, L=2, H=3, n=7):
+    """Maps whose query i weighs keys 0..i only (a decoder's), each row a Dirichlet draw over its prefix."""
+    rng = np.random.default_rng(seed)
+    attn = np.zeros((L, H, n, n))
+    for i in range(n):
+        attn[..., i, : i + 1] = rng.dirichlet(np.ones(i + 1) * 0.5, size=(L, H))
+    return attn
+
+
+def test_a_causal_map_is_summed_over_its_visible_entries_with_the_same_distances():
+    attn = causal_maps(4)
+    assert causal_map(torch.as_tensor(attn)) and not causal_map(torch.as_tensor(maps(0)))
+    leaky = attn.copy()
+    leaky[1, 2, 3, 5] = 1e-3  # one head weighs one later key: every entry is kept
+    assert not causal_map(torch.as_tensor(leaky))
+    from scipy.special import rel_entr
+
+    L, H, n, _ = attn.shape
+    P = smooth(torch.as_tensor(attn)).numpy().reshape(L * H, n, n)  # every n * n entry, the hidden ones smoothed too
+    ref = np.zeros((L * H, L * H))  # the divergence of every pair of rows, as scipy's relative entropies (a slow loop;
+    for a in range(L * H):          # js_reference takes square roots, which a row of one visible key, 0 up to
+        for b in range(L * H):      # round-off, can turn into NaN)
+            for i in range(n):
+                m = (P[a, i] + P[b, i]) / 2
+                ref[a, b] += 0.5 * rel_entr(P[a, i], m).sum() + 0.5 * rel_entr(P[b, i], m).sum()
+    # tolerance: float64 against scipy's float64 (js_tolerance)
+    np.testing.assert_allclose(segment_js(attn, dtype=torch.float64).numpy(), ref, rtol=0, atol=js_tolerance(n, EPS64))
     # tolerance: float32 (the cast of the inputs, then js_tolerance) against float64
     np.testing.assert_allclose(segment_js(attn.astype(np.float32)).numpy(), ref, rtol=0, atol=js_tolerance(n, EPS32))
 
