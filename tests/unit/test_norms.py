@@ -158,6 +158,25 @@ def test_average_ranks_equal_scipys_exactly():
     assert average_ranks(with_nan)[0, [0, 2]].tolist() == [1.0, 0.0]
 
 
+def test_a_causal_maps_ranks_are_those_of_its_whole_rows_exactly():
+    """A decoder's map is ranked by its visible entries (the hidden zeros tied below them): the ranks equal scipy's
+    over every entry, with visible zeros tied to the hidden ones and ties among the rest; a map with weight above the
+    diagonal, or a negative value, takes the general path."""
+    from scipy.stats import rankdata
+
+    from helpers.norms.stats import map_ranks
+
+    rng = np.random.default_rng(5)
+    n = 9
+    weights = np.tril(rng.dirichlet(np.ones(n), size=(2, 3, n))).astype(np.float32)
+    ties = np.tril(rng.integers(0, 3, size=(2, 3, n, n))).astype(np.float32)  # visible zeros and ties
+    leaky = weights.copy()
+    leaky[1, 2, 0, 4] = 0.5  # one later key weighed
+    negative = ties - np.tril(np.ones((n, n), np.float32))  # -1 visible: the hidden zeros are not the lowest
+    for maps in (weights, ties, leaky, negative, weights.astype(np.float64)):
+        np.testing.assert_array_equal(map_ranks(maps), rankdata(maps.reshape(6, -1), axis=-1) - 1)
+
+
 def test_accumulator_round_trips_and_json_layout():
     rng = np.random.default_rng(2)
     acc = NormAccumulator()
