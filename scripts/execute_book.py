@@ -75,15 +75,22 @@ UNTIMED_COST = 60  # seconds taken for a page that no recorded build timed
 
 
 @functools.cache
-def page_costs() -> dict[str, float]:
+def page_costs(model: str | None = None, results: Path | None = None) -> dict[str, float]:
     """Cold seconds of each page on the 2-core machine, two at a time: the pages of the newest recorded build
-    of the default book (``benchmarks/results/book_build-default-*.json``, found by the benchmarks' own
-    ``common.recorded``), so a new ``book_build.py --record`` updates the schedule; empty when none is
-    recorded. The longest ready page starts first."""
+    of the book's ``model`` (default ``$BERT_ATTENTION_MODEL``, else ``default``;
+    ``benchmarks/results/book_build-MODEL-*.json``, found by the benchmarks' own ``common.recorded``), else of
+    the default book, so a new ``book_build.py --record`` updates the schedule; empty when none is recorded.
+    The longest ready page starts first: a decoder's pages weigh otherwise than an encoder's (SmolLM2's
+    comparison runs a random-init 30 x 9 decoder). ``results``: the recordings' folder (default
+    ``benchmarks/results``)."""
+    from helpers.config import model_name
+
     spec = importlib.util.spec_from_file_location("_benchmarks_common", ROOT / "benchmarks" / "common.py")
     common = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(common)
-    return dict((common.recorded("book_build", "default") or {}).get("pages", {}))
+    model = model or model_name() or "default"
+    build = common.recorded("book_build", model, results) or common.recorded("book_build", "default", results) or {}
+    return dict(build.get("pages", {}))
 
 
 def cost(page: str) -> float:

@@ -140,6 +140,25 @@ def test_page_costs_are_the_newest_recorded_default_build():
     assert execute_book.cost("notebooks/99_new") == execute_book.UNTIMED_COST
 
 
+def test_page_costs_are_the_book_models_own_when_recorded(monkeypatch, tmp_path):
+    """A book built for another model is scheduled by that model's newest recorded build, else by the default's."""
+    import json
+
+    from helpers.config import MODEL_ENV
+
+    results = tmp_path / "results"
+    results.mkdir()
+    for name, model, pages in (("book_build-default-2026-01-01.json", "default", {"notebooks/03_surface": 100.0}),
+                               ("book_build-smollm2-2026-01-01.json", "smollm2", {"notebooks/03_surface": 900.0})):
+        (results / name).write_text(json.dumps({"model_spec": model, "pages": pages,
+                                                "recorded": {"date": "2026-01-01", "time": "00:00:00"}}))
+    monkeypatch.setenv(MODEL_ENV, "smollm2")
+    assert execute_book.page_costs(results=results) == {"notebooks/03_surface": 900.0}
+    assert execute_book.page_costs("mpnet-base", results) == {"notebooks/03_surface": 100.0}  # none of its own
+    monkeypatch.delenv(MODEL_ENV)
+    assert execute_book.page_costs(None, results) == {"notebooks/03_surface": 100.0}
+
+
 def test_a_page_shares_the_cores_only_with_long_company():
     threads = execute_book.threads_for
     # chapters 3 and 5 together: one thread each on two cores
