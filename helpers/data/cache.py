@@ -153,6 +153,21 @@ class AttentionStore:
         (kept until another shard is read or :meth:`release`)."""
         return self._shard_maps(number)
 
+    def shard_items(self, number: int, dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
+        """``(example, attn)`` of shard ``number`` with maps as ``dtype``, one at a time: a streaming store's
+        (``directory`` ``None``, nothing cached) as the model's pass makes them, so the shard is never in memory
+        at float32 (a 30 x 9 decoder's longest shard of GUM train is about a gigabyte); a cached one's from its
+        file (kept until another shard is read or :meth:`release`). Either way the maps are those of
+        :meth:`shard_maps`, in the order the shard's passes make them (by length), not the shard's order."""
+        if self.directory is None and (self._loaded is None or self._loaded[0] != number):
+            for ex, attn in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
+                                                     word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32)):
+                yield ex, convert(attn, dtype)
+            return
+        maps = self._shard_maps(number)
+        for ex in self.shards[number]:
+            yield ex, convert(maps[ex.index], dtype)
+
     def release(self) -> None:
         """Forget the shard kept by :meth:`shard_maps` or indexing (its memory goes once the caller's
         references do)."""

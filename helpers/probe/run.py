@@ -16,7 +16,6 @@ import torch
 
 from helpers import paper
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
-from helpers.core.extract import convert
 from helpers.context import RunContext, cache_folder, keep_maps_requested, takes_context
 from helpers.core.models import LoadedModel, load_model
 from helpers.data.cache import cache_key, cached_json
@@ -144,10 +143,10 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     if spilled is None:
         def shards():
             for number, shard in enumerate(store.shards):
-                maps = store.shard_maps(number)  # read from the cache, or made by the model now
-                half = [encoder_layout(convert(maps[ex.index], np.float16), ex.lead, ex.trail) for ex in shard]
-                del maps
-                store.release()  # the float32 shard goes before the batches are built
+                # read from the cache, or made by the model now, each map halved as it comes (never the shard at float32)
+                made = {ex.index: encoder_layout(attn, ex.lead, ex.trail) for ex, attn in store.shard_items(number, np.float16)}
+                half = [made.pop(ex.index) for ex in shard]
+                store.release()  # a cached float32 shard goes before the batches are built
                 vectors = {} if shared is not None else word_vectors(source, shard, glove, embeddings=E)
                 yield [position[ex.index] for ex in shard], half, [vectors[ex.index] for ex in shard if vectors]
                 del half
