@@ -32,7 +32,6 @@ if str(ROOT) not in sys.path:  # this tree's helpers, whichever is installed
     sys.path.insert(0, str(ROOT))
 
 COMPARE, GLANCE = "notebooks/08_compare", "notebooks/results_at_a_glance"
-SINKS = "sinks"  # the record whose chapter runs the decoder the comparison may show on depth
 # Waits that no record's inputs say. Chapter 5 extracts the GUM and EWT maps (of more sentences) that the syntax
 # chapter reads: it goes first, else both pages would extract the same maps at once.
 SHARED_MAPS: dict[str, tuple[str, ...]] = {"notebooks/04_syntax": ("notebooks/05_probe",)}
@@ -43,30 +42,26 @@ def chapter_page(record) -> str:
     return f"notebooks/{record.chapter}"
 
 
-def after_pages(sections, *, compare_shows_decoder: bool = True) -> dict[str, tuple[str, ...]]:
+def after_pages(sections) -> dict[str, tuple[str, ...]]:
     """page -> the pages whose cached results it reads (run those first), from the section records: each
     section's chapter after the chapters of the sections its record reads (:attr:`~helpers.section.Section.inputs`),
     and after :data:`SHARED_MAPS`. The pages that are no section's: chapter 2 reads no section's results; the
     comparison (``08_compare``) runs every section again for its other models and reads the book model's from
-    the chapters, so it waits for every section's chapter (it never runs beside one), except the sinks chapter's
-    when it shows no decoder of that chapter's on depth (``compare_shows_decoder`` false: the book's model is
-    itself the decoder, or none is installed), since only that decoder's §3 run is shared; "Results at a glance"
+    the chapters, so it waits for every section's chapter (it never runs beside one); "Results at a glance"
     reads the comparison's."""
     pages = {s.key: chapter_page(s) for s in sections}
     out: dict[str, tuple[str, ...]] = {"notebooks/02_attention_maps": ()}
     for s in sections:
         out[pages[s.key]] = tuple(pages[k] for k in s.inputs) + SHARED_MAPS.get(pages[s.key], ())
-    out[COMPARE] = tuple(page for key, page in pages.items() if compare_shows_decoder or key != SINKS)
+    out[COMPARE] = tuple(pages.values())
     out[GLANCE] = (COMPARE,)
     return out
 
 
 def _after() -> dict[str, tuple[str, ...]]:
-    from helpers.compare.run import decoder_spec
-    from helpers.context import RunContext
     from helpers.results import SECTIONS
 
-    return after_pages(SECTIONS, compare_shows_decoder=decoder_spec(RunContext.from_env()) is not None)
+    return after_pages(SECTIONS)
 
 
 # page -> the pages whose cached results it reads (run those first). A page not listed here runs after

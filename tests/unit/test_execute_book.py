@@ -79,13 +79,10 @@ def test_the_order_is_derived_from_the_section_records():
     cached results; else it would compute them a second time, beside them) and for nothing else but the
     explained :data:`SHARED_MAPS`; the comparison waits for every section's chapter and the summary for the
     comparison. As built for the book:"""
-    from helpers.compare.run import decoder_spec
-    from helpers.context import RunContext
     from helpers.results import SECTIONS, section
 
     after = execute_book.AFTER
-    assert after == execute_book.after_pages(SECTIONS, compare_shows_decoder=decoder_spec(RunContext.from_env()) is not None)
-    after = execute_book.after_pages(SECTIONS)
+    assert after == execute_book.after_pages(SECTIONS)
     for record in SECTIONS:
         page = execute_book.chapter_page(record)
         assert after[page] == tuple(f"notebooks/{section(k).chapter}" for k in record.inputs) + \
@@ -94,12 +91,6 @@ def test_the_order_is_derived_from_the_section_records():
     assert after["notebooks/04_syntax"] == ("notebooks/05_probe",)
     assert after[execute_book.COMPARE] == tuple(execute_book.chapter_page(s) for s in SECTIONS)
     assert after[execute_book.GLANCE] == (execute_book.COMPARE,)
-    # a book whose model is itself the decoder (or has none installed): the comparison shows no decoder of the
-    # sinks chapter's, shares no run with it, and may run beside it
-    alone = execute_book.after_pages(SECTIONS, compare_shows_decoder=False)
-    assert alone[execute_book.COMPARE] == tuple(execute_book.chapter_page(s) for s in SECTIONS if s.key != "sinks")
-    assert {k: v for k, v in alone.items() if k != execute_book.COMPARE} == \
-        {k: v for k, v in after.items() if k != execute_book.COMPARE}
 
 
 def test_a_new_input_or_section_moves_the_order(monkeypatch):
