@@ -151,8 +151,9 @@ def map_ranks(maps: np.ndarray) -> np.ndarray:
     A causal map (a decoder's: every head weighs 0 on every key after its query) whose values are non-negative is
     ranked by its visible entries alone: its ``m = n (n - 1) / 2`` hidden zeros are the lowest values of every row,
     tied with the ``z`` visible zeros, so all of them take the rank ``(m + z - 1) / 2`` and every positive entry its
-    rank among the visible ones plus ``m``. Those are the ranks of the whole row, exactly (half-integers), in about
-    a third of the time: the hidden zeros made one long run of ties in every row."""
+    rank among the visible ones plus ``m``. Those are the ranks of the whole row, exactly (half-integers), in a
+    little over half the time for a 30 x 9 map of 126 tokens (0.45 -> 0.26 s on one loaded core): the hidden zeros
+    made one long run of ties in every row."""
     maps = np.asarray(maps)
     n = maps.shape[-1]
     flat = maps.reshape(-1, n * n)
