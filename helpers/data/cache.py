@@ -141,12 +141,16 @@ class AttentionStore:
             return self._loaded[1]
         self._loaded = None  # one shard in memory at a time: the old one goes before the next is read
         if self.directory is None:
-            maps = {ex.index: a for ex, a in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
-                                                                      word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32))}
+            maps = {ex.index: a for ex, a in self._made(number)}
         else:
             maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads, maps=self.maps)
         self._loaded = (number, maps)
         return maps
+
+    def _made(self, number: int) -> Iterator[tuple[Encoded, np.ndarray]]:
+        """A streaming store's shard ``number``: ``(example, attn)`` as the model's passes make them (float32)."""
+        return _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level, word_mode=self.word_mode,
+                                        batch_size=self.stats.get("batch_size", 32))
 
     def shard_maps(self, number: int) -> dict[int, np.ndarray]:
         """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index
@@ -160,8 +164,7 @@ class AttentionStore:
         file (kept until another shard is read or :meth:`release`). Either way the maps are those of
         :meth:`shard_maps`, in the order the shard's passes make them (by length), not the shard's order."""
         if self.directory is None and (self._loaded is None or self._loaded[0] != number):
-            for ex, attn in _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level,
-                                                     word_mode=self.word_mode, batch_size=self.stats.get("batch_size", 32)):
+            for ex, attn in self._made(number):
                 yield ex, convert(attn, dtype)
             return
         maps = self._shard_maps(number)
