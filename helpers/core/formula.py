@@ -52,7 +52,7 @@ def recompute_attention(lm: LoadedModel, input_ids: np.ndarray, *, layer: int) -
         scores = scores + bias
     if lm.causal:  # a query sees its prefix: later keys get no weight
         n = scores.shape[-1]
-        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1), float("-inf"))
     return torch.softmax(scores, dim=-1)
 
 
@@ -66,7 +66,7 @@ def _decoder_keys(lm: LoadedModel, q: torch.Tensor, k: torch.Tensor) -> tuple[to
         import importlib
 
         family = importlib.import_module(type(lm.model).__module__)
-        positions = torch.arange(q.shape[1])[None]
+        positions = torch.arange(q.shape[1], device=q.device)[None]
         cos, sin = rotary(q[None], position_ids=positions)
         q, k = (x[0] for x in family.apply_rotary_pos_emb(q[None], k[None], cos, sin))
     return q, k.repeat_interleave(q.shape[0] // k.shape[0], dim=0)

@@ -130,7 +130,8 @@ def _value_projection(lm: LoadedModel, layer: int) -> tuple[torch.Tensor, torch.
         WO = parts.output.weight.double()
     else:  # torch Linear, weight [out, in]
         WV = parts.value.weight.double().T
-        bV = parts.value.bias.double() if parts.value.bias is not None else torch.zeros(WV.shape[1], dtype=torch.float64)
+        bV = (parts.value.bias.double() if parts.value.bias is not None
+              else torch.zeros(WV.shape[1], dtype=torch.float64, device=WV.device))
         WO = parts.output.weight.double().T
     return WV, bV, WO
 

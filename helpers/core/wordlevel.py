@@ -80,8 +80,10 @@ def batched_matrices(
 def word_level_batch(attn: torch.Tensor, R: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
     """``[batch, layer, head, word, word]`` from ``attn [batch, layer, head, token, token]``.
 
-    Two batched matrix products over every layer and head at once (no per-head loop).
+    Two batched matrix products over every layer and head at once (no per-head loop). ``R`` and ``S`` are
+    moved to ``attn``'s device (no copy where they are already there).
     """
+    R, S = R.to(attn.device), S.to(attn.device)
     return torch.matmul(torch.matmul(R[:, None, None], attn), S[:, None, None])
 
 
