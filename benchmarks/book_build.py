@@ -142,6 +142,8 @@ def main() -> None:
         print(f"floor: {floor['seconds_floor']:.1f} s", flush=True)
 
     jb = Path(sys.executable).with_name("jupyter-book")
+    if not jb.exists():  # jupyter-book installed outside the interpreter's folder (pip --target, a user install)
+        jb = Path(shutil.which("jupyter-book") or jb)
     argv = [str(jb), "build", str(src), "-W", "-n", "--keep-going"]
     execute = [sys.executable, str(ROOT / "scripts" / "execute_book.py"), "--book", str(src), "--jobs", str(args.jobs)]
     print(f"cold build of {spec} in {src} ({args.jobs} page(s) at a time) ...", flush=True)
