@@ -94,7 +94,16 @@ def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int | None = None, dty
         T[start:, start:stop] = block.T
     D = 0.5 * (S[:, None] + S[None, :]) - T
     D.fill_diagonal_(0.0)
-    return D.clamp_(min=0.0).cpu()
+    return mirror_upper(D.clamp_(min=0.0)).cpu()
+
+
+def mirror_upper(D: torch.Tensor) -> torch.Tensor:
+    """``[K, K]`` ``D`` made exactly symmetric: its upper triangle (and diagonal), mirrored below.
+
+    In a chunk's diagonal block of :func:`segment_js` the two entries of a pair are sums computed in two rows. On the
+    CPU they agree to the bit (so this leaves its result unchanged), but a GPU's reductions may add them in different
+    orders, and scikit-learn's MDS refuses a precomputed matrix that is asymmetric by more than 1e-10."""
+    return D.triu() + D.triu(1).T
 
 
 def js_reference(attn: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from helpers.cluster.stats import (
     hierarchical_order,
     js_reference,
     layer_similarity,
+    mirror_upper,
     segment_js,
     smooth,
 )
@@ -90,6 +91,29 @@ def test_properties():
     np.testing.assert_allclose(D2[:3, 3:].diagonal(), 0.0, rtol=0, atol=js_tolerance(n, EPS64))
     upper = n * np.log(2)  # JS of each row is at most log 2
     assert D.max() <= upper
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4, None])
+@pytest.mark.parametrize("causal", [False, True])
+def test_distances_are_exactly_symmetric(chunk, causal):
+    # exact, not within round-off: scikit-learn's MDS refuses a precomputed matrix asymmetric by more than 1e-10,
+    # and on a GPU the two sums of a pair inside a chunk's diagonal block came out in different orders
+    attn = maps(5, L=2, H=3, n=9)
+    if causal:
+        attn = np.tril(attn)
+        attn /= attn.sum(-1, keepdims=True)
+    for dtype in (torch.float32, torch.float64):
+        D = segment_js(attn.astype(np.float32), chunk=chunk, dtype=dtype).numpy()
+        np.testing.assert_array_equal(D, D.T)
+
+
+def test_mirror_upper_keeps_the_upper_triangle_and_a_symmetric_matrix():
+    D = torch.rand(5, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    M = mirror_upper(D)
+    assert torch.equal(M, M.T)
+    assert torch.equal(M.triu(), D.triu())  # the upper triangle and diagonal, bit for bit
+    sym = D + D.T
+    assert torch.equal(mirror_upper(sym), sym)  # a symmetric matrix (the CPU's distances) is returned unchanged
 
 
 def test_scipy_single_row():
