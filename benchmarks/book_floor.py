@@ -33,17 +33,9 @@ from pathlib import Path
 
 import torch
 
-from common import LATEST, device_record, machine, run_device, save
+from common import LATEST, device_record, elapsed, machine, run_device, save
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def _elapsed(lm, start: float) -> float:
-    """Seconds since ``start``, once the model's device has finished its queued work (a GPU runs
-    asynchronously: without the wait the last batches would not be counted)."""
-    if lm.device.type == "cuda":
-        torch.cuda.synchronize(lm.device)
-    return time.perf_counter() - start
 
 
 def forward_seconds(lm, examples, *, attentions: bool) -> float:
@@ -57,7 +49,7 @@ def forward_seconds(lm, examples, *, attentions: bool) -> float:
             else:
                 with torch.inference_mode():
                     lm.model(**model_inputs(lm, part))
-    return _elapsed(lm, start)
+    return elapsed(lm, start)
 
 
 def backward_seconds(lm, examples) -> float:
@@ -71,7 +63,7 @@ def backward_seconds(lm, examples) -> float:
             a.retain_grad()
         out.last_hidden_state.sum().backward()
         lm.model.zero_grad(set_to_none=True)
-    return _elapsed(lm, start)
+    return elapsed(lm, start)
 
 
 def floor(model: str | None, *, small: bool, data_dir=None, cache_root=None, progress: bool = True) -> dict:

@@ -52,6 +52,16 @@ def measure(argv: list[str], env: dict, *, log: Path | None = None) -> dict:
     return out
 
 
+def elapsed(lm, start: float) -> float:
+    """Seconds since ``start`` (``time.perf_counter``), once ``lm``'s device has finished its queued work (a GPU
+    runs asynchronously: without the wait the last passes, or all of them, would not be counted)."""
+    if lm.device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(lm.device)
+    return time.perf_counter() - start
+
+
 def machine() -> dict:
     """What the measurement ran on: processor, cores, memory (and a GPU when torch sees one)."""
     cpu = platform.processor() or platform.machine()

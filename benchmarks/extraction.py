@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from common import LATEST, peak_rss_mib, save
+from common import LATEST, elapsed, peak_rss_mib, save
 from helpers import encode_words, load_model, load_treebank
 from helpers.core.extract import batch_maps, bucket, convert, forward_attentions
 from helpers.core.wordlevel import batched_matrices, word_level_batch
@@ -37,16 +37,13 @@ def naive_word_level(attn: np.ndarray, word_of_token: np.ndarray) -> np.ndarray:
     return out
 
 
-def best_of(repeats: int, fn) -> float:
-    """The fastest of ``repeats`` runs of ``fn``, each timed until the GPU's queued work is done too (CUDA runs
-    asynchronously: without the synchronisation a GPU run would time only the launches)."""
+def best_of(repeats: int, fn, lm) -> float:
+    """The fastest of ``repeats`` runs of ``fn``, each timed until ``lm``'s device has finished (:func:`common.elapsed`)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
-        if torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+        times.append(elapsed(lm, start))
     return min(times)
 
 
@@ -75,8 +72,8 @@ def main() -> None:
                 convert(attn, np.float32)  # what iter_attention hands out
 
     bare()  # warm-up
-    t_bare = best_of(args.repeats, bare)
-    t_ours = best_of(args.repeats, ours)
+    t_bare = best_of(args.repeats, bare, lm)
+    t_ours = best_of(args.repeats, ours, lm)
 
     # conversion alone, on token maps computed once
     token_maps = [(g, forward_attentions(lm, g)) for g in groups]
@@ -93,8 +90,8 @@ def main() -> None:
                 naive_word_level(a[b, :, :, : len(ex), : len(ex)], ex.word_of_token)
 
     with torch.inference_mode():
-        t_conv = best_of(args.repeats, batched_conversion)
-    t_naive = best_of(1, naive_conversion)
+        t_conv = best_of(args.repeats, batched_conversion, lm)
+    t_naive = best_of(1, naive_conversion, lm)
     peak_mib = peak_rss_mib()
 
     result = {

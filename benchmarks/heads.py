@@ -13,9 +13,8 @@ import argparse
 import time
 
 import numpy as np
-import torch
 
-from common import LATEST, save
+from common import LATEST, elapsed, save
 from helpers import encode_words, iter_attention, load_model, load_treebank
 from helpers.core.extract import bucket, forward_attentions
 from helpers.syntax.stats import HeadScorer, word_layout
@@ -65,9 +64,7 @@ def main() -> None:
     start = time.perf_counter()
     for g in groups:
         forward_attentions(lm, g)
-    if torch.cuda.is_initialized():
-        torch.cuda.synchronize()  # CUDA runs asynchronously: time the passes, not their launches
-    t_bare = time.perf_counter() - start
+    t_bare = elapsed(lm, start)  # the passes, not only their launches on a GPU
 
     start = time.perf_counter()
     scorer = HeadScorer(causal=lm.causal)
