@@ -90,18 +90,18 @@ def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int | None = None, dty
         M = half[start:stop, None] + half[None, start:]  # [c, K - start, n, n]
         logs = torch.log(M)
         block = logs.mul_(M).sum(dim=(-1, -2))  # in place: two temporaries instead of four
-        T[start:stop, start:] = block
-        T[start:, start:stop] = block.T
+        T[start:stop, start:] = block  # rows start..stop, pairs (a, b >= start): the upper triangle and beyond
+    T = mirror_upper(T)  # each pair's one sum on both sides, so D is exactly symmetric
     D = 0.5 * (S[:, None] + S[None, :]) - T
     D.fill_diagonal_(0.0)
-    return mirror_upper(D.clamp_(min=0.0)).cpu()
+    return D.clamp_(min=0.0).cpu()
 
 
 def mirror_upper(D: torch.Tensor) -> torch.Tensor:
     """``[K, K]`` ``D`` made exactly symmetric: its upper triangle (and diagonal), mirrored below.
 
-    In a chunk's diagonal block of :func:`segment_js` the two entries of a pair are sums computed in two rows. On the
-    CPU they agree to the bit (so this leaves its result unchanged), but a GPU's reductions may add them in different
+    :func:`segment_js` sums each pair (a, b) once in row a and mirrors it. Inside a chunk's diagonal block it also
+    sums (b, a) in row b: on the CPU the two sums agree to the bit, but a GPU's reductions may add them in different
     orders, and scikit-learn's MDS refuses a precomputed matrix that is asymmetric by more than 1e-10."""
     return D.triu() + D.triu(1).T
 
