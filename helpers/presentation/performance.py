@@ -197,3 +197,62 @@ def probe_epoch_table(probes: dict) -> "pd.DataFrame":
                      "plain autograd (s)": r.get("seconds_epoch_plain_autograd"), "speed-up": r.get("speedup_over_plain"),
                      "forward only (s)": r["seconds_forward_only"], "training / forward": r["ratio_training_over_forward"]})
     return pd.DataFrame(rows).set_index("probe")
+
+
+# ------------------------------------------------------------------------- recorded claims on a device
+
+DEVICE_SECTIONS = ("load", "segment_pass", "surface", "syntax", "coref", "probe", "cluster")  # columns, in run order
+
+
+def device_records(results: Path | None = None) -> list[dict]:
+    """Every ``claims_device-*.json`` recording (``benchmarks/claims_device.py``) in ``results`` (default
+    ``benchmarks/results/``) that parses and names its device; for each device and kind of run (model, random init,
+    the book's sizes or not), only the latest by the date and time it records (the file name breaks ties)."""
+    latest: dict[tuple, tuple] = {}
+    for path in sorted((BENCHMARKS / "results" if results is None else Path(results)).glob("claims_device-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or not data.get("device"):
+            continue
+        when = data.get("recorded") or {}
+        order = (when.get("date", ""), when.get("time", ""), path.name)
+        key = (data["device"], data.get("model"), data.get("random_init"), bool(data.get("full_sizes")))
+        if key not in latest or order > latest[key][0]:
+            latest[key] = (order, data)
+    return [data for _, data in sorted(latest.values(), key=lambda v: (v[1]["device"], v[0]))]
+
+
+def _verdicts(equal) -> str:
+    return {True: "equal", False: "DIFFER"}.get(equal, "not compared")
+
+
+def device_table(results: Path | None = None) -> "pd.DataFrame":
+    """The latest ``claims`` recording of each device (:func:`device_records`): the device, the model (its shape and
+    random init), the sizes, the wall time, the seconds of the load, the shared segment pass and each section,
+    processor seconds, the GPU's peak memory and mean utilisation, whether the verdicts equal a CPU run's of the same
+    commit, the commit and the date. One row saying so when nothing is recorded."""
+    import pandas as pd
+
+    records = device_records(results)
+    if not records:
+        return pd.DataFrame({"measurement": ["no device recording yet: run benchmarks/device_run.sh on a GPU machine "
+                                             "(benchmarks/README.md)"]})
+    rows = []
+    for r in records:
+        sections = r.get("sections_s") or {}
+        init = f", random init ({r['random_init']})" if r.get("random_init") else ""
+        rows.append({
+            "device": r["device"], "model": f"{Path(str(r.get('model'))).name}{init}",
+            "layers x heads": f"{r.get('layers')} x {r.get('heads')}",
+            "sizes": "the book's" if r.get("full_sizes") else "reduced: " + ", ".join(
+                f"{k.replace('_', ' ')} {v}" for k, v in (r.get("sizes") or {}).items()),
+            "dtype": r.get("dtype") or "float32", "wall (s)": r.get("wall_s"),
+            **{f"{s.replace('_', ' ')} (s)": sections.get(s) for s in DEVICE_SECTIONS},
+            "processor (s)": r.get("cpu_s"), "GPU memory peak (MiB)": r.get("gpu_memory_peak_mib"),
+            "GPU busy, mean (%)": r.get("gpu_utilisation_mean"),
+            "verdicts vs CPU": _verdicts(r.get("verdicts_equal_cpu")),
+            "commit": r.get("commit"), "date": (r.get("recorded") or {}).get("date"),
+        })
+    return pd.DataFrame(rows).set_index(["device", "model"])
