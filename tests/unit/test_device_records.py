@@ -64,3 +64,30 @@ def test_the_comparison_with_a_cpu_run_names_each_value_that_moved():
     assert equal is False and moved == {}
     equal, _ = claims_device.compare_claims(claims(("a", "reproduced", 1.0)), cpu)  # a claim missing: not equal
     assert equal is False
+
+
+def test_the_llama_config_has_the_1b_shape_and_its_parameter_count_is_transformers_own(tmp_path):
+    """benchmarks/llama_config.py: the shape asked for, SmolLM2's other settings and tokenizer files, no weights; its
+    parameter count against a tiny Llama that transformers builds from the same kind of config."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    spec = importlib.util.spec_from_file_location("llama_config", ROOT / "benchmarks" / "llama_config.py")
+    llama_config = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(llama_config)
+    source = tmp_path / "smol"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+                                                    "vocab_size": 49152, "bos_token_id": 1, "tie_word_embeddings": True,
+                                                    "_model_name_or_path": "x", "num_hidden_layers": 30}))
+    (source / "tokenizer.json").write_text("{}")
+    config = llama_config.write(tmp_path / "out", source)
+    assert {k: config[k] for k in llama_config.SHAPE} == llama_config.SHAPE and config["bos_token_id"] == 1
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["config.json", "tokenizer.json"]
+    assert 1.0e9 < llama_config.parameters(config) < 1.1e9
+
+    tiny = {"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 24, "head_dim": 4, "tie_word_embeddings": True}
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**tiny))
+    assert llama_config.parameters(tiny) == sum(p.numel() for p in model.parameters())
