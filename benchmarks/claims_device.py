@@ -168,7 +168,8 @@ def main() -> None:
     for option in SIZE_OPTIONS:
         parser.add_argument(f"--{option.replace('_', '-')}", type=int, default=None, help="passed to claims")
     parser.add_argument("--cache-dir", default=None, help="passed to claims (default: a fresh folder, so the run is cold)")
-    parser.add_argument("--compare-cpu", default=None, metavar="FILE", help="a CPU claims --json of the same commit")
+    parser.add_argument("--compare-cpu", default=None, metavar="FILE",
+                        help="a CPU claims --json of the same commit and sizes (or a CPU record of this script)")
     parser.add_argument("--sample-every", type=float, default=2.0, help="seconds between GPU samples (default 2)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs claims")
     parser.add_argument("--results", default=str(HERE / "results"), help="where the record goes")
@@ -179,6 +180,10 @@ def main() -> None:
     from common import COMMIT_AT_START, machine, measure, record_path
 
     compare = json.loads(Path(args.compare_cpu).read_text()) if args.compare_cpu else None
+    if compare is not None and isinstance(compare.get("claims"), dict):  # a record of this script: its payload
+        compare = compare["claims"]
+    if compare is not None and not isinstance(compare.get("claims"), list):
+        parser.error(f"--compare-cpu {args.compare_cpu}: no claims in it; give a claims --json or a record of this script")
     started = machine()
     work = Path(tempfile.mkdtemp(prefix="claims-device-"))
     cache = args.cache_dir or str(work / "cache")

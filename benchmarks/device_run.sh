@@ -16,7 +16,9 @@
 #   default-small  the default model at SMALL on cuda
 #   llama-small    the 1B Llama shape, --random-init all, at the issue's small sizes (LLAMA_SMALL)
 #   llama          the 1B Llama shape, --random-init all, at the book's sizes
-#   cpu-small      the default model at SMALL on this machine's CPU (the device's own CPU baseline)
+#   cpu            the default model at the book's sizes on this machine's CPU (a later `default` compares with it
+#                  when .offline/claims-cpu.json is missing)
+#   cpu-small      the default model at SMALL on this machine's CPU (likewise for `default-small`)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -39,7 +41,9 @@ record() {  # a step: claims_device.py with the given options; its record in $OU
     --out "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
   echo "   exit $? ($(tail -n 2 "$OUT/$name.log" | tr '\n' ' '))"
 }
-compare() { [ -f "$1" ] && echo "--compare-cpu $1"; }
+compare() {  # --compare-cpu with the first of the files given that exists
+  local f; for f in "$@"; do [ -f "$f" ] && { echo "--compare-cpu $f"; return; }; done
+}
 
 (nvidia-smi || true) > "$OUT/nvidia-smi.txt" 2>&1
 start=$(date +%s)
@@ -49,12 +53,13 @@ transformers.__version__, "helpers from", helpers.__file__)' > "$OUT/versions.tx
 echo "unpacked and imported in $(( $(date +%s) - start )) s: $(cat "$OUT/versions.txt")"
 for step in $STEPS; do
   case "$step" in
-    default)       record default --device cuda $(compare "$root/.offline/claims-cpu.json") ;;
-    default-small) record default-small --device cuda $SMALL $(compare "$root/.offline/claims-cpu-small.json") ;;
+    default)       record default --device cuda $(compare "$root/.offline/claims-cpu.json" "$OUT/cpu.json") ;;
+    default-small) record default-small --device cuda $SMALL $(compare "$root/.offline/claims-cpu-small.json" "$OUT/cpu-small.json") ;;
     llama-small)   record llama-small --device cuda --model "$llama" --random-init all $LLAMA_SMALL ;;
     llama)         record llama --device cuda --model "$llama" --random-init all ;;
-    cpu-small)     record cpu-small --device cpu $SMALL $(compare "$root/.offline/claims-cpu-small.json") ;;
-    *) echo "STEPS: unknown step $step (default, default-small, llama-small, llama, cpu-small)" >&2; exit 2 ;;
+    cpu)           record cpu --device cpu ;;
+    cpu-small)     record cpu-small --device cpu $SMALL ;;
+    *) echo "STEPS: unknown step $step (default, default-small, llama-small, llama, cpu, cpu-small)" >&2; exit 2 ;;
   esac
 done
 echo "records in $OUT: $(ls "$OUT" | tr '\n' ' ')"
