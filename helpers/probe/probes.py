@@ -29,6 +29,7 @@ punctuation, as in the paper. :func:`mst_heads` decodes a full tree with Chu-Liu
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
@@ -369,10 +370,36 @@ class PairTanhLoss(torch.autograd.Function):
         return (*(g * grad for g in grads), None)
 
 
+def padded_pair_scores(dep: torch.Tensor, cand: torch.Tensor, dist_weight: torch.Tensor, w: torch.Tensor,
+                       bias: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The scores of Distances + words for a padded batch at once, ``[b, n, n + 1]``: ``w . tanh(dep[i] + cand[c]
+    + W_d f_m(i, c)) + bias`` with ``f_m`` each sentence's distance features over its *own* length ``m``
+    (:func:`distance_parts`), the same per sentence as :func:`_pair_hidden`; one set of kernels per batch, for a
+    device (the ``[b, n, n + 1, H]`` hidden layer is made whole). Entries beyond a sentence's words are finite and
+    meaningless (masked by the caller). ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist_weight [H, 8]``,
+    ``w [H]``, ``bias [1]``, ``lengths [b]`` (integers)."""
+    b, n, hidden = dep.shape
+    indicators, distances = (x.to(dep.dtype).to(dep.device) for x in distance_parts(n))  # [n, n + 1, 8]
+    m = lengths.clamp(min=1).to(dep.dtype)[:, None, None, None]
+    features = indicators + distances / m                                # [b, n, n + 1, 8]: f_m, as distance_features(m)
+    t = (features.reshape(b, -1, N_DISTANCE) @ dist_weight.t()).view(b, n, n + 1, hidden)
+    t = torch.tanh(t + dep[:, :, None, :] + cand[:, None, :, :])
+    return t @ w + bias
+
+
+def cross_entropy_loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """Cross-entropy over candidates summed over a sentence's words, averaged over the batch's sentences
+    (``logits [b, n, n + 1]``, padding ignored)."""
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
+                                       ignore_index=-100, reduction="sum") / len(batch.indices)
+
+
 class DistanceProbe(nn.Module):
-    """Distances + words: ``w2 . tanh(W1 [v_i; v_c; distances] + b1)`` (first layer factorised; the hidden
-    layer computed one sentence at a time over its own length, and for training fused with the loss in
-    :class:`PairTanhLoss`)."""
+    """Distances + words: ``w2 . tanh(W1 [v_i; v_c; distances] + b1)`` (first layer factorised). On the CPU the
+    hidden layer is computed one sentence at a time over its own length, and for training fused with the loss in
+    :class:`PairTanhLoss` (each sentence's hidden layer stays in the cache); on other devices, for the whole
+    padded batch at once (:func:`padded_pair_scores`: one set of kernels per batch, not a loop per sentence).
+    ``per_sentence`` (``True``/``False``) chooses one of the two on any device (tests)."""
 
     def __init__(self, dim: int, hidden: int = HIDDEN_UNITS):
         super().__init__()
@@ -380,6 +407,7 @@ class DistanceProbe(nn.Module):
         self.cand = nn.Linear(dim, hidden, bias=False)
         self.dist = nn.Linear(N_DISTANCE, hidden, bias=False)
         self.out = nn.Linear(hidden, 1)
+        self.per_sentence: bool | None = None  # None: per sentence on the CPU, padded elsewhere (see padded())
 
     def _parts(self, batch: Batch, misaligned: bool):
         """``(dep [b, n, H], cand [b, n + 1, H], lengths)``: the word terms of the first layer."""
@@ -387,7 +415,14 @@ class DistanceProbe(nn.Module):
         v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)            # ROOT's vector is 0
         return self.dep(v), self.cand(v_cand), batch.mask.sum(1).tolist()
 
+    def padded(self, batch: Batch) -> bool:
+        """Whether this batch takes the padded path (:func:`padded_pair_scores`): on every device but the CPU,
+        unless :attr:`per_sentence` says otherwise (``None``: by device)."""
+        return (batch.heads.device.type != "cpu") if self.per_sentence is None else not self.per_sentence
+
     def forward(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+        if self.padded(batch):
+            return self._padded_logits(batch, misaligned)
         dep, cand, lengths = self._parts(batch, misaligned)
         n = batch.heads.shape[1]
         w = self.out.weight[0]
@@ -397,8 +432,18 @@ class DistanceProbe(nn.Module):
         logits = torch.stack(rows) + self.out.bias
         return logits.masked_fill(~batch.cand_mask, -1e9)
 
+    def _padded_logits(self, batch: Batch, misaligned: bool) -> torch.Tensor:
+        v = batch.word_vectors(misaligned)
+        v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)            # ROOT's vector is 0
+        scores = padded_pair_scores(self.dep(v), self.cand(v_cand), self.dist.weight, self.out.weight[0],
+                                    self.out.bias, batch.mask.sum(1))
+        return scores.masked_fill(~batch.cand_mask, -1e9)
+
     def loss(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
-        """The training loss of :func:`train_probe` (summed over words, averaged over sentences), fused."""
+        """The training loss of :func:`train_probe` (summed over words, averaged over sentences): fused, one
+        sentence at a time (the CPU), or the cross-entropy of the padded logits (other devices)."""
+        if self.padded(batch):
+            return cross_entropy_loss(self._padded_logits(batch, misaligned), batch)
         dep, cand, lengths = self._parts(batch, misaligned)
         heads = [batch.heads[k, :m] for k, m in enumerate(lengths)]
         return PairTanhLoss.apply(dep, cand, self.dist.weight, self.out.weight[0], self.out.bias, heads)
@@ -408,9 +453,7 @@ def probe_loss(model: nn.Module, batch: Batch, misaligned: bool = False) -> torc
     """Cross-entropy over candidates summed over a sentence's words, averaged over the batch's sentences."""
     if isinstance(model, DistanceProbe):
         return model.loss(batch, misaligned)
-    logits = model(batch, misaligned)
-    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
-                                       ignore_index=-100, reduction="sum") / len(batch.indices)
+    return cross_entropy_loss(model(batch, misaligned), batch)
 
 
 def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
@@ -423,6 +466,91 @@ def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
     raise ValueError(f"probe {kind!r}: choose attn, attn+words or distances+words")
 
 
+class ResidentBatches(Sequence):
+    """Every padded batch of a :class:`ProbeData` held on a device, read (from the spill file, or from the
+    in-memory batches) and moved there once, then shared by every epoch, seed and probe kind that trains on it
+    there: Table 3's trainings on a GPU read no file and copy nothing from the host.
+
+    The features and ROOT parts are held at float16 (the maps' own precision, :mod:`helpers.probe.batches`: the
+    same values in half the memory) and converted to float32 on the device as each batch is used, so a batch is
+    the same float32 tensors that :func:`stream` gives on the host. ``features=False``
+    (:meth:`without_features`) leaves them float16 and unread (Distances + words reads none)."""
+
+    def __init__(self, batches: Sequence[Batch], device, *, features: bool = True,
+                 held: list[Batch] | None = None):
+        self.device, self.features = torch.device(device), features
+        if held is None:
+            held = []
+            for batch in stream(batches, range(len(batches))):  # a streamed batch lives until the next: copied
+                half = {name: getattr(batch, name).to(self.device, torch.float16, copy=True)
+                        for name in ("features", "root_parts")}
+                rest = {name: getattr(batch, name).to(self.device, copy=True)
+                        for name in ("heads", "punct", "vectors", "mask", "cand_mask")}
+                held.append(Batch(**half, **rest, indices=batch.indices))
+        self.held = held
+        self.batch_size = getattr(batches, "batch_size", None)
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def __getitem__(self, k: int) -> Batch:
+        batch = self.held[k]
+        if not self.features:
+            return batch
+        return dataclasses.replace(batch, features=batch.features.float(), root_parts=batch.root_parts.float())
+
+    def stream(self, order) -> Iterator[Batch]:
+        for k in order:
+            yield self[int(k)]
+
+    def without_features(self) -> "ResidentBatches":
+        return ResidentBatches([], self.device, features=False, held=self.held)
+
+    @staticmethod
+    def nbytes(batches: Sequence[Batch]) -> int:
+        """The bytes ``batches`` take held on a device (float16 features and ROOT parts, the rest as they are),
+        from their shapes alone (spilled batches: from their index, nothing read)."""
+        index = getattr(batches, "index", None)
+        if index is not None:
+            K2, dim = 2 * index["n_maps"], index["dim"]
+            return sum(len(e["indices"]) * e["n"] * ((e["n"] + 1) * K2 * 2 + K2 * 4 + dim * 4 + (e["n"] + 1) + 10)
+                       for e in index["batches"])
+        return sum(b.features.numel() * 2 + b.root_parts.numel() * 2 + b.vectors.numel() * b.vectors.element_size()
+                   + b.cand_mask.numel() + b.heads.numel() * 10 for b in batches)
+
+
+# The share of a device's free memory the resident batches may take (the rest: the probes' own tensors; the
+# hidden layer of Distances + words is [batch, n, n + 1, 256] float32 and autograd keeps a few).
+RESIDENT_SHARE = 0.5
+
+
+def batches_on(data: ProbeData, batch_size: int | None, device) -> Sequence[Batch]:
+    """The batches of ``data`` for training or evaluating on ``device``: on the CPU the batches of
+    :func:`prepared` (streamed from the spill, as they are); on another device the :class:`ResidentBatches` held
+    there, made once per ``data``, size and device and kept on ``data`` (dropped by :func:`release_resident`), or,
+    where they would take more than :data:`RESIDENT_SHARE` of the device's free memory, the streamed batches
+    (each moved when used)."""
+    device = torch.device(device)
+    batches = prepared(data, batch_size)
+    if device.type == "cpu":
+        return batches
+    cache = data.__dict__.setdefault("_resident", {})
+    key = (str(device), getattr(batches, "batch_size", None) or batch_size)
+    if key not in cache:
+        fits = True
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            fits = ResidentBatches.nbytes(batches) <= RESIDENT_SHARE * free
+        cache[key] = ResidentBatches(batches, device) if fits else batches
+    return cache[key]
+
+
+def release_resident(data: ProbeData) -> None:
+    """Drop the batches :func:`batches_on` holds on a device for ``data`` (their memory goes back to the
+    device's allocator)."""
+    data.__dict__.pop("_resident", None)
+
+
 def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
             misaligned: bool = False, device=None) -> list[np.ndarray]:
     """Logits ``[n, n + 1]`` of every sentence (in order); batches of ``batch_size`` (default 64, or the
@@ -433,7 +561,7 @@ def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
     out: list[np.ndarray | None] = [None] * len(data)
     model.eval()
     with torch.no_grad():
-        batches = _for_model(prepared(data, batch_size), model)
+        batches = _for_model(batches_on(data, batch_size, device), model)
         for batch in stream(batches, range(len(batches))):
             logits = model(batch.to(device), misaligned).cpu()
             for b, i in enumerate(batch.indices):
@@ -461,6 +589,28 @@ def _for_model(batches: Sequence[Batch], model: nn.Module) -> Sequence[Batch]:
     if isinstance(model, DistanceProbe) and hasattr(batches, "without_features"):
         return batches.without_features()
     return batches
+
+
+def greedy_uas(model: nn.Module, data: ProbeData, *, batch_size: int | None = None, misaligned: bool = False,
+               device=None) -> float:
+    """:func:`uas` of :func:`predict`'s logits with greedy decoding, counted batch by batch on ``device`` (default:
+    where ``model`` is) from the padded logits: the argmax of a word's row over the padded candidates is its
+    argmax over its own (the padding is ``-1e9``, after them), so the score is the same number, with one
+    transfer to the host at the end instead of every sentence's logits."""
+    device = _device_of(model) if device is None else torch.device(device)
+    if batch_size is None and data.spilled is None:
+        batch_size = data.batch_size or 64
+    correct = torch.zeros((), dtype=torch.long, device=device)
+    total = torch.zeros((), dtype=torch.long, device=device)
+    model.eval()
+    with torch.no_grad():
+        batches = _for_model(batches_on(data, batch_size, device), model)
+        for batch in stream(batches, range(len(batches))):
+            batch = batch.to(device)
+            keep = batch.mask & ~batch.punct
+            correct += ((model(batch, misaligned).argmax(-1) == batch.heads) & keep).sum()
+            total += keep.sum()
+    return 100.0 * int(correct) / max(int(total), 1)
 
 
 def uas(logits: Sequence[np.ndarray], data: ProbeData, *, decode: Literal["greedy", "mst"] = "greedy") -> float:
@@ -550,7 +700,8 @@ def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int 
     """Train with Adam (``lr`` default :data:`LEARNING_RATES`) on ``train`` (cross-entropy summed over a
     sentence's words, averaged over the batch's sentences); keep the epoch with the best UAS on ``dev``.
     ``batch_size`` defaults to 32 (or the spilled data's own size). The probe and each batch are on ``device``
-    (default the CPU; the batches are read on the CPU and moved, one at a time), the same code on every device.
+    (default the CPU, where the batches are streamed from the spill; on another device they are read and moved
+    once and held there for every training on the same data, :func:`batches_on`), the same code on every device.
     Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
     lr = LEARNING_RATES[kind] if lr is None else lr
     device = torch.device("cpu" if device is None else device)
@@ -558,7 +709,7 @@ def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int 
     model = build_probe(kind, train).to(device)  # initialised on the CPU (the same weights on every device)
     optim = torch.optim.Adam(model.parameters(), lr=lr)
     history, best, best_state = [], -1.0, None
-    batches = _for_model(prepared(train, batch_size), model)
+    batches = _for_model(batches_on(train, batch_size, device), model)
     for epoch in range(epochs):
         model.train()
         for batch in stream(batches, np.random.default_rng(seed * 1000 + epoch).permutation(len(batches))):
@@ -566,7 +717,7 @@ def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int 
             optim.zero_grad()
             loss.backward()
             optim.step()
-        score = uas(predict(model, dev, misaligned=misaligned, device=device), dev)
+        score = greedy_uas(model, dev, misaligned=misaligned, device=device)
         history.append(round(score, 3))
         if score > best:
             best, best_state = score, {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -26,6 +26,7 @@ from helpers.probe.probes import (
     ProbeData,
     encoder_layout,
     predict,
+    release_resident,
     right_branching_uas,
     train_probe,
     uas,
@@ -165,6 +166,7 @@ def remove_spills(sets) -> int:
 
     freed = 0
     for data in sets:
+        release_resident(data)  # and the copies of its batches held on a device (probes.batches_on)
         spilled = getattr(data, "spilled", None)
         if spilled is None:
             continue
