@@ -216,32 +216,27 @@ def prepared(data: ProbeData, batch_size: int | None = None) -> Sequence[Batch]:
     return cache[batch_size]
 
 
-def distance_features(n: int) -> torch.Tensor:
+def distance_features(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """``[n, n + 1, 8]`` features of paper footnote 5 for dependent i and candidate c (c = 0 is ROOT):
     signed relative distance / n split into right and left, indicators for c = i, i - 1, i + 1,
-    i - 2, i + 2, and ROOT."""
-    i = torch.arange(1, n + 1)[:, None].float()
-    c = torch.arange(0, n + 1)[None, :].float()
-    is_root = (c == 0).expand(n, n + 1)
-    d = (c - i)
-    out = torch.stack([
-        torch.where(d > 0, d / n, 0.0), torch.where(d < 0, -d / n, 0.0),
-        (d == 0).float(), (d == -1).float(), (d == 1).float(), (d == -2).float(), (d == 2).float(),
-        is_root.float(),
-    ], dim=-1)
-    out[is_root] = torch.tensor([0, 0, 0, 0, 0, 0, 0, 1.0])
-    return out
+    i - 2, i + 2, and ROOT; as ``dtype`` (each quotient rounded once, to ``dtype``)."""
+    indicators, distances = distance_parts(n, dtype)
+    return indicators + distances / n
 
 
-def distance_parts(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def distance_parts(n: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`distance_features` of a padded length ``n`` split so that each sentence divides by its *own*
-    length: ``(indicators, distances)``, both ``[n, n + 1, 8]``; for a sentence of ``m`` words the
-    features are ``indicators + distances / m`` (the same as ``distance_features(m)`` on its rows)."""
-    full = distance_features(n)
-    distances = torch.zeros_like(full)
-    distances[..., :2] = full[..., :2] * n
-    indicators = full.clone()
-    indicators[..., :2] = 0
+    length: ``(indicators, distances)``, both ``[n, n + 1, 8]`` as ``dtype``, ``distances`` the whole numbers
+    ``max(c - i, 0)`` and ``max(i - c, 0)`` in its first two features (zero for ROOT) and zero elsewhere,
+    ``indicators`` the other six features (zero in the first two); for a sentence of ``m`` words the features
+    are ``indicators + distances / m`` (equal to ``distance_features(m)`` on its rows: the same quotients)."""
+    i = torch.arange(1, n + 1)[:, None]
+    c = torch.arange(0, n + 1)[None, :]
+    is_root = (c == 0).expand(n, n + 1)
+    d = torch.where(is_root, 0, c - i)
+    zero = torch.zeros(n, n + 1, dtype=torch.long)
+    distances = torch.stack([d.clamp(min=0), (-d).clamp(min=0), *[zero] * 6], dim=-1).to(dtype)
+    indicators = torch.stack([zero, zero, *[(d == k) & ~is_root for k in (0, -1, 1, -2, 2)], is_root], dim=-1).to(dtype)
     return indicators, distances
 
 
@@ -301,7 +296,7 @@ def sentence_distance_features(m: int, dtype: torch.dtype = torch.float32, devic
     CPU; memoised: read-only)."""
     device = torch.device("cpu" if device is None else device)
     if (m, dtype, device) not in _DISTANCE_FEATURES:
-        _DISTANCE_FEATURES[m, dtype, device] = distance_features(m).reshape(-1, N_DISTANCE).to(dtype).to(device)
+        _DISTANCE_FEATURES[m, dtype, device] = distance_features(m, dtype).reshape(-1, N_DISTANCE).to(device)
     return _DISTANCE_FEATURES[m, dtype, device]
 
 
@@ -379,7 +374,7 @@ def padded_pair_scores(dep: torch.Tensor, cand: torch.Tensor, dist_weight: torch
     meaningless (masked by the caller). ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist_weight [H, 8]``,
     ``w [H]``, ``bias [1]``, ``lengths [b]`` (integers)."""
     b, n, hidden = dep.shape
-    indicators, distances = (x.to(dep.dtype).to(dep.device) for x in distance_parts(n))  # [n, n + 1, 8]
+    indicators, distances = (x.to(dep.device) for x in distance_parts(n, dep.dtype))  # [n, n + 1, 8]
     m = lengths.clamp(min=1).to(dep.dtype)[:, None, None, None]
     features = indicators + distances / m                                # [b, n, n + 1, 8]: f_m, as distance_features(m)
     t = (features.reshape(b, -1, N_DISTANCE) @ dist_weight.t()).view(b, n, n + 1, hidden)
