@@ -142,7 +142,7 @@ def test_fused_pair_loss_matches_plain_autograd():
     dep, cand, dist_weight, w, bias = leaves
     plain = torch.zeros((), dtype=torch.float64)
     for k, m in enumerate(lengths):
-        f = distance_features(m).double()  # [m, m + 1, 8]
+        f = distance_features(m, torch.float64)  # [m, m + 1, 8], as the fused loss makes them in float64
         for i in range(m):
             scores = torch.stack([torch.dot(w, torch.tanh(dep[k, i] + cand[k, c] + dist_weight @ f[i, c])) + bias[0]
                                   if c != i + 1 else torch.tensor(-1e9, dtype=torch.float64) for c in range(m + 1)])
