@@ -15,6 +15,18 @@ so no model runs. Their padded batches are spilled to a temporary file exactly a
 
 Both formulations start from the same weights and must give the same loss (checked). Writes
 benchmarks/results/probes.json, with the ratio of each epoch to the plain read.
+
+Then, on ``--device`` (default the CPU; ``cuda`` on a GPU), each probe's training epoch as
+:func:`helpers.probe.probes.train_probe` runs it there (the batches of :func:`helpers.probe.probes.batches_on`:
+streamed from the spill on the CPU, held on the device elsewhere) against
+
+- a naive per-sentence reference: the same epoch with a Python loop over each batch's sentences, each sentence
+  alone at its own length (the same loss and Adam steps; checked);
+- the bare forward pass over the same batches (no gradient): the floor of the arithmetic;
+
+with the wall time and peak memory of each (the device's peak allocated memory on a GPU; on the CPU the
+process's peak resident memory, which only grows, so the first phase to need more shows it). Printed as
+the ratios ``batched / naive`` and ``batched / forward``.
 """
 from __future__ import annotations
 
@@ -28,14 +40,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from common import LATEST, machine, save
+from common import LATEST, machine, peak_rss_mib, save
 from helpers.data.corpora import load_treebank
 from helpers.probe.batches import spill
 from helpers.probe.probes import (
     AttentionProbe,
+    Batch,
     DistanceProbe,
     ProbeData,
     _for_model,
+    batches_on,
     build_probe,
     distance_parts,
     prepared,
@@ -141,6 +155,73 @@ def compare(name: str, fast: nn.Module, plain: nn.Module | None, batches, read_s
     return row
 
 
+def sentences_of(batch: Batch) -> list[Batch]:
+    """Each sentence of ``batch`` alone, cut to its own length (a batch of one, no padding)."""
+    out = []
+    for b, m in enumerate(batch.mask.sum(1).tolist()):
+        cut = {name: getattr(batch, name)[b : b + 1, :m] for name in ("heads", "punct", "vectors", "mask")}
+        out.append(Batch(features=batch.features[b : b + 1, :m, : m + 1], root_parts=batch.root_parts[b : b + 1, :m],
+                         cand_mask=batch.cand_mask[b : b + 1, :m, : m + 1], indices=(batch.indices[b],), **cut))
+    return out
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_epoch(model: nn.Module, batches, device: torch.device, how: str) -> tuple[float, float, float]:
+    """(seconds, summed loss, peak MiB) of one epoch on ``device``: ``how`` is ``batched`` (the library's training
+    step per batch), ``naive`` (a Python loop over each batch's sentences, each alone: the sum of their losses over
+    the batch's sentences, one Adam step per batch) or ``forward`` (the batched forward pass, no gradient)."""
+    optim = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = _for_model(batches, model)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    total = torch.zeros((), device=device)
+    synchronize(device)
+    start = time.perf_counter()
+    for batch in stream(batches, range(len(batches))):
+        batch = batch.to(device)
+        if how == "forward":
+            with torch.no_grad():
+                total += probe_loss(model, batch).detach()
+            continue
+        if how == "batched":
+            loss = probe_loss(model, batch)
+        else:
+            loss = sum(probe_loss(model, one) for one in sentences_of(batch)) / len(batch.indices)
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        total += loss.detach()
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    peak = torch.cuda.max_memory_allocated(device) / 2 ** 20 if device.type == "cuda" else peak_rss_mib()
+    return seconds, float(total), peak
+
+
+def against_naive(name: str, model: nn.Module, batches, device: torch.device, repeats: int = 2) -> dict:
+    """The batched epoch against the naive per-sentence one and the bare forward pass (best of ``repeats`` each,
+    after a warm-up; every run from the same weights)."""
+    model = model.to(device)
+    device_epoch(copy.deepcopy(model), batches, device, "batched")  # warm-up
+    row = {}
+    for how in ("batched", "naive", "forward"):
+        runs = [device_epoch(copy.deepcopy(model), batches, device, how) for _ in range(repeats)]
+        seconds, loss, peak = min(runs)
+        row[how] = {"seconds": round(seconds, 3), "loss": loss, "peak_mib": round(peak, 1)}
+    if not np.isclose(row["batched"]["loss"], row["naive"]["loss"], rtol=1e-4):
+        raise AssertionError(f"{name}: batched and per-sentence losses differ ({row['batched']['loss']} vs "
+                             f"{row['naive']['loss']})")
+    b, n, f = (row[how]["seconds"] for how in ("batched", "naive", "forward"))
+    row.update(ratio_batched_over_naive=round(b / n, 3), ratio_batched_over_forward=round(b / f, 2))
+    print(f"{name} on {device}: epoch {b:.3f} s batched, {n:.3f} s naive per sentence ({b / n:.2f}x), "
+          f"forward only {f:.3f} s ({b / f:.2f}x); peak {row['batched']['peak_mib']:.0f} / "
+          f"{row['naive']['peak_mib']:.0f} / {row['forward']['peak_mib']:.0f} MiB")
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default="gum:train", help="sentence lengths come from this corpus")
@@ -148,6 +229,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--dim", type=int, default=384, help="word-vector size")
+    parser.add_argument("--device", default="cpu", help="where the trainings against the naive loop run (cpu, cuda)")
+    parser.add_argument("--skip-formulations", action="store_true",
+                        help="only the trainings against the naive loop (not the plain-autograd formulations)")
     parser.add_argument("--out", default=str(LATEST / "probes.json"))
     parser.add_argument("--record", action="store_true", help="also keep a dated recorded measurement in benchmarks/results/")
     args = parser.parse_args()
@@ -171,12 +255,25 @@ def main() -> None:
             "corpus": args.corpus, "sentences": len(lengths), "mean_words": round(float(np.mean(lengths)), 1),
             "maps": args.layers * args.heads, "dim": args.dim, "threads": torch.get_num_threads(),
             "spill_file_mib": round(path.stat().st_size / 2 ** 20, 1), "seconds_plain_read": round(read_seconds, 3),
-            "distances+words": compare("Distances + words", build_probe("distances+words", spilled),
-                                       PlainDistanceProbe(spilled.dim), batches, read_seconds),
-            "attn": compare("Attn", build_probe("attn", spilled), None, batches, read_seconds),
-            "attn+words": compare("Attn + words", build_probe("attn+words", spilled),
-                                  PlainAttentionProbe(2 * spilled.n_maps, spilled.dim, with_words=True), batches, read_seconds),
         }
+        if not args.skip_formulations:
+            result.update({
+                "distances+words": compare("Distances + words", build_probe("distances+words", spilled),
+                                           PlainDistanceProbe(spilled.dim), batches, read_seconds),
+                "attn": compare("Attn", build_probe("attn", spilled), None, batches, read_seconds),
+                "attn+words": compare("Attn + words", build_probe("attn+words", spilled),
+                                      PlainAttentionProbe(2 * spilled.n_maps, spilled.dim, with_words=True), batches,
+                                      read_seconds),
+            })
+        device = torch.device(args.device)
+        start = time.perf_counter()
+        held = batches_on(spilled, None, device)  # read (and on a device moved) once, for every training there
+        synchronize(device)
+        result["device"] = {"name": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
+                            "seconds_batches_on_device": round(time.perf_counter() - start, 3)}
+        for kind, name in (("attn", "Attn"), ("attn+words", "Attn + words"), ("distances+words", "Distances + words")):
+            torch.manual_seed(0)
+            result["device"][kind] = against_naive(name, build_probe(kind, spilled), held, device)
     save(result, args.out, record="probes" if args.record else None, model=f"{args.layers}x{args.heads}", started=started)
 
 

@@ -135,7 +135,9 @@ class Batch:
     def to(self, device) -> "Batch":
         """The batch with its tensors on ``device`` (itself, no copy, where they already are: the CPU)."""
         device = torch.device(device)
-        if self.features.device == device:
+        here = self.features.device
+        if here == device or (device.type == "cuda" and device.index is None and here.type == "cuda"
+                              and here.index == torch.cuda.current_device()):  # "cuda" is the current "cuda:N"
             return self
         moved = {name: getattr(self, name).to(device) for name in
                  ("features", "root_parts", "heads", "punct", "vectors", "mask", "cand_mask")}
