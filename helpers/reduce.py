@@ -34,12 +34,29 @@ class Accumulator(Protocol):
 
 A = TypeVar("A", bound=Accumulator)
 
+# Bytes of float64 working arrays a batched statistic may hold at once on the CPU (a batch of maps is cut into
+# as many examples as fit, at least one) and on an accelerator: ``[batch, layer, head, query, key]`` in float64
+# is 8 bytes an entry, so 64 MiB is 7 segments of the default model's 6 x 12 heads at 128 tokens on the CPU
+# (in the CPU's caches' reach, and far from the 3 GB a process may use), and 1 GiB a whole batch of 32 of them,
+# or 3 of a 16 x 32-head model's, on a GPU. :func:`stat_chunks` cuts by them.
+CPU_STAT_BYTES = 64 * 2**20
+DEVICE_STAT_BYTES = 2**30
+
 
 def stage_device(lm) -> str | None:
     """Where the accumulators of ``lm``'s maps compute (the JS distances, the norm statistics): ``lm``'s device
     when it is an accelerator (``cuda`` ...), ``None`` on the CPU, where they keep their NumPy/CPU path."""
     device = getattr(lm, "device", None)
     return None if device is None or str(device).split(":")[0] == "cpu" else str(device)
+
+
+def stat_chunks(n_examples: int, bytes_per_example: int, device) -> list[slice]:
+    """Consecutive slices of ``n_examples`` (a batch) whose working arrays stay within :data:`CPU_STAT_BYTES` on
+    the CPU or :data:`DEVICE_STAT_BYTES` on an accelerator (``device``, a torch device or its name), each at
+    least one example: a batch is sized by memory, not by a count."""
+    budget = CPU_STAT_BYTES if str(device).split(":")[0] == "cpu" else DEVICE_STAT_BYTES
+    size = max(1, budget // max(1, int(bytes_per_example)))
+    return [slice(i, min(i + size, n_examples)) for i in range(0, n_examples, size)]
 
 
 def merge_all(parts: Iterable[A], into: A) -> A:
@@ -49,14 +66,35 @@ def merge_all(parts: Iterable[A], into: A) -> A:
     return into
 
 
+def batched(acc) -> bool:
+    """Whether ``acc`` reduces a whole :class:`~helpers.core.extract.MapBatch` at once (``update_batch``)."""
+    return callable(getattr(acc, "update_batch", None))
+
+
 def reduce_stream(stream: Iterator, payload: tuple) -> Accumulator:
     """One shard's partial (a task of :func:`~helpers.pipeline.engine.map_shards`): ``payload`` is
     ``(new, extras)``; a ``new()`` accumulator is updated with each ``(example, *maps)`` of ``stream``,
-    followed by ``extras[example.index]`` (a tuple; ``extras`` ``None``: nothing more)."""
+    followed by ``extras[example.index]`` (a tuple; ``extras`` ``None``: nothing more). A stream of
+    :class:`~helpers.core.extract.MapBatch` es goes whole to a batched accumulator's
+    ``update_batch(batch, extras)`` (``extras`` one tuple per example, in the batch's order), else example
+    by example to ``update`` as host arrays."""
+    from helpers.core.extract import MapBatch, convert
+
     new, extras = payload
     acc = new()
-    for example, *maps in stream:
-        acc.update(*maps, *(() if extras is None else extras[example.index]))
+
+    def extra(example) -> tuple:
+        return () if extras is None else extras[example.index]
+
+    for item in stream:
+        if not isinstance(item, MapBatch):
+            example, *maps = item
+            acc.update(*maps, *extra(example))
+        elif batched(acc):
+            acc.update_batch(item, [extra(ex) for ex in item.examples])
+        else:
+            for example, *maps in item.items():
+                acc.update(*(convert(m, "float32") for m in maps), *extra(example))
     return acc
 
 
@@ -75,5 +113,5 @@ def reduce_shards(lm, batch, new: Callable[[], A], *, extras: Callable[[Any], tu
     store = plan_extraction(lm, batch, level="token", cache=False, batch_size=batch_size)
     payloads = [(new, None if extras is None else {ex.index: extras(ex) for ex in shard}) for shard in store.shards]
     parts = map_shards(lm, store, execution=execution or Execution(), task=reduce_stream, payloads=payloads,
-                       maps=maps, progress=progress)
+                       maps=maps, batches=batched(new()), progress=progress)
     return merge_all(parts, new())

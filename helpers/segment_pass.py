@@ -36,8 +36,10 @@ class SegmentAccumulator:
     """The §3 statistics, the §6 JS distances and the norms chapter's statistics of the same segments, fed
     from one pass (:func:`helpers.reduce.reduce_shards` with ``maps="weights+norms"`` when the norm
     statistics are wanted). ``parts`` names the ones to compute (``surface``, ``distances``, ``norms``);
-    ``update(weights[, norms], surface_masks, norm_masks)``; ``device``: where the distances and the norm statistics
-    are computed (:func:`helpers.reduce.stage_device`)."""
+    ``update(weights[, norms], surface_masks, norm_masks)`` one segment at a time (the reference), or
+    ``update_batch`` a forward pass's padded maps at once, where the model left them (what
+    :func:`helpers.reduce.reduce_shards` feeds it); ``device``: where the distances and the norm statistics of
+    host arrays are computed (:func:`helpers.reduce.stage_device`)."""
 
     def __init__(self, n_maps: int, parts: tuple[str, ...], device: str | None = None):
         from helpers.cluster.stats import JSAccumulator
@@ -57,6 +59,17 @@ class SegmentAccumulator:
             self.accs["distances"].update(weights)
         if "norms" in self.accs:
             self.accs["norms"].update(weights, norms, norm_masks)
+
+    def update_batch(self, batch, extras: list[tuple]) -> None:
+        """Add a :class:`~helpers.core.extract.MapBatch` (``weights``, and ``norms`` when the norm statistics are
+        wanted, on the model's device) with one ``(surface_masks, norm_masks)`` per example: every part computed
+        batched on that device (the accumulators' ``update_batch``), only per-head values brought back."""
+        if "surface" in self.accs:
+            self.accs["surface"].update_batch(batch, [(e[0],) for e in extras])
+        if "distances" in self.accs:
+            self.accs["distances"].update_batch(batch)
+        if "norms" in self.accs:
+            self.accs["norms"].update_batch(batch, [(e[1],) for e in extras])
 
     def merge(self, other: "SegmentAccumulator") -> "SegmentAccumulator":
         for name, acc in self.accs.items():

@@ -72,29 +72,62 @@ def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int | None = None, dty
     ``attn`` is, the CPU for an array); the result is on the CPU.
     """
     A = torch.as_tensor(np.asarray(attn) if not isinstance(attn, torch.Tensor) else attn)
+    return batch_js(A[None], [A.shape[-1]], chunk=chunk, dtype=dtype, device=device)[0].cpu()
+
+
+# Elements of one step's mixture tensor on an accelerator, ``[segments, chunk, K - start, n, n]``: 2**27 float32
+# (512 MiB, and as much again for its logarithm) takes 13 of the default model's 128-token segments, or 2 of a
+# 16 x 32-head model's, at once: one set of kernels for many segments, within a GPU's memory.
+DEVICE_CHUNK_ELEMENTS = 2**27
+
+
+def batch_js(maps: torch.Tensor | np.ndarray, lengths, *, chunk: int | None = None, dtype=torch.float32,
+             device=None) -> torch.Tensor:
+    """``[batch, head, head]``: :func:`segment_js` of every segment of a padded batch ``maps``
+    ``[batch, layer, head, query, key]`` (``lengths`` ``[batch]``: rows and columns from ``n`` on are padding),
+    left on the maps' device (or ``device``). Segments of one length are computed together (their ``[:n, :n]``
+    corners: padding never enters a sum), as many per step as fit :data:`CHUNK_ELEMENTS` on the CPU (there
+    one segment at a time, whose sums are those of :func:`segment_js`, bit for bit: tested) or
+    :data:`DEVICE_CHUNK_ELEMENTS` on an accelerator; ``chunk`` is heads per step as in :func:`segment_js`."""
+    from helpers.surface.stats import length_groups
+
+    A_all = torch.as_tensor(maps)
     if device is not None:
-        A = A.to(device)
-    L, H, n, _ = A.shape
-    P = smooth(A.reshape(L * H, n, n).to(dtype))
-    if causal_map(A):  # only the visible entries: [K, 1, n (n + 1) / 2]
-        rows, cols = torch.tril_indices(n, n, device=P.device)
-        P = P[:, rows, cols].unsqueeze(1)
-    S = _xlogx_sum(P)  # [K]
-    K = P.shape[0]
-    if chunk is None:
-        chunk = max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // (K * P.shape[-2] * P.shape[-1])))
+        A_all = A_all.to(device)
+    B, L, H = A_all.shape[:3]
+    K = L * H
+    out = torch.zeros(B, K, K, dtype=dtype, device=A_all.device)
+    budget = CHUNK_ELEMENTS if A_all.device.type == "cpu" else DEVICE_CHUNK_ELEMENTS
+    for n, positions in length_groups(lengths):
+        index = torch.as_tensor(positions, device=A_all.device)
+        A = A_all[index, :, :, :n, :n]
+        P = smooth(A.reshape(len(positions), K, n, n).to(dtype))  # [G, K, n, n]
+        if causal_map(A):  # every segment's map causal (the check reads any leading axes): only the visible entries: [G, K, 1, n (n + 1) / 2]
+            rows, cols = torch.tril_indices(n, n, device=P.device)
+            P = P[:, :, rows, cols].unsqueeze(2)
+        per_head = K * P.shape[-2] * P.shape[-1]  # one head against all: a chunk's elements per head and segment
+        c = chunk if chunk is not None else max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // per_head))
+        step = max(1, budget // (c * per_head))  # segments per step
+        for first in range(0, len(positions), step):
+            out[index[first:first + step]] = _group_js(P[first:first + step], c)
+    return out
+
+
+def _group_js(P: torch.Tensor, chunk: int) -> torch.Tensor:
+    """``[G, K, K]`` divergences of ``G`` segments' smoothed maps ``P [G, K, rows, keys]`` of one length."""
+    G, K = P.shape[:2]
+    S = _xlogx_sum(P)  # [G, K]
     half = 0.5 * P  # M = P_a / 2 + P_b / 2: halving is exact, so M's bits are those of (P_a + P_b) / 2
-    T = torch.zeros(K, K, dtype=dtype, device=P.device)
+    T = torch.zeros(G, K, K, dtype=P.dtype, device=P.device)
     for start in range(0, K, chunk):
         stop = min(start + chunk, K)
-        M = half[start:stop, None] + half[None, start:]  # [c, K - start, n, n]
+        M = half[:, start:stop, None] + half[:, None, start:]  # [G, c, K - start, n, n]
         logs = torch.log(M)
-        block = logs.mul_(M).sum(dim=(-1, -2))  # in place: two temporaries instead of four
-        T[start:stop, start:] = block  # rows start..stop, pairs (a, b >= start): the upper triangle and beyond
-    T = mirror_upper(T)  # each pair's one sum on both sides, so D is exactly symmetric
-    D = 0.5 * (S[:, None] + S[None, :]) - T
-    D.fill_diagonal_(0.0)
-    return D.clamp_(min=0.0).cpu()
+        T[:, start:stop, start:] = logs.mul_(M).sum(dim=(-1, -2))  # in place: two temporaries instead of four
+    T = T.triu() + T.triu(1).transpose(-1, -2)  # each pair's one sum on both sides (mirror_upper, per segment)
+    D = 0.5 * (S[:, :, None] + S[:, None, :]) - T
+    D.diagonal(0, -2, -1).fill_(0.0)
+    return D.clamp_(min=0.0)
 
 
 def mirror_upper(D: torch.Tensor) -> torch.Tensor:
@@ -133,11 +166,34 @@ class JSAccumulator:
     dtype: torch.dtype = field(default=torch.float32)
     device: str | None = None  # where each segment's distances are computed (None: the CPU); sums stay on the CPU
 
+    def update_batch(self, batch, extras: list | None = None) -> None:
+        """Add a :class:`~helpers.core.extract.MapBatch` of segments (its ``weights``, on their device):
+        :func:`batch_js` there, then each segment's distances added in float64 in the batch's order, as
+        :meth:`update` adds them, on that device; the sums come to the host once, at :meth:`merge`/:meth:`result`."""
+        D = batch_js(batch.weights, batch.lengths, chunk=self.chunk, dtype=self.dtype, device=self.device)
+        if D.shape[1:] != (self.n_heads_total, self.n_heads_total):
+            raise ValueError(f"map has {D.shape[1]} heads, expected {self.n_heads_total}")
+        total = None if self.total is None else torch.as_tensor(self.total, device=D.device)
+        for b in range(D.shape[0]):
+            total = D[b].to(torch.float64) if total is None else total + D[b].to(torch.float64)
+        self.total = total
+        self.tokens += int(batch.lengths.sum())
+        self.segments += len(batch)
+
+    def _host(self) -> None:
+        if isinstance(self.total, torch.Tensor):
+            self.total = self.total.cpu().numpy()
+
+    def __getstate__(self) -> dict:
+        self._host()  # a partial travels (to the driver, from a Dask worker) with its sums on the host
+        return dict(self.__dict__)
+
     def update(self, attn) -> None:
         """Add one segment's ``[layer, head, query, key]`` map."""
         D = segment_js(attn, chunk=self.chunk, dtype=self.dtype, device=self.device).numpy().astype(np.float64)
         if D.shape != (self.n_heads_total, self.n_heads_total):
             raise ValueError(f"map has {D.shape[0]} heads, expected {self.n_heads_total}")
+        self._host()
         self.total = D if self.total is None else self.total + D
         self.tokens += int(np.shape(attn)[-1])
         self.segments += 1
@@ -148,6 +204,8 @@ class JSAccumulator:
         """Add ``other``'s segments (another shard's partial) to this accumulator, in place; returns it."""
         if other.n_heads_total != self.n_heads_total:
             raise ValueError(f"cannot merge sums over {other.n_heads_total} heads into sums over {self.n_heads_total}")
+        self._host()
+        other._host()
         if other.total is not None:
             self.total = other.total.copy() if self.total is None else self.total + other.total
         self.tokens += other.tokens
@@ -157,6 +215,7 @@ class JSAccumulator:
     def result(self) -> np.ndarray:
         if self.total is None:
             raise ValueError("no segments were added")
+        self._host()
         return self.total
 
 

@@ -146,3 +146,53 @@ def attention_for(
     """All maps of a small batch, in the batch's order (convenience for examples and views)."""
     by_index = {ex.index: attn for ex, attn in iter_attention(lm, batch, level=level, word_mode=word_mode, batch_size=batch_size)}
     return [by_index[ex.index] for ex in batch.examples]
+
+
+# ------------------------------------------------------------------------------ batches on the device
+
+
+class MapBatch:
+    """One forward pass's maps as the model made them, on its device: ``weights`` (and ``norms``, or ``None``)
+    ``[batch, layer, head, query, key]`` right-padded to the longest input, ``lengths`` ``[batch]`` (a CPU int64
+    tensor: rows and columns from ``lengths[b]`` on are padding and must contribute nothing) and ``examples``
+    (the :class:`Encoded` inputs, in the pass's order). What batched accumulators take
+    (``update_batch``, :func:`helpers.reduce.reduce_stream`), so the maps never leave the device.
+
+    ``items()`` gives the per-example view ``(example, weights [layer, head, n, n][, norms])`` of the old stream."""
+
+    __slots__ = ("examples", "weights", "norms", "lengths")
+
+    def __init__(self, examples: Sequence[Encoded], weights: torch.Tensor, norms: torch.Tensor | None = None):
+        self.examples = list(examples)
+        self.weights, self.norms = weights, norms
+        self.lengths = torch.tensor([len(ex) for ex in self.examples], dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def items(self) -> Iterator[tuple]:
+        """``(example, weights[, norms])`` per example, each sliced to its length (views, on the device)."""
+        for b, ex in enumerate(self.examples):
+            n = len(ex)
+            maps = (self.weights[b, :, :, :n, :n],) + (() if self.norms is None else (self.norms[b, :, :, :n, :n],))
+            yield (ex, *maps)
+
+
+def iter_map_batches(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, batch_size: int = 32,
+                     maps: str = "weights") -> Iterator[MapBatch]:
+    """Token-level :class:`MapBatch` es of a corpus, one per forward pass (length buckets of ``batch_size``, cut by
+    :func:`forward_parts`: the passes, and so the maps, of :func:`iter_attention`), left on the model's device.
+    ``maps`` is ``"weights"`` or ``"weights+norms"`` (one pass gives both: :mod:`helpers.core.norm_maps`)."""
+    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
+    for group in bucket(examples, batch_size=batch_size):
+        for part in forward_parts(lm, group):
+            if maps == "weights+norms":
+                from helpers.core.norm_maps import forward_weights_and_norms
+
+                attn, norms = forward_weights_and_norms(lm, part)
+            elif maps == "weights":
+                attn, norms = forward_attentions(lm, part).float(), None
+            else:
+                raise ValueError(f"maps {maps!r}: batches hold 'weights' or 'weights+norms'")
+            yield MapBatch(part, attn, norms)
+            del attn, norms

@@ -363,8 +363,17 @@ StreamTask = Callable[[Iterator, Any], Any]
 STREAMED_MAPS: tuple[str, ...] = ("weights", "norms", "weights+norms")
 
 
-def _shard_stream(lm, shard: list, *, level: str, word_mode: str, batch_size: int, maps: str) -> Iterator:
-    """One shard's maps, computed batch by batch (the shard's forward passes, in length order), never stored."""
+def _shard_stream(lm, shard: list, *, level: str, word_mode: str, batch_size: int, maps: str,
+                  batches: bool = False) -> Iterator:
+    """One shard's maps, computed batch by batch (the shard's forward passes, in length order), never stored;
+    with ``batches`` (token level, ``weights`` or ``weights+norms``) each pass's padded maps as they are, on the
+    model's device (:class:`~helpers.core.extract.MapBatch`), instead of one host array per example."""
+    if batches:
+        if level != "token" or maps == "norms":
+            raise ValueError(f"batches of maps are token-level weights or weights+norms (got {level!r}, {maps!r})")
+        from helpers.core.extract import iter_map_batches
+
+        return iter_map_batches(lm, shard, batch_size=batch_size, maps=maps)
     if maps == "weights+norms":
         if level != "token":
             raise ValueError(f"maps {maps!r} are token-level only (got level {level!r})")
@@ -381,15 +390,15 @@ def _shard_stream(lm, shard: list, *, level: str, word_mode: str, batch_size: in
 
 
 def _dask_stream(spec: ModelSpec, fingerprint: str, shard: list, level: str, word_mode: str, batch_size: int,
-                 maps: str, task: StreamTask, payload: Any) -> Any:
+                 maps: str, task: StreamTask, payload: Any, batches: bool = False) -> Any:
     """One streaming task: this shard's maps made on the worker and reduced by ``task``; nothing is written."""
     lm = _worker_model(spec, fingerprint)
-    return task(_shard_stream(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, maps=maps),
-                payload)
+    return task(_shard_stream(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, maps=maps,
+                              batches=batches), payload)
 
 
 def map_shards(lm, store, *, execution: Execution, task: StreamTask, payloads: Sequence[Any] | None = None,
-               maps: str | None = None, progress: bool = False) -> list:
+               maps: str | None = None, batches: bool = False, progress: bool = False) -> list:
     """Run ``task`` on every shard of ``store`` with maps computed on the spot; the partials in shard order.
 
     For statistics over maps too large to cache (token-level segment maps): ``store`` is the
@@ -399,6 +408,8 @@ def map_shards(lm, store, *, execution: Execution, task: StreamTask, payloads: S
     the same forward passes (``batch_size`` examples, in length order) on either engine, so a merge of
     the partials in shard order gives the same numbers locally and on a cluster. Nothing is written to
     the cache: the caller caches the merged result. On ``dask`` a dead worker's shard is rerun elsewhere.
+    With ``batches`` the stream yields each forward pass's padded maps on the model's device
+    (:class:`~helpers.core.extract.MapBatch`) for accumulators that reduce a batch at once.
     """
     shards = store.shards
     maps = store.maps if maps is None else maps
@@ -415,7 +426,8 @@ def map_shards(lm, store, *, execution: Execution, task: StreamTask, payloads: S
         partials = []
         with tqdm(total=sum(len(s) for s in shards), desc=desc, unit="ex", disable=not progress) as bar:
             for shard, payload in zip(shards, payloads):
-                stream = _shard_stream(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, maps=maps)
+                stream = _shard_stream(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, maps=maps,
+                                       batches=batches)
                 partials.append(task(_counted(stream, bar), payload))
         return partials
     spec = ModelSpec.of(lm)
@@ -424,7 +436,7 @@ def map_shards(lm, store, *, execution: Execution, task: StreamTask, payloads: S
         client.register_plugin(_worker_plugin_class()(spec), name=spec.name)
         run = uuid.uuid4().hex[:8]  # tasks of two calls on one cluster never share a key
         futures = [client.submit(_dask_stream, spec, lm.fingerprint(), shard, level, word_mode, batch_size, maps,
-                                 task, payload, key=f"stream-{number:05d}-{run}", pure=False)
+                                 task, payload, batches, key=f"stream-{number:05d}-{run}", pure=False)
                    for number, (shard, payload) in enumerate(zip(shards, payloads))]
         results = _gather_in_order(futures, desc=f"{desc} shards on Dask", what="shard", progress=progress)
     finally:
@@ -437,7 +449,7 @@ def map_shards(lm, store, *, execution: Execution, task: StreamTask, payloads: S
 def _counted(stream: Iterator, bar) -> Iterator:
     for item in stream:
         yield item
-        bar.update(1)
+        bar.update(len(item) if hasattr(item, "examples") else 1)
 
 
 def _gather_in_order(futures: list, *, desc: str, what: str, progress: bool) -> list:

@@ -156,6 +156,115 @@ def segment_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[s
     }
 
 
+def length_groups(lengths) -> list[tuple[int, list[int]]]:
+    """``[(n, positions)]``: the positions in a batch of the examples of each length ``n`` (``lengths``
+    ``[batch]``), by increasing ``n``. A length bucket holds few lengths; batched statistics take each group's
+    ``[:n, :n]`` corner as one tensor, so padding never enters a sum."""
+    groups: dict[int, list[int]] = {}
+    for b, n in enumerate(np.asarray(lengths).tolist()):
+        groups.setdefault(int(n), []).append(b)
+    return sorted(groups.items())
+
+
+def batch_statistics(maps, lengths, masks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """:func:`segment_statistics` of a padded batch at once, on the maps' device: ``maps``
+    ``[batch, layer, head, query, key]`` (a torch tensor or an array, right-padded), ``lengths`` ``[batch]``,
+    ``masks`` one :func:`token_masks` per example. Returns each statistic ``[batch, layer, head]`` as float64 host
+    arrays (a batch's per-head values: all that leaves the device). Computed in float64 in torch, examples of
+    one length together, cut by :func:`helpers.reduce.stat_chunks`; equal to :func:`segment_statistics` up to
+    the order of the float64 sums (tested)."""
+    import torch
+
+    from helpers.reduce import stat_chunks
+
+    A_all = torch.as_tensor(maps)
+    B, L, H = A_all.shape[:3]
+    causal = {bool(m.get("causal", False)) for m in masks}
+    if len(causal) > 1:
+        raise ValueError("a causal and a bidirectional segment in one batch")
+    causal = causal.pop() if causal else False
+    out: dict[str, np.ndarray] = {}  # in the order of segment_statistics (the JSON's)
+    device = A_all.device
+    for n, positions in length_groups(lengths):
+        for part in stat_chunks(len(positions), 3 * L * H * n * n * 8, device):
+            idx = positions[part]
+            A = A_all[torch.as_tensor(idx, device=device), :, :, :n, :n].to(torch.float64)  # [G, layer, head, n, n]
+            group = [masks[b] for b in idx]
+            values = _causal_group(A, group) if causal else _encoder_group(A, group)
+            for name, value in values.items():
+                out.setdefault(name, np.full((B, L, H), np.nan))[idx] = value.cpu().numpy()
+    return out
+
+
+def _stacked(masks: list[dict], name: str, device):
+    import torch
+
+    return torch.as_tensor(np.stack([np.asarray(m[name], bool) for m in masks]), device=device)  # [G, n]
+
+
+def _to_keys(A, keys):
+    """``[G, layer, head, query]``: each row's weight on the keys of ``keys`` ``[G, n]`` (a product with the mask)."""
+    return (A @ keys.to(A.dtype)[:, None, None, :, None]).squeeze(-1)
+
+
+def _row_entropy(smoothed):
+    """``[..., query]``: ``-sum_k p log p`` of each smoothed row."""
+    return -(smoothed * smoothed.log()).sum(-1)
+
+
+def _encoder_group(A, masks: list[dict]) -> dict:
+    """The statistics of ``G`` bidirectional segments of one length ``n``, ``A [G, layer, head, n, n]`` float64."""
+    G, n = A.shape[0], A.shape[-1]
+    sep, cls, punct = (_stacked(masks, k, A.device) for k in ("sep", "cls", "punct"))
+    n_sep = sep.sum(-1)  # [G]
+    if bool((n_sep == 0).any()):
+        raise ValueError("segment has no [SEP] token: surface statistics need the [CLS] A [SEP] B [SEP] layout")
+    f = A.dtype
+    to_sep = _to_keys(A, sep)  # [G, layer, head, query]
+    to_cls = _to_keys(A, cls).sum(-1)
+    to_punct = _to_keys(A, punct).sum(-1)
+    entropy = _row_entropy((1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / n)
+    rows = cls.to(f).argmax(-1)  # the first [CLS] (0 when there is none, as segment_statistics)
+    sep_rows, rest_rows = sep[:, None, None, :].to(f), (~sep)[:, None, None, :].to(f)
+    return {
+        "self": A.diagonal(0, -2, -1).sum(-1) / n,
+        "next": A.diagonal(1, -2, -1).sum(-1) / n,
+        "prev": A.diagonal(-1, -2, -1).sum(-1) / n,
+        "cls": to_cls / n,
+        "sep": to_sep.sum(-1) / n,
+        "punct": to_punct / n,
+        "sep_sep": (to_sep * sep_rows).sum(-1) / n_sep[:, None, None].to(f),
+        "rest_sep": (to_sep * rest_rows).sum(-1) / (n - n_sep).clamp(min=1)[:, None, None].to(f),
+        "entropy": entropy.mean(-1),
+        "entropy_cls": entropy.gather(-1, rows[:, None, None, None].expand(*entropy.shape[:3], 1)).squeeze(-1),
+    }
+
+
+def _causal_group(A, masks: list[dict]) -> dict:
+    """:func:`causal_statistics` of ``G`` causal segments of one length ``n``, ``A [G, layer, head, n, n]`` float64."""
+    import torch
+
+    G, L, H, n, _ = A.shape
+    cls, punct = (_stacked(masks, k, A.device) for k in ("cls", "punct"))
+    visible = torch.ones(n, n, dtype=torch.bool, device=A.device).tril()
+    counts = torch.arange(1, n + 1, dtype=A.dtype, device=A.device)[:, None]  # keys row i sees
+    one = torch.ones((), dtype=A.dtype, device=A.device)
+    smoothed = torch.where(visible, (1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / counts, one)
+    nan = torch.full((G, L, H), float("nan"), dtype=A.dtype, device=A.device)
+    return {
+        "self": A.diagonal(0, -2, -1).sum(-1) / n,
+        "next": nan,
+        "prev": A.diagonal(-1, -2, -1).sum(-1) / n,
+        "cls": _to_keys(A, cls).sum(-1) / n,
+        "sep": nan,
+        "punct": _to_keys(A, punct).sum(-1) / n,
+        "sep_sep": nan,
+        "rest_sep": nan,
+        "entropy": _row_entropy(smoothed).mean(-1),
+        "entropy_cls": nan,
+    }
+
+
 @dataclass
 class SurfaceStats:
     """Per-head averages ``[layer, head]`` over ``n_segments`` segments, and the uniform entropy; ``undefined``
@@ -230,6 +339,25 @@ class SurfaceAccumulator:
         self.count += 1
 
     add = update  # the name before the shared protocol
+
+    def update_batch(self, batch, extras: list[tuple]) -> None:
+        """Add a :class:`~helpers.core.extract.MapBatch` of segments (its ``weights``, on their device) with one
+        ``(token_masks,)`` per example: :func:`batch_statistics`, then each segment's values added in the batch's
+        order, as :meth:`update` would add them one by one."""
+        self.add_statistics(batch_statistics(batch.weights, batch.lengths, [e[0] for e in extras]),
+                            batch.lengths.tolist(), [e[0] for e in extras])
+
+    def add_statistics(self, values: dict[str, np.ndarray], lengths: list[int], masks: list[dict]) -> None:
+        """Add per-segment statistics ``{name: [batch, layer, head]}`` (:func:`batch_statistics`), in order."""
+        for b, n in enumerate(lengths):
+            causal = bool(masks[b].get("causal", False))
+            if self.count and causal != self.causal:
+                raise ValueError("a causal and a bidirectional segment in one accumulator")
+            self.causal = causal
+            for name, value in values.items():
+                self.sums[name] = self.sums.get(name, 0.0) + value[b]
+            self.log_n += uniform_entropy(n, causal=causal)
+            self.count += 1
 
     def merge(self, other: "SurfaceAccumulator") -> "SurfaceAccumulator":
         """Add ``other``'s segments (e.g. another shard's partial, see :func:`helpers.reduce.reduce_shards`)
