@@ -11,6 +11,12 @@ statistic with ``result()``: :class:`~helpers.surface.stats.SurfaceAccumulator`,
 accumulator (:func:`reduce_stream`, here or on a Dask worker: :func:`helpers.pipeline.engine.map_shards`),
 and the partials are merged in shard order (:func:`merge_all`), so both engines give the same numbers.
 
+An accumulator with ``update_batch(batch, extras)`` (the segment pass's: surface, JS, norms) is handed each
+forward pass whole, a :class:`~helpers.core.extract.MapBatch` of padded maps ``[batch, layer, head, query, key]``
+left on the model's device with the inputs' lengths; it computes there, many examples at a time, and keeps only
+per-head values, added in the examples' order (so its sums are those of ``update`` fed one example at a time,
+which stays as the reference). Its working arrays are cut by bytes (:func:`stat_chunks`), not by a count.
+
 >>> from helpers.surface.stats import SurfaceAccumulator, token_masks
 >>> acc = reduce_shards(lm, batch, SurfaceAccumulator,                               # doctest: +SKIP
 ...                     extras=lambda ex: (token_masks(lm.tokenizer, ex.input_ids),))

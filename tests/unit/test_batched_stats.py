@@ -1,0 +1,208 @@
+"""The segment pass's statistics on whole padded batches (issue 51: the maps never leave the device).
+
+Each batched statistic (:func:`helpers.surface.stats.batch_statistics`, :func:`helpers.cluster.stats.batch_js`,
+:func:`helpers.norms.stats.batch_kind_shares` and :func:`~helpers.norms.stats.batch_spearman`) is checked against
+the per-example path it replaces, which stays as the reference: on small random maps in right-padded batches of
+unequal lengths, encoder and causal maps, with padding rows and columns full of NaN (a value that leaked into any
+sum would show). The batched code is the code an accelerator runs; here it runs on the CPU.
+"""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.cluster.stats import JSAccumulator, batch_js, segment_js
+from helpers.core.extract import MapBatch
+from helpers.norms.stats import NormAccumulator, batch_kind_shares, batch_spearman, kind_shares, spearman_per_head
+from helpers.reduce import CPU_STAT_BYTES, DEVICE_STAT_BYTES, reduce_stream, stat_chunks
+from helpers.surface.stats import SurfaceAccumulator, batch_statistics, segment_statistics
+from helpers.segment_pass import SegmentAccumulator
+from tests.tolerances import EPS64, round_off
+
+LAYERS, HEADS = 2, 3
+LENGTHS = [7, 5, 7, 4, 6]
+
+
+class _Example:
+    def __init__(self, index: int, n: int):
+        self.index, self.n = index, n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _batch(seed: int, *, causal: bool, lengths=LENGTHS, pad=np.nan):
+    """``(weights, norms, masks)``: a padded batch ``[batch, layer, head, T, T]`` of row-stochastic float32 maps (lower
+    triangular when ``causal``), norm-like maps (weights times positive key norms, some rows all zero), padding ``pad``;
+    and one surface/kind mask set per example."""
+    rng = np.random.default_rng(seed)
+    T = max(lengths)
+    weights = np.full((len(lengths), LAYERS, HEADS, T, T), pad, np.float32)
+    norms = weights.copy()
+    masks = []
+    for b, n in enumerate(lengths):
+        x = rng.random((LAYERS, HEADS, n, n))
+        x[rng.random(x.shape) < 0.2] = 0.0
+        x[..., 0] += 1e-3
+        if causal:
+            x = np.tril(x)
+        w = (x / x.sum(-1, keepdims=True)).astype(np.float32)
+        weights[b, :, :, :n, :n] = w
+        nm = (w * rng.random((LAYERS, HEADS, 1, n)) * 3).astype(np.float32)
+        nm[0, 0, 1] = 0.0  # a row of zero norms adds 0 to every kind
+        norms[b, :, :, :n, :n] = nm
+        cls = np.arange(n) == 0
+        sep = np.zeros(n, bool) if causal else np.isin(np.arange(n), [n // 2, n - 1])
+        punct = (rng.random(n) < 0.3) & ~cls & ~sep
+        surface = {"cls": cls, "sep": sep, "punct": punct, **({"causal": np.True_} if causal else {})}
+        kinds = {"cls": cls, "sep": sep, "punct": punct, "other": ~(cls | sep | punct),
+                 **({"causal": np.True_} if causal else {})}
+        masks.append((surface, kinds))
+    return torch.from_numpy(weights), torch.from_numpy(norms), masks
+
+
+def _close(actual, expected, terms: int) -> None:
+    """Two float64 evaluations of one statistic in other orders: ``terms`` roundings of float64."""
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=round_off(np.nan_to_num(expected), terms, eps=EPS64) + 1e-300)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_surface_statistics_of_a_batch_are_each_segments(causal):
+    weights, _, masks = _batch(0, causal=causal)
+    values = batch_statistics(weights, LENGTHS, [m[0] for m in masks])
+    for b, n in enumerate(LENGTHS):
+        reference = segment_statistics(weights[b, :, :, :n, :n].numpy(), masks[b][0])
+        assert list(values) == list(reference)  # the JSON's order
+        for name, expected in reference.items():
+            assert np.array_equal(np.isnan(values[name][b]), np.isnan(expected)), name
+            _close(values[name][b], expected, 4 * max(LENGTHS) ** 2)
+
+
+def test_surface_statistics_of_float64_maps_are_those_of_the_same_float32_values():
+    weights, _, masks = _batch(1, causal=False)
+    single = batch_statistics(weights, LENGTHS, [m[0] for m in masks])
+    double = batch_statistics(weights.double(), LENGTHS, [m[0] for m in masks])
+    for name in single:
+        assert np.array_equal(single[name], double[name], equal_nan=True), name
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_js_distances_of_a_batch_are_each_segments_bit_for_bit(causal):
+    weights, _, _ = _batch(2, causal=causal)
+    D = batch_js(weights, LENGTHS)
+    for b, n in enumerate(LENGTHS):
+        assert torch.equal(D[b], segment_js(weights[b, :, :, :n, :n].clone()))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_norm_shares_and_spearman_of_a_batch_are_each_segments(causal):
+    weights, norms, masks = _batch(3, causal=causal)
+    kinds = [m[1] for m in masks]
+    for maps in (weights, norms):
+        shares = batch_kind_shares(maps, LENGTHS, kinds)
+        for b, n in enumerate(LENGTHS):
+            _close(shares[b], kind_shares(maps[b, :, :, :n, :n].numpy(), kinds[b]), 4 * max(LENGTHS))
+    for torch_ranks in (False, True):  # the CPU's radix-sorted ranks and an accelerator's torch ranks
+        rho = batch_spearman(weights, norms, LENGTHS, torch_ranks=torch_ranks)
+        for b, n in enumerate(LENGTHS):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                expected = spearman_per_head(weights[b, :, :, :n, :n].numpy(), norms[b, :, :, :n, :n].numpy())
+            _close(rho[b], expected, 4 * max(LENGTHS) ** 2)
+
+
+def test_padding_never_leaks():
+    """Padding of NaN and padding of zeros give the same values, bit for bit."""
+    nan_w, nan_n, masks = _batch(4, causal=False, pad=np.nan)
+    zero_w, zero_n, _ = _batch(4, causal=False, pad=0.0)
+    surface = [m[0] for m in masks]
+    kinds = [m[1] for m in masks]
+    a, b = batch_statistics(nan_w, LENGTHS, surface), batch_statistics(zero_w, LENGTHS, surface)
+    assert all(np.array_equal(a[k], b[k]) for k in a) and not any(np.isnan(v).any() for v in a.values())
+    assert torch.equal(batch_js(nan_w, LENGTHS), batch_js(zero_w, LENGTHS))
+    assert np.array_equal(batch_kind_shares(nan_n, LENGTHS, kinds), batch_kind_shares(zero_n, LENGTHS, kinds))
+    for torch_ranks in (False, True):
+        assert np.array_equal(batch_spearman(nan_w, nan_n, LENGTHS, torch_ranks=torch_ranks),
+                              batch_spearman(zero_w, zero_n, LENGTHS, torch_ranks=torch_ranks), equal_nan=True)
+
+
+def _stream(weights, norms, lengths, sizes):
+    """The batches of a pass (``sizes`` examples each), as :func:`helpers.core.extract.iter_map_batches` yields them."""
+    start = 0
+    for size in sizes:
+        part = slice(start, start + size)
+        examples = [_Example(start + k, n) for k, n in enumerate(lengths[part])]
+        T = max(lengths[part])
+        yield MapBatch(examples, weights[part, :, :, :T, :T], None if norms is None else norms[part, :, :, :T, :T])
+        start += size
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_segment_accumulator_fed_batches_equals_it_fed_examples(causal):
+    """The pass's accumulator (surface, JS, norms) fed two batches equals it fed the same segments one by one: the
+    per-head sums are added in the same order; JS distances and the sums of per-segment values exactly, the
+    rest to float64 round-off."""
+    weights, norms, masks = _batch(5, causal=causal)
+    parts = ("surface", "distances", "norms")
+    payload = (lambda: SegmentAccumulator(LAYERS * HEADS, parts), dict(enumerate(masks)))
+    batched = reduce_stream(_stream(weights, norms, LENGTHS, [3, 2]), payload).result()
+    single = SegmentAccumulator(LAYERS * HEADS, parts)
+    for b, n in enumerate(LENGTHS):
+        single.update(weights[b, :, :, :n, :n].numpy(), norms[b, :, :, :n, :n].numpy(), *masks[b])
+    single = single.result()
+    assert np.array_equal(batched["distances"].result(), single["distances"].result())
+    assert batched["distances"].tokens == single["distances"].tokens == sum(LENGTHS)
+    s_new, s_old = batched["surface"].result(), single["surface"].result()
+    assert s_new.n_segments == s_old.n_segments and s_new.uniform_entropy == s_old.uniform_entropy
+    assert s_new.undefined == s_old.undefined
+    for name, value in s_old.per_head.items():
+        _close(s_new.per_head[name], value, 4 * max(LENGTHS) ** 2)
+    n_new, n_old = batched["norms"].result(), single["norms"].result()
+    _close(n_new.weights, n_old.weights, 4 * max(LENGTHS))
+    _close(n_new.norms, n_old.norms, 4 * max(LENGTHS))
+    _close(n_new.spearman, n_old.spearman, 4 * max(LENGTHS) ** 2)
+    assert n_new.causal == n_old.causal == causal
+
+
+def test_an_accumulator_without_update_batch_gets_examples():
+    seen = []
+
+    class PerExample:
+        def update(self, attn, extra):
+            seen.append((attn.shape, type(attn), extra))
+
+    weights, _, _ = _batch(6, causal=False)
+    reduce_stream(_stream(weights, None, LENGTHS, [5]), (PerExample, {k: (k,) for k in range(5)}))
+    assert seen == [((LAYERS, HEADS, n, n), np.ndarray, k) for k, n in enumerate(LENGTHS)]
+
+
+def test_js_sums_travel_on_the_host():
+    weights, _, _ = _batch(7, causal=False)
+    acc = JSAccumulator(LAYERS * HEADS)
+    acc.update_batch(next(_stream(weights, None, LENGTHS, [5])))
+    copy = pickle.loads(pickle.dumps(acc))
+    assert isinstance(copy.total, np.ndarray) and copy.total.dtype == np.float64
+    assert np.array_equal(copy.total, acc.result())
+
+
+def test_batches_are_cut_by_bytes_not_counts():
+    per = 10 * 2**20
+    cpu = stat_chunks(32, per, "cpu")
+    assert [len(range(32)[s]) for s in cpu][0] == CPU_STAT_BYTES // per
+    assert sum(len(range(32)[s]) for s in cpu) == 32
+    assert stat_chunks(32, per, "cuda:0") == [slice(0, 32)] and DEVICE_STAT_BYTES >= 32 * per
+    assert stat_chunks(3, 10 * CPU_STAT_BYTES, "cpu") == [slice(0, 1), slice(1, 2), slice(2, 3)]  # at least one
+
+
+def test_a_nonsegment_is_refused_in_a_batch():
+    weights, _, masks = _batch(8, causal=False)
+    surface = [dict(m[0]) for m in masks]
+    surface[2]["sep"] = np.zeros(LENGTHS[2], bool)
+    with pytest.raises(ValueError, match="no \\[SEP\\]"):
+        batch_statistics(weights, LENGTHS, surface)
+    mixed = [m[0] for m in masks]
+    mixed[1] = {**mixed[1], "causal": np.True_}
+    with pytest.raises(ValueError, match="causal and a bidirectional"):
+        batch_statistics(weights, LENGTHS, mixed)
