@@ -21,13 +21,14 @@ from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
 from helpers.data.conllu_io import Sentence
 from helpers.pipeline.extraction import extract_treebank
-from helpers.reduce import merge_all
+from helpers.reduce import merge_all, stage_device
 from helpers.syntax.stats import (
     ALL,
     BOOTSTRAP,
     DIRECTIONS,
     HeadScorer,
     HeadScores,
+    map_batches,
     bootstrap_interval,
     predict_heads,
     score_heads,
@@ -80,8 +81,8 @@ def run_heads(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, ma
                         lm.causal)
     sentences, store = extract_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
                                         word_mode=word_mode, data_dir=data_dir, cache_root=cache_root, progress=progress)
-    return HeadsRun(corpus, sentences, store, score_heads(store, sentences, possessive=possessive, causal=lm.causal),
-                    lm.causal)
+    return HeadsRun(corpus, sentences, store, score_heads(store, sentences, possessive=possessive, causal=lm.causal,
+                                                          device=stage_device(lm)), lm.causal)
 
 
 def heads_shard(items: list, payload: tuple) -> HeadScorer:
@@ -91,8 +92,9 @@ def heads_shard(items: list, payload: tuple) -> HeadScorer:
     sentences, possessive, *rest = payload
     causal = bool(rest[0]) if rest else False
     scorer = HeadScorer(possessive=possessive, causal=causal)
-    for (example, attn), sentence in zip(items, sentences):
-        scorer.update(attn, sentence, index=example.index)
+    sentence_of = {example.index: sentence for (example, _), sentence in zip(items, sentences)}
+    for examples, maps, sizes in map_batches(items):
+        scorer.update_batch(maps, sizes, [sentence_of[ex.index] for ex in examples], [ex.index for ex in examples])
     return scorer
 
 

@@ -206,3 +206,55 @@ def test_a_nonsegment_is_refused_in_a_batch():
     mixed[1] = {**mixed[1], "causal": np.True_}
     with pytest.raises(ValueError, match="causal and a bidirectional"):
         batch_statistics(weights, LENGTHS, mixed)
+
+
+# ------------------------------------------------------------------------------ §4.2: the heads' dependency scores
+
+
+@pytest.mark.parametrize("causal, extra", [(False, 2), (True, 1), (True, 0)])
+def test_head_predictions_of_a_batch_are_each_sentences(causal, extra):
+    """Maps of small integers (many ties: the earliest word must win), padding of NaN, a one-word sentence."""
+    from helpers.syntax.stats import predict_heads, predict_heads_batch
+
+    rng = np.random.default_rng(9)
+    words = [5, 1, 3, 8, 2]
+    P = max(words) + extra
+    maps = np.full((len(words), LAYERS, HEADS, P, P), np.nan, np.float32)
+    for b, n in enumerate(words):
+        maps[b, :, :, : n + extra, : n + extra] = rng.integers(0, 4, (LAYERS, HEADS, n + extra, n + extra))
+    pred = predict_heads_batch(torch.from_numpy(maps), [n + extra for n in words], words, causal=causal).numpy()
+    for b, n in enumerate(words):
+        expected = predict_heads(maps[b, :, :, : n + extra, : n + extra], n_words=n, causal=causal)
+        assert np.array_equal(pred[b, ..., :n], expected)
+
+
+def test_head_scores_of_batches_equal_those_of_sentences():
+    """:func:`score_heads` (batches cut by bytes, here of two or three maps) against :meth:`HeadScorer.update` one
+    sentence at a time, with the possessive convention: the same scores, exactly."""
+    from helpers.data.conllu_io import Sentence
+    from helpers.syntax.stats import HeadScorer, map_batches
+
+    rng = np.random.default_rng(10)
+    items, sentences = [], []
+    for index, n in enumerate([4, 6, 3, 6, 5]):
+        heads = [0] + [int(rng.integers(1, n + 1)) for _ in range(n - 1)]
+        deprels = ["root"] + [str(rng.choice(["det", "nmod:poss", "obj"])) for _ in range(n - 1)]
+        words = [str(rng.choice(["the", "'s", "cat"])) for _ in range(n)]
+        sentences.append(Sentence(tuple(words), tuple(heads), tuple(deprels), ("X",) * n, ("X",) * n,
+                                  sent_id=f"s{index}"))
+        attn = rng.integers(0, 5, (LAYERS, HEADS, n + 2, n + 2)).astype(np.float32)
+        items.append((_Example(index, n + 2), attn))
+    one = HeadScorer(possessive="nmod:poss")
+    for example, attn in items:
+        one.update(attn, sentences[example.index], index=example.index)
+    batched = HeadScorer(possessive="nmod:poss")
+    budget = 3 * LAYERS * HEADS * 8 * 8 * 4
+    cuts = []
+    for examples, maps, sizes in map_batches(items, budget=budget):
+        cuts.append(len(examples))
+        batched.update_batch(maps, sizes, [sentences[ex.index] for ex in examples], [ex.index for ex in examples])
+    assert sum(cuts) == 5 and max(cuts) < 5
+    a, b = one.result(), batched.result()
+    assert a.relations == b.relations
+    for name in ("word_relation", "word_sentence", "word_correct", "offset_correct"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
