@@ -106,11 +106,17 @@ def batch_maps(
     attn = forward_attentions(lm, examples)
     if level == "token":
         return [attn[b, :, :, : len(ex), : len(ex)] for b, ex in enumerate(examples)]
+    words = padded_word_maps(attn, examples, word_mode=word_mode)
+    return [words[b, :, :, : ex.n_positions, : ex.n_positions] for b, ex in enumerate(examples)]
+
+
+def padded_word_maps(attn: torch.Tensor, examples: Sequence[Encoded], *, word_mode: WordMode = "mean") -> torch.Tensor:
+    """Word-level maps ``[batch, layer, head, position, position]`` of a padded token-level batch ``attn``, right-padded
+    (example ``b``'s map is the corner ``[:n_positions, :n_positions]``), on ``attn``'s device."""
     if any(ex.word_of_token is None for ex in examples):
         raise ValueError("word-level maps need pre-split words (encode with encode_words)")
     R, S = batched_matrices([ex.word_of_token for ex in examples], attn.shape[-1], mode=word_mode, device=attn.device)
-    words = word_level_batch(attn, R, S)
-    return [words[b, :, :, : ex.n_positions, : ex.n_positions] for b, ex in enumerate(examples)]
+    return word_level_batch(attn, R, S)
 
 
 def iter_attention(
@@ -154,7 +160,8 @@ def attention_for(
 class MapBatch:
     """One forward pass's maps as the model made them, on its device: ``weights`` (and ``norms``, or ``None``)
     ``[batch, layer, head, query, key]`` right-padded to the longest input, ``lengths`` ``[batch]`` (a CPU int64
-    tensor: rows and columns from ``lengths[b]`` on are padding and must contribute nothing) and ``examples``
+    tensor: each map's positions, its tokens or, for word-level maps, ``n_positions``; rows and columns from
+    ``lengths[b]`` on are padding and must contribute nothing) and ``examples``
     (the :class:`Encoded` inputs, in the pass's order). What batched accumulators take
     (``update_batch``, :func:`helpers.reduce.reduce_stream`), so the maps never leave the device.
 
@@ -162,10 +169,12 @@ class MapBatch:
 
     __slots__ = ("examples", "weights", "norms", "lengths")
 
-    def __init__(self, examples: Sequence[Encoded], weights: torch.Tensor, norms: torch.Tensor | None = None):
+    def __init__(self, examples: Sequence[Encoded], weights: torch.Tensor, norms: torch.Tensor | None = None,
+                 lengths: Sequence[int] | None = None):
         self.examples = list(examples)
         self.weights, self.norms = weights, norms
-        self.lengths = torch.tensor([len(ex) for ex in self.examples], dtype=torch.long)
+        sizes = [len(ex) for ex in self.examples] if lengths is None else list(lengths)
+        self.lengths = torch.tensor(sizes, dtype=torch.long)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -173,19 +182,27 @@ class MapBatch:
     def items(self) -> Iterator[tuple]:
         """``(example, weights[, norms])`` per example, each sliced to its length (views, on the device)."""
         for b, ex in enumerate(self.examples):
-            n = len(ex)
+            n = int(self.lengths[b])
             maps = (self.weights[b, :, :, :n, :n],) + (() if self.norms is None else (self.norms[b, :, :, :n, :n],))
             yield (ex, *maps)
 
 
 def iter_map_batches(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, batch_size: int = 32,
-                     maps: str = "weights") -> Iterator[MapBatch]:
-    """Token-level :class:`MapBatch` es of a corpus, one per forward pass (length buckets of ``batch_size``, cut by
+                     maps: str = "weights", level: Level = "token", word_mode: WordMode = "mean") -> Iterator[MapBatch]:
+    """:class:`MapBatch` es of a corpus, one per forward pass (length buckets of ``batch_size``, cut by
     :func:`forward_parts`: the passes, and so the maps, of :func:`iter_attention`), left on the model's device.
-    ``maps`` is ``"weights"`` or ``"weights+norms"`` (one pass gives both: :mod:`helpers.core.norm_maps`)."""
+    ``maps`` is ``"weights"`` or ``"weights+norms"`` (one pass gives both: :mod:`helpers.core.norm_maps`); at
+    ``level="word"`` (weights only) the batch's word-level maps, converted batched there (:func:`batch_maps`)."""
     examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
+    if level == "word" and maps != "weights":
+        raise ValueError(f"maps {maps!r}: word-level batches hold weights only")
     for group in bucket(examples, batch_size=batch_size):
         for part in forward_parts(lm, group):
+            if level == "word":
+                words = padded_word_maps(forward_attentions(lm, part), part, word_mode=word_mode)
+                yield MapBatch(part, words, lengths=[ex.n_positions for ex in part])
+                del words
+                continue
             if maps == "weights+norms":
                 from helpers.core.norm_maps import forward_weights_and_norms
 

@@ -23,6 +23,7 @@ from helpers.coref.stats import (
     CandidateSet,
     Query,
     baseline_predictions,
+    batch_head_predictions,
     head_predictions,
     queries_in_window,
     window_words,
@@ -212,15 +213,19 @@ def _predictions_of(lm: LoadedModel, batch, pending: dict[int, list[Query]], *, 
     wanted = [ex.index for shard in store.shards for ex in shard if pending.get(ex.index)]  # the store's order
 
     def compute() -> dict[str, np.ndarray]:
-        if execution is not None and execution.distributed and store.directory is None:  # maps made on the workers
-            from helpers.pipeline.engine import map_shards
+        if store.directory is None:  # maps made by the model's passes (here, or on the cluster's workers)
+            from helpers.pipeline.engine import Execution, map_shards
 
             payloads = [({ex.index: pending[ex.index] for ex in shard if pending.get(ex.index)}, lm.causal)
                         for shard in store.shards]
-            found = {index: p for part in map_shards(lm, store, execution=execution, task=coref_shard,
-                                                     payloads=payloads, progress=progress) for index, p in part.items()}
-        else:  # the same task, over the whole store here
-            found = coref_shard(store, (pending, lm.causal))
+            found = {index: p for part in map_shards(lm, store, execution=execution or Execution(), task=coref_shard,
+                                                     payloads=payloads, batches=True, progress=progress)
+                     for index, p in part.items()}
+        else:  # the cached maps, read here in padded batches scored on the model's device
+            from helpers.reduce import stage_device
+            from helpers.syntax.stats import map_batches
+
+            found = coref_shard(map_batches(store, device=stage_device(lm)), (pending, lm.causal))
         return {"heads": _stack([found[i][0] for i in wanted], L, H), "words": _stack([found[i][1] for i in wanted], L, H)}
 
     correct = cached_arrays("coref-predictions", {"maps": key, "code": code_digest(run_coref)}, compute,
@@ -236,12 +241,32 @@ def _predictions(attn: np.ndarray, queries: list[Query], n_words: int, causal: b
 
 
 def coref_shard(stream, payload: tuple[dict[int, list[Query]], bool]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """One shard's head predictions (a distributed task, :func:`helpers.pipeline.engine.map_shards`): ``stream``
-    yields its ``(example, attn)`` pairs, ``payload`` is ``(the queries of each example with any, by its index,
-    causal)``; ``{example index: (heads, words)}`` for those examples."""
+    """One shard's head predictions (a task of :func:`helpers.pipeline.engine.map_shards`): ``stream`` yields its
+    padded word-level batches on the model's device (:class:`~helpers.core.extract.MapBatch`), or its
+    ``(example, attn)`` pairs one at a time; ``payload`` is ``(the queries of each example with any, by its index,
+    causal)``; ``{example index: (heads, words)}`` for those examples. A batch's queries are scored at once where
+    its maps are (:func:`~helpers.coref.stats.batch_head_predictions`)."""
+    from helpers.core.extract import MapBatch
+
     queries_of, causal = payload
-    return {ex.index: _predictions(attn, queries_of[ex.index], ex.n_words, causal)
-            for ex, attn in stream if queries_of.get(ex.index)}
+    found = {}
+    for item in stream:
+        if not isinstance(item, MapBatch):
+            ex, attn = item
+            if queries_of.get(ex.index):
+                found[ex.index] = _predictions(attn, queries_of[ex.index], ex.n_words, causal)
+            continue
+        examples = item.examples
+        queries = [queries_of.get(ex.index, []) for ex in examples]
+        if not any(queries):
+            continue
+        sizes, n_words = item.lengths.tolist(), [ex.n_words for ex in examples]
+        heads, words = (batch_head_predictions(item.weights, sizes, n_words, queries, candidates, causal=causal)
+                        for candidates in ("mentions", "words"))
+        for b, ex in enumerate(examples):
+            if queries[b]:
+                found[ex.index] = (heads[b], words[b])
+    return found
 
 
 def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = ("mentions",)) -> list[dict]:

@@ -133,3 +133,54 @@ def head_predictions(attn: np.ndarray, queries: Sequence[Query], candidates: Can
         chosen = cols[scores.argmax(-1)] - lead
         out[:, :, q] = np.isin(chosen, list(query.correct))
     return out
+
+
+def batch_head_predictions(maps, sizes: Sequence[int], n_words: Sequence[int], queries: Sequence[Sequence[Query]],
+                           candidates: CandidateSet = "mentions", *, causal: bool = False) -> list[np.ndarray]:
+    """:func:`head_predictions` of a padded batch of windows at once, on the maps' device: ``maps``
+    ``[batch, layer, head, P, P]`` (word-level, right-padded; ``sizes`` ``[batch]`` each map's positions, ``n_words``
+    its words), ``queries`` each window's. Every query of the batch is one row of a gather: its head word's row,
+    its candidates' columns (padded, masked to ``-inf``, so padding never wins), the first maximum taken (the
+    earliest candidate, as :func:`head_predictions`), looked up in the query's correct candidates. Returns one
+    ``[layer, head, query]`` boolean array per window; only those come back to the host. Queries are cut by
+    :func:`helpers.reduce.stat_chunks`."""
+    import torch
+
+    from helpers.reduce import stat_chunks
+
+    A = torch.as_tensor(maps)
+    B, L, H, P = A.shape[:4]
+    rows, cols, correct, owner = [], [], [], []
+    for b, (size, n, window) in enumerate(zip(sizes, n_words, queries)):
+        lead, _ = word_layout(int(size), int(n))
+        for query in window:
+            words = candidate_words(query, int(n), candidates, causal=causal)
+            rows.append(query.head + lead)
+            cols.append(words + lead)
+            correct.append(np.isin(words, list(query.correct)))
+            owner.append(b)
+    out = [np.zeros((L, H, len(window)), dtype=bool) for window in queries]
+    if not rows:
+        return out
+    C = max(1, max(len(c) for c in cols))
+    col = np.zeros((len(rows), C), dtype=np.int64)
+    valid = np.zeros((len(rows), C), dtype=bool)
+    hit = np.zeros((len(rows), C), dtype=bool)
+    for q, (c, ok) in enumerate(zip(cols, correct)):
+        col[q, : len(c)], valid[q, : len(c)], hit[q, : len(c)] = c, True, ok
+    found = np.zeros((len(rows), L, H), dtype=bool)
+    device = A.device
+    for part in stat_chunks(len(rows), 3 * L * H * max(P, C) * 4, device):
+        owners = torch.as_tensor(owner[part], device=device)
+        row_maps = A[owners, :, :, torch.as_tensor(rows[part], device=device)]  # [query, layer, head, P]
+        index = torch.as_tensor(col[part], device=device)[:, None, None, :].expand(-1, L, H, -1)
+        scores = row_maps.gather(-1, index).masked_fill(~torch.as_tensor(valid[part], device=device)[:, None, None],
+                                                        float("-inf"))
+        chosen = scores.argmax(-1)  # [query, layer, head]: the earliest of the highest (none valid: 0, not a hit)
+        hits = torch.as_tensor(hit[part], device=device).gather(1, chosen.reshape(len(chosen), -1))
+        found[part] = hits.reshape(-1, L, H).cpu().numpy()
+    start = 0
+    for b, window in enumerate(queries):
+        out[b] = found[start : start + len(window)].transpose(1, 2, 0).copy()
+        start += len(window)
+    return out

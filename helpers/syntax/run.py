@@ -93,8 +93,9 @@ def heads_shard(items: list, payload: tuple) -> HeadScorer:
     causal = bool(rest[0]) if rest else False
     scorer = HeadScorer(possessive=possessive, causal=causal)
     sentence_of = {example.index: sentence for (example, _), sentence in zip(items, sentences)}
-    for examples, maps, sizes in map_batches(items):
-        scorer.update_batch(maps, sizes, [sentence_of[ex.index] for ex in examples], [ex.index for ex in examples])
+    for batch in map_batches(items):
+        scorer.update_batch(batch.weights, batch.lengths.tolist(), [sentence_of[ex.index] for ex in batch.examples],
+                            [ex.index for ex in batch.examples])
     return scorer
 
 

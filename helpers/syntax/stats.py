@@ -321,8 +321,9 @@ def score_heads(store, sentences: Sequence[Sentence], *, possessive: str | None 
     (``causal``: the maps are a decoder's, see :func:`predict_heads`), in padded batches of maps
     (:func:`map_batches`) on ``device`` (default the CPU): :meth:`HeadScorer.update_batch`."""
     scorer = HeadScorer(possessive=possessive, causal=causal)
-    for examples, maps, sizes in map_batches(store, device=device):
-        scorer.update_batch(maps, sizes, [sentences[ex.index] for ex in examples], [ex.index for ex in examples])
+    for batch in map_batches(store, device=device):
+        scorer.update_batch(batch.weights, batch.lengths.tolist(), [sentences[ex.index] for ex in batch.examples],
+                            [ex.index for ex in batch.examples])
     return scorer.result()
 
 
@@ -332,10 +333,12 @@ HEADS_BATCH_BYTES = 32 * 2**20
 
 
 def map_batches(items, *, device=None, budget: int = HEADS_BATCH_BYTES):
-    """``(examples, maps, sizes)``: consecutive ``(example, attn [layer, head, n, n])`` of ``items`` (a store, in its
-    order) stacked into right-padded float32 batches ``[batch, layer, head, P, P]`` of at most ``budget`` bytes (at
-    least one map each) on ``device`` (default the CPU), with each map's size ``n``."""
+    """:class:`~helpers.core.extract.MapBatch` es of consecutive ``(example, attn [layer, head, n, n])`` of ``items``
+    (a store, in its order): right-padded float32 ``weights`` ``[batch, layer, head, P, P]`` of at most ``budget``
+    bytes (at least one map each) on ``device`` (default the CPU), ``lengths`` each map's size ``n``."""
     import torch
+
+    from helpers.core.extract import MapBatch
 
     def stacked(group):
         P = max(a.shape[-1] for _, a in group)
@@ -344,7 +347,8 @@ def map_batches(items, *, device=None, budget: int = HEADS_BATCH_BYTES):
         for b, (_, a) in enumerate(group):
             n = a.shape[-1]
             out[b, :, :, :n, :n] = torch.as_tensor(np.asarray(a, dtype=np.float32))
-        return [ex for ex, _ in group], out if device is None else out.to(device), [a.shape[-1] for _, a in group]
+        return MapBatch([ex for ex, _ in group], out if device is None else out.to(device),
+                        lengths=[a.shape[-1] for _, a in group])
 
     group: list = []
     for example, attn in items:

@@ -250,11 +250,42 @@ def test_head_scores_of_batches_equal_those_of_sentences():
     batched = HeadScorer(possessive="nmod:poss")
     budget = 3 * LAYERS * HEADS * 8 * 8 * 4
     cuts = []
-    for examples, maps, sizes in map_batches(items, budget=budget):
-        cuts.append(len(examples))
-        batched.update_batch(maps, sizes, [sentences[ex.index] for ex in examples], [ex.index for ex in examples])
+    for batch in map_batches(items, budget=budget):
+        cuts.append(len(batch))
+        batched.update_batch(batch.weights, batch.lengths.tolist(), [sentences[ex.index] for ex in batch.examples],
+                             [ex.index for ex in batch.examples])
     assert sum(cuts) == 5 and max(cuts) < 5
     a, b = one.result(), batched.result()
     assert a.relations == b.relations
     for name in ("word_relation", "word_sentence", "word_correct", "offset_correct"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+# ------------------------------------------------------------------------------ §4.3: the heads' coreference scores
+
+
+@pytest.mark.parametrize("causal, extra", [(False, 2), (True, 1), (True, 0)])
+@pytest.mark.parametrize("candidates", ["mentions", "words"])
+def test_coreference_predictions_of_a_batch_are_each_windows(causal, extra, candidates):
+    """Windows of unequal lengths padded with NaN, maps of small integers (ties), a window without queries and a
+    query without candidates (the first word: a miss)."""
+    from helpers.coref.stats import Query, batch_head_predictions, head_predictions
+
+    rng = np.random.default_rng(11)
+    words = [6, 3, 9]
+    P = max(words) + extra
+    maps = np.full((len(words), LAYERS, HEADS, P, P), np.nan, np.float32)
+    queries = []
+    for b, n in enumerate(words):
+        maps[b, :, :, : n + extra, : n + extra] = rng.integers(0, 3, (LAYERS, HEADS, n + extra, n + extra))
+        window = [Query(None, 0, (), frozenset({1}), b)]
+        for head in range(1, n):
+            cands = sorted(rng.choice(head, size=min(head, 2), replace=False).tolist())
+            window.append(Query(None, head, tuple(cands), frozenset(cands[-1:]), b))
+        queries.append([] if b == 1 else window)
+    got = batch_head_predictions(torch.from_numpy(maps), [n + extra for n in words], words, queries, candidates,
+                                 causal=causal)
+    for b, n in enumerate(words):
+        expected = head_predictions(maps[b, :, :, : n + extra, : n + extra], queries[b], candidates, n_words=n,
+                                    causal=causal)
+        assert got[b].shape == expected.shape and np.array_equal(got[b], expected)
