@@ -72,19 +72,21 @@ def _close(actual, expected, terms: int) -> None:
 @pytest.mark.parametrize("causal", [False, True])
 def test_surface_statistics_of_a_batch_are_each_segments(causal):
     weights, _, masks = _batch(0, causal=causal)
-    values = batch_statistics(weights, LENGTHS, [m[0] for m in masks])
+    values = batch_statistics(weights, LENGTHS, [m[0] for m in masks], torch_kernels=True)  # an accelerator's path
+    cpu = batch_statistics(weights, LENGTHS, [m[0] for m in masks])  # the CPU's: segment_statistics, bit for bit
     for b, n in enumerate(LENGTHS):
         reference = segment_statistics(weights[b, :, :, :n, :n].numpy(), masks[b][0])
-        assert list(values) == list(reference)  # the JSON's order
+        assert list(values) == list(reference) == list(cpu)  # the JSON's order
         for name, expected in reference.items():
+            assert np.array_equal(cpu[name][b], expected, equal_nan=True), name
             assert np.array_equal(np.isnan(values[name][b]), np.isnan(expected)), name
             _close(values[name][b], expected, 4 * max(LENGTHS) ** 2)
 
 
 def test_surface_statistics_of_float64_maps_are_those_of_the_same_float32_values():
     weights, _, masks = _batch(1, causal=False)
-    single = batch_statistics(weights, LENGTHS, [m[0] for m in masks])
-    double = batch_statistics(weights.double(), LENGTHS, [m[0] for m in masks])
+    single = batch_statistics(weights, LENGTHS, [m[0] for m in masks], torch_kernels=True)
+    double = batch_statistics(weights.double(), LENGTHS, [m[0] for m in masks], torch_kernels=True)
     for name in single:
         assert np.array_equal(single[name], double[name], equal_nan=True), name
 
@@ -119,8 +121,10 @@ def test_padding_never_leaks():
     zero_w, zero_n, _ = _batch(4, causal=False, pad=0.0)
     surface = [m[0] for m in masks]
     kinds = [m[1] for m in masks]
-    a, b = batch_statistics(nan_w, LENGTHS, surface), batch_statistics(zero_w, LENGTHS, surface)
-    assert all(np.array_equal(a[k], b[k]) for k in a) and not any(np.isnan(v).any() for v in a.values())
+    for torch_kernels in (False, True):
+        a = batch_statistics(nan_w, LENGTHS, surface, torch_kernels=torch_kernels)
+        b = batch_statistics(zero_w, LENGTHS, surface, torch_kernels=torch_kernels)
+        assert all(np.array_equal(a[k], b[k]) for k in a) and not any(np.isnan(v).any() for v in a.values())
     assert torch.equal(batch_js(nan_w, LENGTHS), batch_js(zero_w, LENGTHS))
     assert np.array_equal(batch_kind_shares(nan_n, LENGTHS, kinds), batch_kind_shares(zero_n, LENGTHS, kinds))
     for torch_ranks in (False, True):
@@ -200,8 +204,9 @@ def test_a_nonsegment_is_refused_in_a_batch():
     weights, _, masks = _batch(8, causal=False)
     surface = [dict(m[0]) for m in masks]
     surface[2]["sep"] = np.zeros(LENGTHS[2], bool)
-    with pytest.raises(ValueError, match="no \\[SEP\\]"):
-        batch_statistics(weights, LENGTHS, surface)
+    for torch_kernels in (False, True):
+        with pytest.raises(ValueError, match="no \\[SEP\\]"):
+            batch_statistics(weights, LENGTHS, surface, torch_kernels=torch_kernels)
     mixed = [m[0] for m in masks]
     mixed[1] = {**mixed[1], "causal": np.True_}
     with pytest.raises(ValueError, match="causal and a bidirectional"):
