@@ -30,6 +30,10 @@ Definitions the paper leaves open, fixed here:
 - **Causal mask.** A decoder's window is ``BOS w_1 ... w_k`` (``w_1 ... w_k`` without BOS), no [SEP]; its head
   word sees its prefix, where every antecedent is, so the ``"mentions"`` candidates are unchanged; the
   ``"words"`` candidates are the words it sees, those before it.
+
+Every head's choice is made for a whole batch of windows at once where their maps are
+(:func:`batch_head_predictions`: one gather and one ``argmax`` per batch of queries, on the model's device), and
+only the ``[layer, head, query]`` booleans come back; :func:`head_predictions` (one window) stays as the reference.
 """
 from __future__ import annotations
 

@@ -25,6 +25,11 @@ Ties between heads of equal accuracy go to the lowest layer, then head, then
 ``dependent-to-head``; between offsets, to the first in :data:`OFFSETS` (smallest distance,
 previous before next).
 
+Scoring is batched (:func:`score_heads`): the maps are stacked into right-padded batches cut by bytes
+(:func:`map_batches`), every head's prediction is one masked ``argmax`` per batch on the scoring device
+(:func:`predict_heads_batch`), and only the predicted words come back to the host; :func:`predict_heads` and
+:meth:`HeadScorer.update` (one sentence) stay as the reference.
+
 >>> scorer = HeadScorer()
 >>> for example, attn in store:                          # word-level maps     # doctest: +SKIP
 ...     scorer.update(attn, sentences[example.index])
