@@ -279,7 +279,7 @@ def batch_spearman(a, b, lengths, *, torch_ranks: bool | None = None) -> np.ndar
                 out[k] = spearman_per_head(a[k, :, :, :n, :n].numpy(), b[k, :, :, :n, :n].numpy())
         return out
     for n, positions in length_groups(lengths):
-        for part in stat_chunks(len(positions), 6 * L * H * n * n * 8, a.device):
+        for part in stat_chunks(len(positions), 16 * L * H * n * n * 8, a.device):  # two maps: sorts, indices, ranks
             idx = positions[part]
             index = torch.as_tensor(idx, device=a.device)
             ra, rb = (average_ranks_on(x[index, :, :, :n, :n].reshape(-1, n * n)) for x in (a, b))

@@ -195,7 +195,7 @@ def batch_statistics(maps, lengths, masks: list[dict[str, np.ndarray]], *,
                 out.setdefault(name, np.full((B, L, H), np.nan))[b] = value
         return out
     for n, positions in length_groups(lengths):
-        for part in stat_chunks(len(positions), 3 * L * H * n * n * 8, device):
+        for part in stat_chunks(len(positions), 5 * L * H * n * n * 8, device):  # A, smoothed, its log, their product
             idx = positions[part]
             A = A_all[torch.as_tensor(idx, device=device), :, :, :n, :n].to(torch.float64)  # [G, layer, head, n, n]
             group = [masks[b] for b in idx]

@@ -16,9 +16,9 @@ import torch
 
 from helpers.cluster.stats import JSAccumulator, batch_js, segment_js
 from helpers.core.extract import MapBatch
-from helpers.norms.stats import NormAccumulator, batch_kind_shares, batch_spearman, kind_shares, spearman_per_head
+from helpers.norms.stats import batch_kind_shares, batch_spearman, kind_shares, spearman_per_head
 from helpers.reduce import CPU_STAT_BYTES, DEVICE_STAT_BYTES, reduce_stream, stat_chunks
-from helpers.surface.stats import SurfaceAccumulator, batch_statistics, segment_statistics
+from helpers.surface.stats import batch_statistics, segment_statistics
 from helpers.segment_pass import SegmentAccumulator
 from tests.tolerances import EPS64, round_off
 
