@@ -60,16 +60,40 @@ def bert_lm(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def mpnet_lm(tmp_path_factory):
+    """A 2-layer, 4-head random MPNet (relative position bias in every layer's scores; the fast path reuses the
+    weights, the reference reruns the model with it), weights at ``initializer_range`` 0.2 as :func:`bert_lm`."""
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
+
+    directory = tmp_path_factory.mktemp("mixing-mpnet")
+    vocab = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", ".", "the", "a", "cat", "dog", "sat", "on", "mat", "is", "big"]
+    MPNetTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True,
+                       unk_token="<unk>").save_pretrained(directory)
+    config = MPNetConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=32, max_position_embeddings=66, initializer_range=0.2)
+    torch.manual_seed(0)
+    MPNetModel(config).save_pretrained(directory)
+    return load_model(str(directory))
+
+
+@pytest.fixture(scope="module")
+def gpt2_lm(tmp_path_factory):
+    """tiny_decoders' GPT-2 (fused query/key/value projection, biases, LayerNorm before attention and MLP)."""
+    return load_model(str(td.save_gpt2(tmp_path_factory.mktemp("mixing-gpt2"))))
+
+
+@pytest.fixture(scope="module")
 def llama_lm(tmp_path_factory):
     """tiny_decoders' Llama: 4 query heads sharing 2 key-value heads, RMSNorm weights drawn in [0.5, 1.5]."""
     return load_model(str(td.save_llama(tmp_path_factory.mktemp("mixing-llama"))))
 
 
-@pytest.fixture(scope="module", params=["bert", "llama"])
-def case(request, bert_lm, llama_lm):
+@pytest.fixture(scope="module", params=["bert", "mpnet", "gpt2", "llama"])
+def case(request):
     """A model, its float64 copy, its sentences and the float64 reference maps of each."""
-    lm = bert_lm if request.param == "bert" else llama_lm
-    sentences = ENCODER_SENTENCES if request.param == "bert" else DECODER_SENTENCES
+    lm = request.getfixturevalue(f"{request.param}_lm")
+    sentences = {"bert": ENCODER_SENTENCES, "mpnet": ENCODER_SENTENCES[:2], "gpt2": DECODER_SENTENCES,
+                 "llama": DECODER_SENTENCES}[request.param]
     lm64 = in_float64(lm)
     batch = encode_words(lm.tokenizer, sentences)
     refs = [reference_maps(lm64, ex.input_ids) for ex in batch.examples]
@@ -80,17 +104,29 @@ def case(request, bert_lm, llama_lm):
 
 
 def modules(lm, layer):
-    """(block, value Linear, output Linear, LN1 or None) of ``layer``, looked up by hand for BERT and Llama."""
-    if lm.causal:
+    """``(block, value module, first value column in its output, output projection, W_O [heads * d, hidden], LN1
+    or None)`` of ``layer``, looked up by hand for BERT, MPNet, GPT-2 (one ``Conv1D`` for q | k | v, weights
+    stored ``[in, out]``) and Llama."""
+    kind = lm.model.config.model_type
+    if kind == "llama":
         block = lm.model.layers[layer]
-        return block, block.self_attn.v_proj, block.self_attn.o_proj, None
+        out = block.self_attn.o_proj
+        return block, block.self_attn.v_proj, 0, out, out.weight.T, None
+    if kind == "gpt2":
+        block = lm.model.h[layer]
+        out = block.attn.c_proj
+        return block, block.attn.c_attn, 2 * out.weight.shape[1], out, out.weight, None
     block = lm.model.encoder.layer[layer]
-    return block, block.attention.self.value, block.attention.output.dense, block.attention.output.LayerNorm
+    if kind == "mpnet":
+        a = block.attention
+        return block, a.attn.v, 0, a.attn.o, a.attn.o.weight.T, a.LayerNorm
+    a = block.attention
+    return block, a.self.value, 0, a.output.dense, a.output.dense.weight.T, a.output.LayerNorm
 
 
 def run(lm, ids, layer, *, value_hook=None, oproj_pre_hook=None):
     """One whole forward pass with optional hooks in ``layer``: (layer's own output [T, hidden], attentions)."""
-    block, value, out_proj, _ = modules(lm, layer)
+    block, value, _, out_proj, _, _ = modules(lm, layer)
     seen = {}
     handles = [block.register_forward_hook(lambda m, a, o: seen.__setitem__("o", o[0] if isinstance(o, tuple) else o))]
     if value_hook is not None:
@@ -126,14 +162,14 @@ def reference_maps(lm, ids) -> dict[str, np.ndarray]:
     res = {"value_zeroing": np.zeros((L, T, T)), "value_zeroing_heads": np.zeros((L, H, T, T)),
            "alti": np.zeros((L, T, T)), "weights_changed": 0.0}
     for layer in range(L):
-        block, value, out_proj, ln1 = modules(lm, layer)
+        block, value, first, out_proj, WO, ln1 = modules(lm, layer)
         original, _ = run(lm, ids, layer)
         values = {}
         h_v = value.register_forward_hook(lambda m, a, o: values.__setitem__("v", o[0].clone()))
         run(lm, ids, layer)
         h_v.remove()
-        v = values["v"]  # [T, kv_heads * d]
-        d = v.shape[1] // KV
+        d = WO.shape[0] // H
+        v = values["v"][:, first:first + KV * d]  # [T, kv_heads * d]
 
         def zero(rows, cols):
             def hook(_m, _a, o):
@@ -144,7 +180,7 @@ def reference_maps(lm, ids) -> dict[str, np.ndarray]:
 
         D = np.zeros((T, T))
         for j in range(T):  # j's value row zeroed in every head
-            o2, att2 = run(lm, ids, layer, value_hook=zero(j, slice(None)))
+            o2, att2 = run(lm, ids, layer, value_hook=zero(j, slice(first, first + KV * d)))
             res["weights_changed"] = max(res["weights_changed"], float((att2[layer] - alpha[layer]).abs().max()))
             for i in range(T):
                 D[i, j] = cos_distance(o2[i], original[i]) * sees[i, j]
@@ -153,7 +189,7 @@ def reference_maps(lm, ids) -> dict[str, np.ndarray]:
             g = h // (H // KV)
             Dh = np.zeros((T, T))
             for j in range(T):
-                if lm.causal:  # query head h alone: remove alpha^h_ij v^g_j from its slice of the context
+                if KV < H:  # query head h alone: remove alpha^h_ij v^g_j from its slice of the context
                     def pre(_m, args, h=h, g=g, j=j):
                         ctx = args[0].clone()
                         for i in range(T):
@@ -161,13 +197,12 @@ def reference_maps(lm, ids) -> dict[str, np.ndarray]:
                         return (ctx,)
                     o2, _ = run(lm, ids, layer, oproj_pre_hook=pre)
                 else:
-                    o2, _ = run(lm, ids, layer, value_hook=zero(j, slice(h * d, (h + 1) * d)))
+                    o2, _ = run(lm, ids, layer, value_hook=zero(j, slice(first + h * d, first + (h + 1) * d)))
                 for i in range(T):
                     Dh[i, j] = cos_distance(o2[i], original[i]) * sees[i, j]
             res["value_zeroing_heads"][layer, h] = row_normalise(Dh)
         # ALTI: T_i(x_j) per (i, j), the layer norm linearised with the real statistics of u_i
         x = out.hidden_states[layer][0]
-        WO = out_proj.weight.T  # [heads * d, hidden]
         bO = out_proj.bias if out_proj.bias is not None else torch.zeros(WO.shape[1], dtype=WO.dtype)
         sent = torch.zeros(T, T, WO.shape[1], dtype=WO.dtype)  # [i, j, hidden]: sum_h alpha^h_ij v^g_j W_O^h
         for i in range(T):
@@ -341,7 +376,7 @@ def test_a_layer_with_zero_output_projection_mixes_nothing(case):
     the identity (each token keeps only its residual)."""
     _, lm, lm64, examples, _ = case
     silent = in_float64(lm)
-    _, _, out_proj, _ = modules(silent, 0)
+    out_proj = modules(silent, 0)[3]
     with torch.no_grad():
         out_proj.weight.zero_()
         if out_proj.bias is not None:
@@ -366,7 +401,7 @@ def test_token_maps_of_one_sentence(case):
     t = len(examples[0])
     assert len(maps["tokens"]) == t and maps["alti"].shape == (lm.n_layers, t, t)
     assert maps["attention"].shape == (lm.n_layers, lm.n_heads, t, t) and maps["alti"].dtype == np.float32
-    if kind == "llama":
+    if lm.causal:
         assert maps["tokens"][0] == lm.tokenizer.bos_token
 
 
