@@ -21,6 +21,7 @@ from helpers.cluster.section import SECTION as CLUSTER
 from helpers.context import RunContext
 from helpers.core.encoding import MAX_LENGTH
 from helpers.core.models import LoadedModel
+from helpers.mixing.section import SECTION as MIXING
 from helpers.coref.section import SECTION as COREF
 from helpers.norms.section import SECTION as NORMS
 from helpers.pipeline.options import Command, load, run_context
@@ -30,7 +31,7 @@ from helpers.sinks.section import SECTION as SINKS
 from helpers.surface.section import SECTION as SURFACE
 from helpers.syntax.section import SECTION as SYNTAX
 
-SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS, SINKS)  # the paper's order; norms and sinks go beyond it
+SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS, SINKS, MIXING)  # the paper's order; norms, sinks and mixing go beyond it
 PAPER_SECTIONS: tuple[Section, ...] = tuple(s for s in SECTIONS if s.in_paper)  # the sections of "every claim of the paper"
 
 

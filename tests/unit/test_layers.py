@@ -14,8 +14,9 @@ Layers, lowest first (a module may import its own layer and those below):
 3. ``pipeline``: steps the sections share (extraction into the cache, the distributed engine, options),
    ``reduce`` (the accumulators' protocol and the one loop over shards) and ``section`` (the section record's
    type; its runs' settings include the input length of :mod:`helpers.core.encoding`)
-4. one package per paper section: ``surface``, ``syntax``, ``coref``, ``probe``, ``cluster``, ``norms``, and
-   ``sinks`` (attention to the first position, for encoders and decoders)
+4. one package per paper section: ``surface``, ``syntax``, ``coref``, ``probe``, ``cluster``, ``norms``,
+   ``sinks`` (attention to the first position, for encoders and decoders) and ``mixing`` (context-mixing maps
+   scored with the paper's probes)
 5. ``results`` (the sections' records, listed once, and every claim for one model), ``segment_pass`` (one pass
    over the segments for the statistics of several sections) and ``compare`` (several models)
 6. ``presentation``: views, charts, glue, summary tables
@@ -38,7 +39,7 @@ from helpers.digest import PACKAGE, import_graph, module_name, package_exports
 LAYERS = {
     "config": 0, "context": 0, "paper": 0, "claims": 0, "digest": 0,
     "core": 1, "data": 2, "pipeline": 3, "reduce": 3, "section": 3,
-    "surface": 4, "syntax": 4, "coref": 4, "probe": 4, "cluster": 4, "norms": 4, "sinks": 4,
+    "surface": 4, "syntax": 4, "coref": 4, "probe": 4, "cluster": 4, "norms": 4, "sinks": 4, "mixing": 4,
     "results": 5, "segment_pass": 5, "compare": 5,
     "presentation": 6, "plan": 6,
     "cli": 7, "__main__": 7, "__init__": 7,
@@ -113,11 +114,17 @@ def cycles(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
+# Modules a sibling may import besides its ``stats``: the probe package has no ``stats``; its ``probes`` (the
+# probes, their training and UAS on in-memory arrays: no model, no file) is its statistics, which the
+# context-mixing section runs on other maps.
+SIBLING_STATISTICS = {"helpers.probe.probes"}
+
+
 def cross_section_imports(graph: dict[str, set[str]]) -> list[str]:
-    """Imports of another section's modules other than its ``stats``."""
+    """Imports of another section's modules other than its ``stats`` (and :data:`SIBLING_STATISTICS`)."""
     return sorted(f"{m} -> {t}" for m, targets in graph.items() if section(m) in SECTIONS
                   for t in targets if section(t) in SECTIONS and section(t) != section(m)
-                  and t != f"helpers.{section(t)}" and t.split(".")[-1] != "stats")
+                  and t != f"helpers.{section(t)}" and t.split(".")[-1] != "stats" and t not in SIBLING_STATISTICS)
 
 
 def out_of_order_imports(graph: dict[str, set[str]]) -> list[str]:

@@ -21,9 +21,9 @@ PACKAGE = ROOT / "helpers"
 
 def test_each_section_once_in_the_papers_order():
     keys = [s.key for s in SECTIONS]
-    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms", "sinks"]
+    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms", "sinks", "mixing"]
     assert [s.paper for s in PAPER_SECTIONS] == ["§3", "§4.2", "§4.3", "§5", "§6"]
-    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms", "sinks"]
+    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms", "sinks", "mixing"]
     for s in SECTIONS:  # a section reads only sections before it (their reports exist when it runs)
         assert set(s.inputs) <= set(keys[: keys.index(s.key)]), s.key
 
@@ -186,7 +186,8 @@ def test_the_plan_follows_the_records_reads(monkeypatch):
 
     ctx = RunContext(small=True)
     before = model_passes("default", ctx, control=False)
-    assert sections_of(before, "gum:train") == ("5",) and sections_of(before, "gum:test") == ("4.2", "5", "norms")
+    assert sections_of(before, "gum:train") == ("5", "mixing")
+    assert sections_of(before, "gum:test") == ("4.2", "5", "norms", "mixing")
     assert sections_of(before, "segments") == ("3", "6", "norms", "sinks")  # the sinks chapter runs its record on the book model too
     assert "gum:test2" not in results.corpora(PAPER_SECTIONS)
     syntax = replace(section("syntax"), corpora=(*section("syntax").corpora, "gum:test2"))
@@ -194,6 +195,7 @@ def test_the_plan_follows_the_records_reads(monkeypatch):
     monkeypatch.setattr(results, "PAPER_SECTIONS", tuple(syntax if s.key == "syntax" else s for s in PAPER_SECTIONS))
     after = model_passes("default", ctx, control=False)
     assert sections_of(after, "gum:test2") == ("4.2",)
+    assert sections_of(after, "coreference dev (truncated)") == ("4.3", "mixing")  # the context-mixing chapter's windows
     assert [p.input for p in after if ":" in p.input] == ["gum:train", "gum:dev", "gum:test", "gum:test2", "ewt:dev"]
     assert "gum:test2" in results.corpora(results.PAPER_SECTIONS)
 
