@@ -55,7 +55,7 @@ never from ``hidden_states[-1]`` (after a decoder's final norm in transformers 5
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -83,8 +83,10 @@ HEADED: tuple[str, ...] = ("attention", "norms", "value_zeroing_heads")  # [.., 
 
 # Vectors (rows of the hidden size) one rerun chunk may hold: value zeroing reruns a layer on ``batch x units x
 # token`` rows (units: T sources, or heads x T), ALTI forms ``batch x query x key`` vectors; both are cut into
-# chunks of at most this many rows. 2**16 rows of MiniLM's FFN (384 -> 1536) hold about 0.6 GB in float32.
-MAX_ROWS = 1 << 16
+# chunks of at most this many rows. A chunk of MiniLM (384 -> 1536 -> 384) holds about 20 KB a row in float32
+# (the rerun's activations and the perturbed copies), so 2**14 rows stay near 330 MB; on a GPU pass more
+# (``max_rows=``): the cost is the same arithmetic, fewer and larger launches.
+MAX_ROWS = 1 << 14
 
 
 def check_methods(methods: Iterable[str] | None) -> tuple[str, ...]:
@@ -216,8 +218,9 @@ class LayerState:
     pairs: torch.Tensor
 
 
-def layer_states(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[list[LayerState], list[torch.Tensor]]:
-    """One forward pass: every layer's :class:`LayerState` and the values ``[batch, token, kv_head * d]``."""
+def layer_states(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Iterator[tuple[LayerState, torch.Tensor]]:
+    """One forward pass, then every layer's :class:`LayerState` with its values ``[batch, token, kv_head * d]``,
+    layer by layer (``f``, the largest piece, is formed for one layer at a time)."""
     model = lm.model
     layers = blocks(model)
     inputs: dict[int, torch.Tensor] = {}
@@ -239,20 +242,17 @@ def layer_states(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch
     if lm.causal:
         pairs = pairs & torch.ones(pairs.shape[-2:], dtype=torch.bool, device=pairs.device).tril()
     groups = kv_head_of(model.config).to(input_ids.device)
-    states, values = [], []
     for k in range(lm.n_layers):
-        x = inputs[k]
+        x = inputs.pop(k)
         alpha = torch.where(pairs[:, None], out.attentions[k].to(x.dtype), torch.zeros((), dtype=x.dtype, device=x.device))
-        v = seen.raw["value"][k]
-        values.append(v)
+        v = seen.raw["value"].pop(k)
         W = output_weight(attention_parts(model, k), lm.n_heads).to(x.dtype)  # [head, d, hidden]
         heads = v.view(*v.shape[:-1], -1, W.shape[1])  # [batch, token, kv_head, d]
         if heads.shape[-2] != lm.n_heads:
             heads = heads.index_select(-2, groups)
         f = torch.einsum("bthd,hde->bhte", heads, W)
-        u = x + seen.raw["output"][k]
-        states.append(LayerState(x, alpha, f, u, pairs))
-    return states, values
+        u = x + seen.raw["output"].pop(k)
+        yield LayerState(x, alpha, f, u, pairs), v
 
 
 def _keep_input(inputs: dict[int, torch.Tensor], k: int):
@@ -326,16 +326,16 @@ def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch
     chosen = check_methods(methods)
     model = lm.model
     with torch.inference_mode():
-        states, values = layer_states(lm, input_ids.to(lm.device), attention_mask.to(lm.device))
         layers = blocks(model)
         result: dict[str, list[torch.Tensor]] = {m: [] for m in chosen}
         grams = gram_matrices(lm) if "norms" in chosen else None
         groups = kv_head_of(model.config)
-        for k, (block, s) in enumerate(zip(layers, states)):
+        states = layer_states(lm, input_ids.to(lm.device), attention_mask.to(lm.device))
+        for k, (block, (s, values)) in enumerate(zip(layers, states)):
             if "attention" in chosen or "rollout" in chosen:
                 result.setdefault("_weights", []).append(s.alpha)
             if "norms" in chosen:
-                fnorm = transformed_norms(values[k], grams[k].to(values[k].device), groups)  # [batch, head, key]
+                fnorm = transformed_norms(values, grams[k].to(values.device), groups)  # [batch, head, key]
                 result["norms"].append(s.alpha * fnorm[:, :, None, :].to(s.alpha.dtype))
             if "value_zeroing" in chosen:
                 result["value_zeroing"].append(value_zeroing(block, s, per_head=False, max_rows=max_rows))
