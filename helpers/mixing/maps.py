@@ -264,7 +264,8 @@ def _keep_input(inputs: dict[int, torch.Tensor], k: int):
 def value_zeroing(block: Block, s: LayerState, *, per_head: bool, max_rows: int = MAX_ROWS) -> torch.Tensor:
     """Row-normalised value-zeroing map of one layer: ``[batch, query, key]``, or ``[batch, head, query, key]``
     with ``per_head``. The layer is rerun on ``u - delta`` for every unit (source ``j``, or head and source) as
-    one batch, cut into chunks of at most ``max_rows`` vectors."""
+    one batch, cut into chunks of at most ``max_rows`` vectors; only the rows a zeroing moves are rerun (half of a
+    decoder's: a source moves only the rows after it)."""
     B, H, T, _ = s.alpha.shape
     o = block.after(s.u)  # the original output, through the same arithmetic as the reruns
     if per_head:
@@ -279,9 +280,12 @@ def value_zeroing(block: Block, s: LayerState, *, per_head: bool, max_rows: int 
             delta = weights[:, start:stop, :, None] * sent[:, start:stop, None, :]
         else:
             delta = torch.einsum("bhij,bhjd->bjid", s.alpha[..., start:stop], s.f[:, :, start:stop])
-        moved = delta.abs().amax(-1) > 0  # [batch, unit, query]: rows the zeroing reaches at all
-        rerun = block.after(s.u[:, None] - delta)
-        D[:, start:stop] = torch.where(moved, cosine_distance(rerun, o[:, None]), torch.zeros((), dtype=D.dtype, device=D.device))
+        moved = delta.abs().amax(-1) > 0  # [batch, unit, query]: rows the zeroing reaches at all (a decoder's
+        # rows before the source, padding and a silent head's rows are not rerun: their distance is exactly 0)
+        rerun = block.after((s.u[:, None] - delta)[moved])  # [moved rows, hidden]
+        chunk = torch.zeros(moved.shape, dtype=D.dtype, device=D.device)
+        chunk[moved] = cosine_distance(rerun, o[:, None].expand_as(delta)[moved])
+        D[:, start:stop] = chunk
     if per_head:
         D = D.view(B, H, T, T).transpose(2, 3)  # [batch, head, query, key]
         pairs = s.pairs[:, None]
