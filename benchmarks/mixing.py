@@ -10,17 +10,29 @@ stages run from cheap to expensive, so a rise is the stage's own need). On a GPU
 stage's peak allocated device memory too. Writes benchmarks/results/latest/mixing.json (``--record``: also a dated
 recorded measurement).
 
-Measured 2026-11-27 on the shared 2-core CPU (load average about 13 from other jobs: the seconds are
-noisy, the ratios less so), all-MiniLM-L6-v2, the first 20 sentences of GUM test (22.5 tokens on average, 4 to 48),
-batches of 8, ``--max-rows`` 65536 (the default), torch threads 1 (``OMP_NUM_THREADS=1``):
+Measured 2026-11-27 at commit c7c331c on the shared 2-core CPU (Intel, 1 torch thread; a load average of 12 to 19
+from other jobs, so the seconds are noisy and only the ratios, taken in one run, carry), all-MiniLM-L6-v2, the
+first 20 sentences of GUM test (23.6 tokens on average, 4 to 54), batches of 8, ``max_rows`` 16384 (the default):
 
-======================  =========  ==============  ===================  ================
-stage                   seconds    s / sentence    ratio to the floor   peak RSS after
-======================  =========  ==============  ===================  ================
-bare forward (floor)    see below
-======================  =========  ==============  ===================  ================
+============================  ========  ============  =========  ==============
+stage                         seconds   s / sentence  x bare     peak RSS after
+============================  ========  ============  =========  ==============
+bare forward (the floor)      1.58      0.079         1.00       484 MiB
+attention                     1.76      0.088         1.11       507 MiB
+norms                         1.82      0.091         1.15       507 MiB
+rollout                       1.51      0.075         0.95       507 MiB
+alti                          4.90      0.245         3.10       625 MiB
+alti_rollout                  2.94      0.147         1.86       625 MiB
+value_zeroing                 13.1      0.653         8.25       680 MiB
+value_zeroing_heads           138       6.89          87.0       976 MiB
+all but value_zeroing_heads   13.6      0.680         8.59       976 MiB
+all                           173       8.64          109        996 MiB
+============================  ========  ============  =========  ==============
 
-(filled in from ``benchmarks/results/latest/mixing.json``; see the report of issue 52.)
+Per-layer value zeroing reruns each layer's FFN ``T`` times and per-head value zeroing ``heads x T`` times, so
+their ratios grow with sentence length (about ``T`` and ``heads x T`` times the FFN share of a forward pass);
+everything else stays within a few forward passes. An earlier run (commit 3ac9dc3: chunks of 2**16 rows, padding
+rows and a decoder's unmoved rows rerun too) took 21x for value_zeroing, 261x per head and 1855 MiB.
 """
 from __future__ import annotations
 

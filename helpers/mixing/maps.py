@@ -323,10 +323,10 @@ def alti(block: Block, s: LayerState, *, max_rows: int = MAX_ROWS) -> torch.Tens
 def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                  methods: Sequence[str] | None = None, *, max_rows: int = MAX_ROWS,
                  dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
-    """The maps of ``methods`` (default: all of :data:`METHODS`) for a right-padded batch, ``dtype`` (``None``:
-    the model's own, e.g. float64 for a test's float64 copy) on the model's device: ``[batch, layer, head, query, key]`` for ``attention``, ``norms``, ``value_zeroing_heads``,
-    ``[batch, layer, query, key]`` for the others; padding rows and columns 0 (the module docstring is the
-    contract)."""
+    """The maps of ``methods`` (default: all of :data:`METHODS`) for a right-padded batch, in ``dtype`` (``None``:
+    the model's own, e.g. float64 for a test's float64 copy) on the model's device: ``[batch, layer, head, query,
+    key]`` for ``attention``, ``norms``, ``value_zeroing_heads``, ``[batch, layer, query, key]`` for the others;
+    padding rows and columns 0 (the module docstring is the contract)."""
     chosen = check_methods(methods)
     model = lm.model
     with torch.inference_mode():

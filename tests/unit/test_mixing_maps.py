@@ -6,6 +6,8 @@ a pre-hook that removes ``alpha^h_ij v_j`` from that head's slice of the output 
 the layer's own output from a hook on the layer, so nothing from the fast path (reused weights, ``u - delta``,
 batching, the half-squared-chord distance) is shared; ALTI is a loop over ``(i, j)`` with the layer norm
 linearised by hand; rollout is a loop of numpy products. Definitions: ``../shared/paper/attribution.md``.
+Five tiny random models cover the layer layouts the maps know: BERT, MPNet (relative position bias), DistilBERT,
+GPT-2 (fused projections) and a Llama with grouped-query attention.
 
 Tolerances. The issue fixes the float32 ones: 1e-5 for rollout, value zeroing and ALTI, 1e-4 per head (value
 zeroing divides by distances of second order in the perturbation, so float32 round-off of the layer's output,
@@ -77,6 +79,22 @@ def mpnet_lm(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def distilbert_lm(tmp_path_factory):
+    """A 2-layer, 4-head random DistilBERT (its own module names, no token types), weights as :func:`bert_lm`."""
+    from transformers import DistilBertConfig, DistilBertModel, DistilBertTokenizerFast
+
+    from conftest import TOY_VOCAB
+
+    directory = tmp_path_factory.mktemp("mixing-distilbert")
+    DistilBertTokenizerFast(vocab={w: i for i, w in enumerate(TOY_VOCAB)}, do_lower_case=True).save_pretrained(directory)
+    config = DistilBertConfig(vocab_size=len(TOY_VOCAB), dim=16, n_layers=2, n_heads=4, hidden_dim=32,
+                              max_position_embeddings=64, initializer_range=0.2)
+    torch.manual_seed(0)
+    DistilBertModel(config).save_pretrained(directory)
+    return load_model(str(directory))
+
+
+@pytest.fixture(scope="module")
 def gpt2_lm(tmp_path_factory):
     """tiny_decoders' GPT-2 (fused query/key/value projection, biases, LayerNorm before attention and MLP)."""
     return load_model(str(td.save_gpt2(tmp_path_factory.mktemp("mixing-gpt2"))))
@@ -88,11 +106,12 @@ def llama_lm(tmp_path_factory):
     return load_model(str(td.save_llama(tmp_path_factory.mktemp("mixing-llama"))))
 
 
-@pytest.fixture(scope="module", params=["bert", "mpnet", "gpt2", "llama"])
+@pytest.fixture(scope="module", params=["bert", "mpnet", "distilbert", "gpt2", "llama"])
 def case(request):
     """A model, its float64 copy, its sentences and the float64 reference maps of each."""
     lm = request.getfixturevalue(f"{request.param}_lm")
-    sentences = {"bert": ENCODER_SENTENCES, "mpnet": ENCODER_SENTENCES[:2], "gpt2": DECODER_SENTENCES,
+    sentences = {"bert": ENCODER_SENTENCES, "mpnet": ENCODER_SENTENCES[:2], "distilbert": ENCODER_SENTENCES[:2],
+                 "gpt2": DECODER_SENTENCES,
                  "llama": DECODER_SENTENCES}[request.param]
     lm64 = in_float64(lm)
     batch = encode_words(lm.tokenizer, sentences)
@@ -105,9 +124,13 @@ def case(request):
 
 def modules(lm, layer):
     """``(block, value module, first value column in its output, output projection, W_O [heads * d, hidden], LN1
-    or None)`` of ``layer``, looked up by hand for BERT, MPNet, GPT-2 (one ``Conv1D`` for q | k | v, weights
-    stored ``[in, out]``) and Llama."""
+    or None)`` of ``layer``, looked up by hand for BERT, MPNet, DistilBERT, GPT-2 (one ``Conv1D`` for q | k | v,
+    weights stored ``[in, out]``) and Llama."""
     kind = lm.model.config.model_type
+    if kind == "distilbert":
+        block = lm.model.transformer.layer[layer]
+        a = block.attention
+        return block, a.v_lin, 0, a.out_lin, a.out_lin.weight.T, block.sa_layer_norm
     if kind == "llama":
         block = lm.model.layers[layer]
         out = block.self_attn.o_proj
