@@ -31,7 +31,7 @@ all                           173       8.64          109        996 MiB
 
 Per-layer value zeroing reruns each layer's FFN ``T`` times and per-head value zeroing ``heads x T`` times, so
 their ratios grow with sentence length (about ``T`` and ``heads x T`` times the FFN share of a forward pass);
-everything else stays within a few forward passes. An earlier run (commit 3ac9dc3: chunks of 2**16 rows, padding
+everything else stays within a few forward passes. An earlier run, also under load (the maps of commit fc48ae1: chunks of 2**16 rows, padding
 rows and a decoder's unmoved rows rerun too) took 21x for value_zeroing, 261x per head and 1855 MiB.
 """
 from __future__ import annotations
