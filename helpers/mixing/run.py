@@ -14,8 +14,8 @@
   per seed.
 
 Per-head value zeroing (``value_zeroing_heads``) reruns each layer heads x T times a sentence: on the CPU it is
-run on the first ``heads_sentences`` sentences of each treebank and the first ``heads_documents`` documents of
-each split (its JSON says how many); on an accelerator on everything.
+run on the first ``heads_sentences`` sentences of GUM dev and test (§4.2; not on GUM train: no §5 probe) and the first
+``heads_documents`` documents of each split (its JSON says how many); on an accelerator on everything.
 
 >>> result = run_mixing(lm, ctx, methods=("attention", "rollout"), max_sentences=50)    # doctest: +SKIP
 >>> result["rollout"]["syntax"]["relations"]["all"]["held_out_accuracy"]                # doctest: +SKIP
@@ -318,7 +318,7 @@ def score_methods(lm: LoadedModel, methods: Sequence[str], *, max_sentences: int
             sentences, batch, _ = encode_treebank(lm, TREEBANKS[name], max_sentences=limits[name], max_length=max_length,
                                                   data_dir=data_dir, cache_root=cache_root)
             data[name] = (sentences, batch)
-            heads_n = None if everything else heads_sentences
+            heads_n = None if everything else (0 if name == "train" else heads_sentences)  # CPU: no probe training
         else:
             batch, queries, _ = coref_windows(lm, name, max_documents=max_documents, max_length=max_length,
                                               data_dir=data_dir, cache_root=cache_root)
@@ -464,7 +464,7 @@ def relation_rows(results: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def example_sentence(sentences: list[Sentence], batch: EncodedBatch, *, min_words: int = 8, max_words: int = 16) -> Encoded:
+def example_sentence(sentences: list[Sentence], batch: EncodedBatch, *, min_words: int = 6, max_words: int = 12) -> Encoded:
     """The example of the chapter's figures, by rule: the first GUM test sentence (not skipped) of ``min_words`` to
     ``max_words`` words, else the first one."""
     for ex in batch.examples:
@@ -507,9 +507,10 @@ def sizes_note(results: dict[str, dict]) -> str:
         else:
             s = heads.get("syntax", {}).get("sentences", {"dev": 0, "test": 0})
             parts.append(f"per-head value zeroing, which reruns every layer heads × tokens times a sentence, on the CPU "
-                         f"only on the first {sub['sentences']} sentences of each treebank ({s['dev']} of dev and "
-                         f"{s['test']} of test scored) and the first {sub['documents']} documents of each split, so its "
-                         "scores are of other, fewer inputs than the other rows' and are not compared with them")
+                         f"only on the first {sub['sentences']} sentences of GUM dev and test ({s['dev']} and {s['test']} "
+                         f"scored; no probe trained) and the first {sub['documents']} documents of each coreference "
+                         "split, so its scores are of other, fewer inputs than the other rows' and are not compared "
+                         "with them")
     return "Scored on " + "; ".join(parts) + "." if parts else "Nothing was scored."
 
 
@@ -523,3 +524,11 @@ def sink_lines(results: dict[str, dict]) -> dict[str, list | None]:
             parts = [np.asarray(share[k]) for k in ("first", "last") if share.get(k) is not None]
             out[METHOD_NAMES[m]] = (sum(parts)).tolist() if parts else None
     return out
+
+
+def methods_note(results: dict[str, dict]) -> str:
+    """The sentence that names the methods scored (a decoder on the CPU runs fewer: :mod:`helpers.mixing.section`)."""
+    left = [METHOD_NAMES[m] for m in METHODS if m not in results]
+    return (f"Scored: {', '.join(METHOD_NAMES[m] for m in results)}"
+            + (f"; not run here: {', '.join(left)} (value zeroing reruns every layer once per token, ALTI forms a vector "
+               "per pair of tokens: minutes for a deep decoder on the CPU; an accelerator runs them all)." if left else "."))

@@ -21,12 +21,18 @@ from helpers.pipeline.extraction import encode_treebank
 from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax.stats import ALL
 
-# The book's sizes, chosen so that the chapter (the book's model, then SmolLM2 at the small sizes) adds at most
-# 30 % to the default book's cold build on the 2-core CPU; the small ones for the notebook tests.
-FULL = {"max_sentences": 200, "train_sentences": 400, "max_documents": 8, "heads_sentences": 20, "heads_documents": 1,
+# The book's sizes, chosen so that the chapter (the book's model, then the decoder at the small sizes) adds at most
+# 30 % to the default book's cold build on the 2-core CPU: value zeroing reruns every layer T times a sentence (about
+# 0.7 s of CPU a 40-token GUM sentence for the default 6 x 12 model, 5 s a 128-token coreference window; per head
+# 12 times more); the small ones for the notebook tests.
+FULL = {"max_sentences": 50, "train_sentences": 100, "max_documents": 2, "heads_sentences": 3, "heads_documents": 0,
         "epochs": 3}
-SMALL = {"max_sentences": 20, "train_sentences": 40, "max_documents": 4, "heads_sentences": 2, "heads_documents": 0,
+SMALL = {"max_sentences": 8, "train_sentences": 16, "max_documents": 1, "heads_sentences": 1, "heads_documents": 0,
          "epochs": 2}
+# What the chapter's decoder runs on the CPU beside the book's encoder: the maps of one forward pass and per-head
+# value zeroing on its subset; value zeroing per layer and ALTI cost a 30-layer decoder like SmolLM2 about 4 s and
+# 1.4 s of CPU a sentence (measured), minutes at any useful size. On an accelerator it runs every method.
+DECODER_CPU_METHODS = ("attention", "norms", "rollout", "value_zeroing_heads")
 _SETTINGS = {"methods": METHODS, "seeds": (0, 1, 2)}  # the same in both configurations
 
 
@@ -65,6 +71,12 @@ class MixingSectionReport(SectionReport):
                 "paper": {"syntax_all": {"head": row.head, "accuracy": row.accuracy, "baseline": row.baseline},
                           "coref": {"head": paper.COREF_HEAD.value, "accuracy": coref.all},
                           "probe_attn": paper.TABLE3["Attn"]}}
+
+
+def decoder_settings(lm) -> dict:
+    """The overrides of the chapter's decoder run (``SECTION.run(decoder, ctx, **decoder_settings(decoder))``): on the
+    CPU only :data:`DECODER_CPU_METHODS`; on an accelerator none (every method)."""
+    return {"methods": DECODER_CPU_METHODS} if lm.device.type == "cpu" else {}
 
 
 def _claims(report: MixingSectionReport) -> list[Claim]:

@@ -1,0 +1,164 @@
+"""The context-mixing section around the maps (helpers.mixing.run, command, section): the scoring helpers against
+slow, obvious loops on small hand-made inputs, the command's errors, and the record's sizes."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.context import RunContext
+from helpers.data.conllu_io import read_conllu
+from helpers.mixing import run as mr
+from helpers.mixing.maps import METHODS
+from helpers.mixing.section import SECTION
+from helpers.syntax.stats import ALL, DIRECTIONS, HeadScorer
+from tolerances import round_off
+
+
+# ------------------------------------------------------------------------------------------- §4.2
+
+
+def _accuracy_loop(maps: dict, sentences, d: int, l: int, h: int, relation: str) -> float:
+    """Percent of counted words of ``relation`` whose most-attended other word (specials excluded; head-to-dependent:
+    the transposed map) is the gold head: the paper's rule, one word at a time."""
+    hits = total = 0
+    for i, s in enumerate(sentences):
+        a = maps[i][l, h] if d == 0 else maps[i][l, h].T
+        for w in range(len(s)):
+            if s.heads[w] == 0 or (relation != ALL and s.deprels[w] != relation):
+                continue
+            best, pick = -np.inf, None
+            for c in range(len(s)):
+                if c != w and a[w + 1, c + 1] > best:
+                    best, pick = a[w + 1, c + 1], c + 1
+            hits += pick == s.heads[w]
+            total += 1
+    return 100.0 * hits / total
+
+
+def test_held_out_chooses_on_dev_and_scores_on_test(toy_conllu):
+    sentences = read_conllu(toy_conllu)
+    rng = np.random.default_rng(0)
+    layers, units = 2, 3
+    maps = {k: {i: rng.random((layers, units, len(s) + 2, len(s) + 2)).astype(np.float32) for i, s in enumerate(sentences)}
+            for k in ("dev", "test")}
+    scored = {}
+    for k in maps:
+        scorer = HeadScorer()
+        for i, s in enumerate(sentences):
+            scorer.update(maps[k][i], s, index=i)
+        scored[k] = scorer.result()
+    rows = mr.held_out(scored["dev"], scored["test"], [ALL, "det"], units, n_boot=50)
+    for relation in (ALL, "det"):
+        # the slow reference: every unit's dev accuracy, ties to the lowest layer, head, then direction
+        dev = {(l, h, d): _accuracy_loop(maps["dev"], sentences, d, l, h, relation)
+               for l, h, d in itertools.product(range(layers), range(units), range(2))}
+        l, h, d = max(dev, key=lambda k: (dev[k], -k[0], -k[1], -k[2]))
+        row = rows[relation]
+        assert row["unit"] == f"{l + 1}-{h + 1}" and row["direction"] == DIRECTIONS[d]
+        assert row["held_out_accuracy"] == pytest.approx(_accuracy_loop(maps["test"], sentences, d, l, h, relation), abs=1e-4)
+        lo, hi = row["held_out_ci"]
+        assert lo <= row["held_out_accuracy"] <= hi
+
+
+def test_unit_labels_are_one_based():
+    assert mr.unit_label(0, 0, 12) == "1-1" and mr.unit_label(5, 11, 12) == "6-12"
+    assert mr.unit_label(3, 0, 1) == "L4"  # a layer map: one unit a layer
+
+
+# ---------------------------------------------------------------------------------- agreements
+
+
+def _example(index: int, n_words: int, lead: int = 1, trail: int = 1):
+    from helpers.core.encoding import Encoded
+
+    return Encoded(index, np.zeros(n_words + lead + trail, np.int64), np.arange(n_words + lead + trail), n_words,
+                   tuple("w" * n_words), lead, trail)
+
+
+def test_special_shares_are_the_mean_row_share_on_the_first_and_last_position():
+    rng = np.random.default_rng(1)
+    maps = {0: rng.random((2, 3, 5, 5)), 1: rng.random((2, 3, 4, 4)) * 7}  # rows not normalised: the share normalises
+    out = mr.special_shares(maps, [_example(0, 3), _example(1, 2)])
+    for layer in range(2):
+        first = last = 0.0
+        for a in maps.values():
+            for h in range(3):
+                for i in range(a.shape[-1]):
+                    first += a[layer, h, i, 0] / a[layer, h, i].sum() / (3 * a.shape[-1])
+                    last += a[layer, h, i, -1] / a[layer, h, i].sum() / (3 * a.shape[-1])
+        assert out["first"][layer] == pytest.approx(first / 2, abs=1e-4)
+        assert out["last"][layer] == pytest.approx(last / 2, abs=1e-4)
+    decoder = mr.special_shares({0: maps[0][..., :4, :4]}, [_example(0, 3, 1, 0)])
+    assert decoder["last"] is None and len(decoder["first"]) == 2  # a decoder has no [SEP]
+
+
+def test_squared_norm_agreement_against_a_loop():
+    rng = np.random.default_rng(2)
+    b, L, H, T = 2, 2, 3, 5
+    norms = torch.from_numpy(rng.random((b, L, H, T, T)))
+    mask = torch.tensor([[1] * T, [1] * (T - 1) + [0]])
+    norms[1, ..., T - 1, :] = 0
+    norms[1, ..., :, T - 1] = 0
+    squared = norms ** 2 / (norms ** 2).sum(-1, keepdim=True).clamp_min(1e-300)
+    exact = {}
+    mr.squared_norm_agreement(squared, norms, mask, exact)
+    # r = 1 up to float64 round-off of sums over the T positions (norms, products, the square root)
+    assert np.allclose(exact["r"], 1.0, rtol=0, atol=round_off(1.0, 4 * T, eps=np.finfo(np.float64).eps))
+    assert exact["same"] == exact["rows"]
+    assert exact["rows"] == L * H * (T + T - 1)
+    vz = torch.from_numpy(rng.random((b, L, H, T, T)))
+    got = {}
+    mr.squared_norm_agreement(vz, norms, mask, got)
+    want, same = [], 0
+    for k in range(b):
+        t = int(mask[k].sum())
+        for l, h, i in itertools.product(range(L), range(H), range(t)):
+            x, y = vz[k, l, h, i, :t].numpy(), squared[k, l, h, i, :t].numpy()
+            want.append(np.corrcoef(x, y)[0, 1])
+            same += int(x.argmax() == y.argmax())
+    assert np.allclose(sorted(got["r"]), sorted(want), rtol=0, atol=round_off(1.0, 4 * T, eps=np.finfo(np.float64).eps))
+    assert got["same"] == same
+
+
+# ------------------------------------------------------------------------------------ the command
+
+
+def _parse(argv):
+    from helpers.cli import build_parser
+
+    return build_parser().parse_args(["mixing", *argv])
+
+
+def test_an_unknown_method_is_one_line_naming_the_choices(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _parse(["--methods", "alti,rollouts"])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and "\n" not in err
+    assert "rollouts" in err and all(m in err for m in METHODS)
+    with pytest.raises(SystemExit) as exit_:
+        _parse(["--methods", ","])
+    assert exit_.value.code == 2 and "none given" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value", [("--max-sentences", "0"), ("--seeds", "0"), ("--epochs", "x"),
+                                           ("--heads-sentences", "-1")])
+def test_bad_sizes_exit_2(option, value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _parse([option, value])
+    assert exit_.value.code == 2 and option in capsys.readouterr().err
+
+
+def test_methods_keep_the_tables_order():
+    assert _parse(["--methods", "alti, attention,alti"]).methods == ("attention", "alti")
+    assert _parse(["--heads-sentences", "0"]).heads_sentences == 0  # 0: per-head value zeroing on nothing on the CPU
+
+
+def test_the_record_sizes():
+    full, small = SECTION.settings(RunContext(small=False)), SECTION.settings(RunContext(small=True))
+    assert full["methods"] == small["methods"] == METHODS and full["seeds"] == small["seeds"] == (0, 1, 2)
+    for k in ("max_sentences", "train_sentences", "max_documents", "heads_sentences", "epochs"):
+        assert small[k] <= full[k], k
+    assert SECTION.paper is None and SECTION.inputs == ()
