@@ -83,9 +83,9 @@ HEADED: tuple[str, ...] = ("attention", "norms", "value_zeroing_heads")  # [.., 
 
 # Vectors (rows of the hidden size) one rerun chunk may hold: value zeroing reruns a layer on ``batch x units x
 # token`` rows (units: T sources, or heads x T), ALTI forms ``batch x query x key`` vectors; both are cut into
-# chunks of at most this many rows. A chunk of MiniLM (384 -> 1536 -> 384) holds about 20 KB a row in float32
-# (the rerun's activations and the perturbed copies), so 2**14 rows stay near 330 MB; on a GPU pass more
-# (``max_rows=``): the cost is the same arithmetic, fewer and larger launches.
+# chunks of at most this many rows. Measured (benchmarks/mixing.py, MiniLM, batches of 8 up to 54 tokens): the
+# process peaks under 1 GB with per-head value zeroing, 2**16 rows took it to 1.9 GB. On a GPU pass more
+# (``max_rows=``): the same arithmetic in fewer, larger launches.
 MAX_ROWS = 1 << 14
 
 
@@ -132,7 +132,8 @@ def blocks(model: nn.Module) -> list[Block]:
     if kind in LLAMA_LIKE:
         return [Block(b, _decoder_after(b.post_attention_layernorm, b.mlp), None) for b in _base(model, "layers")]
     raise NotImplementedError(
-        f"model type {kind!r}: the mixing maps know the layers of {', '.join((*BERT_LIKE, 'mpnet', 'distilbert', 'gpt2', *LLAMA_LIKE))}; "
+        f"model type {kind!r}: the mixing maps know the layers of "
+        f"{', '.join((*BERT_LIKE, 'mpnet', 'distilbert', 'gpt2', *LLAMA_LIKE))}; "
         "add its post-attention modules to helpers.mixing.maps.blocks")
 
 
@@ -218,7 +219,8 @@ class LayerState:
     pairs: torch.Tensor
 
 
-def layer_states(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Iterator[tuple[LayerState, torch.Tensor]]:
+def layer_states(lm: LoadedModel, input_ids: torch.Tensor,
+                 attention_mask: torch.Tensor) -> Iterator[tuple[LayerState, torch.Tensor]]:
     """One forward pass, then every layer's :class:`LayerState` with its values ``[batch, token, kv_head * d]``,
     layer by layer (``f``, the largest piece, is formed for one layer at a time)."""
     model = lm.model
@@ -244,7 +246,8 @@ def layer_states(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch
     groups = kv_head_of(model.config).to(input_ids.device)
     for k in range(lm.n_layers):
         x = inputs.pop(k)
-        alpha = torch.where(pairs[:, None], out.attentions[k].to(x.dtype), torch.zeros((), dtype=x.dtype, device=x.device))
+        zero = torch.zeros((), dtype=x.dtype, device=x.device)
+        alpha = torch.where(pairs[:, None], out.attentions[k].to(x.dtype), zero)
         v = seen.raw["value"].pop(k)
         W = output_weight(attention_parts(model, k), lm.n_heads).to(x.dtype)  # [head, d, hidden]
         heads = v.view(*v.shape[:-1], -1, W.shape[1])  # [batch, token, kv_head, d]

@@ -17,8 +17,6 @@ division: :data:`FLOAT64` below, far under any of the planted defects (which mov
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
