@@ -334,12 +334,16 @@ def score_methods(lm: LoadedModel, methods: Sequence[str], *, max_sentences: int
             found = word_maps(lm, subset, asked, batch_size=HEADS_BATCH, compare=compare) if subset else {HEADS_METHOD: {}}
             maps[HEADS_METHOD][key] = found[HEADS_METHOD]
     (train_s, train_b), (dev_s, dev_b), (test_s, test_b) = data["train"], data["dev"], data["test"]
+    inputs = {name: {"read": len(data[name][1].examples) + len(data[name][1].skipped), "skipped": len(data[name][1].skipped)}
+              for name in TREEBANKS}  # skipped: longer than max_length tokens
+    inputs.update({f"documents_{s}": {"read": len(data["coref-" + s][0].examples) + len(data["coref-" + s][0].skipped),
+                                      "skipped": len(data["coref-" + s][0].skipped)} for s in COREF_SPLITS})
     windows = {s: data["coref-" + s] for s in COREF_SPLITS}
     baselines = coref_baselines(windows["test"][1])
     out = {}
     for m in methods:
         got = maps[m]
-        result = {"method": m, "name": METHOD_NAMES[m]}
+        result = {"method": m, "name": METHOD_NAMES[m], "inputs": inputs}
         if got["treebank-test"] and got["treebank-dev"]:
             result["unit"] = "head" if next(iter(got["treebank-test"].values())).shape[1] > 1 else "layer"
             result["syntax"] = score_syntax(got["treebank-dev"], got["treebank-test"], dev_s, test_s, causal=lm.causal)
@@ -492,13 +496,19 @@ def example_maps(lm: LoadedModel, results: dict[str, dict], example: Encoded) ->
 def sizes_note(results: dict[str, dict]) -> str:
     """The sentence that says what the scores were computed on (from the results themselves): sentences of GUM dev,
     test and train, coreference documents, and per-head value zeroing's subset."""
-    plain = next((r for m, r in results.items() if m != HEADS_METHOD and r.get("syntax")), None)
+    plain = next((r for m, r in results.items() if m != HEADS_METHOD and r.get("inputs")), None)
     parts = []
     if plain is not None:
-        s, p, c = plain["syntax"]["sentences"], plain.get("probe", {}).get("sentences", {}), plain["coref"]["documents"]
-        parts.append(f"the first {s['dev']} sentences of GUM dev and {s['test']} of GUM test (§4.2, and §5's "
-                     f"development and test sets), the first {p.get('train', 0)} sentences of GUM train (§5's training "
-                     f"set) and the first {c['dev']} and {c['test']} documents of the dev and test coreference splits (§4.3)")
+        i = plain["inputs"]
+
+        def read(name: str) -> str:
+            left = f" ({i[name]['skipped']} left out: longer than the length limit)" if i[name]["skipped"] else ""
+            return f"{i[name]['read']}{left}"
+
+        parts.append(f"the first sentences of GUM dev and test ({read('dev')} and {read('test')}; §4.2, and §5's "
+                     f"development and test sets), the first {read('train')} sentences of GUM train (§5's training "
+                     f"set) and the first documents of the dev and test coreference splits ({read('documents_dev')} and "
+                     f"{read('documents_test')}; §4.3, each document's first window)")
     heads = results.get(HEADS_METHOD)
     if heads is not None:
         sub = heads["subset"]

@@ -32,6 +32,7 @@ def test_mixing_command_scores_each_method(tiny_model_dir, toy_data, tmp_path, m
     assert len(weights["probe"]["runs"]) == 2 and weights["probe"]["sentences"]["train"] > 0
     assert heads["subset"] == {"everything": False, "sentences": 1, "documents": 1}  # the CPU: its subset
     assert heads["syntax"]["sentences"] == {"dev": 1, "test": 1}
+    assert weights["inputs"]["test"]["read"] == weights["syntax"]["sentences"]["test"] + weights["inputs"]["test"]["skipped"]
     assert heads["squared_norms"]["rows"] > 0 and -1 <= heads["squared_norms"]["median_r"] <= 1
     assert len(weights["special_share"]["first"]) == len(weights["special_share"]["last"]) == 2  # the tiny BERT's layers
 
