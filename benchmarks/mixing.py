@@ -107,6 +107,7 @@ def main() -> None:
                         "peak_rss_mib_after": round(peak_rss_mib(), 1)}
         if peak is not None:
             stages[name]["peak_cuda_mib"] = round(peak, 1)
+        print(f"{name}: {seconds:.2f} s, {seconds / floor:.2f}x the bare forward pass", flush=True)  # progress
     for s in stages.values():
         s["seconds_per_sentence"] = round(s["seconds"] / n, 4)
 
