@@ -29,6 +29,25 @@ all but value_zeroing_heads   13.6      0.680         8.59       976 MiB
 all                           173       8.64          109        996 MiB
 ============================  ========  ============  =========  ==============
 
+SmolLM2-135M-Instruct (``--model smollm2``, 30 layers x 9 heads, 3 key-value heads), the same 20 sentences (22.9
+tokens on average, 3 to 60), same settings and day, at commit fe12991, a load average of 18 to 23 (so noisier still:
+"all" came out faster than per-head value zeroing alone, which only contention explains):
+
+============================  ========  ============  =========  ==============
+stage                         seconds   s / sentence  x bare     peak RSS after
+============================  ========  ============  =========  ==============
+bare forward (the floor)      8.03      0.40          1.00       898 MiB
+attention                     9.47      0.47          1.18       947 MiB
+norms                         10.7      0.54          1.33       959 MiB
+rollout                       9.96      0.50          1.24       959 MiB
+alti                          17.0      0.85          2.11       1174 MiB
+alti_rollout                  15.6      0.78          1.94       1174 MiB
+value_zeroing                 87.6      4.38          10.9       1174 MiB
+value_zeroing_heads           677       33.8          84.3       1351 MiB
+all but value_zeroing_heads   58.4      2.92          7.27       1445 MiB
+all                           403       20.2          50.2       1458 MiB
+============================  ========  ============  =========  ==============
+
 Per-layer value zeroing reruns each layer's FFN ``T`` times and per-head value zeroing ``heads x T`` times, so
 their ratios grow with sentence length (about ``T`` and ``heads x T`` times the FFN share of a forward pass);
 everything else stays within a few forward passes. An earlier run, also under load (the maps of commit fc48ae1: chunks of 2**16 rows, padding
