@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar, runtime_checkable
 
+from helpers.core.batching import CPU_STAT_BYTES, DEVICE_STAT_BYTES, length_groups, stat_chunks  # noqa: F401 (re-exported)
+
 
 @runtime_checkable
 class Accumulator(Protocol):
@@ -40,13 +42,6 @@ class Accumulator(Protocol):
 
 A = TypeVar("A", bound=Accumulator)
 
-# Bytes of float64 working arrays a batched statistic may hold at once on the CPU (a batch of maps is cut into
-# as many examples as fit, at least one) and on an accelerator: ``[batch, layer, head, query, key]`` in float64
-# is 8 bytes an entry, so 64 MiB is 7 segments of the default model's 6 x 12 heads at 128 tokens on the CPU
-# (in the CPU's caches' reach, and far from the 3 GB a process may use), and 1 GiB a whole batch of 32 of them,
-# or 3 of a 16 x 32-head model's, on a GPU. :func:`stat_chunks` cuts by them.
-CPU_STAT_BYTES = 64 * 2**20
-DEVICE_STAT_BYTES = 2**30
 
 
 def stage_device(lm) -> str | None:
@@ -54,15 +49,6 @@ def stage_device(lm) -> str | None:
     when it is an accelerator (``cuda`` ...), ``None`` on the CPU, where they keep their NumPy/CPU path."""
     device = getattr(lm, "device", None)
     return None if device is None or str(device).split(":")[0] == "cpu" else str(device)
-
-
-def stat_chunks(n_examples: int, bytes_per_example: int, device) -> list[slice]:
-    """Consecutive slices of ``n_examples`` (a batch) whose working arrays stay within :data:`CPU_STAT_BYTES` on
-    the CPU or :data:`DEVICE_STAT_BYTES` on an accelerator (``device``, a torch device or its name), each at
-    least one example: a batch is sized by memory, not by a count."""
-    budget = CPU_STAT_BYTES if str(device).split(":")[0] == "cpu" else DEVICE_STAT_BYTES
-    size = max(1, budget // max(1, int(bytes_per_example)))
-    return [slice(i, min(i + size, n_examples)) for i in range(0, n_examples, size)]
 
 
 def merge_all(parts: Iterable[A], into: A) -> A:

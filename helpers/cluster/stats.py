@@ -89,7 +89,7 @@ def batch_js(maps: torch.Tensor | np.ndarray, lengths, *, chunk: int | None = No
     corners: padding never enters a sum), as many per step as fit :data:`CHUNK_ELEMENTS` on the CPU (there
     one segment at a time, whose sums are those of :func:`segment_js`, bit for bit: tested) or
     :data:`DEVICE_CHUNK_ELEMENTS` on an accelerator; ``chunk`` is heads per step as in :func:`segment_js`."""
-    from helpers.surface.stats import length_groups
+    from helpers.core.batching import length_groups
 
     A_all = torch.as_tensor(maps)
     if device is not None:

@@ -185,31 +185,3 @@ class MapBatch:
             n = int(self.lengths[b])
             maps = (self.weights[b, :, :, :n, :n],) + (() if self.norms is None else (self.norms[b, :, :, :n, :n],))
             yield (ex, *maps)
-
-
-def iter_map_batches(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, batch_size: int = 32,
-                     maps: str = "weights", level: Level = "token", word_mode: WordMode = "mean") -> Iterator[MapBatch]:
-    """:class:`MapBatch` es of a corpus, one per forward pass (length buckets of ``batch_size``, cut by
-    :func:`forward_parts`: the passes, and so the maps, of :func:`iter_attention`), left on the model's device.
-    ``maps`` is ``"weights"`` or ``"weights+norms"`` (one pass gives both: :mod:`helpers.core.norm_maps`); at
-    ``level="word"`` (weights only) the batch's word-level maps, converted batched there (:func:`batch_maps`)."""
-    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
-    if level == "word" and maps != "weights":
-        raise ValueError(f"maps {maps!r}: word-level batches hold weights only")
-    for group in bucket(examples, batch_size=batch_size):
-        for part in forward_parts(lm, group):
-            if level == "word":
-                words = padded_word_maps(forward_attentions(lm, part), part, word_mode=word_mode)
-                yield MapBatch(part, words, lengths=[ex.n_positions for ex in part])
-                del words
-                continue
-            if maps == "weights+norms":
-                from helpers.core.norm_maps import forward_weights_and_norms
-
-                attn, norms = forward_weights_and_norms(lm, part)
-            elif maps == "weights":
-                attn, norms = forward_attentions(lm, part).float(), None
-            else:
-                raise ValueError(f"maps {maps!r}: batches hold 'weights' or 'weights+norms'")
-            yield MapBatch(part, attn, norms)
-            del attn, norms

@@ -150,7 +150,7 @@ def batch_head_predictions(maps, sizes: Sequence[int], n_words: Sequence[int], q
     :func:`helpers.reduce.stat_chunks`."""
     import torch
 
-    from helpers.reduce import stat_chunks
+    from helpers.core.batching import stat_chunks
 
     A = torch.as_tensor(maps)
     B, L, H, P = A.shape[:4]

@@ -239,8 +239,7 @@ def batch_kind_shares(maps, lengths, masks: list[dict[str, np.ndarray]]) -> np.n
     up to the order of the float64 sums (tested); only the ``[batch, kind, layer, head]`` values leave the device."""
     import torch
 
-    from helpers.reduce import stat_chunks
-    from helpers.surface.stats import length_groups
+    from helpers.core.batching import length_groups, stat_chunks
 
     M_all = torch.as_tensor(maps)
     B, L, H = M_all.shape[:3]
@@ -267,8 +266,7 @@ def batch_spearman(a, b, lengths, *, torch_ranks: bool | None = None) -> np.ndar
     ``torch_ranks`` chooses the second path (default: on an accelerator; tests run it on the CPU)."""
     import torch
 
-    from helpers.reduce import stat_chunks
-    from helpers.surface.stats import length_groups
+    from helpers.core.batching import length_groups, stat_chunks
 
     a, b = torch.as_tensor(a), torch.as_tensor(b)
     B, L, H = a.shape[:3]

@@ -371,7 +371,7 @@ def _shard_stream(lm, shard: list, *, level: str, word_mode: str, batch_size: in
     if batches:
         if maps == "norms" or (level != "token" and maps != "weights"):
             raise ValueError(f"batches of maps are weights or token-level weights+norms (got {level!r}, {maps!r})")
-        from helpers.core.extract import iter_map_batches
+        from helpers.core.map_batches import iter_map_batches
 
         return iter_map_batches(lm, shard, batch_size=batch_size, maps=maps, level=level, word_mode=word_mode)
     if maps == "weights+norms":

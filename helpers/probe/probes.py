@@ -507,8 +507,8 @@ class ResidentBatches(Sequence):
     def nbytes(batches: Sequence[Batch]) -> int:
         """The bytes ``batches`` take held on a device (float16 features and ROOT parts, the rest as they are),
         from their shapes alone (spilled batches: from their index, nothing read)."""
-        index = getattr(batches, "index", None)
-        if index is not None:
+        index = getattr(batches, "index", None)  # spilled batches' index (a list's .index is a method)
+        if isinstance(index, dict):
             K2, dim = 2 * index["n_maps"], index["dim"]
             return sum(len(e["indices"]) * e["n"] * ((e["n"] + 1) * K2 * 2 + K2 * 4 + dim * 4 + (e["n"] + 1) + 10)
                        for e in index["batches"])
@@ -597,8 +597,7 @@ def greedy_uas(model: nn.Module, data: ProbeData, *, batch_size: int | None = No
     device = _device_of(model) if device is None else torch.device(device)
     if batch_size is None and data.spilled is None:
         batch_size = data.batch_size or 64
-    correct = torch.zeros((), dtype=torch.long, device=device)
-    total = torch.zeros((), dtype=torch.long, device=device)
+    correct = total = 0  # become tensors on the batches' device at the first sum (one transfer, at the end)
     model.eval()
     with torch.no_grad():
         batches = _for_model(batches_on(data, batch_size, device), model)

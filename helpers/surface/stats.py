@@ -156,14 +156,6 @@ def segment_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[s
     }
 
 
-def length_groups(lengths) -> list[tuple[int, list[int]]]:
-    """``[(n, positions)]``: the positions in a batch of the examples of each length ``n`` (``lengths``
-    ``[batch]``), by increasing ``n``. A length bucket holds few lengths; batched statistics take each group's
-    ``[:n, :n]`` corner as one tensor, so padding never enters a sum."""
-    groups: dict[int, list[int]] = {}
-    for b, n in enumerate(np.asarray(lengths).tolist()):
-        groups.setdefault(int(n), []).append(b)
-    return sorted(groups.items())
 
 
 def batch_statistics(maps, lengths, masks: list[dict[str, np.ndarray]], *,
@@ -179,7 +171,7 @@ def batch_statistics(maps, lengths, masks: list[dict[str, np.ndarray]], *,
     ``torch_kernels`` chooses the torch path (default: off the CPU; tests run it on the CPU)."""
     import torch
 
-    from helpers.reduce import stat_chunks
+    from helpers.core.batching import length_groups, stat_chunks
 
     A_all = torch.as_tensor(maps)
     B, L, H = A_all.shape[:3]

@@ -17,7 +17,8 @@ import torch
 from helpers.cluster.stats import JSAccumulator, batch_js, segment_js
 from helpers.core.extract import MapBatch
 from helpers.norms.stats import batch_kind_shares, batch_spearman, kind_shares, spearman_per_head
-from helpers.reduce import CPU_STAT_BYTES, DEVICE_STAT_BYTES, reduce_stream, stat_chunks
+from helpers.core.batching import CPU_STAT_BYTES, DEVICE_STAT_BYTES, stat_chunks
+from helpers.reduce import reduce_stream
 from helpers.surface.stats import batch_statistics, segment_statistics
 from helpers.segment_pass import SegmentAccumulator
 from tests.tolerances import EPS64, round_off
@@ -133,7 +134,7 @@ def test_padding_never_leaks():
 
 
 def _stream(weights, norms, lengths, sizes):
-    """The batches of a pass (``sizes`` examples each), as :func:`helpers.core.extract.iter_map_batches` yields them."""
+    """The batches of a pass (``sizes`` examples each), as :func:`helpers.core.map_batches.iter_map_batches` yields them."""
     start = 0
     for size in sizes:
         part = slice(start, start + size)

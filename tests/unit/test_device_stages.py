@@ -23,6 +23,8 @@ def placement(monkeypatch):
     and leave the tensors on the CPU (anything else goes through). Yields the list of recorded ``(what, device)``."""
     seen: list[tuple[str, str]] = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # the probes ask how much device memory is free before holding their batches there (plenty, here)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (16 << 30, 80 << 30))
     module_to, tensor_to = nn.Module.to, torch.Tensor.to
 
     def device_of(args, kwargs):
