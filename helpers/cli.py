@@ -62,6 +62,8 @@ def cmd_info(args: argparse.Namespace) -> dict:
         }
         if lm.causal:
             out["model"].update(kv_heads=lm.n_kv_heads, bos=lm.bos)
+        if lm.dtype != "float32":  # float32 keeps the layout it always had
+            out["model"]["dtype"] = lm.dtype
     try:
         root = config.data_dir(args.data_dir)
         check = verify(root)
@@ -306,6 +308,18 @@ def check_model_option(args: argparse.Namespace) -> int | None:
     return check_model(name, cache_root=args.cache_dir, option=option, random_init=args.random_init)
 
 
+def check_dtype_option(args: argparse.Namespace) -> None:
+    """``$BERT_ATTENTION_DTYPE`` names a dtype (``--dtype`` was checked by argparse); float16 weights on the CPU get a
+    one-line note: they work, but the CPU's float16 matrix products are several times slower than float32's."""
+    if not hasattr(args, "dtype"):
+        return
+    dtype = config.requested_dtype(args.dtype)
+    device = config.requested_device(getattr(args, "device", None))
+    if dtype == "float16" and (device is None or str(device).startswith("cpu")):
+        print("note: --dtype float16 on the CPU is slow (its float16 matrix products are not vectorised); "
+              "bfloat16 is the CPU's half precision", file=sys.stderr)
+
+
 def check_max_length(args: argparse.Namespace, limit: int | None) -> None:
     """``--max-length`` fits the model's positions, for commands whose inputs are words (segment commands
     check the segments they build)."""
@@ -334,6 +348,7 @@ def preflight(args: argparse.Namespace) -> None:
     if hasattr(args, "engine"):
         Execution.from_args(args)  # --engine, --workers and --address agree; Dask installed if asked for
     check_cache(args)
+    check_dtype_option(args)
     limit = check_model_option(args)
     spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
     if spec == "segments":

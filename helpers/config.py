@@ -23,6 +23,7 @@ COMPARE_ENV = "BERT_ATTENTION_COMPARE"  # comma-separated SPECs: the models of t
 DEVICE_ENV = "BERT_ATTENTION_DEVICE"    # the torch device models are loaded on (a command's --device wins)
 NO_BOS_ENV = "BERT_ATTENTION_NO_BOS"   # a decoder's inputs without its BOS token (a command's --no-bos wins)
 KEEP_MAPS_ENV = "BERT_ATTENTION_KEEP_MAPS"  # keep every map in the cache, also those only one pass reads
+DTYPE_ENV = "BERT_ATTENTION_DTYPE"      # the dtype models' weights are loaded in (a command's --dtype wins)
 DECODER_ENV = "BERT_ATTENTION_DECODER"  # the decoder of the chapter on attention sinks (default: smollm2 if installed)
 ASSETS_ENV = "BOOK_ASSETS_DIR"          # where the book's JavaScript libraries were installed (npm)
 
@@ -153,6 +154,32 @@ def requested_device(device=None):
         return check_device(text, instead=f"{DEVICE_ENV}=cpu or unset it")
     except ValueError as err:
         raise ValueError(f"${DEVICE_ENV}: {err}") from None
+
+
+# The dtypes a model's weights may be loaded in (``--dtype``); the first is the default.
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+
+
+def check_dtype(text: str) -> str:
+    """``text`` when it is one of :data:`DTYPES`, else a :class:`ValueError` listing them."""
+    if text not in DTYPES:
+        raise ValueError(f"{text!r} is not a weights dtype; choose one of {', '.join(DTYPES)}")
+    return text
+
+
+def requested_dtype(dtype: str | None = None) -> str | None:
+    """The weights dtype asked for: ``dtype`` when given (a command's ``--dtype`` wins), else
+    ``$BERT_ATTENTION_DTYPE`` checked by :func:`check_dtype` (an error names the variable), else ``None``
+    (float32)."""
+    if dtype is not None:
+        return check_dtype(str(dtype))
+    text = env_text(DTYPE_ENV)
+    if text is None:
+        return None
+    try:
+        return check_dtype(text)
+    except ValueError as err:
+        raise ValueError(f"${DTYPE_ENV}: {err}") from None
 
 
 def compare_specs() -> str | None:

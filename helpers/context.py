@@ -3,7 +3,7 @@
 The entry points (the CLI, a chapter notebook, the comparison's child process) build it once, from
 their options and the environment (:meth:`RunContext.from_env`: ``$BERT_ATTENTION_DATA``,
 ``$BERT_ATTENTION_CACHE``, ``$BERT_ATTENTION_SMALL``, ``$BERT_ATTENTION_REFRESH``, ``$BERT_ATTENTION_DEVICE``,
-and the others :meth:`RunContext.from_env` names); everything below takes it, or the explicit arguments it
+``$BERT_ATTENTION_DTYPE`` and the others :meth:`RunContext.from_env` names); everything below takes it, or the explicit arguments it
 fills, and never reads the environment itself: this module and the CLI are the only callers of
 :mod:`helpers.config`'s readers (``tests/unit/test_sections.py`` checks it).
 
@@ -11,7 +11,7 @@ A folder, device or model left unnamed below an entry point (``cache_root=None``
 ``device=None``) is the one of the context in force (:func:`current`: the one a
 :meth:`RunContext.active` block made active; the CLI and every section's run make theirs active), and
 outside any (a library call such as ``helpers.load_treebank("gum:dev")``) what :meth:`RunContext.from_env`
-would read: :func:`cache_folder`, :func:`data_folder`, :func:`device_for`, :func:`model_for`,
+would read: :func:`cache_folder`, :func:`data_folder`, :func:`device_for`, :func:`dtype_for`, :func:`model_for`,
 :func:`hub_offline` and :func:`assets_folder` resolve them, here.
 
 >>> from helpers.context import RunContext
@@ -111,6 +111,14 @@ def device_for(device=None):
     return config.requested_device(device)
 
 
+def dtype_for(dtype: str | None = None) -> str:
+    """The dtype a model's weights are loaded in: ``dtype`` when given (checked); else the context in force's, else
+    ``$BERT_ATTENTION_DTYPE`` (checked, the error naming the variable), else ``"float32"``."""
+    if dtype is None:
+        dtype = _in_force("dtype")
+    return config.requested_dtype(dtype) or config.DTYPES[0]
+
+
 def model_for(name: str | None = None) -> str | None:
     """``name`` when given; else the book's model of the context in force, else ``$BERT_ATTENTION_MODEL``,
     else ``None`` (the offline default)."""
@@ -146,7 +154,7 @@ class RunContext:
     """Where and how to run: the corpora (``data_dir``) and cache (``cache_dir``) folders, the small (test)
     configuration (``small``), recomputing cached results (``refresh``), progress bars (``progress``), the
     execution engine (``execution``: a :class:`helpers.pipeline.engine.Execution`, ``None`` = this
-    process), the torch ``device`` models are loaded on, the book's ``model`` (``None``: the offline
+    process), the torch ``device`` models are loaded on and the ``dtype`` of their weights (``None``: float32), the book's ``model`` (``None``: the offline
     default), the comparison's models (``compare``: SPECs as written, ``None``: the default list), whether
     the Hugging Face hub is forbidden (``offline``), where the book's JavaScript libraries are
     (``assets_dir``), whether maps that only one pass reads are kept in the cache too (``keep_maps``; they
@@ -162,6 +170,7 @@ class RunContext:
     progress: bool = False
     execution: Any = None
     device: str | None = None
+    dtype: str | None = None
     model: str | None = None
     compare: str | None = None
     offline: bool | None = None
@@ -173,10 +182,11 @@ class RunContext:
     @classmethod
     def from_env(cls, *, data_dir=None, cache_dir=None, small: bool | None = None, refresh: bool | None = None,
                  progress: bool = False, execution: Any = None, device: str | None = None,
-                 no_bos: bool | None = None, keep_maps: bool | None = None) -> "RunContext":
+                 no_bos: bool | None = None, keep_maps: bool | None = None,
+                 dtype: str | None = None) -> "RunContext":
         """The context of an entry point: each argument given wins, the rest comes from the environment
         (read here, once: ``$BERT_ATTENTION_DATA``, ``_CACHE``, ``_SMALL``, ``_REFRESH``, ``_MODEL``,
-        ``_COMPARE``, ``_DEVICE``, ``_NO_BOS``, ``_KEEP_MAPS``, ``_DECODER``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
+        ``_COMPARE``, ``_DEVICE``, ``_DTYPE``, ``_NO_BOS``, ``_KEEP_MAPS``, ``_DECODER``, ``$HF_HUB_OFFLINE``, ``$BOOK_ASSETS_DIR``) or the defaults of
         :mod:`helpers.config`. The folders are resolved now; a corpora folder that cannot be found is left
         unresolved, so that the first read of a corpus says why."""
         try:
@@ -187,6 +197,7 @@ class RunContext:
                    small=config.small_run() if small is None else bool(small),
                    refresh=config.refresh_results() if refresh is None else bool(refresh),
                    progress=progress, execution=execution, device=config.requested_device(device),
+                   dtype=config.requested_dtype(dtype),
                    model=config.model_name(), compare=config.compare_specs(), offline=config.hub_offline(),
                    assets_dir=config.assets_dir(), no_bos=config.no_bos() if no_bos is None else bool(no_bos),
                    keep_maps=config.keep_maps() if keep_maps is None else bool(keep_maps),

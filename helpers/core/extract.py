@@ -86,7 +86,8 @@ def model_inputs(lm: LoadedModel, examples: Sequence[Encoded]) -> dict[str, torc
 
 
 def forward_attentions(lm: LoadedModel, examples: Sequence[Encoded]) -> torch.Tensor:
-    """Token-level attention of a padded batch, ``[batch, layer, head, query, key]``.
+    """Token-level attention of a padded batch, ``[batch, layer, head, query, key]``, float32 whatever the weights'
+    dtype (``--dtype``: cast here, once, as the model gives them; every statistic is computed in float32 or wider).
 
     Rows of padding queries are meaningless; slice ``[:n, :n]`` per example.
     """
@@ -94,7 +95,7 @@ def forward_attentions(lm: LoadedModel, examples: Sequence[Encoded]) -> torch.Te
         out = lm.model(**model_inputs(lm, examples), output_attentions=True)
     if not getattr(out, "attentions", None) or out.attentions[0] is None:
         raise no_attention(lm.label)
-    return torch.stack(out.attentions, dim=1)
+    return torch.stack(out.attentions, dim=1).float()  # float32 already: the same tensor, no copy
 
 
 def batch_maps(

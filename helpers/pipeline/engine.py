@@ -142,13 +142,15 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class ModelSpec:
     """What a worker needs to load the driver's model itself: the name or folder, random init, seed, device,
-    and the cache folder (``cache_root``, absolute) where an optional extra such as ``mpnet-base`` is installed."""
+    the cache folder (``cache_root``, absolute) where an optional extra such as ``mpnet-base`` is installed, and
+    the weights' dtype."""
 
     model: str | None
     random_init: bool = False
     seed: int = 0
     device: str | None = None
     cache_root: str | None = None
+    dtype: str = "float32"
 
     @classmethod
     def of(cls, lm) -> "ModelSpec":
@@ -156,19 +158,20 @@ class ModelSpec:
 
         # the driver's cache as an absolute path: a worker's own $BERT_ATTENTION_CACHE or home may differ
         return cls(lm.spec, lm.random_init, lm.seed if lm.seed is not None else 0, str(lm.device),
-                   str(cache_folder(getattr(lm, "cache_root", None))))
+                   str(cache_folder(getattr(lm, "cache_root", None))), getattr(lm, "dtype", "float32"))
 
     @property
     def name(self) -> str:
         """The plugin name of this model on a cluster (one plugin, so one loaded model, per spec)."""
-        text = json.dumps([self.model, self.random_init, self.seed, self.device, self.cache_root])
+        text = json.dumps([self.model, self.random_init, self.seed, self.device, self.cache_root]
+                          + ([] if self.dtype == "float32" else [self.dtype]))
         return "bert-attention-model-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def load(self):
         from helpers.core.models import load_model
 
         return load_model(self.model, random_init=self.random_init, seed=self.seed, device=self.device,
-                          cache_root=self.cache_root)
+                          cache_root=self.cache_root, dtype=self.dtype)
 
 
 def _worker_plugin_class():

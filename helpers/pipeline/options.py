@@ -57,6 +57,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                        help=f"cache of maps, parsed treebanks and results (default ${config.CACHE_ENV}, else ~/.cache/bert-attention)")
     group.add_argument("--device", type=device, default=None,
                        help="torch device, e.g. cpu or cuda (default $BERT_ATTENTION_DEVICE, else cpu); checked before anything loads")
+    group.add_argument("--dtype", choices=config.DTYPES, default=None,
+                       help=f"the weights' dtype (default ${config.DTYPE_ENV}, else float32); maps and statistics stay "
+                            "float32 (bfloat16 is the CPU's half precision: float16 is slow there)")
     if "--keep-maps" not in parser._option_string_actions:  # prune has its own (keep the maps, remove the batches)
         group.add_argument("--keep-maps", action="store_true", default=None,
                            help="keep every extracted map in the cache, also those one pass reads "
@@ -101,7 +104,7 @@ def load(args: argparse.Namespace):
 
     no_bos = getattr(args, "no_bos", None)
     lm = load_model(args.model, random_init=args.random_init, seed=args.seed, device=args.device,
-                    cache_root=args.cache_dir, bos=False if no_bos else None)
+                    cache_root=args.cache_dir, bos=False if no_bos else None, dtype=context(args).dtype)
     if no_bos and not lm.causal:
         raise ValueError(f"--no-bos: {lm.label} is an encoder, whose inputs keep their [CLS]; the option is for "
                          "decoders (causal language models)")
@@ -110,7 +113,7 @@ def load(args: argparse.Namespace):
 
 def context(args: argparse.Namespace) -> RunContext:
     """The command's :class:`~helpers.context.RunContext`: its ``--data-dir``, ``--cache-dir``, ``--device``,
-    ``--quiet`` and engine options, the rest from the environment. Built once per command: the CLI's ``main``
+    ``--dtype``, ``--quiet`` and engine options, the rest from the environment. Built once per command: the CLI's ``main``
     keeps it on ``args`` (``args.context``). A command runs a section at the sizes it is given, never at the
     chapters' small configuration: it runs them in ``context(args).replace(small=False)``."""
     ctx = getattr(args, "context", None)
@@ -120,7 +123,7 @@ def context(args: argparse.Namespace) -> RunContext:
         execution = Execution.from_args(args) if hasattr(args, "engine") else None
         ctx = RunContext.from_env(data_dir=args.data_dir, cache_dir=args.cache_dir, progress=not args.quiet,
                                   execution=execution, device=args.device, no_bos=getattr(args, "no_bos", None),
-                                  keep_maps=getattr(args, "keep_maps", None))
+                                  keep_maps=getattr(args, "keep_maps", None), dtype=getattr(args, "dtype", None))
         args.context = ctx
     return ctx
 

@@ -233,8 +233,11 @@ def run_probes(lm: LoadedModel, ctx: RunContext | None = None, *, seeds=(0, 1, 2
 
 def control_model(lm: LoadedModel, seed: int = 0) -> LoadedModel:
     """The random-init control of ``lm``: the same architecture and tokenizer, random weights, loaded from
-    where ``lm`` was (an optional extra installed under ``--cache-dir`` too)."""
-    return load_model(lm.spec, random_init=True, seed=seed, device=lm.device, cache_root=lm.cache_root)
+    where ``lm`` was (an optional extra installed under ``--cache-dir`` too), on its device, in its dtype. The
+    paper's control keeps the pre-trained embeddings; an ``all``-random model's control is ``all``-random too
+    (its folder may hold no weights at all)."""
+    return load_model(lm.spec, random_init="all" if lm.random_init == "all" else True, seed=seed, device=lm.device,
+                      cache_root=lm.cache_root, dtype=lm.dtype)
 
 
 # Table 3's probe rows: (label, probe kind, data: the model's maps or its random-init control's, the original

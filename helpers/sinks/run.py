@@ -88,7 +88,7 @@ def without_bos(lm: LoadedModel) -> LoadedModel:
     if not lm.causal:
         raise ValueError(f"{lm.label} is an encoder, whose inputs keep their [CLS]: only a decoder goes without BOS")
     return load_model(lm.spec, random_init=lm.random_init, seed=lm.seed or 0, device=lm.device,
-                      cache_root=lm.cache_root, bos=False)
+                      cache_root=lm.cache_root, bos=False, dtype=lm.dtype)
 
 
 def sinks_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource) -> dict:

@@ -100,7 +100,7 @@ def pretrained_head(lm: LoadedModel) -> nn.Module | None:
         return None
     for name in ("cls", "lm_head"):  # BERT-style and RoBERTa-style heads map hidden states to logits
         if hasattr(full, name):
-            return getattr(full, name).eval()
+            return getattr(full, name).float().eval()  # float32, as the hidden states it scores are cast to
     return None
 
 
