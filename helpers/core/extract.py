@@ -85,6 +85,16 @@ def model_inputs(lm: LoadedModel, examples: Sequence[Encoded]) -> dict[str, torc
     return inputs
 
 
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def at_least_float32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32 when it is in half precision (a model loaded with ``--dtype bfloat16`` or ``float16``), else
+    ``t`` itself (float32 or float64: no copy, no rounding): what a model gives is cast here, once, before any
+    statistic is computed from it."""
+    return t.float() if t.dtype in HALF_DTYPES else t
+
+
 def forward_attentions(lm: LoadedModel, examples: Sequence[Encoded]) -> torch.Tensor:
     """Token-level attention of a padded batch, ``[batch, layer, head, query, key]``, float32 whatever the weights'
     dtype (``--dtype``: cast here, once, as the model gives them; every statistic is computed in float32 or wider).
@@ -95,7 +105,7 @@ def forward_attentions(lm: LoadedModel, examples: Sequence[Encoded]) -> torch.Te
         out = lm.model(**model_inputs(lm, examples), output_attentions=True)
     if not getattr(out, "attentions", None) or out.attentions[0] is None:
         raise no_attention(lm.label)
-    return torch.stack(out.attentions, dim=1).float()  # float32 already: the same tensor, no copy
+    return at_least_float32(torch.stack(out.attentions, dim=1))
 
 
 def batch_maps(

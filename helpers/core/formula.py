@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from helpers.core.encoding import Encoded
-from helpers.core.extract import model_inputs
+from helpers.core.extract import at_least_float32, model_inputs
 from helpers.core.internals import capture
 from helpers.core.models import LoadedModel
 
@@ -44,7 +44,7 @@ def recompute_attention(lm: LoadedModel, input_ids: np.ndarray, *, layer: int) -
     with torch.inference_mode(), capture(lm, ("query", "key", "position_bias"), layers=[layer]) as seen:
         lm.model(**model_inputs(lm, [example]))
     q, k = seen.heads("query", layer)[0], seen.heads("key", layer)[0]  # [head, token, d]; keys: [kv head, token, d]
-    q, k = q.float(), k.float()  # half-precision weights (--dtype): the scores and softmax in float32
+    q, k = at_least_float32(q), at_least_float32(k)  # half-precision weights (--dtype): scores and softmax in float32
     if lm.causal:
         q, k = _decoder_keys(lm, q, k)
     scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])

@@ -71,6 +71,7 @@ class LoadedModel:
     bos: bool = True  # a decoder's inputs start with its BOS token (encoders: always their own template)
     dtype: str = "float32"  # the weights' dtype (--dtype); maps and statistics are float32 whatever it is
     _fingerprint: str | None = field(default=None, repr=False)
+    _as_loaded: tuple | None = field(default=None, repr=False)  # state_signature(model) when load_model returned it
 
     @property
     def n_layers(self) -> int:
@@ -152,7 +153,10 @@ class LoadedModel:
         A model loaded from weight files is hashed once: the value is kept in the cache, keyed by the files'
         own digests (themselves kept by path, size and modification time) and everything else it depends on
         (:mod:`helpers.core.weight_digests`), so a later load reads it instead of hashing the weights again.
-        A random-init model (built afresh at every load) is hashed at every load.
+        That holds while the weights are as :func:`load_model` left them (:func:`state_signature`: the same
+        tensors, dtypes and devices, and no in-place change autograd's version counters see); a model changed
+        since (cast to float64, edited in place) is hashed. A random-init model (built afresh at every load) is
+        hashed at every load.
         """
         if self._fingerprint is None:
             key = self._fingerprint_key()
@@ -186,7 +190,7 @@ class LoadedModel:
     def _fingerprint_key(self) -> dict | None:
         """What :meth:`fingerprint`'s value depends on, with the weight files' digests in place of their bytes;
         ``None`` for a random-init model or weights whose files cannot be found (then the parameters are hashed)."""
-        if self.random_init:
+        if self.random_init or self._as_loaded is None or state_signature(self.model) != self._as_loaded:
             return None
         files = weight_files(self.source)
         if not files:
@@ -200,6 +204,14 @@ class LoadedModel:
                 "weights": [[path.name, file_sha256(path, cache_root=self.cache_root)] for path in files],
                 "vocab": hashlib.sha256(self._vocab_text()).hexdigest(), "bos": bool(self.bos), "causal": self.causal,
                 "dtype": self.dtype, "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def state_signature(model: torch.nn.Module) -> tuple:
+    """What tells a model's weights from the same model's changed ones without reading them: each parameter's and
+    buffer's name, shape, dtype, device, storage address and version counter (bumped by every in-place change made
+    outside ``.data``)."""
+    return tuple((name, tuple(t.shape), str(t.dtype), str(t.device), t.data_ptr(), t._version)
+                 for name, t in model.state_dict(keep_vars=True).items())
 
 
 def default_model_path() -> Path:
@@ -768,7 +780,7 @@ def load_model(
         model.to(device)
         if language_model is not None:
             language_model.to(device)
-    return LoadedModel(
+    loaded = LoadedModel(
         model=model,
         tokenizer=tokenizer,
         name=display,
@@ -782,6 +794,8 @@ def load_model(
         bos=with_bos,
         dtype=dtype,
     )
+    loaded._as_loaded = state_signature(model)
+    return loaded
 
 
 # Parameters the paper's random-init control keeps from the pre-trained model (§5).

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from helpers.core.encoding import EncodedBatch
-from helpers.core.extract import bucket, model_inputs
+from helpers.core.extract import at_least_float32, bucket, model_inputs
 from helpers.core.models import LoadedModel
 from helpers.core.threads import FIXED_THREADS, torch_threads
 from helpers.surface.mlm import masked_examples
@@ -92,13 +92,14 @@ def _importance(lm: LoadedModel, head: nn.Module, groups, labels_of, original, n
             # the head scores only the masked positions (it acts on each position alone): 15% of the
             # vocabulary-sized products of scoring every position
             chosen = labels != -100
-            # the head is float32 (fitted, or the checkpoint's): half-precision hidden states are cast to it
-            per_token = nn.functional.cross_entropy(head(hidden[chosen].float()), labels[chosen], reduction="none")
+            # the head is float32 (fitted, or the checkpoint's): half-precision hidden states (--dtype) are cast to it
+            per_token = nn.functional.cross_entropy(head(hidden[chosen].to(next(head.parameters()).dtype)),
+                                                    labels[chosen], reduction="none")
             # one mean loss per segment, summed: each segment's gradients are its own
             segment = chosen.nonzero()[:, 0]
             loss = (per_token / chosen.sum(1)[segment]).sum()
             grads = torch.autograd.grad(loss, out.attentions)
-        g = torch.stack(grads, dim=1).abs().float().cpu().numpy()  # [batch, layer, head, query, key], float32
+        g = at_least_float32(torch.stack(grads, dim=1).abs()).cpu().numpy()  # [batch, layer, head, query, key]
         for b, ex in enumerate(group):
             n = len(ex)
             # token kinds come from the unmasked input: a masked "." is still attention to a period slot
@@ -141,10 +142,10 @@ def _next_token_importance(lm: LoadedModel, groups, n_segments: int, *, progress
         inputs = model_inputs(lm, group)
         with torch.enable_grad():
             out = lm.language_model(**inputs, output_attentions=True)
-            loss = next_token_loss(out.logits.float(), inputs["input_ids"], [len(ex) for ex in group])
+            loss = next_token_loss(at_least_float32(out.logits), inputs["input_ids"], [len(ex) for ex in group])
             grads = torch.autograd.grad(loss, out.attentions, allow_unused=True)
-        g = torch.stack([torch.zeros_like(a) if d is None else d for a, d in zip(out.attentions, grads)],
-                        dim=1).abs().float().cpu().numpy()  # [batch, layer, head, query, key], float32
+        g = at_least_float32(torch.stack([torch.zeros_like(a) if d is None else d for a, d in zip(out.attentions, grads)],
+                                         dim=1).abs()).cpu().numpy()  # [batch, layer, head, query, key]
         for b, ex in enumerate(group):
             n = len(ex)
             masks = token_masks(lm.tokenizer, ex.input_ids, causal=True)
