@@ -195,14 +195,21 @@ class LoadedModel:
         files = weight_files(self.source)
         if not files:
             return None
+        import tokenizers
         import transformers
 
         from helpers.core.weight_digests import file_sha256
 
+        def digests(paths: list[Path]) -> list[list[str]]:
+            return [[path.name, file_sha256(path, cache_root=self.cache_root)] for path in paths]
+
+        # the vocabulary by the tokenizer's files (reading and sorting a 100k-word vocabulary takes a second),
+        # else by itself (a .gguf file's is in the weights' file already)
+        vocab = digests(tokenizer_files(self.source)) or hashlib.sha256(self._vocab_text()).hexdigest()
         return {"fingerprint": 1, "class": type(self.model).__name__,
                 "config": repr(sorted(self.model.config.to_diff_dict().items(), key=str)),
-                "weights": [[path.name, file_sha256(path, cache_root=self.cache_root)] for path in files],
-                "vocab": hashlib.sha256(self._vocab_text()).hexdigest(), "bos": bool(self.bos), "causal": self.causal,
+                "weights": digests(files), "vocab": vocab, "tokenizers": tokenizers.__version__,
+                "bos": bool(self.bos), "causal": self.causal,
                 "dtype": self.dtype, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
@@ -406,12 +413,9 @@ WITHOUT_WEIGHTS = "; --random-init all works without weights (every weight rando
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # the safetensors format's own limit on its JSON header
 
 
-def weight_files(source: str) -> list[Path]:
-    """The files the weights of ``source`` (as :func:`resolve_source` returns it) are read from: a ``.gguf`` file; a
-    folder's :data:`WEIGHT_FILES` that exist, with the shards their indexes list; a Hugging Face name's files in the
-    local cache (its snapshot), the same way. Empty when they cannot all be found (then nothing can stand for them)."""
-    if is_gguf(source):
-        return [Path(source)]
+def _finder(source: str):
+    """``find(name)``: the file ``name`` of the folder ``source``, or of the Hugging Face model ``source`` in the local
+    cache (a link into its snapshot), ``None`` when there is none."""
     folder = Path(source)
     if folder.is_dir():
         def find(name: str) -> Path | None:
@@ -420,11 +424,42 @@ def weight_files(source: str) -> list[Path]:
         try:
             from huggingface_hub import try_to_load_from_cache
         except ImportError:  # pragma: no cover - transformers depends on it
-            return []
+            return None
 
         def find(name: str) -> Path | None:
-            found = try_to_load_from_cache(source, name)
+            try:
+                found = try_to_load_from_cache(source, name)
+            except ValueError:  # not a repository id
+                return None
             return Path(found) if isinstance(found, str) else None
+    return find
+
+
+# Files a fast tokenizer is read from (its vocabulary and special tokens), beside TOKENIZER_FILES.
+TOKENIZER_EXTRA_FILES: tuple[str, ...] = ("merges.txt", "added_tokens.json", "special_tokens_map.json",
+                                          "tokenizer_config.json")
+
+
+def tokenizer_files(source: str) -> list[Path]:
+    """The files of ``source``'s tokenizer that exist (:data:`TOKENIZER_FILES` and :data:`TOKENIZER_EXTRA_FILES`);
+    empty for a ``.gguf`` file (its tokenizer is inside it) or when none is found."""
+    if is_gguf(source):
+        return []
+    find = _finder(source)
+    if find is None:
+        return []
+    return [path for path in map(find, TOKENIZER_FILES + TOKENIZER_EXTRA_FILES) if path is not None]
+
+
+def weight_files(source: str) -> list[Path]:
+    """The files the weights of ``source`` (as :func:`resolve_source` returns it) are read from: a ``.gguf`` file; a
+    folder's :data:`WEIGHT_FILES` that exist, with the shards their indexes list; a Hugging Face name's files in the
+    local cache (its snapshot), the same way. Empty when they cannot all be found (then nothing can stand for them)."""
+    if is_gguf(source):
+        return [Path(source)]
+    find = _finder(source)
+    if find is None:
+        return []
     files: list[Path] = []
     for name in WEIGHT_FILES:
         path = find(name)
