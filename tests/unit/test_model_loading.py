@@ -18,7 +18,7 @@ from helpers.core.extract import attention_for
 from helpers.core.models import LoadedModel, check_model, load_model, random_init_model
 
 import tiny_decoders as td
-from tolerances import EPS32, round_off
+from tolerances import EPS16, round_off
 
 EPS_BF16 = 2.0 ** -7  # bfloat16 keeps 8 significant bits, 7 of them stored
 WORDS = [["the", "cat", "sat", "on", "the", "mat", "."], ["a", "dog", "sat", ",", "the", "dog", "is", "big"]]
@@ -80,16 +80,19 @@ def test_a_random_model_is_built_under_its_device(tiny_model_dir, monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["bert", "llama"])
-def test_bfloat16_weights_give_float32_distributions(kind, tiny_model_dir, llama_dir):
-    """Weights in bfloat16, maps float32: each row is a softmax rounded once to bfloat16 (relative error at most
-    ``EPS_BF16 / 2`` per weight, so at most that much in the row's sum), then summed in float32."""
-    lm = load_model(str(tiny_model_dir if kind == "bert" else llama_dir), dtype="bfloat16")
-    assert lm.dtype == "bfloat16" and {p.dtype for p in lm.model.parameters()} == {torch.bfloat16}
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_weights_give_float32_distributions(kind, dtype, tiny_model_dir, llama_dir):
+    """Weights in half precision, maps float32: each row is a softmax accumulated in float32 and rounded once to the
+    weights' dtype (relative error at most ``eps / 2`` per weight, so at most that much in the row's sum), then
+    summed in float32."""
+    lm = load_model(str(tiny_model_dir if kind == "bert" else llama_dir), dtype=dtype)
+    assert lm.dtype == dtype and {p.dtype for p in lm.model.parameters()} == {getattr(torch, dtype)}
+    eps = EPS_BF16 if dtype == "bfloat16" else EPS16
     batch = encode_words(lm.tokenizer, WORDS)
     for attn in attention_for(lm, batch, level="token"):
         assert attn.dtype == np.float32
         n = attn.shape[-1]
-        np.testing.assert_allclose(attn.sum(-1), 1.0, rtol=0, atol=round_off(1.0, eps=EPS_BF16) + round_off(1.0, n))
+        np.testing.assert_allclose(attn.sum(-1), 1.0, rtol=0, atol=round_off(1.0, eps=eps) + round_off(1.0, n))
 
 
 def test_the_dtype_is_in_the_fingerprint_card_and_description_only_when_not_float32(tiny_model_dir):
@@ -280,3 +283,19 @@ def test_a_hub_snapshot_is_named_by_its_blobs(tmp_path):
     (snapshot / "model.safetensors").symlink_to(blobs / digest)
     assert weight_digests.file_sha256(snapshot / "model.safetensors", cache_root=tmp_path / "cache") == digest
     assert not (tmp_path / "cache").exists()
+
+
+def test_the_cache_takes_a_bfloat16_models_rows_and_still_finds_damage():
+    """A bfloat16 model's rows (softmax rounded to bfloat16, up to 2**-8 off in their sums) pass the shard check;
+    rows scaled by 2 (damage) do not."""
+    from helpers.data.cache import shard_values_problem
+
+    generator = torch.Generator().manual_seed(0)
+    sizes = np.array([5, 64, 128])
+    rows = [torch.softmax(4 * torch.randn(2 * n, n, generator=generator), -1).to(torch.bfloat16).float()
+            for n in sizes]  # 2 maps of [n, n] per example
+    uniform = torch.full((2 * 255, 255), 1 / 255).to(torch.bfloat16).float()  # each 1/255 rounded up: 0.0039 over
+    sizes, rows = np.append(sizes, 255), rows + [uniform]
+    data = torch.cat([r.reshape(-1) for r in rows]).numpy()
+    assert shard_values_problem(data, sizes, 2, "weights") is None
+    assert "do not sum to 1" in shard_values_problem(2 * data, sizes, 2, "weights")
