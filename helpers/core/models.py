@@ -772,7 +772,7 @@ def load_model(
     try:
         dtype = dtype_for(dtype)  # None: the context's ($BERT_ATTENTION_DTYPE, checked), else float32
     except ValueError as err:
-        raise ValueError(f"{'--dtype ' if not str(err).startswith('$') else ''}{err}") from None
+        raise ValueError(f"{'' if str(err).startswith('$') else 'dtype: '}{err}") from None
     weights_dtype = TORCH_DTYPES[dtype]
     spec = requested_model(None if name is None else os.fspath(name))
     option = "--model" if name is not None and str(name).strip() else f"${MODEL_ENV}"
@@ -866,7 +866,8 @@ def random_init_model(source: str, display: str | None = None, *, seed: int = 0,
     weights_dtype = TORCH_DTYPES[dtype]
     # A config that names no dtype builds in torch's default, float32: then none is passed, so that the config (part
     # of the fingerprint) stays what it always was; one that names another (a bfloat16 checkpoint's) is overridden.
-    as_dtype = {} if weights_dtype == torch.float32 and config.dtype in (None, torch.float32) else {"dtype": weights_dtype}
+    named = str(config.dtype).removeprefix("torch.")  # None, or a dtype or its name
+    as_dtype = {} if weights_dtype == torch.float32 and named in ("None", "float32") else {"dtype": weights_dtype}
     torch.manual_seed(seed)
     with torch.device(device if device is not None else "cpu"):
         whole = AutoModelForCausalLM.from_config(config, attn_implementation="eager", **as_dtype) if causal else None

@@ -117,7 +117,7 @@ def test_the_dtype_comes_from_the_context_and_its_variable(tiny_model_dir, monke
     monkeypatch.setenv("BERT_ATTENTION_DTYPE", "double")
     with pytest.raises(ValueError, match=r"^\$BERT_ATTENTION_DTYPE: 'double' is not a weights dtype"):
         RunContext.from_env()
-    with pytest.raises(ValueError, match="--dtype 'half' is not a weights dtype; choose one of float32, bfloat16"):
+    with pytest.raises(ValueError, match="^dtype: 'half' is not a weights dtype; choose one of float32, bfloat16"):
         load_model(str(tiny_model_dir), dtype="half")
 
 
