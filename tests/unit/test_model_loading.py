@@ -302,3 +302,4 @@ def test_the_cache_takes_a_bfloat16_models_rows_and_still_finds_damage():
     data = torch.cat([r.reshape(-1) for r in rows]).numpy()
     assert shard_values_problem(data, sizes, 2, "weights") is None
     assert "do not sum to 1" in shard_values_problem(2 * data, sizes, 2, "weights")
+
