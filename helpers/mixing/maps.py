@@ -63,7 +63,7 @@ from torch import nn
 
 from helpers.core.encoding import Encoded, encode_words
 from helpers.core.errors import no_attention
-from helpers.core.extract import convert, model_inputs
+from helpers.core.extract import at_least_float32, convert, model_inputs
 from helpers.core.internals import (
     BERT_LIKE,
     LLAMA_LIKE,
@@ -117,7 +117,21 @@ class Block:
 
 
 def blocks(model: nn.Module) -> list[Block]:
-    """Every layer's :class:`Block`, for the architectures of :mod:`helpers.core.internals`."""
+    """Every layer's :class:`Block`, for the architectures of :mod:`helpers.core.internals`. Each ``after`` takes and
+    gives the maps' arithmetic dtype (float32 or wider), running the layer's modules in the weights' own dtype
+    (``--dtype bfloat16``: the reruns in bfloat16, their inputs and outputs float32; float32 weights: no cast)."""
+    return [Block(b.module, _in_weights_dtype(b.after, b.module), b.ln1) for b in _blocks(model)]
+
+
+def _in_weights_dtype(after: Callable[[torch.Tensor], torch.Tensor], module: nn.Module):
+    dtype = next(module.parameters()).dtype
+
+    def run(u: torch.Tensor) -> torch.Tensor:
+        return after(u.to(dtype)).to(u.dtype)  # no-ops where u is already in the weights' dtype
+    return run
+
+
+def _blocks(model: nn.Module) -> list[Block]:
     kind = model_type(model)
     if kind in BERT_LIKE or kind == "mpnet":
         out = []
@@ -245,16 +259,16 @@ def layer_states(lm: LoadedModel, input_ids: torch.Tensor,
         pairs = pairs & torch.ones(pairs.shape[-2:], dtype=torch.bool, device=pairs.device).tril()
     groups = kv_head_of(model.config).to(input_ids.device)
     for k in range(lm.n_layers):
-        x = inputs.pop(k)
+        x = at_least_float32(inputs.pop(k))  # the arithmetic in float32 or wider whatever the weights (--dtype)
         zero = torch.zeros((), dtype=x.dtype, device=x.device)
         alpha = torch.where(pairs[:, None], out.attentions[k].to(x.dtype), zero)
-        v = seen.raw["value"].pop(k)
+        v = at_least_float32(seen.raw["value"].pop(k))
         W = output_weight(attention_parts(model, k), lm.n_heads).to(x.dtype)  # [head, d, hidden]
         heads = v.view(*v.shape[:-1], -1, W.shape[1])  # [batch, token, kv_head, d]
         if heads.shape[-2] != lm.n_heads:
             heads = heads.index_select(-2, groups)
         f = torch.einsum("bthd,hde->bhte", heads, W)
-        u = x + seen.raw["output"].pop(k)
+        u = x + seen.raw["output"].pop(k).to(x.dtype)
         yield LayerState(x, alpha, f, u, pairs), v
 
 
@@ -304,7 +318,8 @@ def alti(block: Block, s: LayerState, *, max_rows: int = MAX_ROWS) -> torch.Tens
     B, H, T, _ = s.alpha.shape
     if block.ln1 is not None:
         ln = block.ln1
-        y = ln(s.u)
+        y = torch.nn.functional.layer_norm(s.u, ln.normalized_shape, ln.weight.to(s.u.dtype), ln.bias.to(s.u.dtype),
+                                           ln.eps)
         scale = torch.sqrt(s.u.var(-1, unbiased=False, keepdim=True) + ln.eps)  # [batch, query, 1]
     else:
         y = s.u
@@ -317,7 +332,7 @@ def alti(block: Block, s: LayerState, *, max_rows: int = MAX_ROWS) -> torch.Tens
         parts = torch.einsum("bhij,bhjd->bijd", s.alpha[:, :, start:stop], s.f)  # [batch, query, key, hidden]
         parts[:, rows - start, rows] += s.x[:, start:stop]
         if block.ln1 is not None:
-            parts = (parts - parts.mean(-1, keepdim=True)) * block.ln1.weight / scale[:, start:stop, None]
+            parts = (parts - parts.mean(-1, keepdim=True)) * block.ln1.weight.to(s.u.dtype) / scale[:, start:stop, None]
         d = l1_distance(y[:, start:stop, None], parts)
         C[:, start:stop] = (ynorm[:, start:stop, None] - d).clamp_min(0)
     return normalise_rows(torch.where(s.pairs, C, torch.zeros_like(C)))

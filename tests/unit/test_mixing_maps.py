@@ -17,6 +17,8 @@ division: :data:`FLOAT64` below, far under any of the planted defects (which mov
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -429,3 +431,23 @@ def test_token_maps_of_one_sentence(case):
 def test_an_unknown_method_is_one_error_naming_the_choices(bert_lm):
     with pytest.raises(ValueError, match="unknown; choose from attention, norms, rollout"):
         mx.token_maps(bert_lm, ["a", "cat"], methods=["rollout", "lrp"])
+
+
+def test_a_bfloat16_model_gives_float32_maps_computed_in_float32(case):
+    """``--dtype bfloat16``: the weights and the layer reruns in bfloat16, every map's arithmetic in float32, so each
+    normalised map's rows sum to 1 within float32 round-off of a sum of ``t`` terms (``2 t eps32``); had the
+    arithmetic stayed in bfloat16 they would be off by up to ``t 2**-8``. The raw weights and norms are the
+    model's own numbers (rounded to bfloat16 by its softmax), so they are left out."""
+    import dataclasses
+
+    kind, lm, _, examples, _ = case
+    lm16 = dataclasses.replace(lm, model=copy.deepcopy(lm.model).to(torch.bfloat16), _fingerprint=None)
+    got = mx.mixing_for(lm16, examples)
+    for b, ex in enumerate(examples):
+        t = len(ex)
+        for m, maps in got.items():
+            assert maps.dtype == torch.float32 and torch.isfinite(maps).all(), m
+            if m in ("attention", "norms"):
+                continue
+            rows = maps[b].double().cpu().numpy()[..., :t, :t].sum(-1)
+            np.testing.assert_allclose(rows, 1, atol=2 * t * np.finfo(np.float32).eps, err_msg=m)

@@ -222,7 +222,7 @@ def test_batches_held_on_a_device_are_the_streamed_ones(kind, tmp_path):
             optim.zero_grad()
             loss.backward()
             optim.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         runs.append((losses, [p.detach().clone() for p in probe.parameters()]))
     assert runs[0][0] == runs[1][0]
     assert all(torch.equal(a, b) for a, b in zip(runs[0][1], runs[1][1]))
