@@ -126,13 +126,17 @@ class Section:
     when: Mapping[str, str] = field(default_factory=dict)
 
     def command_reads(self, options: Mapping[str, Any]) -> tuple[str, ...]:
-        """What the section's run reads with ``options`` (its command's parsed options, ``vars(args)``): its
-        :attr:`corpora` and the input sections' reads of :attr:`when` whose option is on, each once. The command's
-        corpus check reads them before the model loads (``claims`` and ``compare`` check every record's
-        :attr:`corpora`)."""
-        out = []
-        for read in (*self.corpora, *(r for r in self.when if r not in self.corpora)):
-            if read in self.when and not options.get(self.when[read]):
+        """What the section's command reads with ``options`` (its parsed options, ``vars(args)``), each once: its own
+        reads, being the corpora its options name where its command says so (``Command.reads``: ``heads --conllu``
+        replaces GUM test, GUM dev and EWT dev), else its :attr:`corpora` (those of :attr:`when` only when their
+        option is on), then the input sections' reads of :attr:`when` whose option is on. The command's corpus check
+        reads exactly these before the model loads (``claims`` and ``compare`` check every record's :attr:`corpora`)."""
+        named = getattr(self.command, "reads", None)
+        own = named(options) if named is not None else tuple(
+            r for r in self.corpora if r not in self.when or options.get(self.when[r]))
+        out = list(own)
+        for read, option in self.when.items():
+            if read in self.corpora or not options.get(option):
                 continue
             head, _, corpus = read.partition(":")
             out.append(corpus if head in self.inputs else read)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Mapping
 
-from helpers.data.ontogum import load_coref
+from helpers.data.corpora import COREFERENCE_OF
 from helpers.pipeline.argtypes import max_length_int, positive_int
 from helpers.pipeline.engine import add_execution_args, session
 from helpers.pipeline.options import Command, context, load, run_context, with_counts
@@ -21,7 +21,6 @@ def _coref_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:
     parser.add_argument("--max-length", type=max_length_int, default=defaults["max_length"])
     parser.add_argument("--max-documents", type=positive_int, default=defaults["max_documents"], metavar="N",
                         help="only the first N documents of each split (default: all)")
-    parser.set_defaults(check_inputs=lambda a: [load_coref(s, data_dir=a.data_dir, cache_root=a.cache_dir) for s in (a.split, a.select_on)])
     add_execution_args(parser)
 
 
@@ -37,4 +36,11 @@ def cmd_coref(args: argparse.Namespace, run) -> dict:
     return with_counts(out, counts)
 
 
-COMMAND = Command("coref", "antecedent selection by every head and three baselines (Table 2)", _coref_args, cmd_coref)
+def coref_reads(options: Mapping) -> tuple[str, ...]:
+    """What ``coref`` reads: the OntoGUM documents of ``--split`` and ``--select-on``, in place of its record's dev and
+    test."""
+    return tuple(dict.fromkeys(COREFERENCE_OF + options[o] for o in ("split", "select_on")))
+
+
+COMMAND = Command("coref", "antecedent selection by every head and three baselines (Table 2)", _coref_args, cmd_coref,
+                  reads=coref_reads)

@@ -11,7 +11,8 @@ Each type checks one value and says what is wrong, so a bad option stops the com
 
 Every numeric option of every command uses an :class:`IntRange` or :class:`FloatRange` (a test
 enumerates the parsers and tries values outside each range). A command whose inputs are not named
-by ``--conllu`` or ``--corpus`` declares them with ``parser.set_defaults(check_inputs=...)``; the
+by ``--conllu`` or ``--corpus`` declares them with ``parser.set_defaults(check_inputs=...)`` (a section's command: its
+record's reads, :meth:`helpers.section.Section.command_reads`); the
 CLI calls that hook before loading the model (see :func:`check_corpora`).
 """
 from __future__ import annotations

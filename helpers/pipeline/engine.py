@@ -267,10 +267,21 @@ def temporary_security():
                     tls_worker_cert=cert_pem)
 
 
+# Where a local cluster's scheduler serves HTTP (no pages: its routes are emptied): a free port on 127.0.0.1. Without a
+# dashboard Dask still opens that server, on port 8787 unless told otherwise, so two clusters at once (two commands,
+# two test workers) contended for it ("Port 8787 is already in use").
+HTTP_ADDRESS = "127.0.0.1:0"
+# How long this process waits to connect to a cluster it started itself (its address and certificate are its own, so
+# only load can slow the connection): generous, so that a busy machine is never mistaken for an unreachable cluster.
+# An --address given by the user keeps a short wait, after which the error says the scheduler is not reachable.
+OWN_CLUSTER_TIMEOUT, ADDRESS_TIMEOUT = "300s", "20s"
+
+
 def local_cluster(n_workers: int):
     """A ``LocalCluster`` of ``n_workers`` single-threaded processes on 127.0.0.1 that only this process can use:
     every connection is TLS with a temporary certificate only this process and its workers hold
-    (:func:`temporary_security`), and no dashboard (the scheduler's and the workers' HTTP servers serve no pages)."""
+    (:func:`temporary_security`), and no dashboard (the scheduler's and the workers' HTTP servers serve no pages, on
+    free ports: :data:`HTTP_ADDRESS`)."""
     import dask
     from distributed import LocalCluster
 
@@ -279,7 +290,8 @@ def local_cluster(n_workers: int):
         print(UNAUTHENTICATED, file=sys.stderr)
     with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
         return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address=None, worker_dashboard_address=None, silence_logs=40, security=security)
+                            dashboard_address=None, worker_dashboard_address=None, silence_logs=40, security=security,
+                            scheduler_kwargs={"dashboard_address": HTTP_ADDRESS})
 
 
 @contextmanager
@@ -317,12 +329,14 @@ def _client(execution: Execution):
             print(f"note: --address {execution.address}: the connection is neither encrypted nor authenticated; whoever "
                   "can reach that scheduler can run code on its workers and send this process results it unpickles "
                   "(use tls://, see the README)", file=sys.stderr)
+        own = execution.security is not None  # the credentials of a cluster this process started (session)
         try:
-            return Client(execution.address, timeout="20s", security=security), None
+            return Client(execution.address, timeout=OWN_CLUSTER_TIMEOUT if own else ADDRESS_TIMEOUT,
+                          security=security), None
         except (OSError, TimeoutError, ValueError, TypeError) as err:
             raise OSError(f"--address {execution.address}: cannot reach a Dask scheduler there ({err})") from None
     cluster = local_cluster(execution.workers or 2)
-    return Client(cluster), cluster
+    return Client(cluster, timeout=OWN_CLUSTER_TIMEOUT), cluster
 
 
 def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from helpers import config
 from helpers.context import RunContext
@@ -34,12 +34,19 @@ class Command:
     configuration (:meth:`helpers.section.Sizes.pick`: the options' defaults) and ``handler(args, run)``, where
     ``run(lm, ctx, **settings)`` is the record's run handed the reports of the sections it reads
     (:func:`helpers.results.run_section`); the handler loads the model, runs it in :func:`run_context` with the
-    settings its options give and returns its report's ``to_json(...)``."""
+    settings its options give and returns its report's ``to_json(...)``.
+
+    ``reads(options) -> specs``, for a section's command whose options name the corpora it reads (``heads --conllu``,
+    ``probe --train/--dev/--test``, ``coref --split/--select-on``): those corpora, as
+    :func:`helpers.data.corpora.corpus_read` names them, from its parsed options (``vars(args)``); they replace its
+    record's own corpora in its corpus check (:meth:`helpers.section.Section.command_reads`). ``None``: the command
+    reads its record's corpora."""
 
     name: str
     help: str
     arguments: Callable[..., None]
     handler: Handler
+    reads: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -1,9 +1,11 @@
-"""Tables and charts of the model comparison (chapter 08): verdicts side by side, depth profiles, values.
+"""Tables, charts and paragraphs of the model comparison (chapter 08): verdicts side by side, depth profiles,
+values, and the chapter's text (the models compared, the sizes they ran at, the findings), so that a cell calls
+one function here and shows or glues what it returns.
 """
 from __future__ import annotations
 
 from helpers.claims import by_id
-from helpers.compare.run import DEPTH_STATISTICS, ModelResult, compare_json
+from helpers.compare.run import DEPTH_STATISTICS, ModelResult, chapter_sizes, compare_json, findings, id_list, sizes_text
 from helpers.presentation.views import altair_offline
 
 # ------------------------------------------------------------------------------- chapter views
@@ -64,6 +66,58 @@ def decoder_note(decoder: ModelResult | None) -> str:
     return (f"The decoder of the attention sinks chapter, {card['name']} ({card['layers']} layers x {card['heads']} "
             "heads), is drawn beside them on relative depth: its attention to its first position (BOS) takes [CLS]'s "
             "line, and it has no [SEP]. Its claims are in that chapter; the paper's claims are not run again for it here.")
+
+
+def models_text(results: list[ModelResult]) -> str:
+    """The models compared, each with its shape: ``"a (2 layers x 4 heads); b (12 layers x 12 heads)"``."""
+    return "; ".join(f"{r.card['name']} ({r.card['layers']} layers x {r.card['heads']} heads)" for r in results)
+
+
+def sizes_note(results: list[ModelResult], ctx) -> str:
+    """The sentence that says at which sizes the models ran: the book's model at the chapters' sizes (the small test
+    configuration's in a small build, ``ctx.small``), the others, if any, at the reduced sizes of
+    :func:`helpers.compare.run.chapter_sizes` (those of the first of them, the same for all)."""
+    others = [r for r in results if chapter_sizes(r.spec, ctx)]
+    note = ("The book's model's rows are those of the chapters (same sizes, read from their cache"
+            + ("; this build uses the small test configuration" if ctx.small else "") + ").")
+    if others:
+        note += (f" To keep the book's build within budget, {id_list([r.card['name'] for r in others])} use reduced "
+                 f"sizes: {sizes_text(chapter_sizes(others[0].spec, ctx))}; their verdicts rest on less data than the "
+                 "book's model.")
+    return note
+
+
+def findings_text(results: list[ModelResult]) -> str:
+    """The chapter's findings paragraph, from :func:`helpers.compare.run.findings`: the claims every pre-trained model
+    reproduces at least partly (and what that suggests, with more than one such model), those that depend on the
+    model, those none reproduces, and, with random-init controls among ``results``, the claims they reproduce too."""
+    groups = findings(results)
+    trained = [r.card["name"] for r in results if not r.card["random_init"]]
+    controls = [r.card["name"] for r in results if r.card["random_init"]]
+    parts = [f"Across the pre-trained models ({id_list(trained)}), "
+             f"{len(groups['shared'])} claims hold, at least partly, for every one of them: {id_list(groups['shared'])}. "
+             + ("These look like properties of pre-trained transformers rather than of one model." if len(trained) > 1
+                else "With one pre-trained model, nothing can be said yet about other models."),
+             f"{len(groups['model_dependent'])} claims depend on the model (reproduced by some, not by others): "
+             f"{id_list(groups['model_dependent'])}.",
+             f"{len(groups['none'])} claims hold for none of them: {id_list(groups['none'])}."]
+    if controls:
+        parts.append(f"The random-init controls ({id_list(controls)}) also get \"reproduced\" or \"partly\" for "
+                     f"{len(groups['random_too'])} claims: {id_list(groups['random_too'])}; for these the verdict does not "
+                     "need pre-training (the pattern comes with the architecture or the input format, or the claim is a "
+                     "negative one that an untrained model satisfies too).")
+    return " ".join(parts)
+
+
+def cost_table(results: list[ModelResult]):
+    """``model | sizes | seconds | peak resident memory (GiB)``: each model's run in this build, at its sizes (the
+    reduced ones as :func:`helpers.compare.run.sizes_text` says them, else the chapters')."""
+    import pandas as pd
+
+    cost = pd.DataFrame([{"model": r.card["name"],
+                          "sizes": sizes_text(r.sizes) if "n_segments" in r.sizes else "the chapters' sizes",
+                          "seconds": r.seconds, "peak resident memory (GiB)": r.peak_rss_gib} for r in results])
+    return cost.set_index("model")
 
 
 def value_frame(results: list[ModelResult], ids: list[str]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Mapping
 
-from helpers.pipeline.argtypes import check_corpora, max_length_int, positive_int
+from helpers.pipeline.argtypes import max_length_int, positive_int
 from helpers.pipeline.options import Command, load, run_context, with_counts
 from helpers.probe.run import probe_corpora
 
@@ -26,7 +26,6 @@ def _probe_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:
                         help="development treebank, for choosing the epoch (default gum:dev)")
     parser.add_argument("--test", action="append", default=None, metavar="CORPUS",
                         help="test treebank; repeat for several (default: gum:test and ewt:dev)")
-    parser.set_defaults(check_inputs=lambda a: check_corpora(a, *probe_corpora(a.train, a.dev, a.test).values()))
 
 
 def cmd_probe(args: argparse.Namespace, run) -> dict:
@@ -39,4 +38,10 @@ def cmd_probe(args: argparse.Namespace, run) -> dict:
                              for name, used in out["sentences"].items()})
 
 
-COMMAND = Command("probe", "attention probing classifiers, Table 3 (UAS without punctuation)", _probe_args, cmd_probe)
+def probe_reads(options: Mapping) -> tuple[str, ...]:
+    """What ``probe`` reads: the treebanks of ``--train``, ``--dev`` and ``--test`` (each left out: the record's)."""
+    return tuple(probe_corpora(options["train"], options["dev"], options["test"]).values())
+
+
+COMMAND = Command("probe", "attention probing classifiers, Table 3 (UAS without punctuation)", _probe_args, cmd_probe,
+                  reads=probe_reads)

@@ -30,4 +30,10 @@ def cmd_heads(args: argparse.Namespace, run) -> dict:
     return with_counts(out, {"max_sentences": (args.max_sentences, out["sentences_used"] + out["sentences_skipped"])})
 
 
-COMMAND = Command("heads", "every head as a dependency parser, best head per relation vs offset baseline", _heads_args, cmd_heads)
+def heads_reads(options: Mapping) -> tuple[str, ...]:
+    """What ``heads`` reads: the corpus or file of ``--conllu``, in place of its record's GUM test, GUM dev and EWT dev."""
+    return (options["conllu"],)
+
+
+COMMAND = Command("heads", "every head as a dependency parser, best head per relation vs offset baseline", _heads_args,
+                  cmd_heads, reads=heads_reads)

@@ -3,6 +3,7 @@
 - figures, tables and chapters are numbered by the book (``{numref}``, ``{doc}``), never typed by hand;
   references to the *paper's* figures and tables ("cf. paper Figure 2", "the paper's Table 1") stay text;
 - cells that only feed values to the prose (glue) are not shown in the pages;
+- no cell assembles prose from pieces (a multi-line f-string, text joined with ``+``): the package makes it;
 - every section's chapter runs its section's record (``SECTION.run(lm, ctx)``) and shows
   ``SECTION.claims(report)``, the rows "Results at a glance" shows too: one copy, so no cell checks that
   two copies agree.
@@ -170,6 +171,44 @@ def test_table_rule_on_examples():
     assert not displays_a_table(ast.parse('t = table(frame, name="tbl-x", caption="c")\n'))
     assert not displays_a_table(ast.parse('table(frame, name="tbl-x", caption="c")\nglue_text("a", 1)\n'))
     assert not displays_a_table(ast.parse('pd.DataFrame(rows)\n'))
+
+
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def assembled_prose(tree: ast.Module) -> list[str]:
+    """Where a cell assembles text from pieces (a paragraph belongs in ``helpers/presentation``, tested there, and the
+    cell calls the function that makes it): an f-string continued over several lines, or text joined with ``+`` or
+    ``+=``. A caption written over several lines (plain strings, nothing filled in) and a one-line f-string are fine."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and node.end_lineno > node.lineno:
+            found.append(f"line {node.lineno}: an f-string continued over lines")
+        elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and (_is_text(node.left) or _is_text(node.right))
+              or isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and _is_text(node.value)):
+            found.append(f"line {node.lineno}: text joined with +")
+    return found
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_assembles_prose(path):
+    problems = [f"cell {i}, {p}: make the text in helpers/presentation and call it" for i, _, tree in
+                _parsed_code_cells(path) for p in assembled_prose(tree)]
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+def test_prose_rule_on_examples():
+    # what a cell must not do (chapter 08's findings and sizes note, before they moved to the package) ...
+    for code in ('parts = [f"Across ({ids(a)}), "\n         f"{n} claims hold."]\n',
+                 'note = ("rows" + ("; small" if small else "") + ").")\n',
+                 'note = "a"\nif others:\n    note += f" {x} use reduced sizes"\n'):
+        assert assembled_prose(ast.parse(code)), code
+    # ... and what it may: a caption over several lines, a one-line f-string, a call that makes the text
+    for code in ('table(frame, name="tbl-x",\n      caption="The first line; "\n              "the second.")\n',
+                 'glue_text("js_speedup", f"{clustering[\'speedup\']:.0f}")\n',
+                 'glue_text("compare_findings", view.findings_text(results))\n', 'n = a + b\n'):
+        assert not assembled_prose(ast.parse(code)), code
 
 
 # ---------------------------------------------------------------- chapters run their section's record

@@ -146,15 +146,39 @@ def test_two_workers_same_json_as_local(tiny_model_dir, corpus, tmp_path):
             np.testing.assert_array_equal(a[name][k], b[name][k])
 
 
+@pytest.fixture(scope="module", autouse=True)
+def patient_connections():
+    """A loaded machine (two test workers, other jobs) is never taken for an unreachable scheduler: every connection of
+    this module's clusters, clients and commands (Dask's connect timeout, 30 s, and the engine's --address wait, 20 s)
+    waits up to 300 s; the tests that expect a refusal set their own wait."""
+    import dask
+
+    from helpers.pipeline import engine
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "300s"}), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "ADDRESS_TIMEOUT", "300s")
+        yield
+
+
+def _existing_cluster(n_workers: int, **kwargs):
+    """A cluster as `dask scheduler` and `dask worker` start one, on 127.0.0.1 and free ports only: its scheduler's and
+    workers' ports, and the HTTP server Dask opens even without a dashboard (on 8787 unless told, which two test
+    workers starting clusters at once contended for), as the engine's own clusters do (engine.HTTP_ADDRESS)."""
+    from distributed import LocalCluster
+
+    from helpers.pipeline.engine import HTTP_ADDRESS
+
+    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
+                        dashboard_address=None, silence_logs=40, scheduler_kwargs={"dashboard_address": HTTP_ADDRESS},
+                        **kwargs)
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A two-worker cluster on 127.0.0.1 shared by the tests that join one with --address: an "existing
     cluster" as `dask scheduler` and `dask worker` start one (plain TCP; the engine's own --workers cluster
     is TLS, see test_local_cluster_admits_only_its_owner)."""
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
-                      silence_logs=40) as cluster:
+    with _existing_cluster(2) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         yield cluster
 
@@ -179,9 +203,11 @@ def test_local_cluster_admits_only_its_owner(tiny_model_dir, corpus, tmp_path):
         client, _ = _client(execution)
         try:
             assert client.submit(lambda: 41 + 1).result() == 42  # the owner's client is admitted
-            http = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.http_server.port)
+            host, http = client.run_on_scheduler(lambda dask_scheduler: (dask_scheduler.http_server.address,
+                                                                         dask_scheduler.http_server.port))
         finally:
             client.close()
+        assert (host, http != 8787) == ("127.0.0.1", True)  # a free port: never Dask's 8787, which clusters contend for
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=60)
         assert err.value.code == 404
@@ -191,7 +217,6 @@ def test_existing_cluster_over_tls_with_dasks_settings(tiny_model_dir, corpus, t
     """The README's recipe for an existing cluster with TLS: certificate and key in files, named to Dask by
     its DASK_DISTRIBUTED__COMM__TLS__* variables; the JSON is the local run's."""
     import dask
-    from distributed import LocalCluster
     from distributed.security import Security
 
     from helpers.pipeline.engine import temporary_security
@@ -204,8 +229,7 @@ def test_existing_cluster_over_tls_with_dasks_settings(tiny_model_dir, corpus, t
                         tls_scheduler_key=files["key"], tls_worker_cert=files["cert"], tls_worker_key=files["key"],
                         tls_client_cert=files["cert"], tls_client_key=files["key"])
     local = _heads(tiny_model_dir, corpus, tmp_path, "local")
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
-                      silence_logs=40, security=security) as tls:
+    with _existing_cluster(1, security=security) as tls:
         assert tls.scheduler_address.startswith("tls://")
         assert main(["heads", "--conllu", str(corpus), "--address", tls.scheduler_address, "--quiet"]) == 2  # no settings
         for name, value in files.items():

@@ -1,5 +1,6 @@
-"""What the chapters show, built in :mod:`helpers.presentation.chapters` and :mod:`helpers.presentation.performance`
-from their sections' results: each table and paragraph against an obvious computation written here on small
+"""What the chapters show, built in :mod:`helpers.presentation.chapters`, :mod:`helpers.presentation.compare_view`
+(chapter 08's paragraphs), :mod:`helpers.presentation.performance` and :mod:`helpers.presentation.measured` from
+their sections' results and the benchmarks' JSON: each table and paragraph against an obvious computation written here on small
 constructed inputs, and the section reports' parts that the chapters read (computed once, the numbers the
 chapters showed when they computed them)."""
 from __future__ import annotations
@@ -261,6 +262,73 @@ def test_the_cluster_thresholds_are_the_jsons():
     assert list(THRESHOLDS) == ["next", "prev", "broad_entropy_fraction", "cls", "sep", "punct"]  # the rules' order
 
 
+# ------------------------------------------------------------------------------- the comparison (chapter 08)
+
+
+def _model(spec, random_init, verdicts, *, sizes=None):
+    """A model's result with one claim per verdict (``c0``, ``c1`` ...), 2 layers x 3 heads."""
+    from helpers.claims import Claim
+    from helpers.compare.run import ModelResult
+
+    claims = [Claim(f"c{i}", "§3.1", "c", "p", "o", 1.0, v) for i, v in enumerate(verdicts)]
+    return ModelResult(spec, {"name": spec, "layers": 2, "heads": 3, "random_init": random_init}, claims,
+                       sizes=sizes or {}, seconds=12.5, peak_rss_gib=1.25)
+
+
+R, P, N = "reproduced", "partly", "not reproduced"
+
+
+def test_the_comparisons_findings_paragraph_on_both_sides_of_each_branch():
+    """Two pre-trained models and a control: c0 and c3 hold for both (shared), c1 for one (model-dependent), c2 for
+    none; the control reproduces c0. One pre-trained model and no control: the other sentence, no control's."""
+    from helpers.presentation.compare_view import findings_text
+
+    two = [_model("a", False, [R, P, N, R]), _model("b", False, [R, N, N, P]), _model("random:a", True, [P, N, N, N])]
+    assert findings_text(two) == (
+        "Across the pre-trained models (a and b), 2 claims hold, at least partly, for every one of them: c0 and c3. "
+        "These look like properties of pre-trained transformers rather than of one model. "
+        "1 claims depend on the model (reproduced by some, not by others): c1. "
+        "1 claims hold for none of them: c2. "
+        "The random-init controls (random:a) also get \"reproduced\" or \"partly\" for 1 claims: c0; for these the "
+        "verdict does not need pre-training (the pattern comes with the architecture or the input format, or the claim "
+        "is a negative one that an untrained model satisfies too).")
+    one = [_model("a", False, [R, N, N])]
+    assert findings_text(one) == (
+        "Across the pre-trained models (a), 1 claims hold, at least partly, for every one of them: c0. "
+        "With one pre-trained model, nothing can be said yet about other models. "
+        "0 claims depend on the model (reproduced by some, not by others): none. "
+        "2 claims hold for none of them: c1 and c2.")
+
+
+def test_the_comparisons_models_sizes_and_cost():
+    """The models with their shapes; the sizes note in a small and a full build, with and without models at reduced
+    sizes (the book's model, ``default``, runs at the chapters' sizes); the cost table's rows."""
+    from helpers.compare.run import REDUCED_SIZES, SMALL_REDUCED_SIZES
+    from helpers.context import RunContext
+    from helpers.presentation.compare_view import cost_table, models_text, sizes_note
+
+    book, other = _model("default", False, [R]), _model("m", False, [R], sizes=dict(REDUCED_SIZES))
+    control = _model("random:default", True, [N])
+    assert models_text([book, other]) == "default (2 layers x 3 heads); m (2 layers x 3 heads)"
+    chapters = "The book's model's rows are those of the chapters (same sizes, read from their cache"
+    assert sizes_note([book], RunContext(small=False)) == chapters + ")."
+    assert sizes_note([book], RunContext(small=True)) == chapters + "; this build uses the small test configuration)."
+    reduced = (" To keep the book's build within budget, m and random:default use reduced sizes: {}; their verdicts "
+               "rest on less data than the book's model.")
+    full = (f"{REDUCED_SIZES['n_segments']} segments, the first {REDUCED_SIZES['max_sentences']} sentences of each "
+            f"treebank and the first {REDUCED_SIZES['max_documents']} documents of each coreference split")
+    assert sizes_note([book, other, control], RunContext(small=False)) == chapters + ")." + reduced.format(full)
+    small = (f"{SMALL_REDUCED_SIZES['n_segments']} segments, the first {SMALL_REDUCED_SIZES['max_sentences']} sentences "
+             f"of each treebank and the first {SMALL_REDUCED_SIZES['max_documents']} documents of each coreference "
+             f"split, probes trained for {SMALL_REDUCED_SIZES['epochs']} epoch(s)")
+    assert sizes_note([book, other, control], RunContext(small=True)) == (
+        chapters + "; this build uses the small test configuration)." + reduced.format(small))
+    frame = cost_table([book, other])
+    assert frame.index.tolist() == ["default", "m"]
+    assert frame["sizes"].tolist() == ["the chapters' sizes", full]
+    assert frame["seconds"].tolist() == [12.5, 12.5] and frame["peak resident memory (GiB)"].tolist() == [1.25, 1.25]
+
+
 # ------------------------------------------------------------------------------- the Performance page
 
 BUILD = {"seconds_cold_build": 1000.0, "seconds_floor": 250.0, "ratio_build_over_floor": 4.0,
@@ -269,6 +337,23 @@ BUILD = {"seconds_cold_build": 1000.0, "seconds_floor": 250.0, "ratio_build_over
          "slowest_cells": {"notebooks/b": [[3, 420.4, "report = SECTION.run(lm, ctx)"]]},
          "page_cpu_seconds": {"notebooks/a": 500.0},
          "recorded": {"date": "2026-01-01", "machine": {"cores": 2, "cpu": "x"}, "command": "python b.py", "commit": "abc"}}
+
+
+def test_the_clustering_benchmarks_table():
+    """benchmarks/clustering.py's JSON as the page shows it: per-segment seconds in milliseconds to 0.1, the rest as
+    written, one row each, in the page's order."""
+    from helpers.presentation.measured import clustering_table
+
+    bench = {"segments": 20, "per_segment_seconds": {"batched_float32": 0.00126, "batched_float64": 0.0021,
+                                                     "per_head_loop_float64": 0.5, "original_per_head_loop_float16": 1.25},
+             "speedup_vs_per_head_loop": 396.8, "speedup_vs_original_loop": 992.1, "seconds_js_all_segments": 0.03,
+             "seconds_forward_all_segments": 0.4, "peak_rss_mib": 512.5}
+    frame = clustering_table(bench)
+    assert frame.columns.tolist() == ["value"] and frame.index.name == "measure"
+    assert [m.split(" (")[0].split(",")[0] for m in frame.index] == [
+        "segments", "batched", "batched", "per-head loop", "the original's per-head loop", "speed-up over the per-head loop",
+        "speed-up over the original's loop", "JS distances", "forward passes", "peak resident memory"]
+    assert frame["value"].tolist() == [20, 1.3, 2.1, 500.0, 1250.0, 396.8, 992.1, 0.03, 0.4, 512.5]
 
 
 def test_packed_over_floor_reads_the_recording_or_computes_it_from_the_cores():

@@ -164,6 +164,9 @@ def test_a_commands_corpus_check_is_its_records_reads(monkeypatch):
     assert check("cluster") == ("segments:gum:train", "gum:dev", "ontogum:dev")  # the heads it marks: §4.2's, §4.3's
     assert check("cluster", "--no-linguistic") == ("segments:gum:train",)
     assert check("norms") == check("sinks") == ("segments:gum:train",)  # Table 1's norms are the chapter's part
+    assert check("heads", "--conllu", "my.conllu") == ("my.conllu",)  # its file, not GUM test, GUM dev and EWT dev
+    assert check("coref") == ("ontogum:test", "ontogum:dev")
+    assert check("probe", "--test", "a.conllu") == ("gum:train", "gum:dev", "a.conllu")
     assert section("norms").command_reads({"table1": True}) == ("segments:gum:train", "gum:test")
     for record in SECTIONS:
         options = {a.dest for a in parser._subparsers._group_actions[0].choices[record.command.name]._actions}
@@ -171,6 +174,48 @@ def test_a_commands_corpus_check_is_its_records_reads(monkeypatch):
             head, _, corpus = read.partition(":")
             assert read in record.corpora or (head in record.inputs and corpus in section(head).corpora), read
             assert option in options or option in record.sizes.full or read in record.corpora, (record.key, option)
+
+
+@pytest.mark.parametrize("argv", [
+    ["heads", "--conllu", "{own}", "--max-sentences", "2"],
+    ["probe", "--train", "{own}", "--dev", "{own}", "--test", "{own}"],
+], ids=["heads", "probe"])
+def test_a_command_given_its_own_files_opens_no_other_corpus(argv, tmp_path, toy_conllu, monkeypatch):
+    """A section command whose options name its corpora checks those and nothing else before its model loads (its
+    options replace its record's corpora: ``Command.reads``): given its own file, with ``--data-dir`` an empty folder
+    (where GUM and EWT would be looked for), the whole preflight passes and parses that file only."""
+    from helpers import cli
+    from helpers.data import corpora
+
+    own = tmp_path / "own.conllu"
+    own.write_bytes(toy_conllu.read_bytes())
+    empty = tmp_path / "no-corpora"
+    empty.mkdir()
+    parsed = []
+    read = corpora._read
+    monkeypatch.setattr(corpora, "_read", lambda path, *a, **k: parsed.append(Path(path)) or read(path, *a, **k))
+    monkeypatch.setattr(cli, "check_model_option", lambda args: None)  # the model is not what is checked here
+    args = cli.build_parser().parse_args([a.format(own=own) for a in argv]
+                                         + ["--data-dir", str(empty), "--cache-dir", str(tmp_path / "cache")])
+    cli.preflight(args)
+    assert set(parsed) == {own.resolve()}
+
+
+def test_coref_checks_the_splits_it_is_given(toy_data, tmp_path, monkeypatch):
+    """``coref --split test --select-on test`` reads OntoGUM test only: its check opens no GUM dev document."""
+    from helpers import cli
+    from helpers.data import corpora
+
+    parsed = []
+    read = corpora._read
+    monkeypatch.setattr(corpora, "_read", lambda path, *a, **k: parsed.append(Path(path).stem) or read(path, *a, **k))
+    monkeypatch.setattr(cli, "check_model_option", lambda args: None)
+    args = cli.build_parser().parse_args(["coref", "--split", "test", "--select-on", "test", "--data-dir", str(toy_data),
+                                          "--cache-dir", str(tmp_path / "cache")])
+    cli.preflight(args)
+    assert sorted(set(parsed)) == ["GUM_c", "GUM_toy_coref"]  # GUM test's documents (dev's: GUM_b, GUM_dev_coref)
+    assert section("coref").command_reads(vars(args)) == ("ontogum:test",)
+    assert section("coref").command_reads({**vars(args), "select_on": "dev"}) == ("ontogum:test", "ontogum:dev")
 
 
 def test_the_plan_follows_the_records_reads(monkeypatch):
