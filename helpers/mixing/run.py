@@ -516,11 +516,12 @@ def sizes_note(results: dict[str, dict]) -> str:
             parts.append("per-head value zeroing on all of them (the model ran on an accelerator)")
         else:
             s = heads.get("syntax", {}).get("sentences", {"dev": 0, "test": 0})
+            documents = (f"the first {sub['documents']} documents of each coreference split" if sub["documents"]
+                         else "no coreference document")
             parts.append(f"per-head value zeroing, which reruns every layer heads × tokens times a sentence, on the CPU "
                          f"only on the first {sub['sentences']} sentences of GUM dev and test ({s['dev']} and {s['test']} "
-                         f"scored; no probe trained) and the first {sub['documents']} documents of each coreference "
-                         "split, so its scores are of other, fewer inputs than the other rows' and are not compared "
-                         "with them")
+                         f"scored; no probe trained) and {documents}, so its scores are of other, fewer inputs than the "
+                         "other rows' and are not compared with them")
     return "Scored on " + "; ".join(parts) + "." if parts else "Nothing was scored."
 
 

@@ -162,3 +162,15 @@ def test_the_record_sizes():
     for k in ("max_sentences", "train_sentences", "max_documents", "heads_sentences", "epochs"):
         assert small[k] <= full[k], k
     assert SECTION.paper is None and SECTION.inputs == ()
+
+
+@pytest.mark.parametrize("documents, said", [(0, "and no coreference document,"),
+                                             (2, "and the first 2 documents of each coreference split,")])
+def test_the_sizes_note_names_per_head_value_zeroings_subset(documents, said):
+    from helpers.mixing.run import HEADS_METHOD, sizes_note
+
+    heads = {"subset": {"everything": False, "sentences": 3, "documents": documents},
+             "syntax": {"sentences": {"dev": 3, "test": 3}}}
+    note = sizes_note({HEADS_METHOD: heads})
+    assert note.startswith("Scored on per-head value zeroing") and "first 3 sentences of GUM dev and test (3 and 3 " \
+        "scored; no probe trained)" in note and said in note
