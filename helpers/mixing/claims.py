@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.claims import Claim, Verdict, at_most_partly_if_overlaps, verdict
+from helpers.claims import Claim, Verdict, at_most_partly_if_overlaps, not_applicable, verdict
 from helpers.mixing.run import HEADS_METHOD, METHOD_NAMES
 from helpers.syntax.stats import ALL
 
@@ -116,7 +116,11 @@ def claims(results: dict[str, dict]) -> list[Claim]:
     for claim_id, section, what, score, unit in BETTER:
         weights, _ = score(results[WEIGHTS])
         best = _best(results, score)
-        if weights is None or best is None:
+        if weights is None or best is None:  # nothing scored at these sizes (e.g. no mention in a small run's documents)
+            out.append(not_applicable(claim_id, section, f"a context-mixing map is a better {what} than the weights",
+                                      "not tested (weights only)",
+                                      f"no {what} was scored {'for the weights' if weights is None else 'for any other map'}"
+                                      " at these sizes"))
             continue
         method, value, interval = best
         gain = value - weights

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from helpers.claims import NOT_REPRODUCED, PARTLY, REPRODUCED
+from helpers.claims import NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED
 from helpers.mixing import claims as mc
 
 EPS = 1e-9
@@ -75,4 +75,10 @@ def test_claims_leave_out_what_was_not_run():
     decoder = {"attention": _result("attention", all_acc=30.0, first=[0.8]), "rollout": _result("rollout", all_acc=20.0, first=[0.9])}
     rows = {c.id: c for c in mc.claims(decoder)}  # a decoder: BOS only, no [SEP]
     assert rows["mixing-rollout-sinks"].value == pytest.approx(0.9 / 0.8) and rows["mixing-rollout-sinks"].verdict == NOT_REPRODUCED
-    assert "mixing-coref" not in rows and "mixing-probe" not in rows  # nothing scored
+    # nothing scored for §4.3 and §5: each claim is still there (the page glues it), not applicable, saying why
+    for claim_id in ("mixing-coref", "mixing-probe"):
+        assert rows[claim_id].verdict == NOT_APPLICABLE and rows[claim_id].value is None
+        assert "scored for the weights at these sizes" in rows[claim_id].reason
+    no_other = {"attention": _result("attention", all_acc=30.0, coref=50.0, first=[0.8]),
+                "rollout": _result("rollout", all_acc=20.0, first=[0.9])}
+    assert "for any other map" in {c.id: c for c in mc.claims(no_other)}["mixing-coref"].reason

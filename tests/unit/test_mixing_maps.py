@@ -40,8 +40,17 @@ ENCODER_SENTENCES = [["the", "cat", "sat", "on", "the", "mat", "."], ["a", "dog"
 DECODER_SENTENCES = [td.SENTENCE, ["a", "dog", "sat"]]
 
 
+def toy_vocab(tiny_model_dir) -> list[str]:
+    """conftest's toy vocabulary, in id order, as its tiny BERT's tokenizer holds it: read from the fixture's folder,
+    not imported (``from conftest import ...`` finds whichever conftest module was imported first under that name)."""
+    from transformers import AutoTokenizer
+
+    vocab = AutoTokenizer.from_pretrained(tiny_model_dir).get_vocab()
+    return sorted(vocab, key=vocab.get)
+
+
 @pytest.fixture(scope="module")
-def bert_lm(tmp_path_factory):
+def bert_lm(tmp_path_factory, tiny_model_dir):
     """conftest's tiny random BERT (2 layers, 4 heads, hidden 16, its toy vocabulary) with weights drawn at
     ``initializer_range`` 0.2 instead of 0.02. At 0.02 the value path carries about 1/1000 of the residual
     stream, so a zeroed value moves a layer's output by ~1e-4 of its size and the cosine distances are
@@ -50,7 +59,7 @@ def bert_lm(tmp_path_factory):
     attribution.md §8.4); at 0.2 this one does too. The float64 comparisons hold at both scales."""
     from transformers import BertConfig, BertModel, BertTokenizer
 
-    from conftest import TOY_VOCAB
+    TOY_VOCAB = toy_vocab(tiny_model_dir)
 
     directory = tmp_path_factory.mktemp("mixing-bert")
     BertTokenizer(vocab={w: i for i, w in enumerate(TOY_VOCAB)}, do_lower_case=True).save_pretrained(directory)
@@ -79,11 +88,11 @@ def mpnet_lm(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def distilbert_lm(tmp_path_factory):
+def distilbert_lm(tmp_path_factory, tiny_model_dir):
     """A 2-layer, 4-head random DistilBERT (its own module names, no token types), weights as :func:`bert_lm`."""
     from transformers import DistilBertConfig, DistilBertModel, DistilBertTokenizerFast
 
-    from conftest import TOY_VOCAB
+    TOY_VOCAB = toy_vocab(tiny_model_dir)
 
     directory = tmp_path_factory.mktemp("mixing-distilbert")
     DistilBertTokenizerFast(vocab={w: i for i, w in enumerate(TOY_VOCAB)}, do_lower_case=True).save_pretrained(directory)
