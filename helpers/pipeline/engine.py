@@ -331,12 +331,30 @@ def _client(execution: Execution):
                   "(use tls://, see the README)", file=sys.stderr)
         own = execution.security is not None  # the credentials of a cluster this process started (session)
         try:
-            return Client(execution.address, timeout=OWN_CLUSTER_TIMEOUT if own else ADDRESS_TIMEOUT,
-                          security=security), None
+            return _started_client(Client, execution.address, timeout=OWN_CLUSTER_TIMEOUT if own else ADDRESS_TIMEOUT,
+                                   security=security), None
         except (OSError, TimeoutError, ValueError, TypeError) as err:
             raise OSError(f"--address {execution.address}: cannot reach a Dask scheduler there ({err})") from None
     cluster = local_cluster(execution.workers or 2)
-    return Client(cluster, timeout=OWN_CLUSTER_TIMEOUT), cluster
+    return _started_client(Client, cluster, timeout=OWN_CLUSTER_TIMEOUT), cluster
+
+
+# Times a client is made again when Dask's own event-loop thread did not start: ``distributed.utils.LoopRunner``
+# waits a fixed 10 s for that thread, no setting changes it, and on a loaded machine (a CI worker beside another
+# building a book) it did not start in time once ("assert loop is not None" in LoopRunner._start_unlocked).
+LOOP_START_TRIES = 3
+
+
+def _started_client(Client, *args, **kwargs):
+    """``Client(*args, **kwargs)``, made again (up to :data:`LOOP_START_TRIES` times) when its event-loop thread did not
+    start within Dask's fixed 10 s (an ``AssertionError`` from the loop runner, nothing about the cluster); any other
+    error is raised at once."""
+    for attempt in range(LOOP_START_TRIES):
+        try:
+            return Client(*args, **kwargs)
+        except AssertionError:
+            if attempt == LOOP_START_TRIES - 1:
+                raise
 
 
 def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,

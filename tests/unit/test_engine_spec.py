@@ -36,3 +36,32 @@ def test_probe_control_is_loaded_from_the_models_cache(tiny_model_dir, tmp_path,
     control = control_model(lm)
     # (the tiny model was itself made with seed 0, so its control has the same weights: only where it loads from is checked)
     assert control.random_init and control.n_layers == lm.n_layers and control.cache_root == str(cache)
+
+
+def test_a_client_whose_event_loop_did_not_start_is_made_again():
+    """Dask's loop runner waits a fixed 10 s for its thread and fails with a bare AssertionError under load: the
+    engine makes the client again (up to LOOP_START_TRIES times); any other error is raised at once."""
+    import pytest
+
+    from helpers.pipeline.engine import LOOP_START_TRIES, _started_client
+
+    calls = []
+
+    def flaky(fails: int, error=AssertionError):
+        def make(*args, **kwargs):
+            calls.append((args, kwargs))
+            if len(calls) <= fails:
+                raise error()
+            return "client"
+        return make
+
+    assert _started_client(flaky(LOOP_START_TRIES - 1), "tls://x", timeout="300s") == "client"
+    assert len(calls) == LOOP_START_TRIES and calls[-1] == (("tls://x",), {"timeout": "300s"})
+    calls.clear()
+    with pytest.raises(AssertionError):
+        _started_client(flaky(LOOP_START_TRIES), "tls://x")
+    assert len(calls) == LOOP_START_TRIES
+    calls.clear()
+    with pytest.raises(OSError):
+        _started_client(flaky(1, OSError), "tls://x")
+    assert len(calls) == 1
