@@ -42,6 +42,7 @@ the same model (its weights are checked: a worker with other weights refuses the
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import re
@@ -291,7 +292,7 @@ def local_cluster(n_workers: int):
     with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
         return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                             dashboard_address=None, worker_dashboard_address=None, silence_logs=40, security=security,
-                            scheduler_kwargs={"dashboard_address": HTTP_ADDRESS})
+                            scheduler_kwargs={"dashboard_address": HTTP_ADDRESS}, loop=event_loop())
 
 
 @contextmanager
@@ -331,30 +332,54 @@ def _client(execution: Execution):
                   "(use tls://, see the README)", file=sys.stderr)
         own = execution.security is not None  # the credentials of a cluster this process started (session)
         try:
-            return _started_client(Client, execution.address, timeout=OWN_CLUSTER_TIMEOUT if own else ADDRESS_TIMEOUT,
-                                   security=security), None
+            return Client(execution.address, timeout=OWN_CLUSTER_TIMEOUT if own else ADDRESS_TIMEOUT,
+                          security=security, loop=event_loop()), None
         except (OSError, TimeoutError, ValueError, TypeError) as err:
+            gc.collect()  # the failed client, whose __del__ takes Dask's loop-runner lock, goes now, not in a later lock
             raise OSError(f"--address {execution.address}: cannot reach a Dask scheduler there ({err})") from None
     cluster = local_cluster(execution.workers or 2)
-    return _started_client(Client, cluster, timeout=OWN_CLUSTER_TIMEOUT), cluster
+    return Client(cluster, timeout=OWN_CLUSTER_TIMEOUT, loop=event_loop()), cluster
 
 
-# Times a client is made again when Dask's own event-loop thread did not start: ``distributed.utils.LoopRunner``
-# waits a fixed 10 s for that thread, no setting changes it, and on a loaded machine (a CI worker beside another
-# building a book) it did not start in time once ("assert loop is not None" in LoopRunner._start_unlocked).
-LOOP_START_TRIES = 3
+# How long this process waits for the thread of its Dask event loop (:func:`event_loop`) to start.
+LOOP_START_TIMEOUT = 300.0
+_LOOP = None
+_LOOP_LOCK = threading.Lock()
 
 
-def _started_client(Client, *args, **kwargs):
-    """``Client(*args, **kwargs)``, made again (up to :data:`LOOP_START_TRIES` times) when its event-loop thread did not
-    start within Dask's fixed 10 s (an ``AssertionError`` from the loop runner, nothing about the cluster); any other
-    error is raised at once."""
-    for attempt in range(LOOP_START_TRIES):
-        try:
-            return Client(*args, **kwargs)
-        except AssertionError:
-            if attempt == LOOP_START_TRIES - 1:
-                raise
+def event_loop():
+    """The Tornado ``IOLoop`` every Dask client and local cluster of this process runs on: started once, in a daemon
+    thread of its own, and waited for up to :data:`LOOP_START_TIMEOUT` seconds.
+
+    Left to itself, each ``Client`` and ``LocalCluster`` starts a loop thread of its own through
+    ``distributed.utils.LoopRunner``, holding that class's lock and waiting a fixed 10 s for the thread. A client
+    collected meanwhile (a failed one, garbage in a cycle: its ``__del__`` closes it, which takes the same lock) blocks
+    whichever thread the collection ran in: the new loop thread, and the start fails after 10 s with ``assert loop is
+    not None`` (issue 53, once in CI), or the waiting thread itself, which then waits forever (a hung test run).
+    Given a running loop, the loop runner starts no thread, waits for nothing and never stops the loop, so it lives as
+    long as the process."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is not None and _LOOP.asyncio_loop.is_running():
+            return _LOOP
+        import asyncio
+
+        from tornado.ioloop import IOLoop
+
+        ready, made = threading.Event(), {}
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            made["loop"] = IOLoop.current()
+            loop.call_soon(ready.set)  # set once the loop runs: the loop runner refuses a loop that is not running
+            loop.run_forever()
+
+        threading.Thread(target=run, daemon=True, name="dask event loop").start()
+        if not ready.wait(LOOP_START_TIMEOUT):
+            raise RuntimeError(f"the Dask event loop's thread did not start in {LOOP_START_TIMEOUT:.0f} s")
+        _LOOP = made["loop"]
+        return _LOOP
 
 
 def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,

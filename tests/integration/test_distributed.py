@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helpers.cli import main
-from helpers.pipeline.engine import Execution
+from helpers.pipeline.engine import Execution, event_loop
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "unaffable", "is", "big", "biggest", "sit", ".", ","]
 N_SENTENCES = 300  # two shards: 256 + 44
@@ -170,7 +170,7 @@ def _existing_cluster(n_workers: int, **kwargs):
 
     return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
                         dashboard_address=None, silence_logs=40, scheduler_kwargs={"dashboard_address": HTTP_ADDRESS},
-                        **kwargs)
+                        loop=event_loop(), **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +186,7 @@ def cluster():
 def test_local_cluster_admits_only_its_owner(tiny_model_dir, corpus, tmp_path):
     """Issue 27: --workers N starts a cluster that only its owner can use: TLS with a temporary
     certificate (a client without it, or with another one, is refused), and no dashboard pages."""
+    import gc
     import urllib.error
     import urllib.request
 
@@ -199,9 +200,14 @@ def test_local_cluster_admits_only_its_owner(tiny_model_dir, corpus, tmp_path):
 
         for security in (None, temporary_security()):  # no certificate; a certificate of its own
             with pytest.raises(Exception):
-                Client(execution.address, timeout="5s", security=security)
+                Client(execution.address, timeout="5s", security=security, loop=event_loop())
+        # the refused clients are garbage in reference cycles, and their __del__ closes them, taking Dask's loop-runner
+        # lock: collected later inside a loop runner that holds that lock (gc runs on any allocation), they deadlocked a
+        # run (or, in a loop thread, made the next client's start time out: "assert loop is not None"); collect them now
+        gc.collect()
         client, _ = _client(execution)
         try:
+            assert client.loop is event_loop()  # the process's one loop: no loop thread of Dask's own to wait 10 s for
             assert client.submit(lambda: 41 + 1).result() == 42  # the owner's client is admitted
             host, http = client.run_on_scheduler(lambda dask_scheduler: (dask_scheduler.http_server.address,
                                                                          dask_scheduler.http_server.port))
@@ -277,7 +283,7 @@ def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
                 os.kill(os.getpid(), signal.SIGKILL)
 
     local = _heads(tiny_model_dir, corpus, tmp_path, "local")
-    with Client(cluster) as client:
+    with Client(cluster, loop=event_loop()) as client:
         client.register_plugin(KillOnce(flag), name="kill-once")
         address = cluster.scheduler_address
         dask = _heads(tiny_model_dir, corpus, tmp_path, "dask", "--address", address)
@@ -434,7 +440,7 @@ def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, 
 
     local = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "local")
     assert _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "workers", "--workers", "2") == local
-    with Client(cluster) as client:
+    with Client(cluster, loop=event_loop()) as client:
         client.register_plugin(KillOnce(flag), name="kill-once-stream")
         try:
             dask = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "killed",
@@ -489,7 +495,7 @@ def test_cluster_with_linguistic_heads_on_a_cluster(tiny_model_dir, toy_data, tm
     BertTokenizer.from_pretrained(tiny_model_dir).save_pretrained(wide)
     args = ["cluster", "--model", str(wide), "--data-dir", str(toy_data), "--segments", "3", "--permutations", "20"]
     local = _run(args, tmp_path / "local.json", tmp_path / "cache-local")
-    with Client(cluster) as client, get_task_stream(client) as tasks:
+    with Client(cluster, loop=event_loop()) as client, get_task_stream(client) as tasks:
         dask = _run([*args, "--address", cluster.scheduler_address], tmp_path / "dask.json", tmp_path / "cache-dask")
     assert dask == local and json.loads(local)["linguistic"]
     ran = {str(task["key"]).split("-")[0] for task in tasks.data}
