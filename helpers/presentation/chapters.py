@@ -1,8 +1,9 @@
 """What the chapters show beside their figures: each table and paragraph a chapter builds from its section's
-results, so that a chapter cell calls one function here and shows what it returns.
+results (chapter 02, which has no section, from the arrays its cells compute), so that a chapter cell calls one
+function here and shows what it returns.
 
 Nothing here computes a statistic: every number comes from a section's report (or the result its record's
-run returns), and is only rounded, formatted and labelled here. Tables are pandas DataFrames for
+run returns, or a chapter 02 cell), and is only rounded, formatted and labelled here. Tables are pandas DataFrames for
 :func:`helpers.presentation.book.table`; text is for :func:`helpers.presentation.book.glue_text`.
 
 >>> table(example_heads(report.figure1.heads), name="tbl-surface-example-heads", caption="...")  # doctest: +SKIP
@@ -17,13 +18,56 @@ from helpers import paper
 from helpers.cluster.run import NO_BEHAVIOUR
 from helpers.cluster.stats import layer_distances
 from helpers.core.labels import head_label
+from helpers.coref.run import table2
+from helpers.coref.stats import MENTION_TYPES
 from helpers.probe.run import CONFIGS
+from helpers.syntax.run import DIRECTION_ARROWS
 
 if TYPE_CHECKING:  # annotations only: importing this module stays cheap
     import pandas as pd
 
     from helpers.cluster.run import ClusterResult
+    from helpers.coref.run import CorefRun
     from helpers.syntax.stats import HeadScores
+
+
+# ------------------------------------------------------------------------------- §2 attention maps (chapter 02)
+
+
+def token_table(tokens: list[str], word_of_token, words: list[str]) -> "pd.DataFrame":
+    """``token | word position | word``: each of one example's ``tokens``, the position of the word it belongs to
+    (``word_of_token``, ``[token]``, 0-based over ``words``) and that word (``words``: the positions' labels,
+    :meth:`~helpers.core.models.LoadedModel.position_labels`: [CLS], the words, [SEP])."""
+    import pandas as pd
+
+    return pd.DataFrame({"token": tokens, "word position": word_of_token, "word": [words[w] for w in word_of_token]})
+
+
+def first_mean_table(mean_attn: np.ndarray, first_attn: np.ndarray, words: list[str], *, layer: int, head: int,
+                     word: int) -> "pd.DataFrame":
+    """Two rows, ``mean (paper)`` and ``first (released code)``, one column per word of ``words``: the attention
+    from word ``word`` in head ``(layer, head)`` (0-based) in word-level maps ``[layer, head, query, key]`` whose
+    split words' rows are their tokens' mean (``mean_attn``, the paper) or their first token's row
+    (``first_attn``, the released code); rounded to 3 places, the index named ``row of the split word``."""
+    import pandas as pd
+
+    rows = pd.DataFrame({"mean (paper)": mean_attn[layer, head, word], "first (released code)": first_attn[layer, head, word]},
+                        index=words)
+    return rows.T.round(3).rename_axis("row of the split word")
+
+
+def maps_summary(split_fraction: float, row_sum_deviation: float, formula_max_diff: float) -> "pd.DataFrame":
+    """Chapter 02's summary, ``claim | paper | this model | note``: the share of words split into several tokens
+    (``split_fraction``, a fraction, beside the paper's ~8% on WSJ), the largest deviation of a word-level row's sum
+    from 1 (``row_sum_deviation``) and the largest difference between the maps and softmax(QKᵀ/√d) recomputed from
+    the layers' queries and keys (``formula_max_diff``)."""
+    import pandas as pd
+
+    rows = [("words split into several tokens", f"~{100 * paper.SPLIT_WORD_FRACTION.value:.0f}% (WSJ)",
+             f"{100 * split_fraction:.1f}% (GUM dev)", "different corpus and vocabulary"),
+            ("word-level rows sum to 1", "yes", f"max deviation {row_sum_deviation:.1e}", "by construction"),
+            ("maps equal softmax(QKᵀ/√d)", "formula in §2", f"max difference {formula_max_diff:.1e}", "scaling written in")]
+    return pd.DataFrame(rows, columns=["claim", "paper", "this model", "note"])
 
 
 # ------------------------------------------------------------------------------- §3 surface
@@ -155,6 +199,40 @@ def possessive_table(plain: "HeadScores", convention: "HeadScores", relation: st
                         ).set_index("scoring")
 
 
+# ------------------------------------------------------------------------------- §4.3 coreference
+
+
+def table2_frame(dev: "CorefRun", test: "CorefRun", *, candidate_sets: tuple[str, ...] = ("mentions",)) -> "pd.DataFrame":
+    """The chapter's Table 2, indexed by ``system``: the rows of :func:`helpers.coref.run.table2` (accuracies in
+    percent to 0.1, the 95% interval of ``all`` as ``[lo, hi]``, empty for the baselines), then the paper's rows
+    (``paper: <system>``) and the number of mentions of each type in ``test`` (``mentions (test)``; the frame's
+    dtype is object, so the counts stay integers)."""
+    import pandas as pd
+
+    rows = []
+    for row in table2(dev, test, candidate_sets=candidate_sets):
+        lo_hi = row["interval"]
+        rows.append({"system": row["system"], **{k: round(row[k], 1) for k in ("all", *MENTION_TYPES)},
+                     "95% interval (all)": f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]" if lo_hi else ""})
+    for name, values in paper.TABLE2.items():
+        rows.append({"system": f"paper: {name}", **values._asdict(), "95% interval (all)": ""})
+    counts = test.counts()
+    rows.append({"system": "mentions (test)", **{k: counts[k] for k in ("all", *MENTION_TYPES)}, "95% interval (all)": ""})
+    return pd.DataFrame(rows, dtype=object).set_index("system")
+
+
+def coref_accuracy_frame(accuracy: dict[str, np.ndarray]) -> "pd.DataFrame":
+    """Long table ``relation, direction, layer, head, label, accuracy`` of every head (1-based; accuracy to 0.1) for
+    :func:`helpers.presentation.charts.accuracy_heatmap`: one ``relation`` per mention type of ``accuracy``
+    (:meth:`helpers.coref.run.CorefRun.accuracy`, ``{type: [layer, head]}``), the direction always
+    ``mention head → candidates``."""
+    import pandas as pd
+
+    return pd.DataFrame([{"relation": kind, "direction": "mention head → candidates", "layer": l + 1, "head": h + 1,
+                          "label": head_label(l, h), "accuracy": round(float(a[l, h]), 1)}
+                         for kind, a in accuracy.items() for l in range(a.shape[0]) for h in range(a.shape[1])])
+
+
 # ------------------------------------------------------------------------------- §5 probes
 
 
@@ -223,6 +301,24 @@ def behaviour_counts(heads: "pd.DataFrame") -> tuple[int, str]:
     counts = heads["behaviour"].value_counts()
     shown = [(label, int(n)) for label, n in counts.items() if label != NO_BEHAVIOUR]
     return sum(n for _, n in shown), ", ".join(f"{label} {n}" for label, n in shown) or "none"
+
+
+# ------------------------------------------------------------------------------- attention norms (beyond the paper)
+
+
+def norms_table1(rows: list[dict]) -> "pd.DataFrame":
+    """The norms chapter's Table 1, indexed by ``relation``, from :func:`helpers.norms.run.table1_comparison`'s
+    ``rows``: the count; under weight maps and under norm maps, the best head with its direction (``5-2 dep→head``)
+    and its accuracy; the change and the baseline; numbers rounded to 0.1."""
+    import pandas as pd
+
+    frame = pd.DataFrame([{"relation": r["relation"], "count": r["count"],
+                           "weights: head": f"{r['weights_head']} {DIRECTION_ARROWS[r['weights_direction']]}",
+                           "weights: accuracy": r["weights_accuracy"],
+                           "norms: head": f"{r['norms_head']} {DIRECTION_ARROWS[r['norms_direction']]}",
+                           "norms: accuracy": r["norms_accuracy"],
+                           "change": r["change"], "baseline": r["baseline_accuracy"]} for r in rows])
+    return frame.set_index("relation").round(1)
 
 
 # ------------------------------------------------------------------------------- attention sinks (beyond the paper)

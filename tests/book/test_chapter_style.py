@@ -4,6 +4,8 @@
   references to the *paper's* figures and tables ("cf. paper Figure 2", "the paper's Table 1") stay text;
 - cells that only feed values to the prose (glue) are not shown in the pages;
 - no cell assembles prose from pieces (a multi-line f-string, text joined with ``+``): the package makes it;
+- no cell defines a function or a class, or builds a table from rows it writes out (a DataFrame of a literal, a
+  list of rows over several lines): the package makes the table, tested there, and the cell shows it;
 - every section's chapter runs its section's record (``SECTION.run(lm, ctx)``) and shows
   ``SECTION.claims(report)``, the rows "Results at a glance" shows too: one copy, so no cell checks that
   two copies agree.
@@ -209,6 +211,71 @@ def test_prose_rule_on_examples():
                  'glue_text("js_speedup", f"{clustering[\'speedup\']:.0f}")\n',
                  'glue_text("compare_findings", view.findings_text(results))\n', 'n = a + b\n'):
         assert not assembled_prose(ast.parse(code)), code
+
+
+# ---------------------------------------------------------------- tables and functions are made in the package
+
+FRAME_CALLS = {"DataFrame", "from_records", "from_dict"}  # pd.DataFrame(...), pd.DataFrame.from_records(...) ...
+LITERALS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)
+ROW = (ast.Tuple, ast.List, ast.Dict)
+
+
+def defined_functions(tree: ast.Module) -> list[str]:
+    """Where a cell defines a function (``def``, ``lambda``) or a class: code to reuse or test lives in ``helpers/``."""
+    return [f"line {n.lineno}: a {'class' if isinstance(n, ast.ClassDef) else 'function'} defined in the cell"
+            for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))]
+
+
+def assembled_tables(tree: ast.Module) -> list[str]:
+    """Where a cell builds a table from rows it writes itself: a DataFrame made from a literal (a list, tuple, dict
+    or comprehension written in the cell, on one line or several), or a list of two or more rows (tuples, lists,
+    dicts) or a comprehension of rows continued over several lines, whatever it is then given to. A DataFrame of
+    what a package function returns (``pd.DataFrame(table1_rows(scores))``) is fine."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in FRAME_CALLS:
+            data = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "data"), None)
+            if isinstance(data, LITERALS):
+                found.append(f"line {node.lineno}: a DataFrame of rows written in the cell")
+        elif ((isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) > 1 and all(isinstance(e, ROW) for e in node.elts)
+               or isinstance(node, (ast.ListComp, ast.GeneratorExp)) and isinstance(node.elt, ROW))
+              and node.end_lineno > node.lineno):
+            found.append(f"line {node.lineno}: rows of a table written out over lines")
+    return found
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_defines_functions_or_assembles_tables(path):
+    problems = [f"cell {i}, {p}: make it in helpers/ (helpers/presentation for a table), test it there and call it"
+                for i, _, tree in _parsed_code_cells(path) for p in defined_functions(tree) + assembled_tables(tree)]
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+def test_function_and_table_rules_on_examples():
+    # what a cell must not do (the cells of chapters 02, 04, 07 and the Performance page before issue 53 moved them) ...
+    assert defined_functions(ast.parse('def table2_frame(dev, test):\n    rows = []\n    return pd.DataFrame(rows)\n'))
+    assert defined_functions(ast.parse('key = lambda r: r["count"]\n'))
+    assert defined_functions(ast.parse('class Row:\n    pass\n'))
+    for code in ('pd.DataFrame([\n    ("sentences", heads["sentences"]),\n    ("scoring alone (s)", heads["s"]),\n'
+                 '], columns=["measure", "value"]).set_index("measure")\n',
+                 'table(pd.DataFrame(\n    [("split", "8%", f"{x:.1f}%", "n"),\n     ("sum", "yes", f"{d:.1e}", "c")],\n'
+                 '    columns=["claim", "paper", "this model", "note"]), name="tbl-x", caption="c")\n',
+                 'frame = pd.DataFrame([{"relation": r["relation"], "count": r["count"],\n'
+                 '                       "change": r["change"]} for r in table1]).set_index("relation")\n',
+                 'rows = pd.DataFrame({"mean (paper)": m[l, h, w], "first": f[l, h, w]}, index=words).T\n',
+                 'table(pd.DataFrame({"token": tokens, "word": [words[w] for w in ids]}), name="tbl-x", caption="c")\n',
+                 'pd.DataFrame.from_records([("a", 1)])\n',
+                 'rows = [("sentences", n),\n        ("seconds", s)]\ntable(pd.DataFrame(rows), name="tbl-x", caption="c")\n',
+                 'rows = [{"head": label(l, h), "accuracy": a[l, h]}\n        for l in range(n) for h in range(m)]\n'):
+        assert assembled_tables(ast.parse(code)), code
+    # ... and what it may: a frame of a package function's rows, a table call, settings over lines, a one-line list
+    for code in ('table(pd.DataFrame(table1_rows(test.scores)).set_index("relation"), name="tbl-x", caption="c")\n',
+                 'table(chapters.norms_table1(table1), name="tbl-x",\n      caption="c")\n', 'extraction_table(extraction)\n',
+                 'SIZES = {"extraction": ctx.sized(200, 40),\n         "heads": ctx.sized(300, 60)}\n',
+                 'builds = {spec: recorded("book_build", spec) for spec in ("default", "mpnet-base")}\n',
+                 'charts.layer_lines({"[SEP]": sep, "[CLS]": cls}, pairs=[("a", 1), ("b", 2)])\n',
+                 'for name, value in SIZES.items():\n    glue_text(f"size_{name}", value)\n'):
+        assert not assembled_tables(ast.parse(code)) and not defined_functions(ast.parse(code)), code
 
 
 # ---------------------------------------------------------------- chapters run their section's record

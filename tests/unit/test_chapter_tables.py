@@ -2,7 +2,11 @@
 (chapter 08's paragraphs), :mod:`helpers.presentation.performance` and :mod:`helpers.presentation.measured` from
 their sections' results and the benchmarks' JSON: each table and paragraph against an obvious computation written here on small
 constructed inputs, and the section reports' parts that the chapters read (computed once, the numbers the
-chapters showed when they computed them)."""
+chapters showed when they computed them).
+
+The tables that chapter cells used to build themselves (issue 53) are checked against those cells' own code, copied
+here from the notebooks as they were (``OLD CELL`` below), on constructed inputs: the table a page shows is the same
+frame as before, values, types, index and column order."""
 from __future__ import annotations
 
 import sys
@@ -18,6 +22,67 @@ from helpers.cluster.run import NO_BEHAVIOUR, THRESHOLDS, ClusterResult
 from helpers.presentation import chapters, performance
 from helpers.presentation.book import MISSING, table
 from helpers.surface.stats import SurfaceStats
+
+
+# ------------------------------------------------------------------------------- §2 attention maps (chapter 02)
+
+
+def _maps_example():
+    """A constructed example: 6 tokens over 5 positions ([CLS], 'the', 'unbelievable' in two tokens, 'cat', [SEP]),
+    random token-level maps ``[layer, head, query, key]`` (2 x 3) and their word-level maps by the mean (the paper)
+    and by the first token (the released code), written out here for the split word."""
+    rng = np.random.default_rng(1)
+    tokens = ["[CLS]", "the", "unbeliev", "##able", "cat", "[SEP]"]
+    word_of_token = np.array([0, 1, 2, 2, 3, 4])
+    words = ["[CLS]", "the", "unbelievable", "cat", "[SEP]"]
+    token_attn = rng.dirichlet(np.ones(6), size=(2, 3, 6))
+    def to_words(rows):  # [layer, head, word, token] -> [layer, head, word, word]: sum over a word's tokens
+        return np.stack([rows[..., word_of_token == w].sum(-1) for w in range(5)], axis=-1)
+    pick = [0, 1, 2, 4, 5]
+    mean_rows = token_attn[:, :, pick].copy()
+    mean_rows[:, :, 2] = token_attn[:, :, 2:4].mean(2)
+    first_rows = token_attn[:, :, pick]
+    return tokens, word_of_token, words, to_words(mean_rows), to_words(first_rows)
+
+
+def test_the_token_table_is_the_cells():
+    tokens, word_of_token, words, _, _ = _maps_example()
+    frame = chapters.token_table(tokens, word_of_token, words)
+    # OLD CELL (02_attention_maps, c90d973c), with example.word_of_token as word_of_token
+    old = pd.DataFrame({"token": tokens, "word position": word_of_token,
+                        "word": [words[w] for w in word_of_token]})
+    pd.testing.assert_frame_equal(frame, old)
+    assert frame["word"].tolist() == ["[CLS]", "the", "unbelievable", "unbelievable", "cat", "[SEP]"]
+
+
+@pytest.mark.parametrize("layer, head", [(0, 0), (1, 2)])
+def test_the_first_or_mean_table_is_the_cells(layer, head):
+    _, word_of_token, words, word_attn, first_attn = _maps_example()
+    split_word = int(np.bincount(word_of_token).argmax())
+    frame = chapters.first_mean_table(word_attn, first_attn, words, layer=layer, head=head, word=split_word)
+    # OLD CELL (02_attention_maps, be47a076)
+    rows = pd.DataFrame({"mean (paper)": word_attn[layer, head, split_word], "first (released code)": first_attn[layer, head, split_word]},
+                        index=words).T.round(3).rename_axis("row of the split word")
+    pd.testing.assert_frame_equal(frame, rows)
+    assert frame.index.tolist() == ["mean (paper)", "first (released code)"] and frame.columns.tolist() == words
+    assert frame.loc["mean (paper)"].sum() == pytest.approx(1.0, abs=5 * 5e-4)  # a word-level row, rounded to 3 places
+    assert (frame.loc["mean (paper)"] != frame.loc["first (released code)"]).any()
+
+
+@pytest.mark.parametrize("split_fraction, deviation, formula", [(0.0712, 2.2e-16, 3.1e-7), (0.1, 0.0, 0.0)])
+def test_the_maps_summary_is_the_cells(split_fraction, deviation, formula):
+    from helpers.paper import SPLIT_WORD_FRACTION
+
+    frame = chapters.maps_summary(split_fraction, deviation, formula)
+    # OLD CELL (02_attention_maps, b6ae4467), with float(np.abs(word_attn.sum(-1) - 1).max()) as deviation
+    old = pd.DataFrame(
+        [("words split into several tokens", f"~{100 * SPLIT_WORD_FRACTION.value:.0f}% (WSJ)", f"{100 * split_fraction:.1f}% (GUM dev)", "different corpus and vocabulary"),
+         ("word-level rows sum to 1", "yes", f"max deviation {deviation:.1e}", "by construction"),
+         ("maps equal softmax(QKᵀ/√d)", "formula in §2", f"max difference {formula:.1e}", "scaling written in")],
+        columns=["claim", "paper", "this model", "note"],
+    )
+    pd.testing.assert_frame_equal(frame, old)
+    assert frame["paper"][0] == "~8% (WSJ)"
 
 
 # ------------------------------------------------------------------------------- §3 surface
@@ -183,6 +248,69 @@ def test_the_chapters_held_out_rows_equal_those_computed_alone(tiny_lm, toy_conl
     assert shown == alone and len(shown) > 1
 
 
+# ------------------------------------------------------------------------------- §4.3 coreference
+
+
+def _coref_run(n_layers=2, n_heads=3, kinds=("pronoun", "proper", "nominal", "nominal"), seed=0):
+    """A constructed coreference run: 48 queries in 12 documents, random correctness of every head (choosing among
+    mentions and among every word) and baseline; with ``kinds`` lacking a mention type, that type's accuracies are
+    NaN."""
+    from helpers.coref.run import CorefRun
+
+    rng = np.random.default_rng(seed)
+    n = 48
+    kind = np.array(list(kinds) * (n // len(kinds)))[:n]
+    return CorefRun("test", "truncated", rng.random((n_layers, n_heads, n)) < 0.6, rng.random((3, n)) < 0.4, kind,
+                    np.repeat(np.arange(12), 4), 12, [], word_correct=rng.random((n_layers, n_heads, n)) < 0.3)
+
+
+def _old_table2_frame(dev_run, test_run, candidate_sets=("mentions",)):
+    # OLD CELL (04_coref, c0fc20b2), the function it defined, as it was
+    from helpers.coref.run import table2
+    from helpers.coref.stats import MENTION_TYPES
+
+    rows = []
+    for row in table2(dev_run, test_run, candidate_sets=candidate_sets):
+        lo_hi = row.pop("interval")
+        rows.append({"system": row["system"], **{k: round(row[k], 1) for k in ("all", *MENTION_TYPES)},
+                     "95% interval (all)": f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]" if lo_hi else ""})
+    for name, values in paper.TABLE2.items():
+        rows.append({"system": f"paper: {name}", **values._asdict(), "95% interval (all)": ""})
+    counts = test_run.counts()
+    rows.append({"system": "mentions (test)", **{k: counts[k] for k in ("all", *MENTION_TYPES)}, "95% interval (all)": ""})
+    return pd.DataFrame(rows, dtype=object).set_index("system")  # counts stay integers
+
+
+@pytest.mark.parametrize("candidate_sets", [("mentions",), ("mentions", "words")])
+@pytest.mark.parametrize("kinds", [("pronoun", "proper", "nominal", "nominal"), ("pronoun", "nominal")])
+def test_table2_frame_is_the_cells(candidate_sets, kinds):
+    """Both calls of the chapter (the mentions alone; mentions and every word), with every mention type and with one
+    missing (its accuracies NaN); the heads' intervals filled in, the baselines' empty."""
+    dev, test = _coref_run(kinds=kinds, seed=0), _coref_run(kinds=kinds, seed=1)
+    frame = chapters.table2_frame(dev, test, candidate_sets=candidate_sets)
+    pd.testing.assert_frame_equal(frame, _old_table2_frame(dev, test, candidate_sets=candidate_sets))
+    heads = 2 * len(candidate_sets)
+    intervals = frame["95% interval (all)"].tolist()
+    assert all(i.startswith("[") for i in intervals[:heads]) and not any(intervals[heads:])
+    assert frame.loc["mentions (test)", "all"] == 48 and type(frame.loc["mentions (test)", "all"]) is int
+    assert frame.loc["paper: Head match"].tolist()[:4] == list(paper.TABLE2["Head match"])
+    assert pd.isna(frame.loc["nearest", "proper"]) == ("proper" not in kinds)
+
+
+def test_the_coref_heat_maps_frame_is_the_cells():
+    test = _coref_run()
+    acc = test.accuracy()
+    lm = SimpleNamespace(n_layers=2, n_heads=3)
+    frame = chapters.coref_accuracy_frame(acc)
+    # OLD CELL (04_coref, f6392a0a)
+    from helpers.core.labels import head_label
+    old = pd.DataFrame([{"relation": kind, "direction": "mention head → candidates", "layer": l + 1, "head": h + 1,
+                         "label": head_label(l, h), "accuracy": round(float(a[l, h]), 1)}
+                        for kind, a in acc.items() for l in range(lm.n_layers) for h in range(lm.n_heads)])
+    pd.testing.assert_frame_equal(frame, old)
+    assert len(frame) == 4 * 2 * 3 and frame["label"].tolist()[:4] == ["1-1", "1-2", "1-3", "2-1"]
+
+
 # ------------------------------------------------------------------------------- §5 probes
 
 
@@ -260,6 +388,34 @@ def test_the_cluster_thresholds_are_the_jsons():
     result.similarity, result.order = {}, np.arange(6)
     assert result.to_json()["thresholds"] == THRESHOLDS
     assert list(THRESHOLDS) == ["next", "prev", "broad_entropy_fraction", "cls", "sep", "punct"]  # the rules' order
+
+
+# ------------------------------------------------------------------------------- attention norms (chapter 07)
+
+
+def test_the_norms_table1_is_the_cells():
+    """Rows of :func:`helpers.norms.run.table1_comparison` with both directions under each kind of map and
+    accuracies to be rounded; against the chapter's old cell."""
+    from helpers.syntax.run import DIRECTION_ARROWS
+    from helpers.syntax.stats import DIRECTIONS
+
+    def row(relation, count, w, n, wd, nd, base):
+        return {"relation": relation, "count": count, "weights_head": "5-2", "weights_direction": DIRECTIONS[wd],
+                "weights_accuracy": w, "norms_head": "4-11", "norms_direction": DIRECTIONS[nd], "norms_accuracy": n,
+                "change": round(n - w, 4), "same_head": False, "baseline_accuracy": base}
+
+    table1 = [row("all", 500, 40.04, 42.16, 0, 1, 30.0), row("det", 50, 90.0, 89.95, 1, 0, 50.55),
+              row("nsubj", 7, 33.333, 66.667, 1, 1, 14.2857)]
+    frame = chapters.norms_table1(table1)
+    # OLD CELL (07_norms, norms-19)
+    short = DIRECTION_ARROWS  # "dep→head", "head→dep"
+    old = pd.DataFrame([{"relation": r["relation"], "count": r["count"],
+                   "weights: head": f"{r['weights_head']} {short[r['weights_direction']]}", "weights: accuracy": r["weights_accuracy"],
+                   "norms: head": f"{r['norms_head']} {short[r['norms_direction']]}", "norms: accuracy": r["norms_accuracy"],
+                   "change": r["change"], "baseline": r["baseline_accuracy"]} for r in table1]).set_index("relation").round(1)
+    pd.testing.assert_frame_equal(frame, old)
+    assert frame.loc["all"].tolist() == [500, "5-2 dep→head", 40.0, "4-11 head→dep", 42.2, 2.1, 30.0]
+    assert frame.loc["nsubj", "change"] == 33.3 and frame.loc["det", "weights: head"] == "5-2 head→dep"
 
 
 # ------------------------------------------------------------------------------- the comparison (chapter 08)
@@ -354,6 +510,54 @@ def test_the_clustering_benchmarks_table():
         "segments", "batched", "batched", "per-head loop", "the original's per-head loop", "speed-up over the per-head loop",
         "speed-up over the original's loop", "JS distances", "forward passes", "peak resident memory"]
     assert frame["value"].tolist() == [20, 1.3, 2.1, 500.0, 1250.0, 396.8, 992.1, 0.03, 0.4, 512.5]
+
+
+EXTRACTION = {"sentences": 40, "seconds_bare_forward": 1.25, "seconds_extraction_word_level": 1.5,
+              "ratio_extraction_over_bare": 1.2, "seconds_conversion_batched": 0.01, "seconds_conversion_naive_loop": 0.5,
+              "speedup_conversion_over_naive": 50.0, "peak_rss_mib": 700.5, "threads": 2, "model": "m"}
+HEADS = {"sentences": 60, "seconds_bare_forward": 2.0, "seconds_extract_and_score": 2.5,
+         "ratio_extract_and_score_over_bare": 1.25, "seconds_scoring_only": 0.25, "seconds_naive_scoring_estimated": 30.0,
+         "speedup_scoring_over_naive": 120.0, "peak_rss_mib": 800.0}
+
+
+def test_the_extraction_benchmarks_table_is_the_cells():
+    from helpers.presentation.measured import extraction_table
+
+    frame = extraction_table(EXTRACTION)
+    extraction = EXTRACTION
+    # OLD CELL (performance, perf-08)
+    old = pd.DataFrame([
+        ("sentences (GUM test)", extraction["sentences"]),
+        ("bare forward pass with attentions (s)", extraction["seconds_bare_forward"]),
+        ("extraction + word-level maps (s)", extraction["seconds_extraction_word_level"]),
+        ("ratio to the bare forward pass (goal ≤ 1.2)", extraction["ratio_extraction_over_bare"]),
+        ("token→word conversion, batched matrix products (s)", extraction["seconds_conversion_batched"]),
+        ("token→word conversion, per-head Python loop (s)", extraction["seconds_conversion_naive_loop"]),
+        ("speed-up of the conversion (goal ≥ 20)", extraction["speedup_conversion_over_naive"]),
+        ("peak resident memory (MiB)", extraction["peak_rss_mib"]),
+    ], columns=["measure", "value"]).astype({"value": object}).set_index("measure")
+    pd.testing.assert_frame_equal(frame, old)
+    assert frame["value"].tolist() == [40, 1.25, 1.5, 1.2, 0.01, 0.5, 50.0, 700.5]
+
+
+def test_the_heads_benchmarks_table_is_the_cells():
+    from helpers.presentation.measured import heads_table
+
+    frame = heads_table(HEADS)
+    heads = HEADS
+    # OLD CELL (performance, perf-10)
+    old = pd.DataFrame([
+        ("sentences", heads["sentences"]),
+        ("bare forward pass with attentions (s)", heads["seconds_bare_forward"]),
+        ("extraction + word maps + scoring every head, direction and relation (s)", heads["seconds_extract_and_score"]),
+        ("ratio to the bare forward pass", heads["ratio_extract_and_score_over_bare"]),
+        ("scoring alone (s)", heads["seconds_scoring_only"]),
+        ("per-word Python loop scoring, estimated (s)", heads["seconds_naive_scoring_estimated"]),
+        ("speed-up of the scoring", heads["speedup_scoring_over_naive"]),
+        ("peak resident memory (MiB)", heads["peak_rss_mib"]),
+    ], columns=["measure", "value"]).astype({"value": object}).set_index("measure")
+    pd.testing.assert_frame_equal(frame, old)
+    assert frame["value"].tolist() == [60, 2.0, 2.5, 1.25, 0.25, 30.0, 120.0, 800.0]
 
 
 def test_packed_over_floor_reads_the_recording_or_computes_it_from_the_cores():
