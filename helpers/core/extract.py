@@ -169,7 +169,8 @@ def attention_for(
 
 
 class MapBatch:
-    """One forward pass's maps as the model made them, on its device: ``weights`` (and ``norms``, or ``None``)
+    """One forward pass's maps as the model made them, on its device: ``weights`` (and ``norms``, or ``None``; a pass
+    asked for norms alone has ``norms`` and ``weights`` ``None``)
     ``[batch, layer, head, query, key]`` right-padded to the longest input, ``lengths`` ``[batch]`` (a CPU int64
     tensor: each map's positions, its tokens or, for word-level maps, ``n_positions``; rows and columns from
     ``lengths[b]`` on are padding and must contribute nothing) and ``examples``
@@ -180,7 +181,7 @@ class MapBatch:
 
     __slots__ = ("examples", "weights", "norms", "lengths")
 
-    def __init__(self, examples: Sequence[Encoded], weights: torch.Tensor, norms: torch.Tensor | None = None,
+    def __init__(self, examples: Sequence[Encoded], weights: torch.Tensor | None, norms: torch.Tensor | None = None,
                  lengths: Sequence[int] | None = None):
         self.examples = list(examples)
         self.weights, self.norms = weights, norms
@@ -191,8 +192,8 @@ class MapBatch:
         return len(self.examples)
 
     def items(self) -> Iterator[tuple]:
-        """``(example, weights[, norms])`` per example, each sliced to its length (views, on the device)."""
+        """``(example, weights[, norms])`` per example (``(example, norms)`` for norms alone), each sliced to its
+        length (views, on the device)."""
         for b, ex in enumerate(self.examples):
             n = int(self.lengths[b])
-            maps = (self.weights[b, :, :, :n, :n],) + (() if self.norms is None else (self.norms[b, :, :, :n, :n],))
-            yield (ex, *maps)
+            yield (ex, *(m[b, :, :, :n, :n] for m in (self.weights, self.norms) if m is not None))

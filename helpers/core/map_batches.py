@@ -21,13 +21,21 @@ def iter_map_batches(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *
     """:class:`MapBatch` es of a corpus, one per forward pass (length buckets of ``batch_size``, cut by
     :func:`~helpers.core.extract.forward_parts`: the passes, and so the maps, of
     :func:`~helpers.core.extract.iter_attention`), left on the model's device.
-    ``maps`` is ``"weights"`` or ``"weights+norms"`` (one pass gives both: :mod:`helpers.core.norm_maps`); at
-    ``level="word"`` (weights only) the batch's word-level maps, converted batched there (:func:`~helpers.core.extract.padded_word_maps`)."""
+    ``maps`` is ``"weights"``, ``"norms"`` (the batch's ``weights`` are ``None``) or ``"weights+norms"`` (one pass
+    gives both: :mod:`helpers.core.norm_maps`); at ``level="word"`` (weights or norms) the batch's word-level maps,
+    converted batched there (:func:`~helpers.core.extract.padded_word_maps`)."""
     examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
-    if level == "word" and maps != "weights":
-        raise ValueError(f"maps {maps!r}: word-level batches hold weights only")
+    if level == "word" and maps not in ("weights", "norms"):
+        raise ValueError(f"maps {maps!r}: word-level batches hold weights or norms")
     for group in bucket(examples, batch_size=batch_size):
         for part in forward_parts(lm, group):
+            if maps == "norms":
+                norms = forward_weights_and_norms(lm, part)[1]
+                if level == "word":
+                    norms = padded_word_maps(norms, part, word_mode=word_mode)
+                yield MapBatch(part, None, norms, lengths=[ex.n_positions if level == "word" else len(ex) for ex in part])
+                del norms
+                continue
             if level == "word":
                 words = padded_word_maps(forward_attentions(lm, part), part, word_mode=word_mode)
                 yield MapBatch(part, words, lengths=[ex.n_positions for ex in part])

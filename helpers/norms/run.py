@@ -23,7 +23,8 @@ from helpers.digest import code_digest
 from helpers.norms.stats import NormStats, norm_statistics
 from helpers.pipeline.extraction import encode_treebank, one_pass_store
 from helpers.pipeline.segments import SEGMENTS, build_segments
-from helpers.syntax.stats import HeadScores, score_heads
+from helpers.reduce import merge_all, stage_device
+from helpers.syntax.stats import HeadScorer, HeadScores, score_heads, shard_scorers
 
 
 @dataclass
@@ -86,10 +87,28 @@ def same_predictions(weights: HeadScores, norms: HeadScores) -> np.ndarray:
 def run_table1_norms(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, max_sentences: int | None = None,
                      max_length: int = MAX_LENGTH, word_mode: str = "mean") -> HeadScores:
     """Every head scored as a parser (:mod:`helpers.syntax.stats`) on word-level *norm* maps of ``corpus``, made in
-    the model's pass and read once (written to the cache only with ``keep_maps``: :func:`one_pass_store`)."""
+    the model's pass and read once (written to the cache only with ``keep_maps``: :func:`one_pass_store`). Maps made
+    by the model's pass are scored where it leaves them, a padded batch at a time (on the workers of a distributed
+    ``ctx.execution``: :func:`norm_heads_shard`); cached ones are read and scored (:func:`score_heads`): the same
+    scores either way."""
     data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
     sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
                                                data_dir=data_dir, cache_root=cache_root)
     store = one_pass_store(lm, batch, word_mode=word_mode, cache_root=cache_root, source_digest=digest,
                            progress=progress, maps="norms")
-    return score_heads(store, sentences, causal=lm.causal)
+    if store.directory is not None:
+        return score_heads(store, sentences, causal=lm.causal, device=stage_device(lm))
+    from helpers.pipeline.engine import Execution, map_shards
+
+    payloads = [({ex.index: sentences[ex.index] for ex in shard}, lm.causal) for shard in store.shards]
+    parts = map_shards(lm, store, execution=ctx.execution or Execution(), task=norm_heads_shard, payloads=payloads,
+                       batches=True, progress=progress)
+    return merge_all(parts, HeadScorer(causal=lm.causal)).result()
+
+
+def norm_heads_shard(stream, payload: tuple) -> HeadScorer:
+    """One shard's heads scored on its word-level norm maps (a task of :func:`helpers.pipeline.engine.map_shards`):
+    ``stream`` yields the shard's padded batches on the model's device, ``payload`` is ``(its sentences by example
+    index, causal)`` (:func:`~helpers.syntax.stats.shard_scorers`)."""
+    sentences, causal = payload
+    return shard_scorers(stream, sentences, (None,), causal=causal, maps="norms")[0]

@@ -426,11 +426,11 @@ STREAMED_MAPS: tuple[str, ...] = ("weights", "norms", "weights+norms")
 def _shard_stream(lm, shard: list, *, level: str, word_mode: str, batch_size: int, maps: str,
                   batches: bool = False) -> Iterator:
     """One shard's maps, computed batch by batch (the shard's forward passes, in length order), never stored;
-    with ``batches`` (``weights``, or token-level ``weights+norms``) each pass's padded maps as they are, on the
-    model's device (:class:`~helpers.core.extract.MapBatch`), instead of one host array per example."""
+    with ``batches`` (``weights``, ``norms``, or token-level ``weights+norms``) each pass's padded maps as they are,
+    on the model's device (:class:`~helpers.core.extract.MapBatch`), instead of one host array per example."""
     if batches:
-        if maps == "norms" or (level != "token" and maps != "weights"):
-            raise ValueError(f"batches of maps are weights or token-level weights+norms (got {level!r}, {maps!r})")
+        if level != "token" and maps not in ("weights", "norms"):
+            raise ValueError(f"batches of maps are weights, norms or token-level weights+norms (got {level!r}, {maps!r})")
         from helpers.core.map_batches import iter_map_batches
 
         return iter_map_batches(lm, shard, batch_size=batch_size, maps=maps, level=level, word_mode=word_mode)

@@ -9,7 +9,7 @@ Shared by the chapter and ``python -m helpers heads`` (whose JSON layout is a co
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
 from helpers.data.conllu_io import Sentence
-from helpers.pipeline.extraction import extract_treebank
+from helpers.pipeline.extraction import encode_treebank, extract
 from helpers.reduce import merge_all, stage_device
 from helpers.syntax.stats import (
     ALL,
@@ -32,6 +32,7 @@ from helpers.syntax.stats import (
     bootstrap_interval,
     predict_heads,
     score_heads,
+    shard_scorers,
     word_layout,
 )
 
@@ -47,6 +48,7 @@ class HeadsRun:
     store: AttentionStore
     scores: HeadScores
     causal: bool = False  # the maps are a decoder's (a head sees its prefix)
+    variants: dict = field(default_factory=dict)  # possessive convention -> the same maps' scores under it
 
     @property
     def used(self) -> int:
@@ -59,8 +61,15 @@ class HeadsRun:
 
 @takes_context
 def run_heads(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, max_sentences: int | None = None,
-              max_length: int = MAX_LENGTH, word_mode: str = "mean", possessive: str | None = None) -> HeadsRun:
+              max_length: int = MAX_LENGTH, word_mode: str = "mean", possessive: str | None = None,
+              variants: tuple[str, ...] = ()) -> HeadsRun:
     """Extract (or reload) word-level maps of ``corpus`` and score every head against its trees.
+
+    A shard extracted here is scored while its maps are on the model's device (:func:`~helpers.pipeline.extraction.extract`
+    with ``reduce``); a shard already in the cache is read and scored on that device
+    (:func:`~helpers.syntax.stats.shard_scorers`; the same scores either way). ``variants``: more conventions for
+    possessives (each a relation, see :class:`~helpers.syntax.stats.HeadScorer`) scored from the same predictions,
+    in ``HeadsRun.variants``.
 
     With a distributed ``ctx.execution`` each cache shard is extracted and scored on a worker
     (:func:`heads_shard`) and the partial scores are merged here in shard order (:func:`merge_heads`):
@@ -68,7 +77,7 @@ def run_heads(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, ma
     data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
     if execution is not None and execution.distributed:
         from helpers.pipeline.engine import run_shards
-        from helpers.pipeline.extraction import encode_treebank, plan_extraction
+        from helpers.pipeline.extraction import plan_extraction
 
         sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
                                                    data_dir=data_dir, cache_root=cache_root)
@@ -78,11 +87,21 @@ def run_heads(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, ma
         store, partials = run_shards(lm, plan, execution=execution, task=heads_shard, payloads=payloads,
                                      progress=progress)
         return HeadsRun(corpus, sentences, store, merge_heads(partials, possessive=possessive, causal=lm.causal),
-                        lm.causal)
-    sentences, store = extract_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                        word_mode=word_mode, data_dir=data_dir, cache_root=cache_root, progress=progress)
-    return HeadsRun(corpus, sentences, store, score_heads(store, sentences, possessive=possessive, causal=lm.causal,
-                                                          device=stage_device(lm)), lm.causal)
+                        lm.causal, {v: score_heads(store, sentences, possessive=v, causal=lm.causal) for v in variants})
+    sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
+                                               data_dir=data_dir, cache_root=cache_root)
+    conventions = (possessive, *variants)
+    store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
+                    source_digest=digest,
+                    reduce=lambda number, batches: shard_scorers(batches, sentences, conventions, causal=lm.causal))
+    device = stage_device(lm)
+    parts = [store.partials.pop(number, None)
+             or shard_scorers(map_batches(store.shard_items(number), device=device), sentences, conventions,
+                              causal=lm.causal)
+             for number in range(len(store.shards))]
+    scores = [merge_all((part[k] for part in parts), HeadScorer(possessive=c, causal=lm.causal)).result()
+              for k, c in enumerate(conventions)]
+    return HeadsRun(corpus, sentences, store, scores[0], lm.causal, dict(zip(variants, scores[1:])))
 
 
 def heads_shard(items: list, payload: tuple) -> HeadScorer:

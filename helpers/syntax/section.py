@@ -10,7 +10,7 @@ from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax import claims as syntax_claims
 from helpers.syntax.command import COMMAND
 from helpers.syntax.run import SMALL_SENTENCES, HeadsRun, heads_json, run_heads, table1_relations
-from helpers.syntax.stats import HeadScores, score_heads
+from helpers.syntax.stats import HeadScores
 
 POSSESSIVE = "nmod:poss"  # the UD relation of the paper's possessive convention (§4.2: 's counts as the dependent)
 # The chapter's runs: the report's parts and their treebanks (the record's corpora).
@@ -30,10 +30,10 @@ class SyntaxSectionReport(SectionReport):
     def max_sentences(self) -> int | None:
         return self.settings["max_sentences"]
 
-    def _run(self, corpus: str) -> HeadsRun:
+    def _run(self, corpus: str, variants: tuple[str, ...] = ()) -> HeadsRun:
         s, ctx = self.settings, self.ctx
         return run_heads(self.lm, corpus, ctx, max_sentences=s["max_sentences"], max_length=s["max_length"],
-                         word_mode=s["word_mode"])
+                         word_mode=s["word_mode"], variants=variants)
 
     def to_json(self, corpus: str = RUNS["test"]) -> dict:
         with self.ctx.active():
@@ -41,7 +41,7 @@ class SyntaxSectionReport(SectionReport):
 
     @part
     def test(self) -> HeadsRun:
-        return self._run(RUNS["test"])
+        return self._run(RUNS["test"], variants=(POSSESSIVE,))
 
     @part
     def dev(self) -> HeadsRun:
@@ -65,9 +65,9 @@ class SyntaxSectionReport(SectionReport):
     @part
     def possessive(self) -> HeadScores:
         """GUM test scored with the paper's convention for :data:`POSSESSIVE` (a possessor followed by 's is
-        judged by the prediction made for the 's: :func:`~helpers.syntax.stats.score_heads`), from the
-        test run's maps (no model pass)."""
-        return score_heads(self.test.store, self.test.sentences, possessive=POSSESSIVE, causal=self.test.causal)
+        judged by the prediction made for the 's: :class:`~helpers.syntax.stats.HeadScorer`), from the test run's
+        predictions (scored beside its plain scores: no second pass over its maps)."""
+        return self.test.variants[POSSESSIVE]
 
     def specialised_heads(self) -> dict[str, list[str]]:
         """``{"L-H": [relation, ...]}``: on GUM dev, the best head of each Table-1 relation where it beats the

@@ -259,14 +259,23 @@ class HeadScorer:
         """Score a padded batch of word-level maps ``[batch, layer, head, P, P]`` at once on their device
         (:func:`predict_heads_batch`; ``sizes`` ``[batch]`` each map's positions): only the predicted heads
         come back to the host, where each sentence is scored in the batch's order, as :meth:`update` would."""
+        for preds, sentence, index in zip(self.predict_batch(maps, sizes, sentences), sentences, indices):
+            self._add(preds, sentence, index)
+
+    def predict_batch(self, maps, sizes, sentences: Sequence[Sentence]) -> list[np.ndarray]:
+        """Each sentence's predicted heads ``[direction, layer, head, word]`` from a padded batch of its word-level
+        maps (:meth:`update_batch` without adding them: :meth:`add_predictions` adds them, in any order)."""
         for size, sentence in zip(sizes, sentences):
             n = len(sentence)
             if size != n + 2 and not (self.causal and size in (n, n + 1)):
                 raise ValueError(f"{sentence.sent_id}: map has {size} positions, expected {n} words + 2"
                                  + (" (a decoder's: + 1 or + 0)" if self.causal else ""))
         preds = predict_heads_batch(maps, sizes, [len(s) for s in sentences], causal=self.causal).cpu().numpy()
-        for b, (sentence, index) in enumerate(zip(sentences, indices)):
-            self._add(preds[b, ..., : len(sentence)], sentence, index)
+        return [preds[b, ..., : len(sentence)] for b, sentence in enumerate(sentences)]
+
+    def add_predictions(self, preds: np.ndarray, sentence: Sentence, index: int) -> None:
+        """Score one sentence's predictions ``[direction, layer, head, word]`` (:meth:`predict_batch`; left unchanged)."""
+        self._add(preds.copy() if self.possessive else preds, sentence, index)
 
     def _add(self, preds: np.ndarray, sentence: Sentence, index: int) -> None:
         """Add one sentence's predictions ``[direction, layer, head, word]`` against its gold tree."""
@@ -330,6 +339,27 @@ def score_heads(store, sentences: Sequence[Sentence], *, possessive: str | None 
         scorer.update_batch(batch.weights, batch.lengths.tolist(), [sentences[ex.index] for ex in batch.examples],
                             [ex.index for ex in batch.examples])
     return scorer.result()
+
+
+def shard_scorers(batches, sentences: Sequence[Sentence], conventions: Sequence[str | None], *,
+                  causal: bool = False, maps: str = "weights") -> list[HeadScorer]:
+    """One cache shard's partial scores, a :class:`HeadScorer` per convention of ``conventions`` (its ``possessive``:
+    ``None`` or a relation), from the shard's padded batches of word-level maps (:class:`~helpers.core.extract.MapBatch`
+    es, in any order: the passes that made them, on the model's device, or :func:`map_batches` of the stored shard).
+    The heads are predicted once per batch where the maps are; the sentences are then added in index order, the
+    order in which :func:`score_heads` reads a shard, so these partials merged in shard order
+    (:meth:`HeadScorer.merge`) are :func:`score_heads`'s scores exactly. ``maps``: the batches' maps scored,
+    ``"weights"`` or ``"norms"``; ``sentences`` is indexed by example index (a list, or a dict of the shard's)."""
+    scorers = [HeadScorer(possessive=convention, causal=causal) for convention in conventions]
+    made: dict[int, np.ndarray] = {}
+    for batch in batches:
+        group = [sentences[ex.index] for ex in batch.examples]
+        made.update(zip((ex.index for ex in batch.examples),
+                        scorers[0].predict_batch(getattr(batch, maps), batch.lengths.tolist(), group)))
+    for index in sorted(made):
+        for scorer in scorers:
+            scorer.add_predictions(made[index], sentences[index], index)
+    return scorers
 
 
 # Bytes of one padded batch of word-level maps that :func:`score_heads` scores at once (float32): the default

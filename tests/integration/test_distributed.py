@@ -500,3 +500,18 @@ def test_cluster_with_linguistic_heads_on_a_cluster(tiny_model_dir, toy_data, tm
     assert dask == local and json.loads(local)["linguistic"]
     ran = {str(task["key"]).split("-")[0] for task in tasks.data}
     assert ran == {"stream", "shard"}, ran  # both kinds of task ran on the cluster
+
+
+def test_norm_heads_on_a_cluster_same_scores_as_local(tiny_lm, corpus, tmp_path, cluster):
+    """Chapter 07's Table 1 on norm maps: each shard's heads scored on a worker, from the norm maps its pass leaves
+    on the worker's device (nothing written), merged in shard order: the local scores, which are the streamed store's."""
+    from helpers.context import RunContext
+    from helpers.norms.run import run_table1_norms
+
+    local = run_table1_norms(tiny_lm, str(corpus), RunContext(cache_dir=tmp_path / "local", progress=False), max_length=60)
+    on_dask = run_table1_norms(tiny_lm, str(corpus), RunContext(
+        cache_dir=tmp_path / "dask", progress=False,
+        execution=Execution.resolve(engine=None, workers=None, address=cluster.scheduler_address)), max_length=60)
+    assert on_dask.relations == local.relations and json.dumps(on_dask.table()) == json.dumps(local.table())
+    np.testing.assert_array_equal(on_dask.word_correct, local.word_correct)
+    assert not list((tmp_path / "dask").rglob("shard-*.npz"))
