@@ -26,20 +26,20 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(argv: list[str], env: dict, *, log: Path | None = None) -> dict:
+def measure(argv: list[str], env: dict, *, log: Path | None = None, cwd: str | os.PathLike | None = None) -> dict:
     """Run ``argv``: its wall time, exit status, ``peak_rss_bytes``, the peak resident memory of the largest
     process among it and the descendants it waited for (``os.wait4``), and ``cpu_seconds``, the processor time
     (user + system) of all of them together: over ``seconds`` times the cores, how busy it kept the machine.
-    Output goes to ``log`` when given;
+    ``cwd``: the folder it runs in (``python -m`` imports from there first). Output goes to ``log`` when given;
     otherwise standard output is dropped and a failure's last line of standard error kept as ``error``."""
     start = time.perf_counter()
     if log is not None:
         with open(log, "w") as out:
-            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
             _, status, usage = os.wait4(proc.pid, 0)
         err = ""
     else:
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         err = proc.stderr.read()
         proc.stderr.close()

@@ -74,7 +74,7 @@ def main() -> None:
                 shutil.rmtree(cache, ignore_errors=True)
                 full = [sys.executable, *argv, *([str(cache)] if name == "floor" else ["--cache-dir", str(cache)])]
                 env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1"}
-                result = measure(full, env)
+                result = measure(full, env, cwd=tree)  # `python -m helpers` imports the tree it runs in first
                 if result["exit_status"] != 0:
                     sys.exit(f"{name}: exit {result['exit_status']}: {result.get('error')}")
                 got[name].append(result)

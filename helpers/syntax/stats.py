@@ -44,6 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
+from helpers.core.batching import stat_chunks
 from helpers.core.labels import head_label
 from helpers.data.conllu_io import Sentence
 
@@ -353,9 +354,11 @@ def shard_scorers(batches, sentences: Sequence[Sentence], conventions: Sequence[
     scorers = [HeadScorer(possessive=convention, causal=causal) for convention in conventions]
     made: dict[int, np.ndarray] = {}
     for batch in batches:
-        group = [sentences[ex.index] for ex in batch.examples]
-        made.update(zip((ex.index for ex in batch.examples),
-                        scorers[0].predict_batch(getattr(batch, maps), batch.lengths.tolist(), group)))
+        group, sizes, weights = [sentences[ex.index] for ex in batch.examples], batch.lengths.tolist(), getattr(batch, maps)
+        # the argmax's working arrays (the map and its transpose, masked: 6 float32 copies) cut by bytes, not by count
+        for part in stat_chunks(len(group), 6 * 4 * weights[0].numel(), weights.device):
+            made.update(zip((ex.index for ex in batch.examples[part]),
+                            scorers[0].predict_batch(weights[part], sizes[part], group[part])))
     for index in sorted(made):
         for scorer in scorers:
             scorer.add_predictions(made[index], sentences[index], index)
