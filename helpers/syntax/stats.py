@@ -28,7 +28,10 @@ previous before next).
 Scoring is batched (:func:`score_heads`): the maps are stacked into right-padded batches cut by bytes
 (:func:`map_batches`), every head's prediction is one masked ``argmax`` per batch on the scoring device
 (:func:`predict_heads_batch`), and only the predicted words come back to the host; :func:`predict_heads` and
-:meth:`HeadScorer.update` (one sentence) stay as the reference.
+:meth:`HeadScorer.update` (one sentence) stay as the reference. The ``heads`` command scores a shard while its
+maps are made, from the padded batches the forward passes leave on the model's device
+(:func:`shard_scorers`, handed to :func:`helpers.pipeline.extraction.extract` as its ``reduce``), with the same
+scores as :func:`score_heads` reading the written shards.
 
 >>> scorer = HeadScorer()
 >>> for example, attn in store:                          # word-level maps     # doctest: +SKIP
