@@ -22,7 +22,9 @@ its file holds its maps only and reads the vectors from the model's (``vectors_f
 
 The spill lies in the folder named by the key of the maps it was made from
 (:func:`helpers.data.cache.cache_key`), whether or not those maps are in the cache: the probes make it from
-cached maps when there are, else from the model's pass itself (the maps are then never written).
+cached maps when there are, else from the model's pass itself (the maps are then never written). On an
+accelerator the batches of maps the cache lacks are not spilled: they are made on the device from the model's
+passes and held there (:mod:`helpers.probe.device_batches`, the same batches).
 
 The key names those maps, the word vectors, the batch size and the code that builds the batches
 (:func:`helpers.digest.code_digest` of :func:`helpers.probe.run.probe_data`, whose imports include this

@@ -204,13 +204,22 @@ def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor,
 
 
 def prepared(data: ProbeData, batch_size: int | None = None) -> Sequence[Batch]:
-    """Every batch of ``data``: the spilled batches, read from disk one at a time, or else built once and
-    kept in memory (features cached across epochs, seeds and probes)."""
+    """Every batch of ``data``: the spilled batches, read from disk one at a time, the batches made on a device
+    from the model's passes (data with neither maps nor a spill: :mod:`helpers.probe.device_batches`), or else
+    built once and kept in memory (features cached across epochs, seeds and probes)."""
     if data.spilled is not None:
         if batch_size is not None and batch_size != data.spilled.batch_size:
             raise ValueError(f"batches of {batch_size} asked for, but the data was spilled in batches of "
                              f"{data.spilled.batch_size}")
         return data.spilled
+    resident = data.__dict__.get("_resident", {})
+    if not data.maps and resident:  # made on a device from the model's passes (helpers.probe.device_batches)
+        size = batch_size or data.batch_size
+        for (_, made_size), batches in resident.items():
+            if made_size == size:
+                return batches
+        raise ValueError(f"batches of {size} asked for, but the data's batches were made on a device in batches of "
+                         f"{', '.join(str(s) for _, s in resident)}")
     batch_size = batch_size or data.batch_size or 32
     cache = data.__dict__.setdefault("_batches", {})
     if batch_size not in cache:
@@ -465,7 +474,8 @@ def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
 
 class ResidentBatches(Sequence):
     """Every padded batch of a :class:`ProbeData` held on a device, read (from the spill file, or from the
-    in-memory batches) and moved there once, then shared by every epoch, seed and probe kind that trains on it
+    in-memory batches) and moved there once, or made there from the model's passes (``held``:
+    :mod:`helpers.probe.device_batches`), then shared by every epoch, seed and probe kind that trains on it
     there: Table 3's trainings on a GPU read no file and copy nothing from the host.
 
     The features and ROOT parts are held at float16 (the maps' own precision, :mod:`helpers.probe.batches`: the
@@ -509,11 +519,17 @@ class ResidentBatches(Sequence):
         from their shapes alone (spilled batches: from their index, nothing read)."""
         index = getattr(batches, "index", None)  # spilled batches' index (a list's .index is a method)
         if isinstance(index, dict):
-            K2, dim = 2 * index["n_maps"], index["dim"]
-            return sum(len(e["indices"]) * e["n"] * ((e["n"] + 1) * K2 * 2 + K2 * 4 + dim * 4 + (e["n"] + 1) + 10)
-                       for e in index["batches"])
+            return ResidentBatches.shape_bytes([(len(e["indices"]), e["n"]) for e in index["batches"]],
+                                               index["n_maps"], index["dim"])
         return sum(b.features.numel() * 2 + b.root_parts.numel() * 2 + b.vectors.numel() * b.vectors.element_size()
                    + b.cand_mask.numel() + b.heads.numel() * 10 for b in batches)
+
+    @staticmethod
+    def shape_bytes(shapes: Sequence[tuple[int, int]], n_maps: int, dim: int) -> int:
+        """:meth:`nbytes` of batches of ``(sentences, padded words)`` each, ``n_maps`` maps and ``dim``-sized word
+        vectors."""
+        K2 = 2 * n_maps
+        return sum(B * n * ((n + 1) * K2 * 2 + K2 * 4 + dim * 4 + (n + 1) + 10) for B, n in shapes)
 
 
 # The share of a device's free memory the resident batches may take (the rest: the probes' own tensors; the
@@ -524,22 +540,34 @@ RESIDENT_SHARE = 0.5
 def batches_on(data: ProbeData, batch_size: int | None, device) -> Sequence[Batch]:
     """The batches of ``data`` for training or evaluating on ``device``: on the CPU the batches of
     :func:`prepared` (streamed from the spill, as they are); on another device the :class:`ResidentBatches` held
-    there, made once per ``data``, size and device and kept on ``data`` (dropped by :func:`release_resident`), or,
+    there, made once per ``data``, size and device and kept on ``data`` (dropped by :func:`release_resident`;
+    made with ``data`` from the model's passes where :func:`helpers.probe.run.probe_data` built them there), or,
     where they would take more than :data:`RESIDENT_SHARE` of the device's free memory, the streamed batches
     (each moved when used)."""
     device = torch.device(device)
+    if device.type != "cpu":  # made there already (from the model's passes: helpers.probe.device_batches)
+        made = data.__dict__.get("_resident", {}).get((str(device), batch_size or data.batch_size))
+        if made is not None:
+            return made
     batches = prepared(data, batch_size)
     if device.type == "cpu":
         return batches
     cache = data.__dict__.setdefault("_resident", {})
     key = (str(device), getattr(batches, "batch_size", None) or batch_size)
     if key not in cache:
-        fits = True
-        if device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(device)
-            fits = ResidentBatches.nbytes(batches) <= RESIDENT_SHARE * free
-        cache[key] = ResidentBatches(batches, device) if fits else batches
+        cache[key] = ResidentBatches(batches, device) if fits_on(device, ResidentBatches.nbytes(batches)) else batches
     return cache[key]
+
+
+def fits_on(device, nbytes: int) -> bool:
+    """Whether batches of ``nbytes`` (:meth:`ResidentBatches.nbytes`) are held on ``device`` (a device other than
+    the CPU): on a CUDA device when they take at most :data:`RESIDENT_SHARE` of its free memory, on any other
+    always."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes <= RESIDENT_SHARE * free
 
 
 def release_resident(data: ProbeData) -> None:

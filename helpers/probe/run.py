@@ -1,5 +1,6 @@
 """Paper §5 end to end: word-level maps of GUM train/dev/test and EWT dev (of the model and its random-init
-control) -> padded batches spilled to disk for the run's trainings -> probes trained with three seeds ->
+control) -> padded batches spilled to disk for the run's trainings (on an accelerator, made and held there from the
+model's passes instead: :mod:`helpers.probe.device_batches`) -> probes trained with three seeds ->
 Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
 
 >>> table = run_probes(lm, seeds=(0, 1, 2))                              # doctest: +SKIP
@@ -25,6 +26,7 @@ from helpers.pipeline.extraction import encode_treebank, extract_treebank, one_p
 from helpers.probe.probes import (
     ProbeData,
     encoder_layout,
+    fits_on,
     predict,
     release_resident,
     right_branching_uas,
@@ -85,7 +87,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
                glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
                data_dir=None, cache_root=None, progress: bool = False, batch_size: int | None = None,
                shard_size: int = 256, spill: bool = True, write_maps: bool | None = None,
-               share_vectors: ProbeData | None = None) -> ProbeData:
+               share_vectors: ProbeData | None = None, resident_on=None) -> ProbeData:
     """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus.
 
     With ``batch_size`` and ``spill`` the padded batches are spilled to disk (built one cache shard at a
@@ -98,6 +100,12 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     never cross a shard, so both give the same batches. ``share_vectors``: the spilled data of the same corpus
     with the same word vectors (the model's, for its random-init control, whose ``vectors_from`` is the model):
     the spill then holds the maps only and reads the vectors from that one's file.
+
+    Where the probes train on a device other than the CPU (``resident_on``, default the model's device; ``False``:
+    never) and hold their batches there (:func:`helpers.probe.probes.fits_on`), batches of maps the cache does not
+    hold are instead made on that device from the model's passes and held there (:mod:`helpers.probe.device_batches`:
+    the same batches, no spill file, no map on the host); cached maps, and batches too large for the device, are
+    spilled as on the CPU.
     """
     from helpers.probe.batches import hold, load_spilled, spill as spill_batches  # not `spill`: that is the argument
 
@@ -131,6 +139,13 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
 
     data = ProbeData([], heads, punct, [], skipped=len(store.skipped), names=names, groups=groups,
                      batch_size=batch_size)
+    if resident_on is None:  # where the probes train: the model's device
+        resident_on = lm.device if torch.device(lm.device).type != "cpu" else False
+    if resident_on is not False and store.directory is None:  # maps made by the passes now, not read from the cache
+        made = _made_on_device(lm, store, data, groups, position, batch_size, torch.device(resident_on), source=source,
+                               glove=glove, embeddings=E, share_vectors=share_vectors)
+        if made is not None:
+            return made
     shared = share_vectors.spilled if share_vectors is not None else None
     key = {"store": directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
            "batch_size": batch_size, "code": code_digest(probe_data)}
@@ -153,6 +168,26 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
                 del half
         spilled = spill_batches(data, shards(), path, key, batch_size, vectors=shared)
     data.spilled = spilled
+    return data
+
+
+def _made_on_device(lm: LoadedModel, store, data: ProbeData, groups, position: dict[int, int], batch_size: int,
+                    device: torch.device, *, source: LoadedModel, glove, embeddings, share_vectors) -> ProbeData | None:
+    """``data`` with its batches made on ``device`` from the model's passes over the streaming ``store`` and held
+    there (:func:`helpers.probe.device_batches.device_batches`), or ``None`` where they would not fit
+    (:func:`helpers.probe.probes.fits_on`: they are spilled then)."""
+    from helpers.probe.device_batches import device_batches, held_bytes, shard_shapes
+
+    dim = len(next(iter(glove.values()))) if glove is not None else int(embeddings.shape[1])
+    batches = shard_shapes(data, groups, batch_size)
+    if not fits_on(device, held_bytes(data, batches, lm.n_layers * lm.n_heads, dim)):
+        return None
+    key = (str(device), batch_size)
+    shared = share_vectors.__dict__.get("_resident", {}).get(key) if share_vectors is not None else None
+    data.n_maps, data.dim_ = lm.n_layers * lm.n_heads, dim
+    data.__dict__["_resident"] = {key: device_batches(
+        lm, store, data, batches, position, batch_size, device, shared=getattr(shared, "held", None),
+        vectors=lambda shard: word_vectors(source, shard, glove, embeddings=embeddings))}
     return data
 
 
@@ -215,7 +250,9 @@ def run_probes(lm: LoadedModel, ctx: RunContext | None = None, *, seeds=(0, 1, 2
     ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks.
     Memory does not grow with the corpora: batches are spilled to disk and streamed (see
     :mod:`helpers.probe.batches`), and removed once the table is computed; only the model's maps of the
-    evaluation treebanks stay in the cache (every map with ``keep_maps``, the batches too)."""
+    evaluation treebanks stay in the cache (every map with ``keep_maps``, the batches too). On an accelerator the
+    batches are held there; those of maps the cache lacks are made there from the model's passes, never spilled
+    (:func:`probe_data`)."""
     data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
     corpora = corpora or probe_corpora()
     key = {"model": lm.fingerprint(), "code": code_digest(_run_probes), "seeds": list(seeds), "epochs": epochs,
