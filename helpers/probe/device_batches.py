@@ -8,24 +8,31 @@ batches are made on that device from the model's passes instead of being spilled
 there and their features and ROOT parts written into the shard's padded batches by :func:`batch_features`, the
 batched torch form of :func:`~helpers.probe.probes.encoder_layout` and :func:`~helpers.probe.probes.fill_sentence`;
 then the pass's float32 maps go, before the next pass runs. No map is copied to the host and no file is written;
-only the word vectors (small, made on the host as ever) and the labels and masks go to the device.
+only the word vectors (small, made on the host as ever) and the labels and masks go to the device. The held
+:class:`~helpers.probe.probes.ResidentBatches` are the data's ``spilled`` batches (no file: what
+:func:`~helpers.probe.probes.prepared` gives) and those :func:`~helpers.probe.probes.batches_on` finds for the device;
+:func:`helpers.probe.run.remove_spills` lets them go.
 
 The batches are those of the spill, bit for bit (tested): the same passes (the streaming store's,
 :meth:`helpers.data.cache.AttentionStore.shard_items`), the same rounding of the same float32 maps to float16, the same
 sentences in the same batches (:meth:`~helpers.probe.probes.ProbeData.batches` within each shard) and the same word
 vectors, labels and masks.
 
->>> held = device_batches(lm, store, data, batch_size=32, device="cuda", vectors=vectors)   # doctest: +SKIP
+>>> from helpers.probe.run import probe_data
+>>> data = probe_data(lm, "gum:train", batch_size=32)     # lm on "cuda": made there   # doctest: +SKIP
+>>> data.spilled                                         # no file: the batches held on the device   # doctest: +SKIP
+<helpers.probe.probes.ResidentBatches object at ...>
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from helpers.core.models import LoadedModel
-from helpers.probe.probes import Batch, ProbeData, ResidentBatches, assemble_batch
+from helpers.probe.probes import RESIDENT_SHARE, Batch, ProbeData, ResidentBatches, assemble_batch
 
 
 def batch_features(maps: torch.Tensor, words: torch.Tensor, lead: torch.Tensor, trail: torch.Tensor,
@@ -77,10 +84,21 @@ def shard_shapes(data: ProbeData, groups: Sequence[Sequence[int]], batch_size: i
 
 
 def held_bytes(data: ProbeData, batches: Sequence[Sequence[Sequence[int]]], n_maps: int, dim: int) -> int:
-    """The bytes the batches of :func:`shard_shapes` take held on a device (:meth:`ResidentBatches.nbytes`), from
-    their shapes alone: what is weighed against the device's free memory before any pass runs."""
-    shapes = [(len(group), max(len(data.heads[p]) for p in group)) for shard in batches for group in shard]
-    return ResidentBatches.shape_bytes(shapes, n_maps, dim)
+    """The bytes the batches of :func:`shard_shapes` take held on a device (:meth:`ResidentBatches.nbytes` of their
+    shapes, as of a spill's index): what is weighed against the device's free memory before any pass runs."""
+    entries = [{"indices": group, "n": max(len(data.heads[p]) for p in group)} for shard in batches for group in shard]
+    return ResidentBatches.nbytes(SimpleNamespace(index={"n_maps": n_maps, "dim": dim, "batches": entries}))
+
+
+def fits_on(device, nbytes: int) -> bool:
+    """Whether batches of ``nbytes`` are held on ``device`` (not the CPU): the decision
+    :func:`~helpers.probe.probes.batches_on` makes for spilled batches (on a CUDA device at most
+    :data:`~helpers.probe.probes.RESIDENT_SHARE` of its free memory, on any other always)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes <= RESIDENT_SHARE * free
 
 
 def device_batches(lm: LoadedModel, store, data: ProbeData, batches: Sequence[Sequence[Sequence[int]]],

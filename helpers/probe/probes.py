@@ -83,7 +83,8 @@ class ProbeData:
     groups: list[list[int]] | None = None
     dim_: int = 0    # word-vector size (read from the vectors when in memory)
     batch_size: int | None = None  # the batches' size when none is asked for (the spilled size)
-    spilled: object | None = field(default=None, repr=False)  # a probe_batches.DiskBatches
+    spilled: object | None = field(default=None, repr=False)  # a probe_batches.DiskBatches (or the ResidentBatches
+    #                                                            made on a device: helpers.probe.device_batches)
 
     def __post_init__(self) -> None:
         if self.maps and not self.n_maps:
@@ -204,22 +205,13 @@ def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor,
 
 
 def prepared(data: ProbeData, batch_size: int | None = None) -> Sequence[Batch]:
-    """Every batch of ``data``: the spilled batches, read from disk one at a time, the batches made on a device
-    from the model's passes (data with neither maps nor a spill: :mod:`helpers.probe.device_batches`), or else
-    built once and kept in memory (features cached across epochs, seeds and probes)."""
+    """Every batch of ``data``: the spilled batches, read from disk one at a time, or else built once and
+    kept in memory (features cached across epochs, seeds and probes)."""
     if data.spilled is not None:
         if batch_size is not None and batch_size != data.spilled.batch_size:
             raise ValueError(f"batches of {batch_size} asked for, but the data was spilled in batches of "
                              f"{data.spilled.batch_size}")
         return data.spilled
-    resident = data.__dict__.get("_resident", {})
-    if not data.maps and resident:  # made on a device from the model's passes (helpers.probe.device_batches)
-        size = batch_size or data.batch_size
-        for (_, made_size), batches in resident.items():
-            if made_size == size:
-                return batches
-        raise ValueError(f"batches of {size} asked for, but the data's batches were made on a device in batches of "
-                         f"{', '.join(str(s) for _, s in resident)}")
     batch_size = batch_size or data.batch_size or 32
     cache = data.__dict__.setdefault("_batches", {})
     if batch_size not in cache:
@@ -519,17 +511,11 @@ class ResidentBatches(Sequence):
         from their shapes alone (spilled batches: from their index, nothing read)."""
         index = getattr(batches, "index", None)  # spilled batches' index (a list's .index is a method)
         if isinstance(index, dict):
-            return ResidentBatches.shape_bytes([(len(e["indices"]), e["n"]) for e in index["batches"]],
-                                               index["n_maps"], index["dim"])
+            K2, dim = 2 * index["n_maps"], index["dim"]
+            return sum(len(e["indices"]) * e["n"] * ((e["n"] + 1) * K2 * 2 + K2 * 4 + dim * 4 + (e["n"] + 1) + 10)
+                       for e in index["batches"])
         return sum(b.features.numel() * 2 + b.root_parts.numel() * 2 + b.vectors.numel() * b.vectors.element_size()
                    + b.cand_mask.numel() + b.heads.numel() * 10 for b in batches)
-
-    @staticmethod
-    def shape_bytes(shapes: Sequence[tuple[int, int]], n_maps: int, dim: int) -> int:
-        """:meth:`nbytes` of batches of ``(sentences, padded words)`` each, ``n_maps`` maps and ``dim``-sized word
-        vectors."""
-        K2 = 2 * n_maps
-        return sum(B * n * ((n + 1) * K2 * 2 + K2 * 4 + dim * 4 + (n + 1) + 10) for B, n in shapes)
 
 
 # The share of a device's free memory the resident batches may take (the rest: the probes' own tensors; the
@@ -540,34 +526,22 @@ RESIDENT_SHARE = 0.5
 def batches_on(data: ProbeData, batch_size: int | None, device) -> Sequence[Batch]:
     """The batches of ``data`` for training or evaluating on ``device``: on the CPU the batches of
     :func:`prepared` (streamed from the spill, as they are); on another device the :class:`ResidentBatches` held
-    there, made once per ``data``, size and device and kept on ``data`` (dropped by :func:`release_resident`;
-    made with ``data`` from the model's passes where :func:`helpers.probe.run.probe_data` built them there), or,
+    there, made once per ``data``, size and device and kept on ``data`` (dropped by :func:`release_resident`), or,
     where they would take more than :data:`RESIDENT_SHARE` of the device's free memory, the streamed batches
     (each moved when used)."""
     device = torch.device(device)
-    if device.type != "cpu":  # made there already (from the model's passes: helpers.probe.device_batches)
-        made = data.__dict__.get("_resident", {}).get((str(device), batch_size or data.batch_size))
-        if made is not None:
-            return made
     batches = prepared(data, batch_size)
     if device.type == "cpu":
         return batches
     cache = data.__dict__.setdefault("_resident", {})
     key = (str(device), getattr(batches, "batch_size", None) or batch_size)
     if key not in cache:
-        cache[key] = ResidentBatches(batches, device) if fits_on(device, ResidentBatches.nbytes(batches)) else batches
+        fits = True
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            fits = ResidentBatches.nbytes(batches) <= RESIDENT_SHARE * free
+        cache[key] = ResidentBatches(batches, device) if fits else batches
     return cache[key]
-
-
-def fits_on(device, nbytes: int) -> bool:
-    """Whether batches of ``nbytes`` (:meth:`ResidentBatches.nbytes`) are held on ``device`` (a device other than
-    the CPU): on a CUDA device when they take at most :data:`RESIDENT_SHARE` of its free memory, on any other
-    always."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return True
-    free, _ = torch.cuda.mem_get_info(device)
-    return nbytes <= RESIDENT_SHARE * free
 
 
 def release_resident(data: ProbeData) -> None:

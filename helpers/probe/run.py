@@ -25,8 +25,8 @@ from helpers.digest import code_digest
 from helpers.pipeline.extraction import encode_treebank, extract_treebank, one_pass_store
 from helpers.probe.probes import (
     ProbeData,
+    ResidentBatches,
     encoder_layout,
-    fits_on,
     predict,
     release_resident,
     right_branching_uas,
@@ -102,12 +102,12 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     the spill then holds the maps only and reads the vectors from that one's file.
 
     Where the probes train on a device other than the CPU (``resident_on``, default the model's device; ``False``:
-    never) and hold their batches there (:func:`helpers.probe.probes.fits_on`), batches of maps the cache does not
+    never) and hold their batches there (:func:`helpers.probe.device_batches.fits_on`), batches of maps the cache does not
     hold are instead made on that device from the model's passes and held there (:mod:`helpers.probe.device_batches`:
     the same batches, no spill file, no map on the host); cached maps, and batches too large for the device, are
     spilled as on the CPU.
     """
-    from helpers.probe.batches import hold, load_spilled, spill as spill_batches  # not `spill`: that is the argument
+    from helpers.probe.batches import DiskBatches, hold, load_spilled, spill as spill_batches  # not `spill`: the argument
 
     if batch_size is None or not spill:
         sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
@@ -147,6 +147,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
         if made is not None:
             return made
     shared = share_vectors.spilled if share_vectors is not None else None
+    shared = shared if isinstance(shared, DiskBatches) else None  # (a device's held batches: no file to share)
     key = {"store": directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
            "batch_size": batch_size, "code": code_digest(probe_data)}
     if shared is not None:
@@ -175,19 +176,21 @@ def _made_on_device(lm: LoadedModel, store, data: ProbeData, groups, position: d
                     device: torch.device, *, source: LoadedModel, glove, embeddings, share_vectors) -> ProbeData | None:
     """``data`` with its batches made on ``device`` from the model's passes over the streaming ``store`` and held
     there (:func:`helpers.probe.device_batches.device_batches`), or ``None`` where they would not fit
-    (:func:`helpers.probe.probes.fits_on`: they are spilled then)."""
-    from helpers.probe.device_batches import device_batches, held_bytes, shard_shapes
+    (:func:`helpers.probe.device_batches.fits_on`: they are spilled then). The held batches are the data's
+    ``spilled`` batches (what :func:`helpers.probe.probes.prepared` gives) and those
+    :func:`helpers.probe.probes.batches_on` keeps for ``device``."""
+    from helpers.probe.device_batches import device_batches, fits_on, held_bytes, shard_shapes
 
     dim = len(next(iter(glove.values()))) if glove is not None else int(embeddings.shape[1])
     batches = shard_shapes(data, groups, batch_size)
     if not fits_on(device, held_bytes(data, batches, lm.n_layers * lm.n_heads, dim)):
         return None
-    key = (str(device), batch_size)
-    shared = share_vectors.__dict__.get("_resident", {}).get(key) if share_vectors is not None else None
+    shared = getattr(share_vectors, "spilled", None)
+    shared = shared.held if isinstance(shared, ResidentBatches) and shared.device == device else None
     data.n_maps, data.dim_ = lm.n_layers * lm.n_heads, dim
-    data.__dict__["_resident"] = {key: device_batches(
-        lm, store, data, batches, position, batch_size, device, shared=getattr(shared, "held", None),
-        vectors=lambda shard: word_vectors(source, shard, glove, embeddings=embeddings))}
+    data.spilled = device_batches(lm, store, data, batches, position, batch_size, device, shared=shared,
+                                  vectors=lambda shard: word_vectors(source, shard, glove, embeddings=embeddings))
+    data.__dict__["_resident"] = {(str(device), batch_size): data.spilled}
     return data
 
 
@@ -203,6 +206,9 @@ def remove_spills(sets) -> int:
     for data in sets:
         release_resident(data)  # and the copies of its batches held on a device (probes.batches_on)
         spilled = getattr(data, "spilled", None)
+        if isinstance(spilled, ResidentBatches):  # made on the device, never spilled (helpers.probe.device_batches)
+            data.spilled = None
+            continue
         if spilled is None:
             continue
         freed += remove(spilled.path)  # unless another run still reads it (the last one removes it)

@@ -10,6 +10,7 @@ import torch
 
 import tiny_decoders as td
 from helpers import load_model
+from helpers.probe.batches import DiskBatches
 from helpers.probe.device_batches import batch_features
 from helpers.probe.probes import ResidentBatches, batches_on, encoder_layout, fill_sentence, train_probe
 from helpers.probe.run import control_model, probe_data, remove_spills
@@ -48,7 +49,7 @@ def test_batch_features_are_fill_sentence_of_each_sentence(lead, trail):
 def spilled_then_held(lm, path, **kw):
     """Today's path: the batches spilled (resident_on=False) and then held on a device (here the CPU)."""
     data = probe_data(lm, str(path), resident_on=False, **kw)
-    assert data.spilled is not None
+    assert isinstance(data.spilled, DiskBatches)
     return data, ResidentBatches(data.spilled, "cpu")
 
 
@@ -65,8 +66,8 @@ def assert_same_batches(made, reference):
 
 def made_on_cpu(lm, path, **kw):
     data = probe_data(lm, str(path), resident_on="cpu", **kw)
-    assert data.spilled is None and set(data._resident) == {("cpu", kw["batch_size"])}
-    return data, data._resident[("cpu", kw["batch_size"])]
+    assert isinstance(data.spilled, ResidentBatches) and data._resident == {("cpu", kw["batch_size"]): data.spilled}
+    return data, data.spilled
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +99,8 @@ def test_batches_made_from_the_passes_are_the_spilled_ones(tiny_lm, treebank, tm
     _, ctrl_reference = spilled_then_held(control, treebank, cache_root=tmp_path / "spill", vectors_from=tiny_lm,
                                           share_vectors=reference_data, **kw)
     assert_same_batches(ctrl_held, ctrl_reference)
-    assert remove_spills([model, ctrl]) == 0 and "_resident" not in model.__dict__
+    assert remove_spills([model, ctrl]) == 0  # nothing on disk
+    assert model.spilled is None and ctrl.spilled is None and "_resident" not in model.__dict__  # the device's memory
 
 
 @pytest.fixture(scope="module")
@@ -126,12 +128,12 @@ def test_cached_maps_and_batches_too_large_for_the_device_are_spilled(tiny_lm, t
     the device's share of its free memory; and on the CPU by default."""
     kw = dict(max_length=60, shard_size=8, batch_size=4)
     kept = probe_data(tiny_lm, str(treebank), cache_root=tmp_path / "kept", write_maps=True, resident_on="cpu", **kw)
-    assert kept.spilled is not None and "_resident" not in kept.__dict__
+    assert isinstance(kept.spilled, DiskBatches) and "_resident" not in kept.__dict__
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1 << 10, 80 << 30))  # 1 KiB free
     full = probe_data(tiny_lm, str(treebank), cache_root=tmp_path / "full", resident_on="cuda", **kw)
-    assert full.spilled is not None and "_resident" not in full.__dict__
+    assert isinstance(full.spilled, DiskBatches) and "_resident" not in full.__dict__
     cpu = probe_data(tiny_lm, str(treebank), cache_root=tmp_path / "cpu", **kw)  # the tiny model is on the CPU
-    assert cpu.spilled is not None
+    assert isinstance(cpu.spilled, DiskBatches)
 
 
 @pytest.mark.parametrize("kind", ["attn+words", "distances+words"])
@@ -142,12 +144,12 @@ def test_probes_trained_on_batches_made_from_the_passes_equal_the_spilled_ones(t
     trained on the CPU on the spilled batches, weight for weight."""
     kw = dict(max_length=60, shard_size=8, batch_size=4)
     made, _ = made_on_cpu(tiny_lm, treebank, cache_root=tmp_path / "device", **kw)
-    made.__dict__["_resident"] = {("cuda", 4): made._resident.pop(("cpu", 4))}  # as if made on "cuda"
+    made.__dict__["_resident"] = {("cuda", 4): made.spilled}  # as if made on "cuda"
     spilled = probe_data(tiny_lm, str(treebank), cache_root=tmp_path / "spill", resident_on=False, **kw)
     results = [train_probe(kind, made, made, seed=0, epochs=2, device="cuda"),
                train_probe(kind, spilled, spilled, seed=0, epochs=2)]  # on the CPU, streamed from the spill
     assert ("batch", "cuda") in placement
-    assert batches_on(made, None, "cuda") is made._resident[("cuda", 4)]
+    assert batches_on(made, None, "cuda") is made.spilled and batches_on(made, None, "cpu") is made.spilled
     assert results[0][1] == results[1][1]
     for name, value in results[0][0].state_dict().items():
         # tolerance: exact: the same arithmetic on the same batches
