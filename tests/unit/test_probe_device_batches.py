@@ -154,3 +154,27 @@ def test_probes_trained_on_batches_made_from_the_passes_equal_the_spilled_ones(t
     for name, value in results[0][0].state_dict().items():
         # tolerance: exact: the same arithmetic on the same batches
         assert torch.equal(value, results[1][0].state_dict()[name]), name
+
+
+def test_one_passs_float32_maps_at_a_time(tiny_lm, treebank, tmp_path, monkeypatch):
+    """The float32 maps of a pass are gone when the next pass's are made, in a shard and across shards (only the
+    float16 batches stay)."""
+    import weakref
+
+    import helpers.core.map_batches as map_batches
+
+    real, alive, passes, previous = map_batches.iter_map_batches, [], [], []
+
+    def watched(*args, **kwargs):
+        for mb in real(*args, **kwargs):  # (each shard's passes: one call a shard)
+            if previous:
+                alive.append(previous[-1]() is not None)
+            previous.append(weakref.ref(mb.weights))
+            passes.append(mb.weights.dtype)
+            yield mb
+            del mb
+
+    monkeypatch.setattr(map_batches, "iter_map_batches", watched)
+    probe_data(tiny_lm, str(treebank), cache_root=tmp_path, max_length=60, shard_size=8, batch_size=4,
+               resident_on="cpu")
+    assert len(alive) >= 3 and not any(alive) and set(passes) == {torch.float32}
