@@ -178,3 +178,40 @@ def test_one_passs_float32_maps_at_a_time(tiny_lm, treebank, tmp_path, monkeypat
     probe_data(tiny_lm, str(treebank), cache_root=tmp_path, max_length=60, shard_size=8, batch_size=4,
                resident_on="cpu")
     assert len(alive) >= 3 and not any(alive) and set(passes) == {torch.float32}
+
+
+def test_the_probes_run_on_batches_made_from_the_passes_gives_the_spilled_runs_table(tiny_lm, tmp_path, monkeypatch):
+    """Table 3 of a run whose batches of uncached maps (the training treebank's, the control's) are made from the
+    passes (forced onto the CPU here) is the spilled run's; the evaluation treebanks' maps are written to the cache,
+    so theirs are spilled as ever; no batches are left behind, and the made ones are let go."""
+    import helpers.probe.run as run
+    from helpers.context import RunContext
+
+    files = {}
+    for name, seed, count in (("train", 4, 20), ("dev", 5, 8), ("test", 6, 8)):
+        files[name] = str(tmp_path / f"{name}.conllu")
+        random_treebank(tmp_path / f"{name}.conllu", count, seed=seed)
+    made, original = [], run.probe_data
+
+    def on_cpu(lm, spec, **kwargs):
+        data = original(lm, spec, resident_on="cpu", **kwargs)
+        made.append((lm is tiny_lm, spec, type(data.spilled).__name__, data))
+        return data
+
+    on_cpu.__module__ = run.__name__  # the spill's key digests probe_data's module (helpers.digest): the same code
+
+    tables = {}
+    for label in ("spilled", "made"):
+        if label == "made":
+            monkeypatch.setattr(run, "probe_data", on_cpu)
+        tables[label] = run.run_probes(tiny_lm, RunContext(cache_dir=tmp_path / label), seeds=(0,), epochs=1,
+                                       max_length=60, corpora=files, workers=1)
+        tables[label].pop("seconds")
+        assert not list((tmp_path / label).glob("*/probe-*"))
+    assert tables["made"] == tables["spilled"]
+    kinds = {(own, spec): kind for own, spec, kind, _ in made}
+    assert kinds[(True, files["train"])] == "ResidentBatches"
+    assert kinds[(True, files["dev"])] == kinds[(True, files["test"])] == "DiskBatches"
+    if not tables["made"]["control_is_model"]:
+        assert {kinds[(False, files[name])] for name in files} == {"ResidentBatches"}
+    assert all(data.spilled is None for *_, kind, data in made if kind == "ResidentBatches")  # let go (remove_spills)
