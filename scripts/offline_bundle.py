@@ -57,14 +57,6 @@ def canonical(name: str) -> str:
 # ------------------------------------------------------------------------- parts and the manifest
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def split_file(path: Path, parts_dir: Path, max_part_bytes: int, *, name: str | None = None) -> dict:
     """Cut the file ``path`` into ``parts_dir/NAME.part-000``, ``-001`` ... of at most ``max_part_bytes`` each
     (one part when it fits; an empty file is one empty part) and return its manifest entry: ``{"name", "bytes",
@@ -276,19 +268,14 @@ def corpus_files(data_dir: str | None) -> dict[str, Path]:
     ``COMMIT`` stamps, from the configured data folder."""
     sys.path.insert(0, str(ROOT))
     from helpers.config import data_dir as find_data
-    from helpers.data.corpora import manifest
+    from helpers.data.corpora import manifest, verify
 
     root = find_data(data_dir)
-    files, bad = {}, []
-    for entry in manifest()["files"]:
-        path = root / entry["path"]
-        if not path.is_file():
-            if not entry.get("optional"):
-                bad.append(f"{entry['path']} missing")
-            continue
-        if sha256_file(path) != entry["sha256"]:
-            bad.append(f"{entry['path']} differs from its pinned SHA-256")
-        files[entry["path"]] = path
+    report = verify(root)  # the check `python -m helpers download` makes
+    optional = {entry["path"] for entry in manifest()["files"] if entry.get("optional")}
+    bad = ([f"{p} missing" for p in report["missing"] if p not in optional]
+           + [f"{p} differs from its pinned SHA-256" for p in report["mismatch"]])
+    files = {p: root / p for p in report["ok"]}
     if bad:
         raise SystemExit(f"--data-dir {root}: {len(bad)} corpus file(s) not as pinned ({bad[0]}, ...); "
                          "run `python -m helpers download` to fix them")
