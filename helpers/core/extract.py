@@ -44,6 +44,11 @@ _TORCH_DTYPES = {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torc
                  np.dtype(np.float64): torch.float64}
 
 
+def torch_dtype(dtype) -> torch.dtype:
+    """The torch dtype of a numpy floating ``dtype`` (float16, float32 or float64)."""
+    return _TORCH_DTYPES[np.dtype(dtype)]
+
+
 def bucket(examples: Sequence[Encoded], *, batch_size: int) -> list[list[Encoded]]:
     """Sort examples by length and cut them into batches of at most ``batch_size`` (little padding)."""
     if batch_size < 1:

@@ -17,7 +17,7 @@ import numpy as np
 
 from helpers.context import cache_folder
 from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch
-from helpers.core.extract import Level, MapBatch, bucket, convert
+from helpers.core.extract import Level, MapBatch, bucket, convert, torch_dtype
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode
 from helpers.data import cache as store_format
@@ -187,13 +187,6 @@ def shard_batches(lm: LoadedModel, shard: list[Encoded], *, level: Level, word_m
         if mb.weights.dtype != torch_dtype(dtype):
             mb = MapBatch(mb.examples, mb.weights.to(torch_dtype(dtype)), lengths=mb.lengths.tolist())
         yield mb
-
-
-def torch_dtype(dtype) -> "torch.dtype":
-    """The torch dtype of a numpy floating ``dtype``."""
-    import torch
-
-    return torch.from_numpy(np.zeros(0, dtype)).dtype
 
 
 def compute_reduced_shard(lm: LoadedModel, plan_key: str, path: Path, number: int, shard: list[Encoded],

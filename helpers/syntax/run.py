@@ -110,12 +110,8 @@ def heads_shard(items: list, payload: tuple) -> HeadScorer:
     decoder's; default not)."""
     sentences, possessive, *rest = payload
     causal = bool(rest[0]) if rest else False
-    scorer = HeadScorer(possessive=possessive, causal=causal)
     sentence_of = {example.index: sentence for (example, _), sentence in zip(items, sentences)}
-    for batch in map_batches(items):
-        scorer.update_batch(batch.weights, batch.lengths.tolist(), [sentence_of[ex.index] for ex in batch.examples],
-                            [ex.index for ex in batch.examples])
-    return scorer
+    return shard_scorers(map_batches(items), sentence_of, (possessive,), causal=causal)[0]
 
 
 def merge_heads(parts: list[HeadScorer], *, possessive: str | None = None, causal: bool = False) -> HeadScores:
