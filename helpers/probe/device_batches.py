@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from helpers.core.models import LoadedModel
-from helpers.probe.probes import RESIDENT_SHARE, Batch, ProbeData, ResidentBatches, assemble_batch
+from helpers.probe.probes import Batch, ProbeData, ResidentBatches, assemble_batch
 
 
 def batch_features(maps: torch.Tensor, words: torch.Tensor, lead: torch.Tensor, trail: torch.Tensor,
@@ -88,17 +88,6 @@ def held_bytes(data: ProbeData, batches: Sequence[Sequence[Sequence[int]]], n_ma
     shapes, as of a spill's index): what is weighed against the device's free memory before any pass runs."""
     entries = [{"indices": group, "n": max(len(data.heads[p]) for p in group)} for shard in batches for group in shard]
     return ResidentBatches.nbytes(SimpleNamespace(index={"n_maps": n_maps, "dim": dim, "batches": entries}))
-
-
-def fits_on(device, nbytes: int) -> bool:
-    """Whether batches of ``nbytes`` are held on ``device`` (not the CPU): the decision
-    :func:`~helpers.probe.probes.batches_on` makes for spilled batches (on a CUDA device at most
-    :data:`~helpers.probe.probes.RESIDENT_SHARE` of its free memory, on any other always)."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return True
-    free, _ = torch.cuda.mem_get_info(device)
-    return nbytes <= RESIDENT_SHARE * free
 
 
 def device_batches(lm: LoadedModel, store, data: ProbeData, batches: Sequence[Sequence[Sequence[int]]],

@@ -536,12 +536,25 @@ def batches_on(data: ProbeData, batch_size: int | None, device) -> Sequence[Batc
     cache = data.__dict__.setdefault("_resident", {})
     key = (str(device), getattr(batches, "batch_size", None) or batch_size)
     if key not in cache:
-        fits = True
-        if device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(device)
-            fits = ResidentBatches.nbytes(batches) <= RESIDENT_SHARE * free
+        fits = device.type != "cuda" or fits_on(device, ResidentBatches.nbytes(batches))
         cache[key] = ResidentBatches(batches, device) if fits else batches
     return cache[key]
+
+
+def fits_on(device, nbytes: int) -> bool:
+    """Whether batches of ``nbytes`` are held on ``device`` (not the CPU): on a CUDA device when they take at most
+    :data:`RESIDENT_SHARE` of its free memory, on any other always (the decision of :func:`batches_on`)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes <= RESIDENT_SHARE * free
+
+
+def hold_resident(data: ProbeData, batch_size: int, batches: ResidentBatches) -> None:
+    """Keep ``batches`` (held on their device) as what :func:`batches_on` gives for ``data`` there at
+    ``batch_size``: batches made on the device directly (:mod:`helpers.probe.device_batches`)."""
+    data.__dict__.setdefault("_resident", {})[(str(batches.device), batch_size)] = batches
 
 
 def release_resident(data: ProbeData) -> None:

@@ -27,6 +27,8 @@ from helpers.probe.probes import (
     ProbeData,
     ResidentBatches,
     encoder_layout,
+    fits_on,
+    hold_resident,
     predict,
     release_resident,
     right_branching_uas,
@@ -102,7 +104,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     the spill then holds the maps only and reads the vectors from that one's file.
 
     Where the probes train on a device other than the CPU (``resident_on``, default the model's device; ``False``:
-    never) and hold their batches there (:func:`helpers.probe.device_batches.fits_on`), batches of maps the cache does not
+    never) and hold their batches there (:func:`helpers.probe.probes.fits_on`), batches of maps the cache does not
     hold are instead made on that device from the model's passes and held there (:mod:`helpers.probe.device_batches`:
     the same batches, no spill file, no map on the host); cached maps, and batches too large for the device, are
     spilled as on the CPU.
@@ -176,10 +178,10 @@ def _made_on_device(lm: LoadedModel, store, data: ProbeData, groups, position: d
                     device: torch.device, *, source: LoadedModel, glove, embeddings, share_vectors) -> ProbeData | None:
     """``data`` with its batches made on ``device`` from the model's passes over the streaming ``store`` and held
     there (:func:`helpers.probe.device_batches.device_batches`), or ``None`` where they would not fit
-    (:func:`helpers.probe.device_batches.fits_on`: they are spilled then). The held batches are the data's
+    (:func:`helpers.probe.probes.fits_on`: they are spilled then). The held batches are the data's
     ``spilled`` batches (what :func:`helpers.probe.probes.prepared` gives) and those
     :func:`helpers.probe.probes.batches_on` keeps for ``device``."""
-    from helpers.probe.device_batches import device_batches, fits_on, held_bytes, shard_shapes
+    from helpers.probe.device_batches import device_batches, held_bytes, shard_shapes
 
     dim = len(next(iter(glove.values()))) if glove is not None else int(embeddings.shape[1])
     batches = shard_shapes(data, groups, batch_size)
@@ -190,7 +192,7 @@ def _made_on_device(lm: LoadedModel, store, data: ProbeData, groups, position: d
     data.n_maps, data.dim_ = lm.n_layers * lm.n_heads, dim
     data.spilled = device_batches(lm, store, data, batches, position, batch_size, device, shared=shared,
                                   vectors=lambda shard: word_vectors(source, shard, glove, embeddings=embeddings))
-    data.__dict__["_resident"] = {(str(device), batch_size): data.spilled}
+    hold_resident(data, batch_size, data.spilled)
     return data
 
 
