@@ -1,0 +1,273 @@
+"""Do the heads matter? Removing heads and sink terms, batched on the model's device (definitions: book/methods.md,
+§Removing heads; Michel, Levy and Neubig 2019, "Are Sixteen Heads Really Better than One?"; Clark et al. 2019 §3.2's
+"no-op" hypothesis).
+
+Every intervention is one mask per batch row (:mod:`helpers.ablation.interventions`), so ``K`` interventions over
+``N`` segments run as ``K x N`` rows of as few forward passes as fit (:func:`intervention_losses`); segments of one
+length go together, so padding stays small.
+
+- :func:`single_head_losses`: ``[layer, head, segment]``, the loss with that head's context zeroed (``D`` is its
+  mean minus the base loss).
+- :func:`importance`: Michel's ``I = |dL/dxi|`` per segment ``[segment, layer, head]``, from one backward pass of a
+  per-row ``xi`` (the absolute value is taken per segment, never over a batch's summed gradient).
+- :func:`only_losses`: "all but one", ``[layer, head, segment]``, every other head of that layer removed.
+- :func:`prune_curve`: heads removed 10 % of all at a time, by recomputed layer-normalised importance and in random
+  orders.
+- :func:`sink_losses`: the no-op and redirect tests, per head and for every head at once.
+- :func:`head_effects`: the whole for a list of word lists (the Python API).
+
+>>> effects = head_effects(lm, [["The", "cat", "sat", "."], ["A", "dog", "ran", "."]], head=my_head)  # doctest: +SKIP
+>>> effects.delta.shape                                                                           # [layer, head]
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from helpers.ablation.interventions import SinkTest, intervene
+from helpers.ablation.loss import Segments, padded, prepare, row_losses
+from helpers.core.encoding import MAX_LENGTH
+from helpers.core.models import LoadedModel
+from helpers.core.threads import FIXED_THREADS, torch_threads
+
+ROW_TOKENS = 16 * 128 * 6 * 384  # tokens x layers x hidden of one forward pass (16 segments of 128 for the 6 x 384 default)
+GRAD_TOKENS = 8 * 128 * 6 * 384  # the same for a backward pass, which keeps every layer's activations
+PRUNE_STEP = 0.1                 # the pruning curve removes ceil(10 % of all heads) a step (Michel et al. §4)
+PRUNE_SEEDS = (0, 1, 2)          # the random orders beside it
+
+
+def rows_per_pass(lm: LoadedModel, length: int, *, budget: int = ROW_TOKENS) -> int:
+    """Rows of ``length`` tokens in one pass: ``budget / (length x layers x hidden)``, at least 1."""
+    hidden = int(getattr(lm.model.config, "hidden_size", 768))
+    return max(1, budget // (max(length, 1) * lm.n_layers * hidden))
+
+
+def _by_length(segments: Segments) -> list[int]:
+    return sorted(range(len(segments)), key=lambda n: (len(segments.examples[n]), n))
+
+
+def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | None = None, *,
+                        sink_heads: torch.Tensor | None = None, sink: str | None = None, mode: str | None = None,
+                        budget: int = ROW_TOKENS) -> torch.Tensor:
+    """``[K, segment]``: the loss of every segment under each of ``K`` interventions, float64 on the CPU.
+
+    ``xi`` ``[K, layer, head]`` (head masks; ``None``: all ones); ``sink_heads`` ``[K, layer, head]`` bool with
+    ``sink`` (a kind of ``segments.sinks``) and ``mode`` (``"noop"`` or ``"redirect"``): the sink test of each
+    intervention. The ``K x N`` rows run in passes of :func:`rows_per_pass` rows, segment by segment in length order
+    (the copies of one segment side by side)."""
+    L, H = lm.n_layers, lm.n_heads
+    K = (xi if xi is not None else sink_heads).shape[0]
+    out = torch.empty(K, len(segments), dtype=torch.float64)
+    pairs = [(n, k) for n in _by_length(segments) for k in range(K)]
+    start = 0
+    with torch.inference_mode(), torch_threads(FIXED_THREADS):
+        while start < len(pairs):
+            size = rows_per_pass(lm, len(segments.examples[pairs[start][0]]), budget=budget)
+            chunk = pairs[start:start + size]
+            start += len(chunk)
+            rows = [n for n, _ in chunk]
+            ks = torch.tensor([k for _, k in chunk])
+            mask = xi[ks] if xi is not None else None
+            test = None
+            if sink_heads is not None:
+                width = max(len(segments.examples[n]) for n in rows)
+                test = SinkTest(padded([segments.sinks[sink][n] for n in rows], width, False), sink_heads[ks], mode)
+            with intervene(lm, xi=mask, sink=test):
+                losses = row_losses(lm, segments, rows).double().cpu()
+            for (n, k), value in zip(chunk, losses):
+                out[k, n] = value
+    return out
+
+
+def base_losses(lm: LoadedModel, segments: Segments) -> np.ndarray:
+    """``[segment]``: the loss with every head present."""
+    return intervention_losses(lm, segments, torch.ones(1, lm.n_layers, lm.n_heads))[0].numpy()
+
+
+def single_head_masks(n_layers: int, n_heads: int) -> torch.Tensor:
+    """``[layer * head, layer, head]``: mask ``k`` removes head ``k`` (flattened ``layer * n_heads + head``)."""
+    return 1.0 - torch.eye(n_layers * n_heads).reshape(-1, n_layers, n_heads)
+
+
+def only_masks(n_layers: int, n_heads: int) -> torch.Tensor:
+    """``[layer * head, layer, head]``: mask ``k = (l, h)`` keeps only head ``h`` in layer ``l`` (others intact)."""
+    xi = torch.ones(n_layers * n_heads, n_layers, n_heads)
+    for k in range(n_layers * n_heads):
+        layer, head = divmod(k, n_heads)
+        xi[k, layer] = 0.0
+        xi[k, layer, head] = 1.0
+    return xi
+
+
+def single_head_losses(lm: LoadedModel, segments: Segments, **kw) -> np.ndarray:
+    """``[layer, head, segment]``: each segment's loss with that head removed (``xi = 0`` for it alone)."""
+    L, H = lm.n_layers, lm.n_heads
+    return intervention_losses(lm, segments, single_head_masks(L, H), **kw).numpy().reshape(L, H, -1)
+
+
+def only_losses(lm: LoadedModel, segments: Segments, **kw) -> np.ndarray | None:
+    """``[layer, head, segment]``: each segment's loss with only that head kept in its layer; ``None`` for a model
+    with one head per layer (nothing to remove)."""
+    L, H = lm.n_layers, lm.n_heads
+    if H < 2:
+        return None
+    return intervention_losses(lm, segments, only_masks(L, H), **kw).numpy().reshape(L, H, -1)
+
+
+def importance(lm: LoadedModel, segments: Segments, xi: torch.Tensor | None = None, *,
+               budget: int = GRAD_TOKENS) -> tuple[np.ndarray, np.ndarray]:
+    """``(|dL/dxi| [segment, layer, head], loss [segment])`` at the mask ``xi`` ``[layer, head]`` (default all ones),
+    float64 on the CPU. Each row has its own leaf ``xi``, so one backward pass of the summed losses gives every
+    segment's own gradient, whose absolute value is taken before any mean (Michel et al. eq. 2)."""
+    L, H = lm.n_layers, lm.n_heads
+    base = torch.ones(L, H) if xi is None else xi.detach().float().cpu()
+    grads = np.empty((len(segments), L, H))
+    losses = np.empty(len(segments))
+    order = _by_length(segments)
+    start = 0
+    with torch_threads(FIXED_THREADS):
+        while start < len(order):
+            size = rows_per_pass(lm, len(segments.examples[order[start]]), budget=budget)
+            rows = order[start:start + size]
+            start += len(rows)
+            leaf = base.expand(len(rows), L, H).clone().to(lm.device).requires_grad_(True)
+            with torch.enable_grad(), intervene(lm, xi=leaf):
+                loss = row_losses(lm, segments, rows)
+                (g,) = torch.autograd.grad(loss.sum(), leaf)
+            grads[rows] = g.abs().double().cpu().numpy()
+            losses[rows] = loss.detach().double().cpu().numpy()
+    return grads, losses
+
+
+def normalise_layers(scores: np.ndarray) -> np.ndarray:
+    """Each layer's row ``[layer, head]`` divided by its l2 norm (Michel et al. §4); a zero row stays zero."""
+    norms = np.linalg.norm(scores, axis=-1, keepdims=True)
+    return np.divide(scores, norms, out=np.zeros_like(scores, dtype=float), where=norms > 0)
+
+
+def prune_steps(n_heads_total: int, step: float = PRUNE_STEP) -> list[int]:
+    """Heads removed after each step: ``ceil(step x total)`` a step, up to all of them (``[0, s, 2s, ..., total]``)."""
+    size = max(1, math.ceil(step * n_heads_total - 1e-9))
+    counts = list(range(0, n_heads_total, size)) + [n_heads_total]
+    return counts
+
+
+def prune_curve(lm: LoadedModel, segments: Segments, *, seeds: Sequence[int] = PRUNE_SEEDS,
+                step: float = PRUNE_STEP) -> dict:
+    """Michel et al. §4's pruning curve: ``{"removed": [count], "shares": [share], "importance": [loss],
+    "order": [flattened heads in removal order], "random": [[loss] per seed]}``, the mean loss after each step.
+
+    By importance: each step removes the heads still present with the lowest layer-normalised importance,
+    recomputed on the pruned model (pruned heads' importance counts as 0 in the normalisation). Random: the same
+    steps in a random order per seed (``np.random.default_rng(seed).permutation``), all steps of all seeds as one
+    batch of masks."""
+    L, H = lm.n_layers, lm.n_heads
+    total = L * H
+    counts = prune_steps(total, step)
+    xi = torch.ones(L, H)
+    order: list[int] = []
+    curve = []
+    for i, count in enumerate(counts):
+        grads, losses = importance(lm, segments, xi)
+        curve.append(float(losses.mean()))
+        if i + 1 == len(counts):
+            break
+        scores = grads.mean(0) * xi.numpy()                      # removed heads count as 0
+        norm = normalise_layers(scores).ravel()
+        present = [k for k in range(total) if xi.view(-1)[k] > 0]
+        chosen = sorted(present, key=lambda k: (norm[k], k))[: counts[i + 1] - count]
+        order.extend(chosen)
+        for k in chosen:
+            xi.view(-1)[k] = 0.0
+    masks = []
+    for seed in seeds:
+        perm = np.random.default_rng(seed).permutation(total)
+        for count in counts:
+            m = torch.ones(total)
+            m[torch.from_numpy(perm[:count])] = 0.0
+            masks.append(m.view(L, H))
+    random = intervention_losses(lm, segments, torch.stack(masks)).mean(1).numpy().reshape(len(seeds), len(counts))
+    return {"removed": counts, "shares": [c / total for c in counts], "importance": curve, "order": order,
+            "random": random.tolist(), "seeds": list(seeds)}
+
+
+def sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode: str, **kw) -> tuple[np.ndarray, np.ndarray]:
+    """``(per head [layer, head, segment], every head at once [segment])``: the losses with the sink test ``mode``
+    on the sink ``sink`` applied to one head, and to every head of every layer."""
+    L, H = lm.n_layers, lm.n_heads
+    heads = torch.cat([torch.eye(L * H, dtype=torch.bool).reshape(-1, L, H), torch.ones(1, L, H, dtype=torch.bool)])
+    losses = intervention_losses(lm, segments, sink_heads=heads, sink=sink, mode=mode, **kw).numpy()
+    return losses[:-1].reshape(L, H, -1), losses[-1]
+
+
+@dataclass
+class HeadEffects:
+    """What :func:`head_effects` returns: ``tokens`` (per sentence, the model's token strings), ``loss`` ``[S]`` (every
+    head present), ``delta`` ``[L, H]`` (mean over sentences of the loss with that head's context zeroed minus
+    ``loss``), ``importance`` ``[L, H]`` (mean over sentences of ``|dL/dxi|``, not normalised) and ``sinks`` (an
+    encoder's ``{"sep": {"noop", "redirect"}, "cls": ...}``, a decoder's ``{"bos": ...}``: the mean loss change with
+    the test applied to every head of every layer at once); ``kind`` says what the loss is. Also readable as a
+    mapping (``effects["delta"]``)."""
+
+    tokens: list[list[str]]
+    loss: np.ndarray
+    delta: np.ndarray
+    importance: np.ndarray
+    sinks: dict[str, dict[str, float]]
+    kind: str = ""
+    per_segment: dict = field(default_factory=dict, repr=False)
+
+    def __getitem__(self, key: str):
+        if key not in ("tokens", "loss", "delta", "importance", "sinks", "kind"):
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def keys(self):
+        return ("tokens", "loss", "delta", "importance", "sinks", "kind")
+
+
+def head_effects(lm: LoadedModel, sentences: Sequence[Sequence[str]], seed: int = 0, *, head=None,
+                 head_source: str | None = None) -> HeadEffects:
+    """Single-head effects, importance and the all-heads sink tests of ``lm`` on ``sentences`` (a list of word
+    lists, each encoded alone as the other sections encode words: ``[CLS] ... [SEP]``, a decoder's BOS first).
+
+    The loss: a decoder's next-token loss; an encoder's masked-LM loss with ``head`` (default: the checkpoint's own
+    masked-LM head; a model without one needs the fitted head of the gradient analysis,
+    :func:`helpers.surface.run.gradient_head`), masking drawn once per sentence from ``seed``."""
+    from helpers.core.encoding import encode_words
+
+    if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
+        raise TypeError("sentences: expected a list of word lists, got a str; split it first")
+    if head is None and not lm.causal:
+        from helpers.surface.mlm import pretrained_head
+
+        head = pretrained_head(lm)
+        if head is None:
+            raise ValueError(f"{lm.label} has no masked-LM head of its own: pass head= (the gradient analysis's fitted "
+                             "head, helpers.surface.run.gradient_head(lm, ctx))")
+        head_source = head_source or "the checkpoint's own masked-LM head"
+    batch = encode_words(lm.tokenizer, sentences, max_length=min(MAX_LENGTH, lm.max_positions))
+    segments = prepare(lm, batch, head=head, seed=seed, head_source=head_source)
+    base = base_losses(lm, segments)
+    removed = single_head_losses(lm, segments)
+    grads, _ = importance(lm, segments)
+    sinks = {}
+    for kind in segments.sinks:
+        sinks[kind] = {}
+        for mode in ("noop", "redirect"):
+            _, every = sink_losses_all(lm, segments, kind, mode)
+            sinks[kind][mode] = float((every - base).mean())
+    return HeadEffects(segments.tokens, base, (removed - base).mean(-1), grads.mean(0), sinks, segments.kind,
+                       {"removed": removed, "importance": grads})
+
+
+def sink_losses_all(lm: LoadedModel, segments: Segments, sink: str, mode: str) -> tuple[None, np.ndarray]:
+    """``(None, [segment])``: the sink test on every head of every layer at once (no per-head rows)."""
+    L, H = lm.n_layers, lm.n_heads
+    every = intervention_losses(lm, segments, sink_heads=torch.ones(1, L, H, dtype=torch.bool), sink=sink,
+                                mode=mode).numpy()[0]
+    return None, every
