@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from helpers.ablation.section import SECTION as ABLATION
 from helpers.claims import Claim, by_id
 from helpers.cluster.section import SECTION as CLUSTER
 from helpers.context import RunContext
@@ -31,7 +32,7 @@ from helpers.sinks.section import SECTION as SINKS
 from helpers.surface.section import SECTION as SURFACE
 from helpers.syntax.section import SECTION as SYNTAX
 
-SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS, SINKS, MIXING)  # the paper's order; norms, sinks and mixing go beyond it
+SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS, SINKS, MIXING, ABLATION)  # the paper's order; norms, sinks, mixing and ablation go beyond it
 PAPER_SECTIONS: tuple[Section, ...] = tuple(s for s in SECTIONS if s.in_paper)  # the sections of "every claim of the paper"
 
 

@@ -560,3 +560,39 @@ def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
     computed = len(plan.todo)  # as a local run counts them, whichever task (or retry) wrote each
     partials = [partial for _, partial in results] if task is not None else []
     return finish_extraction(plan, computed), partials
+
+
+# ------------------------------------------------------------------------------ independent model tasks
+
+# task(lm, shared, payload) -> result: one independent piece of a run (the ablation chapter's heads of one layer);
+# ``shared`` is what every task reads (sent once to each worker), ``payload`` the task's own part.
+ModelTask = Callable[[Any, Any, Any], Any]
+
+
+def _dask_task(spec: ModelSpec, fingerprint: str, task: ModelTask, shared: Any, payload: Any) -> Any:
+    return task(_worker_model(spec, fingerprint), shared, payload)
+
+
+def map_tasks(lm, *, execution: Execution | None, task: ModelTask, shared: Any, payloads: Sequence[Any],
+              desc: str = "tasks", progress: bool = False) -> list:
+    """``[task(lm, shared, payload) for payload in payloads]``, in order: in this process (``execution`` local or
+    ``None``), or one Dask task each on a cluster whose workers load the driver's model once (a worker with other
+    weights refuses) and receive ``shared`` once. The same tasks run either way, so results are identical."""
+    if execution is None or not execution.distributed:
+        from tqdm.auto import tqdm
+
+        return [task(lm, shared, p) for p in tqdm(payloads, desc=desc, disable=not progress)]
+    spec = ModelSpec.of(lm)
+    fingerprint = lm.fingerprint()
+    client, cluster = _client(execution)
+    try:
+        client.register_plugin(_worker_plugin_class()(spec), name=spec.name)
+        held = client.scatter(shared, broadcast=True)
+        run = uuid.uuid4().hex[:8]
+        futures = [client.submit(_dask_task, spec, fingerprint, task, held, p, key=f"task-{k:05d}-{run}", pure=False)
+                   for k, p in enumerate(payloads)]
+        return _gather_in_order(futures, desc=f"{desc} on Dask", what="task", progress=progress)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

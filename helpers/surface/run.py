@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+from torch import nn
 
 from helpers.context import RunContext, takes_context
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
@@ -125,9 +126,8 @@ def run_surface(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: i
                             lambda: gradient_importance(lm, None, grad_batch, seed=seed, progress=progress),
                             cache_root=cache_root)
     elif gradients:
-        train = build_segments(lm, n_segments=n_segments, seed=seed + 1, **seg)
-        heldout = build_segments(lm, split="dev", n_segments=max(n_segments // 5, 20), seed=seed + 1, **seg)
-        head, mlm = mlm_head(lm, train, heldout, seed=seed, cache_root=cache_root)
+        head, mlm = gradient_head(lm, ctx, n_segments=n_segments, seed=seed, max_length=max_length,
+                                  segments_from=segments_from)
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
         grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": {k: v for k, v in mlm.items() if k != "cached"}, "seed": seed,
@@ -135,6 +135,17 @@ def run_surface(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: i
                             lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
                             cache_root=cache_root)
     return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch, segments_from)
+
+
+def gradient_head(lm: LoadedModel, ctx: RunContext, *, n_segments: int = SEGMENTS, seed: int = 0,
+                  max_length: int = MAX_LENGTH, segments_from: SegmentSource = DEFAULT_SOURCE) -> tuple[nn.Module, dict]:
+    """``(head, report)``: the masked-LM head of an encoder's gradient analysis (§3.2): the checkpoint's own, else a
+    head fitted on GUM train segments (seed + 1) and evaluated on GUM dev segments, cached (what
+    :func:`run_surface` scores the gradients with; the ablation chapter's loss reuses it frozen)."""
+    seg = dict(max_length=max_length, segments_from=segments_from, data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
+    train = build_segments(lm, n_segments=n_segments, seed=seed + 1, **seg)
+    heldout = build_segments(lm, split="dev", n_segments=max(n_segments // 5, 20), seed=seed + 1, **seg)
+    return mlm_head(lm, train, heldout, seed=seed, cache_root=ctx.cache_dir)
 
 
 def sep_self_attention(stats: SurfaceStats) -> tuple[float, int]:
