@@ -5,9 +5,12 @@ Every location can be set three ways, strongest first: an explicit argument (the
 ``--data-dir`` / ``--cache-dir``), an environment variable, then a default. The entry points (the CLI, a
 chapter, the comparison) read these once into a :class:`helpers.context.RunContext` and pass that down.
 
->>> from helpers.config import data_dir
->>> data_dir()                                  # doctest: +SKIP
-PosixPath('/work/shared/data')
+>>> import os
+>>> from unittest import mock
+>>> from helpers.config import DATA_ENV, PROJECT_ROOT, data_dir
+>>> with mock.patch.dict(os.environ, {DATA_ENV: ""}):      # nothing set: the default, beside the project
+...     os.path.relpath(data_dir(must_exist=False), PROJECT_ROOT)
+'../shared/data'
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ SEP_GRADIENT_SMALL_FROM = Reported(5, "§3.2 / Figure 3", "from layer 5 on the g
 BROADEST_LAYER = Reported(1, "§3.3 / Figure 4", "the broadest heads (highest entropy) are in the lowest layers")
 CLS_ENTROPY_LAST_LAYER = Reported(3.89, "§3.3", "entropy (nats) of attention from [CLS], last layer")
 # Not printed in the paper: the authors' code colours a head "attends broadly" in Figure 6 when its mean
-# entropy exceeds 3.8 nats (../shared/paper/original-code-spec.md, the behaviour table).
+# entropy exceeds 3.8 nats (book/methods.md, §Distances between heads, the behaviour labels).
 BROAD_ENTROPY = Reported(3.8, "original code, Figure 6 behaviours", "a head 'attends broadly' above 3.8 nats (128-token segments)")
 
 

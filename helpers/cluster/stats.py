@@ -13,7 +13,8 @@ For one segment of ``n`` tokens, every head's map is smoothed as in the original
 summed over every query row ``i`` of every segment (no averaging, as the paper's formula and the
 original code; the square root is not taken). ``S`` costs one pass; ``T`` is formed in chunks of
 heads against all later heads with batched tensor operations, never a Python loop over head pairs.
-Heads are flattened as ``layer * n_heads + head``; matrices are ``[head, head]``.
+Heads are flattened as ``layer * n_heads + head``; matrices are ``[head, head]``. The distance, the MDS and the
+behaviour labels in words: book/methods.md, §Distances between heads.
 
 >>> acc = JSAccumulator(n_heads_total=72)
 >>> for example, attn in helpers.iter_attention(lm, batch):       # doctest: +SKIP

@@ -10,7 +10,8 @@ With a 0/1 token-to-word matrix ``S [token, word]`` and a row matrix ``R [word, 
 Rows of ``W`` still sum to 1 because rows of ``R`` sum to 1 and ``S`` adds columns.
 
 The authors' released code called the conversion with ``mode="first"`` although the paper says
-mean; *mean* is our default and *first* a switch (see the book's deviations page).
+mean; *mean* is our default and *first* a switch (see the book's deviations page; the definition:
+book/methods.md, §From tokens to words).
 
 >>> import numpy as np
 >>> from helpers.core.wordlevel import word_level

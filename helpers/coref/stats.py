@@ -11,7 +11,7 @@ proper name (PROPN), else nominal. Number and gender come from the head word's U
 only from a pronoun's (UD English marks Person on pronouns alone; Stanford's sieve system, which the
 paper follows, also sets person only for pronouns), so a noun's person is unknown.
 
-Definitions the paper leaves open, fixed here:
+Definitions the paper leaves open, fixed here (and in book/methods.md, §Antecedent selection):
 
 - **Window.** A document is read as one sequence of whole words, ``[CLS] w_1 ... w_k [SEP]``, as
   many words as fit in 128 tokens (the paper: "we truncate documents to 128 tokens").

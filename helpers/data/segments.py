@@ -18,7 +18,7 @@ constructions are offered, named by :data:`SEGMENT_SOURCES`:
 Both are seeded and deterministic. The original stopped after the first 1,000 segments of its file
 and shuffled them; GUM train yields about 1,400, so we visit the documents in a seeded random order
 (every genre is represented), stop at ``n`` and shuffle. No token is masked, and every token-type id
-is 0 (:mod:`helpers.core.extract`).
+is 0 (:mod:`helpers.core.extract`). The construction in words: book/methods.md, §Segments.
 
 >>> from helpers import load_model
 >>> from helpers.data.segments import paper_segments

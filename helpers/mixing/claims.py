@@ -5,7 +5,8 @@ Each claim is a hypothesis the literature suggests and no paper tested with Clar
 says whether it holds on this model ("reproduced" = it holds):
 
 - ``mixing-rollout-sinks``: rollout erases the sinks that weights show (attention to [CLS] / BOS and [SEP]);
-- ``mixing-vz-heads-norms``: per-head value zeroing is the row-normalised squared norm map (attribution.md §8.11);
+- ``mixing-vz-heads-norms``: per-head value zeroing is the row-normalised squared norm map (book/methods.md,
+  §Context-mixing maps);
 - ``mixing-parse``, ``mixing-coref``, ``mixing-probe``: a context-mixing map is a better read-out than the weights
   for §4.2's single-unit parsers, §4.3's antecedent selection and §5's attention-only probe.
 

@@ -1,7 +1,7 @@
 """Context-mixing maps beyond raw attention, batched on the model's device: attention rollout (Abnar & Zuidema
 2020), value zeroing (Mohebbi et al. 2023, per layer and per query head) and ALTI (Ferrando et al. 2022), beside
 the weights and the norm maps ``||alpha f(x)||`` of :mod:`helpers.core.norm_maps`. Definitions:
-``../shared/paper/attribution.md`` (as the authors' code computes them).
+book/methods.md, §Context-mixing maps (as the authors' code computes them).
 
 Every map is ``[..., query, key]``: row ``i`` the receiving token, column ``j`` the source, special tokens included.
 
@@ -31,7 +31,8 @@ sum after attention):
   weights are reused, never recomputed: zeroing a value cannot move them), the rest of the layer rerun (encoder:
   LN1, FFN, LN2; decoder: the post-attention norm and MLP), ``D_ij`` the cosine distance between the rerun and
   the original output of row ``i``, computed as ``0.5 ||a/|a| - b/|b|||^2`` (``1 - cos`` in float32 cancels:
-  attribution.md §8.4); rows normalised. All ``T`` reruns of a layer are one batch (cut by :data:`MAX_ROWS`).
+  book/methods.md, §Context-mixing maps, the pitfalls); rows normalised. All ``T`` reruns of a layer are one
+  batch (cut by :data:`MAX_ROWS`).
 - ``value_zeroing_heads``: the same with ``j`` removed from query head ``h`` alone, ``u'_i = u_i -
   alpha^h_ij f^h(x_j)`` (under grouped-query attention: the query head, not the shared key-value head);
   ``heads x T`` reruns a layer, normalised within each head.

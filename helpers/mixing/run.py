@@ -107,9 +107,9 @@ def word_maps(lm: LoadedModel, examples: Sequence[Encoded], methods: Sequence[st
 
 def squared_norm_agreement(vz: torch.Tensor, norms: torch.Tensor, mask: torch.Tensor, acc: dict) -> None:
     """Add to ``acc`` (``{"r": [...], "same": int, "rows": int}``) the per-row comparison of per-head value zeroing
-    ``vz [batch, layer, head, T, T]`` with the row-normalised squared norm map ``norms`` (attribution.md §8.11):
-    each visible row's Pearson r over the positions it sees (rows with a constant side are left out) and whether
-    the two rows' argmax agree."""
+    ``vz [batch, layer, head, T, T]`` with the row-normalised squared norm map ``norms`` (book/methods.md,
+    §Context-mixing maps): each visible row's Pearson r over the positions it sees (rows with a constant side are
+    left out) and whether the two rows' argmax agree."""
     rs, same, rows = acc.setdefault("r", []), acc.get("same", 0), acc.get("rows", 0)
     vz, n2 = vz.double().cpu(), norms.double().cpu() ** 2
     for b in range(vz.shape[0]):

@@ -27,7 +27,8 @@ other token, under ``M = alpha`` (rows sum to 1: the surface chapter's statistic
 (a row whose norms are all 0 adds 0 to every kind). Special tokens are found by role
 (``tokenizer.cls_token_id`` / ``sep_token_id``, see :func:`helpers.surface.stats.token_masks`). The
 Spearman correlation between weights and norms of a head is taken over the ``n * n`` query-key pairs
-of each segment (ties ranked by their mean rank) and averaged over segments.
+of each segment (ties ranked by their mean rank) and averaged over segments. In words, with the no-op test:
+book/methods.md, §Attention norms.
 
 >>> for example, attn, norms in iter_weights_and_norms(lm, batch):     # doctest: +SKIP
 ...     acc.update(attn, norms, kind_masks(lm.tokenizer, example.input_ids))

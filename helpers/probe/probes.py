@@ -25,7 +25,8 @@ a word's features from the maps are zero for the candidates after it (it does no
 transposes are the attention the later candidates give it.
 
 A word is never its own head (the diagonal is masked; the original did not mask it). UAS excludes
-punctuation, as in the paper. :func:`mst_heads` decodes a full tree with Chu-Liu-Edmonds.
+punctuation, as in the paper. :func:`mst_heads` decodes a full tree with Chu-Liu-Edmonds. The probes, their
+features and their training in words: book/methods.md, §Probing classifiers.
 """
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ The norm-based counterpart replaces ``A`` by the norm map ``N = ||alpha f(x)||``
 averaged over queries instead (a row of zero norms adds 0), as the norms chapter's shares are.
 
 Shapes: a padded batch of maps ``[batch, layer, head, query, key]`` and the inputs' lengths ``[batch]``; per
-head ``[layer, head]``; per layer ``[layer]``. Code is 0-based (position 1 of the papers is index 0).
+head ``[layer, head]``; per layer ``[layer]``. Code is 0-based (position 1 of the papers is index 0). In words:
+book/methods.md, §Attention sinks.
 
 >>> acc = FirstPositionAccumulator()
 >>> acc.update(first_position_shares(attn, lengths), first_position_shares(norms, lengths, normalise=True))  # doctest: +SKIP

@@ -9,9 +9,9 @@ cross-entropy over the segment's masked tokens) and its gradient with respect to
 weight ``alpha[layer, head, i, j]``. The magnitudes ``|dL/d alpha|`` are averaged, per segment and
 layer, over all heads and query rows ``i`` and over the keys ``j`` of one kind: [SEP], "." or ",",
 [CLS], and every other token. Segments then count equally. The paper leaves the masking and the
-averaging unit unspecified; these are our choices. [CLS] is reported on its own (the paper's
-figure has no such line) because some models, the offline default among them, park attention on
-[CLS] rather than [SEP].
+averaging unit unspecified; these are our choices (book/methods.md, §Surface statistics and gradients).
+[CLS] is reported on its own (the paper's figure has no such line) because some models, the offline
+default among them, park attention on [CLS] rather than [SEP].
 
 A decoder (``lm.causal``) is scored with its own language-model head, nothing fitted: the loss of a segment is
 the mean next-token cross-entropy over its positions ``0..n-2`` (position ``t`` predicts token ``t + 1``), and

@@ -1,6 +1,6 @@
 """Surface-level statistics of attention (paper §3: Figures 2 and 4, and the counts of §3.1).
 
-Definitions follow the authors' ``General_Analysis`` notebook (see ``../shared/paper``): every
+Definitions follow the authors' ``General_Analysis`` notebook (book/methods.md, §Surface statistics): every
 statistic is computed per segment and then averaged over segments with equal weight. For one
 segment of ``n`` tokens and one head with map ``A [query, key]``:
 

@@ -3,7 +3,7 @@
 > For a given attention head and word, we take whichever other word receives the most attention
 > weight as that model's prediction. — Clark et al. (2019), §4.1
 
-Rules (the CLI contract of ``python -m helpers heads``):
+Rules (the CLI contract of ``python -m helpers heads``; in words: book/methods.md, §A head as a dependency parser):
 
 - word-level maps ``[layer, head, word, word]`` with [CLS] first and [SEP] last; [CLS] and [SEP]
   are never candidates and a word never predicts itself;

@@ -5,7 +5,7 @@ The references use the model's own modules as a user would: value zeroing reruns
 a pre-hook that removes ``alpha^h_ij v_j`` from that head's slice of the output projection's input) and reads
 the layer's own output from a hook on the layer, so nothing from the fast path (reused weights, ``u - delta``,
 batching, the half-squared-chord distance) is shared; ALTI is a loop over ``(i, j)`` with the layer norm
-linearised by hand; rollout is a loop of numpy products. Definitions: ``../shared/paper/attribution.md``.
+linearised by hand; rollout is a loop of numpy products. Definitions: book/methods.md, §Context-mixing maps.
 Five tiny random models cover the layer layouts the maps know: BERT, MPNet (relative position bias), DistilBERT,
 GPT-2 (fused projections) and a Llama with grouped-query attention.
 
@@ -56,7 +56,8 @@ def bert_lm(tmp_path_factory, tiny_model_dir):
     stream, so a zeroed value moves a layer's output by ~1e-4 of its size and the cosine distances are
     ~1e-8, at float32's resolution: the float32 maps are then off by 3e-5 (measured) whatever the code
     does. A trained model mixes far more (MiniLM's smallest per-layer row sum of distances is 1.4e-5,
-    attribution.md §8.4); at 0.2 this one does too. The float64 comparisons hold at both scales."""
+    book/methods.md, §Context-mixing maps, the pitfalls); at 0.2 this one does too. The float64 comparisons hold
+    at both scales."""
     from transformers import BertConfig, BertModel, BertTokenizer
 
     TOY_VOCAB = toy_vocab(tiny_model_dir)
@@ -311,8 +312,8 @@ def test_per_head_value_zeroing_keeps_the_row_argmax(case):
 
 
 def test_attention_weights_do_not_move_when_a_value_is_zeroed(case):
-    """Zeroing a value after the projection leaves every attention weight as it was (attribution.md §8.6), which
-    is why the fast path may reuse them."""
+    """Zeroing a value after the projection leaves every attention weight as it was (book/methods.md, §Context-mixing
+    maps, value zeroing), which is why the fast path may reuse them."""
     refs = case[4]
     assert max(r["weights_changed"] for r in refs) == 0.0
 

@@ -23,7 +23,7 @@ from helpers.data.segments import (
 
 
 def spec_segments(sentences, budget, seed):
-    """The specification (original-code-spec §1.1, ``prep_document``), written out plainly on token lists:
+    """The authors' ``prep_document`` (book/methods.md, §Segments), written out plainly on token lists:
     accumulate sentences until the chunk has >= budget tokens or the document ends; split before sentence
     k ~ U{1..len-1} (k = 1 for one sentence); while too long, drop the first or last token (coin flip) of the
     longer part (the second on ties); an empty part ends the document."""
