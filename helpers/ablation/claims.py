@@ -86,7 +86,6 @@ def claims(summary: dict, raw: dict, *, causal: bool) -> list[Claim]:
     """The chapter's claims from :func:`helpers.ablation.run.summarise` and the run (``raw``: sizes, parts)."""
     rows = []
     base = summary["base_loss"]
-    loss = raw["loss"]
     sec = SECTION
 
     claim = "most single heads can be removed at little cost"
@@ -97,8 +96,8 @@ def claims(summary: dict, raw: dict, *, causal: bool) -> list[Claim]:
         rel = [x for row in summary["delta_relative"] for x in row]
         share = sum(1 for x in rel if x <= LITTLE_COST) / len(rel)
         rows.append(Claim("ablation-single-heads", sec, claim, paper,
-                          f"{_pct(share)} of heads cost at most {_pct(LITTLE_COST)} of the loss ({loss}, "
-                          f"{raw['segments']} sentences)", 100 * share, verdict_single(share)))
+                          f"{_pct(share)} of heads cost at most {_pct(LITTLE_COST)} of the loss ({raw['segments']} "
+                          "sentences)", 100 * share, verdict_single(share)))
 
     claim = "many layers keep the loss with one head"
     paper = "Michel et al. §3.3: many layers reduced to one head"

@@ -140,7 +140,8 @@ def run_task(lm: LoadedModel, shared: dict[str, Segments], task: tuple) -> np.nd
 def run_ablation(lm: LoadedModel, ctx: RunContext, *, max_sentences: int | None, detail_sentences: int | None,
                  parts: Sequence[str] = PARTS, seed: int = 0, max_length: int = MAX_LENGTH,
                  prune_seeds: Sequence[int] = PRUNE_SEEDS, head=None) -> dict:
-    """Every part's per-segment losses (cached): ``{"model", "loss", "treebank", "segments", "detail_segments",
+    """Every part's per-segment losses (cached): ``{"model", "loss", "loss_head" (an encoder's head: where it comes
+    from and, fitted, its held-out and unigram losses), "treebank", "segments", "detail_segments",
     "tokens", "parts", "base" [S], "single" [L][H][S], "importance" [S][L][H], "only" [L][H][S2], "prune",
     "sinks": {kind: {test: {"all": [S], "per_head": [L][H][S2]}}}}`` (a part not run: ``None``). ``head``: an
     encoder's masked-LM head, as :func:`ablation_segments` takes it."""
@@ -155,7 +156,9 @@ def run_ablation(lm: LoadedModel, ctx: RunContext, *, max_sentences: int | None,
 
     out = cached_json("ablation", {**key, **settings, "code": code_digest(run_ablation)}, compute,
                       cache_root=ctx.cache_dir)
-    return {"model": lm.label, "loss": segments.kind, "treebank": TREEBANK, "segments": len(segments),
+    head_report = None if head is None else {k: v for k, v in head[1].items() if k != "cached"}
+    return {"model": lm.label, "loss": segments.kind, "loss_head": head_report, "treebank": TREEBANK,
+            "segments": len(segments),
             "detail_segments": n_detail, "tokens": int(sum(len(e) for e in segments.examples)),
             "n_layers": lm.n_layers, "n_heads": lm.n_heads, "parts": list(parts), **out}
 

@@ -79,13 +79,13 @@ class AblationSectionReport(SectionReport):
         return summarise(self.raw, self.heads, n_perm=self.settings["n_perm"], seed=self.settings["seed"])
 
     def to_json(self) -> dict:
-        """``{"model", "loss", "treebank", "segments", "detail_segments", "tokens", "parts", "n_layers", "n_heads",
+        """``{"model", "loss", "loss_head", "treebank", "segments", "detail_segments", "tokens", "parts", "n_layers", "n_heads",
         "head_index", "base_loss", "delta", "delta_interval", "delta_relative", "importance", "importance_normalised",
         "only", "only_layer_min", "prune", "sinks", "sink_share", "spearman", "paper_heads", "settings", "claims"}``
         (docs/command_line.md)."""
         raw, s = self.raw, self.settings
-        head = {k: raw[k] for k in ("model", "loss", "treebank", "segments", "detail_segments", "tokens", "parts",
-                                    "n_layers", "n_heads")}
+        head = {k: raw[k] for k in ("model", "loss", "loss_head", "treebank", "segments", "detail_segments", "tokens",
+                                    "parts", "n_layers", "n_heads")}
         return {**head, "head_index": "[layer][head], 0-based; labels are 1-based layer-head",
                 **self.summary, "sink_share": self.shares,
                 "settings": {"seed": s["seed"], "n_perm": s["n_perm"], "paper_heads": s["paper_heads"],

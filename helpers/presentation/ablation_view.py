@@ -1,0 +1,234 @@
+"""What the ablation chapter shows, built from the ``ablate`` JSON (:meth:`helpers.ablation.section.AblationSectionReport.to_json`):
+per-head heat maps of the single-head effect and of importance with the paper's heads marked, the pruning curves,
+the sink tests, the paper's heads among all heads, and the sentences that say what was run. Each chapter cell calls
+one of these.
+
+Heads are labelled 1-based ``"layer-head"``; layers and heads are 1-based on axes.
+
+>>> effect_heatmaps(report.to_json())                       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from helpers.core.labels import head_label
+from helpers.presentation.charts import PALETTE
+from helpers.presentation.views import altair_offline, not_drawn
+
+KIND_NAMES = {"syntax": "§4.2 best heads", "coref": "§4.3 coreference head", "positional": "§3.1 positional heads",
+              "broad": "§3.3 broad heads", "all": "all of them"}
+SINK_NAMES = {"sep": "[SEP]", "cls": "[CLS]", "bos": "BOS"}
+TEST_NAMES = {"noop": "no-op (value term removed)", "redirect": "redirect (weights renormalised without it)"}
+
+
+def _marks(result: dict) -> dict[str, str]:
+    """``{"L-H": "§4.2, §3.1"}``: the kinds of paper head each head is (``all`` left out)."""
+    found: dict[str, list[str]] = {}
+    for kind, entry in (result.get("paper_heads") or {}).items():
+        if kind == "all":
+            continue
+        for label in entry["heads"]:
+            found.setdefault(label, []).append(KIND_NAMES.get(kind, kind).split(" ")[0])
+    return {k: ", ".join(v) for k, v in found.items()}
+
+
+def head_scores_frame(result: dict) -> pd.DataFrame:
+    """Long table ``layer, head, label, measure, value, paper`` of the single-head effect (% of the loss) and the
+    layer-normalised importance, one row per head and measure; ``paper`` names the paper's kinds the head is."""
+    marks = _marks(result)
+    measures = {}
+    if result.get("delta_relative") is not None:
+        measures["loss change when removed (% of the loss)"] = 100 * np.asarray(result["delta_relative"])
+    if result.get("importance_normalised") is not None:
+        measures["importance (layer-normalised)"] = np.asarray(result["importance_normalised"])
+    rows = []
+    for name, values in measures.items():
+        for layer in range(values.shape[0]):
+            for head in range(values.shape[1]):
+                label = head_label(layer, head)
+                rows.append({"layer": layer + 1, "head": head + 1, "label": label, "measure": name,
+                             "value": float(values[layer, head]), "paper": marks.get(label, "")})
+    return pd.DataFrame(rows, columns=["layer", "head", "label", "measure", "value", "paper"])
+
+
+def effect_heatmaps(result: dict, *, size: int = 260):
+    """Two layer x head heat maps side by side: each head's single-head effect and its importance; the paper's heads
+    are ringed (hover for which). A part not run is left out; with neither, a line says so."""
+    alt = altair_offline()
+
+    frame = head_scores_frame(result)
+    if frame.empty:
+        return not_drawn("the per-head effects", "neither the single-head effects nor importance were run")
+    charts = []
+    n_layers, n_heads = int(frame["layer"].max()), int(frame["head"].max())
+    height = size * n_layers / max(n_heads, 1)
+    for name, part in frame.groupby("measure", sort=False):
+        scheme = "redblue" if "change" in name else "viridis"
+        domain = None
+        if "change" in name:
+            top = float(np.abs(part["value"]).max()) or 1.0
+            domain = [-top, top]
+        color = alt.Color("value:Q", title=None, scale=alt.Scale(scheme=scheme, reverse="change" in name,
+                                                                 **({"domain": domain} if domain else {})))
+        base = alt.Chart(part).encode(x=alt.X("head:O", title="Head"), y=alt.Y("layer:O", title="Layer"))
+        cells = base.mark_rect().encode(color=color, tooltip=[
+            alt.Tooltip("label:N", title="head"), alt.Tooltip("value:Q", format=".3g", title=name),
+            alt.Tooltip("paper:N", title="paper's head")])
+        rings = base.transform_filter(alt.datum.paper != "").mark_point(shape="circle", size=size / 2, filled=False,
+                                                                         color="black", strokeWidth=1.5)
+        charts.append(alt.layer(cells, rings).properties(title=name, width=size, height=height))
+    return alt.hconcat(*charts).resolve_scale(color="independent")
+
+
+def prune_frame(result: dict) -> pd.DataFrame:
+    """``share, order, loss, low, high``: the pruning curve by importance and the random orders' mean with their
+    range (``low``/``high``, the random orders' min and max)."""
+    p = result["prune"]
+    rows = [{"share": 100 * s, "order": "by importance (recomputed)", "loss": l, "low": l, "high": l}
+            for s, l in zip(p["shares"], p["importance"])]
+    rows += [{"share": 100 * s, "order": f"random ({len(p['seeds'])} seeds, mean and range)", "loss": m, "low": lo,
+              "high": hi} for s, m, lo, hi in zip(p["shares"], p["random_mean"], p["random_min"], p["random_max"])]
+    return pd.DataFrame(rows)
+
+
+def prune_chart(result: dict, *, width: int = 440, height: int = 260):
+    """The pruning curves: the loss against the share of heads removed, by importance and in random orders (their
+    range shaded); the full model's loss as a rule. Click a legend entry to highlight an order."""
+    alt = altair_offline()
+
+    if result.get("prune") is None:
+        return not_drawn("the pruning curve", "it was not run (see the sizes above)")
+    frame = prune_frame(result)
+    order = list(dict.fromkeys(frame["order"]))
+    color = alt.Color("order:N", sort=order, scale=alt.Scale(domain=order, range=PALETTE[: len(order)]), title=None)
+    pick = alt.selection_point(fields=["order"], bind="legend")
+    opacity = alt.condition(pick, alt.value(0.9), alt.value(0.15))
+    x = alt.X("share:Q", title="Heads removed (%)")
+    band = alt.Chart(frame[frame["low"] != frame["high"]]).mark_area(opacity=0.2).encode(
+        x=x, y=alt.Y("low:Q", title=f"Loss ({result['loss']})"), y2="high:Q", color=color)
+    lines = alt.Chart(frame).mark_line(point=True).encode(
+        x=x, y=alt.Y("loss:Q"), color=color, opacity=opacity,
+        tooltip=["order:N", alt.Tooltip("share:Q", format=".0f", title="removed (%)"),
+                 alt.Tooltip("loss:Q", format=".3f")]).add_params(pick)
+    full = alt.Chart(pd.DataFrame({"y": [result["base_loss"]]})).mark_rule(strokeDash=[6, 4], color="black").encode(
+        y="y:Q", tooltip=[alt.Tooltip("y:Q", format=".3f", title="every head present")])
+    return alt.layer(band, lines, full).properties(width=width, height=height)
+
+
+def _interval(value: float | None, interval: Sequence[float] | None, base: float) -> str:
+    if value is None:
+        return "—"
+    lo, hi = interval if interval is not None else (float("nan"), float("nan"))
+    return f"{100 * value / base:+.2f} % [{100 * lo / base:+.2f}, {100 * hi / base:+.2f}]"
+
+
+def sink_rows(result: dict) -> list[dict]:
+    """One row per sink and test: the loss change with the test on every head at once (% of the full model's loss,
+    95 % interval over sentences), and per head its largest change and the head it comes from."""
+    base = result["base_loss"]
+    rows = []
+    for kind, tests in (result.get("sinks") or {}).items():
+        for test, entry in tests.items():
+            row = {"sink": SINK_NAMES.get(kind, kind), "test": TEST_NAMES.get(test, test),
+                   "every head at once": _interval(entry["all"], entry["all_interval"], base)}
+            if entry["per_head"] is not None:
+                per = np.asarray(entry["per_head"])
+                layer, head = np.unravel_index(int(np.argmax(np.abs(per))), per.shape)
+                row["largest per head"] = f"{100 * per[layer, head] / base:+.2f} % ({head_label(layer, head)})"
+            else:
+                row["largest per head"] = "—"
+            rows.append(row)
+    return rows
+
+
+def sink_frame(result: dict) -> pd.DataFrame:
+    """``label, sink, test, share, change``: per head, its share of attention on the sink (§3's statistics) and the
+    loss change (% of the loss) with the test applied to it alone."""
+    base = result["base_loss"]
+    shares = result.get("sink_share") or {}
+    rows = []
+    for kind, tests in (result.get("sinks") or {}).items():
+        if kind not in shares:
+            continue
+        share = np.asarray(shares[kind])
+        for test, entry in tests.items():
+            if entry["per_head"] is None:
+                continue
+            per = 100 * np.asarray(entry["per_head"]) / base
+            for layer in range(per.shape[0]):
+                for head in range(per.shape[1]):
+                    rows.append({"label": head_label(layer, head), "sink": SINK_NAMES.get(kind, kind),
+                                 "test": TEST_NAMES.get(test, test), "share": float(share[layer, head]),
+                                 "change": float(per[layer, head])})
+    return pd.DataFrame(rows, columns=["label", "sink", "test", "share", "change"])
+
+
+def sink_chart(result: dict, *, width: int = 300, height: int = 240):
+    """Per head: its share of attention on the sink (x) against the loss change of each test applied to it alone
+    (y), one panel per sink; hover a point for the head. Without per-head tests or shares, a line says so."""
+    alt = altair_offline()
+
+    frame = sink_frame(result)
+    if frame.empty:
+        return not_drawn("the per-head sink tests", "they were not run here, or the sinks' shares were not read "
+                                                    "(see the sizes above)")
+    order = list(dict.fromkeys(frame["test"]))
+    color = alt.Color("test:N", sort=order, scale=alt.Scale(domain=order, range=PALETTE[: len(order)]), title=None)
+    return alt.Chart(frame).mark_circle(size=36, opacity=0.8).encode(
+        x=alt.X("share:Q", title="share of attention on the sink"),
+        y=alt.Y("change:Q", title="loss change (% of the loss)"), color=color,
+        tooltip=[alt.Tooltip("label:N", title="head"), "test:N", alt.Tooltip("share:Q", format=".3f"),
+                 alt.Tooltip("change:Q", format="+.3f")],
+    ).properties(width=width, height=height).facet(column=alt.Column("sink:N", title=None))
+
+
+def paper_heads_rows(result: dict) -> list[dict]:
+    """One row per kind of paper head: the heads, and for the single-head effect and for importance their mean
+    percentile among all heads and the permutation p-value against random sets of as many heads."""
+    rows = []
+    for kind, e in (result.get("paper_heads") or {}).items():
+        def fmt(name: str) -> tuple[str, str]:
+            if e[f"{name}_mean_percentile"] is None:
+                return "—", "—"
+            return f"{e[f'{name}_mean_percentile']:.0f}", f"{e[f'{name}_p']:.3g}"
+
+        d_pct, d_p = fmt("delta")
+        i_pct, i_p = fmt("importance")
+        rows.append({"heads": KIND_NAMES.get(kind, kind), "which": ", ".join(e["heads"]) or "—",
+                     "effect: mean percentile": d_pct, "effect: p": d_p,
+                     "importance: mean percentile": i_pct, "importance: p": i_p})
+    return rows
+
+
+def loss_note(result: dict) -> str:
+    """What the loss is, and for a fitted masked-LM head how well it predicts: its held-out loss against the unigram
+    loss (what predicting the corpus's word frequencies alone costs)."""
+    head = result.get("loss_head") or {}
+    text = result["loss"]
+    if "heldout_loss" in head and "heldout_unigram_loss" in head:
+        text += (f" (on GUM dev segments the fitted head's loss is {head['heldout_loss']:.2f} against "
+                 f"{head['heldout_unigram_loss']:.2f} for word frequencies alone)")
+    return text
+
+
+def sizes_note(result: dict) -> str:
+    """What was run on how much, in one or two sentences, for the chapter's Setup."""
+    parts = result["parts"]
+    if result["settings"]["everything"]:
+        return (f"Every part ran on all {result['segments']} sentences of GUM test of at least five words "
+                f"({result['tokens']:,} tokens).")
+    from helpers.ablation.run import PART_NAMES
+
+    main = [PART_NAMES[p] for p in ("single", "importance", "prune", "sinks") if p in parts]
+    detail = [PART_NAMES[p] for p in ("only", "sink_heads") if p in parts]
+    text = (f"On the CPU the book runs a subset: {', '.join(main) or 'nothing'} on the first {result['segments']} "
+            f"sentences of GUM test of at least five words ({result['tokens']:,} tokens)")
+    if detail:
+        text += f"; {' and '.join(detail)} on the first {result['detail_segments']} of them"
+    missing = [PART_NAMES[p] for p in PART_NAMES if p not in parts]
+    if missing:
+        text += f"; not run here: {', '.join(missing)}"
+    return text + ". On an accelerator every part runs on every sentence."
