@@ -59,7 +59,6 @@ def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | 
     ``sink`` (a kind of ``segments.sinks``) and ``mode`` (``"noop"`` or ``"redirect"``): the sink test of each
     intervention. The ``K x N`` rows run in passes of :func:`rows_per_pass` rows, segment by segment in length order
     (the copies of one segment side by side)."""
-    L, H = lm.n_layers, lm.n_heads
     K = (xi if xi is not None else sink_heads).shape[0]
     out = torch.empty(K, len(segments), dtype=torch.float64)
     pairs = [(n, k) for n in _by_length(segments) for k in range(K)]
@@ -236,19 +235,19 @@ def head_effects(lm: LoadedModel, sentences: Sequence[Sequence[str]], seed: int 
     lists, each encoded alone as the other sections encode words: ``[CLS] ... [SEP]``, a decoder's BOS first).
 
     The loss: a decoder's next-token loss; an encoder's masked-LM loss with ``head`` (default: the checkpoint's own
-    masked-LM head; a model without one needs the fitted head of the gradient analysis,
-    :func:`helpers.surface.run.gradient_head`), masking drawn once per sentence from ``seed``."""
+    masked-LM head; a model without one needs the fitted head of the gradient analysis, the surface section report's
+    ``mlm_head[0]``), masking drawn once per sentence from ``seed``."""
     from helpers.core.encoding import encode_words
 
     if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
         raise TypeError("sentences: expected a list of word lists, got a str; split it first")
     if head is None and not lm.causal:
-        from helpers.surface.mlm import pretrained_head
+        from helpers.core.masked_lm import pretrained_head
 
         head = pretrained_head(lm)
         if head is None:
             raise ValueError(f"{lm.label} has no masked-LM head of its own: pass head= (the gradient analysis's fitted "
-                             "head, helpers.surface.run.gradient_head(lm, ctx))")
+                             "head: the surface section report's mlm_head[0])")
         head_source = head_source or "the checkpoint's own masked-LM head"
     batch = encode_words(lm.tokenizer, sentences, max_length=min(MAX_LENGTH, lm.max_positions))
     segments = prepare(lm, batch, head=head, seed=seed, head_source=head_source)

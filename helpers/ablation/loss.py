@@ -2,10 +2,10 @@
 
 - A decoder (``lm.causal``): its own next-token loss, the mean cross-entropy over positions ``0..n-2`` of a segment
   (position ``t`` predicts token ``t + 1``), with the model's own head.
-- An encoder: a masked-LM loss on BERT-style masking (15 %; 80/10/10; :func:`helpers.surface.mlm.masked_examples`),
+- An encoder: a masked-LM loss on BERT-style masking (15 %; 80/10/10; :func:`helpers.core.masked_lm.masked_examples`),
   drawn once per segment from ``seed`` and reused by every intervention, so every difference compares the same
   prediction problems. The head is the checkpoint's own masked-LM head where it has one, else the frozen head fitted
-  for the gradient analysis (§3.2): the caller passes it (:func:`helpers.surface.run.gradient_head`).
+  for the gradient analysis (§3.2): the caller passes it (the surface report's ``mlm_head``).
 
 :class:`Segments` holds the model inputs, the labels and the sink positions; :func:`row_losses` is the loss of any
 rows (copies of segments) under the interventions of :mod:`helpers.ablation.interventions`.
@@ -22,7 +22,7 @@ from torch import nn
 from helpers.core.encoding import Encoded, EncodedBatch
 from helpers.core.extract import at_least_float32, model_inputs
 from helpers.core.models import LoadedModel
-from helpers.surface.mlm import masked_examples
+from helpers.core.masked_lm import masked_examples
 from helpers.surface.stats import token_masks
 
 IGNORE = -100
@@ -76,7 +76,7 @@ def prepare(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, head: n
     else:
         if head is None:
             raise ValueError(f"{lm.label}: an encoder's loss needs its masked-LM head (the checkpoint's, or the "
-                             "gradient analysis's fitted head: helpers.surface.run.gradient_head)")
+                             "gradient analysis's fitted head: the surface section report's mlm_head)")
         order = {ex.index: k for k, ex in enumerate(examples)}
         masked = sorted(masked_examples(lm, examples, seed=seed), key=lambda pair: order[pair[0].index])
         inputs = [ex for ex, _ in masked]

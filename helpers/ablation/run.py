@@ -36,7 +36,7 @@ from helpers.ablation.effects import (
 )
 from helpers.ablation.loss import Segments, prepare
 from helpers.context import RunContext
-from helpers.core.encoding import MAX_LENGTH, EncodedBatch
+from helpers.core.encoding import MAX_LENGTH
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
@@ -70,8 +70,8 @@ def select_sentences(sentences, max_sentences: int | None) -> list:
 def ablation_segments(lm: LoadedModel, ctx: RunContext, *, max_sentences: int | None, seed: int = 0,
                       max_length: int = MAX_LENGTH, head=None) -> tuple[Segments, dict]:
     """``(segments, key)``: the chapter's sentences of :data:`TREEBANK`, encoded and prepared for the loss, and the
-    cache key of that data. An encoder needs ``head``: ``(module, report)`` of
-    :func:`helpers.surface.run.gradient_head` (its own masked-LM head, else the gradient analysis's fitted one)."""
+    cache key of that data. An encoder needs ``head``: ``(module, report)``, the surface section report's ``mlm_head``
+    (its own masked-LM head, else the gradient analysis's fitted one)."""
     from helpers.core.encoding import encode_words
     from helpers.data.corpora import corpus_files, file_digest, load_treebank
 
@@ -85,7 +85,7 @@ def ablation_segments(lm: LoadedModel, ctx: RunContext, *, max_sentences: int | 
     module, source, head_key = None, None, None
     if not lm.causal:
         if head is None:
-            raise ValueError(f"{lm.label}: an encoder's loss needs its masked-LM head (helpers.surface.run.gradient_head)")
+            raise ValueError(f"{lm.label}: an encoder's loss needs its masked-LM head (the surface report's mlm_head)")
         module, report = head
         source = report["source"] if "own" in report.get("source", "") else FITTED_HEAD
         head_key = {k: v for k, v in report.items() if k != "cached"}
@@ -199,22 +199,17 @@ def _compute(lm: LoadedModel, ctx: RunContext, segments: Segments, n_detail: int
 
 
 def paper_heads(surface=None, syntax=None, coref=None) -> dict[str, list[tuple[int, int]]]:
-    """The heads the paper's probes single out, 0-based ``(layer, head)`` per kind, found with those sections' own
-    functions on their own data: ``"syntax"`` (§4.2: the best head of each of Table 1's relations, chosen on GUM dev),
-    ``"coref"`` (§4.3: the best antecedent-selection head, chosen on OntoGUM dev), ``"positional"`` (§3.1: over half
-    their attention on the previous or next token), ``"broad"`` (§3.3: mean entropy above the paper's share of the
-    uniform entropy). A report not given leaves its kinds out."""
+    """The heads the paper's probes single out, 0-based ``(layer, head)`` per kind, found by those sections' own runs
+    (their reports) on their own data: ``"syntax"`` (§4.2: the best head of each of Table 1's relations, chosen on GUM
+    dev: the report's ``best_heads()``), ``"coref"`` (§4.3: the best antecedent-selection head, chosen on OntoGUM dev),
+    ``"positional"`` (§3.1: over half their attention on the previous or next token), ``"broad"`` (§3.3: mean entropy
+    above the paper's share of the uniform entropy, :data:`helpers.surface.stats.BROAD_ENTROPY_FRACTION`). A report
+    not given leaves its kinds out."""
     from helpers.core.labels import parse_head_label
 
     out: dict[str, list[tuple[int, int]]] = {}
     if syntax is not None:
-        from helpers.syntax.run import table1_relations
-        from helpers.syntax.stats import ALL
-
-        scores = syntax.dev.scores
-        table = scores.table()
-        out["syntax"] = stats.distinct(parse_head_label(table[r]["best_head"]) for r in table1_relations(scores)
-                                       if r != ALL)
+        out["syntax"] = stats.distinct(parse_head_label(h) for h in syntax.best_heads().values())
     if coref is not None:
         out["coref"] = [tuple(int(x) for x in coref.dev.best_head())]
     if surface is not None:

@@ -4,7 +4,7 @@ command ``ablate``.
 Its run removes heads and the sinks' terms (:mod:`helpers.ablation.run`, cached) and sets the effects against the heads
 the paper's probes single out: §3's positional and broad heads (the surface report's statistics), §4.2's best heads
 and §4.3's coreference head (chosen on dev by those sections' runs), declared as its ``inputs``. An encoder's loss is
-scored with the gradient analysis's masked-LM head (§3.2: the surface report's settings find the same cached head).
+scored with the gradient analysis's masked-LM head (§3.2: the surface report's ``mlm_head``, cached).
 
 >>> report = SECTION.run(lm, ctx, inputs=input_reports(SECTION, lm, ctx))   # doctest: +SKIP
 >>> report.summary["delta"]                                                   # [layer][head]  # doctest: +SKIP
@@ -51,14 +51,8 @@ class AblationSectionReport(SectionReport):
 
     @part
     def raw(self) -> dict:
-        from helpers.surface.run import gradient_head
-
         s, ctx = self.settings, self.ctx
-        head = None
-        if not self.lm.causal:
-            t = self.surface.settings
-            head = gradient_head(self.lm, ctx, n_segments=t["n_segments"], seed=t["seed"], max_length=t["max_length"],
-                                 segments_from=t["segments_from"])
+        head = None if self.lm.causal else self.surface.mlm_head  # the gradient analysis's (§3.2), cached
         every = self.everything
         return run_ablation(self.lm, ctx, max_sentences=None if every else s["max_sentences"],
                             detail_sentences=None if every else s["detail_sentences"], parts=s["parts"],

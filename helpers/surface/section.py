@@ -18,7 +18,7 @@ from helpers.section import Section, SectionReport, Sizes, part
 from helpers.surface import claims as surface_claims
 from helpers.surface.command import COMMAND
 from helpers.surface.run import (SurfaceReport, cached_surface_statistics, example_segment, figure1_heads,
-                                 figure1_undefined, run_surface)
+                                 figure1_undefined, gradient_head, run_surface)
 from helpers.surface.stats import SurfaceStats
 
 
@@ -79,6 +79,15 @@ class SurfaceSectionReport(SectionReport):
         (attn,) = attention_for(self.lm, encode_ids([ids]), level="token")
         return Figure1(figure1_heads(self.stats), position, self.lm.tokenizer.convert_ids_to_tokens(ids.tolist()), attn,
                        figure1_undefined(self.stats))
+
+    @part
+    def mlm_head(self) -> tuple:
+        """``(head, report)``: the masked-LM head of the gradient analysis (the checkpoint's own, else the head fitted
+        on the frozen encoder, cached): :func:`~helpers.surface.run.gradient_head` at this run's settings (what the
+        ablation chapter scores an encoder's loss with)."""
+        s = self.settings
+        return gradient_head(self.lm, self.ctx, n_segments=s["n_segments"], seed=s["seed"], max_length=s["max_length"],
+                             segments_from=s["segments_from"])
 
     @property
     def gradients(self) -> dict | None:

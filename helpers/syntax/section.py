@@ -69,6 +69,12 @@ class SyntaxSectionReport(SectionReport):
         predictions (scored beside its plain scores: no second pass over its maps)."""
         return self.test.variants[POSSESSIVE]
 
+    def best_heads(self) -> dict[str, str]:
+        """``{relation: "L-H"}``: on GUM dev, the best head of each of Table 1's relations (``all`` left out), as
+        :meth:`specialised_heads` reads them before its margin (what the ablation chapter sets against all heads)."""
+        table = self.dev.scores.table()
+        return {rel: table[rel]["best_head"] for rel in table1_relations(self.dev.scores)[1:]}
+
     def specialised_heads(self) -> dict[str, list[str]]:
         """``{"L-H": [relation, ...]}``: on GUM dev, the best head of each Table-1 relation where it beats the
         offset baseline by at least :data:`~helpers.syntax.claims.SPECIALISED_MARGIN` points (what §6 marks)."""
