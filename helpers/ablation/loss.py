@@ -50,10 +50,11 @@ class Segments:
 
 def loss_kind(lm: LoadedModel, head_source: str | None = None) -> str:
     """What the loss is: ``"next-token loss (the model's own head)"`` for a decoder; ``"masked-LM loss (HEAD)"`` for
-    an encoder, ``HEAD`` saying whose head scores it (``head_source``)."""
+    an encoder, ``HEAD`` saying whose head scores it (``head_source``; without it, only the caller knows whose head
+    it was given, so the label says just that)."""
     if lm.causal:
         return "next-token loss (the model's own head)"
-    return f"masked-LM loss ({head_source or 'the checkpoint own masked-LM head'})"
+    return f"masked-LM loss ({head_source or 'a masked-LM head passed by the caller'})"
 
 
 def prepare(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, head: nn.Module | None = None,
