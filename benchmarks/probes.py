@@ -9,7 +9,7 @@ so no model runs. Their padded batches are spilled to a temporary file exactly a
 
 - a plain read of that file (the bytes, from the page cache): the floor of an epoch that reads the features;
 - one training epoch of each probe (forward, backward, Adam step over the streamed batches, as
-  :func:`helpers.probe.probes.train_probe` does), and an epoch of forward passes alone;
+  :func:`helpers.probe.stats.train_probe` does), and an epoch of forward passes alone;
 - Distances + words against the same network written with plain autograd over padded batches
   (``out(tanh(dep + cand + dist))``), and Attn + words against a batched product plus an ``einsum``.
 
@@ -17,7 +17,7 @@ Both formulations start from the same weights and must give the same loss (check
 benchmarks/results/probes.json, with the ratio of each epoch to the plain read.
 
 Then, on ``--device`` (default the CPU; ``cuda`` on a GPU), each probe's training epoch as
-:func:`helpers.probe.probes.train_probe` runs it there (the batches of :func:`helpers.probe.probes.batches_on`:
+:func:`helpers.probe.stats.train_probe` runs it there (the batches of :func:`helpers.probe.stats.batches_on`:
 streamed from the spill on the CPU, held on the device elsewhere) against
 
 - a naive per-sentence reference: the same epoch with a Python loop over each batch's sentences, each sentence
@@ -43,7 +43,7 @@ from torch import nn
 from common import LATEST, machine, peak_rss_mib, save
 from helpers.data.corpora import load_treebank
 from helpers.probe.batches import spill
-from helpers.probe.probes import (
+from helpers.probe.stats import (
     AttentionProbe,
     Batch,
     DistanceProbe,

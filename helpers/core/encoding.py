@@ -117,17 +117,35 @@ def printable(text, *, limit: int | None = None) -> str:
     return cut if limit is None or len(text) <= limit else f"{cut}... ({len(text)} characters)"
 
 
+def check_words(words, name: str = "words", *, sentences: bool = False) -> None:
+    """Refuse a bare string (or bytes) where a list of words is expected (``sentences``: a list of sentences, each a
+    list of words): a string is iterable, so each of its characters would become a word. The one check every
+    public function taking words makes; raises a one-line ``TypeError`` naming the argument ``name`` and showing
+    the fix.
+
+    >>> check_words(["The", "cat", "sat"])
+    >>> check_words("The cat sat")
+    Traceback (most recent call last):
+    TypeError: words: expected a list of words, got a str; split it first: 'The cat sat'.split()
+    """
+    if isinstance(words, (str, bytes)):
+        shown = repr(words) if isinstance(words, str) and len(words) <= 40 and words.isprintable() else "'a b'"
+        expected, fix = (("a list of sentences, each a list of words", f"[{shown}.split()]") if sentences
+                         else ("a list of words", f"{shown}.split()"))
+        raise TypeError(f"{name}: expected {expected}, got a {type(words).__name__}; split it first: {fix}")
+
+
 def _check_sentences(sentences) -> None:
     """``sentences`` is a list of sentences, each a list (or tuple) of words (str): a sentence given as one string
-    would be read letter by letter, so it is refused."""
-    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (Sequence, np.ndarray)):
+    would be read letter by letter, so it is refused (:func:`check_words`)."""
+    check_words(sentences, "sentences", sentences=True)
+    if not isinstance(sentences, (Sequence, np.ndarray)):
         raise TypeError(f"sentences: a list of sentences, each a list of words (str), not {type(sentences).__name__}")
     for k, words in enumerate(sentences):
-        if (isinstance(words, str) or not isinstance(words, (Sequence, np.ndarray))
-                or not all(isinstance(w, str) for w in words)):
+        check_words(words, f"sentences[{k}]")
+        if not isinstance(words, (Sequence, np.ndarray)) or not all(isinstance(w, str) for w in words):
             shown = printable(repr(words), limit=60)
-            raise TypeError(f"sentence {k}: a list of words (str), not {shown}"
-                            + ("; split it first, e.g. text.split()" if isinstance(words, str) else ""))
+            raise TypeError(f"sentences[{k}]: a list of words (str), not {shown}")
 
 
 def _check_max_length(max_length: int) -> None:
@@ -267,6 +285,7 @@ def position_labels(words: Sequence[str], *, lead: int, trail: int, first: str =
     >>> position_labels(["The", "cat"], lead=1, trail=0, first="<s>")
     ['<s>', 'The', 'cat']
     """
+    check_words(words)
     return [first] * lead + list(words) + [last] * trail
 
 

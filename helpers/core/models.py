@@ -158,13 +158,22 @@ class LoadedModel:
         (:mod:`helpers.core.weight_digests`), so a later load reads it instead of hashing the weights again.
         That holds while the weights are as :func:`load_model` left them (:func:`state_signature`: the same
         tensors, dtypes and devices, and no in-place change autograd's version counters see); a model changed
-        since (cast to float64, edited in place) is hashed. A random-init model (built afresh at every load) is
-        hashed at every load.
+        since (cast to float64, edited in place) is hashed.
+
+        A random-init model's weights are a function of how :func:`random_init_model` built them: the config, the
+        seed, the kind (``"paper"``: with the embeddings of the weight files, by their digests; ``"all"``), the dtype,
+        the device they were made on (its own generator), the code that builds them (its
+        :func:`~helpers.digest.code_digest`), torch's and transformers' versions. Its fingerprint is the SHA-256 of
+        those (:meth:`_fingerprint_key`), with nothing hashed: another value than the parameters' hash, equal for
+        equal weights, different when one of them differs. The same rule as above: a random-init model changed
+        since :func:`load_model` returned it is hashed.
         """
         if self._fingerprint is None:
             key = self._fingerprint_key()
             if key is None:
                 self._fingerprint = self._weights_hash()
+            elif self.random_init:
+                self._fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
             else:
                 from helpers.core.weight_digests import remembered
 
@@ -191,12 +200,14 @@ class LoadedModel:
         return h.hexdigest()
 
     def _fingerprint_key(self) -> dict | None:
-        """What :meth:`fingerprint`'s value depends on, with the weight files' digests in place of their bytes;
-        ``None`` for a random-init model or weights whose files cannot be found (then the parameters are hashed)."""
-        if self.random_init or self._as_loaded is None or state_signature(self.model) != self._as_loaded:
+        """What :meth:`fingerprint`'s value depends on, without the weights' bytes: a loaded model's weight files by
+        their digests; a random-init model's recipe (see :meth:`fingerprint`). ``None`` for weights changed since
+        :func:`load_model` returned them (:func:`state_signature`) or whose files cannot be found (the paper's
+        control reads its embeddings from them): then the parameters are hashed."""
+        if self._as_loaded is None or state_signature(self.model) != self._as_loaded:
             return None
-        files = weight_files(self.source)
-        if not files:
+        files = [] if self.random_init == "all" else weight_files(self.source)  # "all" reads no weights
+        if not files and self.random_init != "all":
             return None
         import tokenizers
         import transformers
@@ -209,11 +220,19 @@ class LoadedModel:
         # the vocabulary by the tokenizer's files (reading and sorting a 100k-word vocabulary takes a second),
         # else by itself (a .gguf file's is in the weights' file already)
         vocab = digests(tokenizer_files(self.source)) or hashlib.sha256(self._vocab_text()).hexdigest()
-        return {"fingerprint": 1, "class": type(self.model).__name__,
-                "config": repr(sorted(self.model.config.to_diff_dict().items(), key=str)),
-                "weights": digests(files), "vocab": vocab, "tokenizers": tokenizers.__version__,
-                "bos": bool(self.bos), "causal": self.causal,
-                "dtype": self.dtype, "torch": torch.__version__, "transformers": transformers.__version__}
+        key = {"fingerprint": 1, "class": type(self.model).__name__,
+               "config": repr(sorted(self.model.config.to_diff_dict().items(), key=str)),
+               "weights": digests(files), "vocab": vocab, "tokenizers": tokenizers.__version__,
+               "bos": bool(self.bos), "causal": self.causal,
+               "dtype": self.dtype, "torch": torch.__version__, "transformers": transformers.__version__}
+        if not self.random_init:
+            return key
+        from helpers.digest import code_digest
+
+        device = self.device  # where load_model built the weights (a move since would change the signature)
+        made_on = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+        return {**key, "fingerprint": "random init", "init": self.random_init, "seed": self.seed,
+                "made on": made_on, "code": code_digest(random_init_model)}
 
 
 def state_signature(model: torch.nn.Module) -> tuple:

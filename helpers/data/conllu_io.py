@@ -10,6 +10,7 @@ malformed file fails with ``path:line: what is wrong`` rather than deep inside a
 """
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import dataclass, field
@@ -182,21 +183,27 @@ def tree_problem(heads: list[int], deprels: list[str] | None = None) -> str | No
     return None
 
 
-def read_conllu(path: str | Path, *, doc_id: str | None = None) -> list[Sentence]:
-    """Read every sentence of a CoNLL-U file.
+def read_conllu(path: str | Path, *, doc_id: str | None = None, max_sentences: int | None = None) -> list[Sentence]:
+    """Read every sentence of a CoNLL-U file, or its first ``max_sentences``.
 
     Args:
         path: the file.
         doc_id: document id to record when the file has no ``# newdoc id`` comments.
+        max_sentences: read only the first this many sentences (``None``: all); the rest of the file is neither
+            read nor checked, so a malformed sentence after them is no error. The sentences read are those a
+            whole read gives first (a sentence depends on the ones before it only).
 
     Raises:
-        ConllError: malformed input, naming the file and line.
+        ConllError: malformed input (within the sentences read), naming the file and line.
         FileNotFoundError: no such file.
     """
     from helpers.data.files import input_file_problem
 
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"read_conllu: the path of a CoNLL-U file, not {printable(repr(path), limit=60)}")
+    if max_sentences is not None and (isinstance(max_sentences, bool)
+                                      or not isinstance(max_sentences, numbers.Integral) or max_sentences < 1):
+        raise ValueError(f"max_sentences={printable(repr(max_sentences), limit=60)}: a whole number from 1, or None")
     path = Path(path)
     problem = input_file_problem(path)
     if problem == "is a directory":
@@ -235,6 +242,8 @@ def read_conllu(path: str | Path, *, doc_id: str | None = None) -> list[Sentence
                 metadata=meta,
             )
         )
+        if len(sentences) == max_sentences:
+            break  # the lines after this sentence's block are never read
     return sentences
 
 

@@ -135,9 +135,9 @@ def load_gum(split: GumSplit = "test", *, data_dir: str | os.PathLike | None = N
 
 
 @lru_cache(maxsize=1024)
-def _read_cached(path: Path, doc_id: str | None, mtime_ns: int | None = None, cache_root: str | None = None
-                 ) -> tuple[Sentence, ...]:
-    return tuple(_parse_with_disk_cache(path, doc_id, cache_root))
+def _read_cached(path: Path, doc_id: str | None, mtime_ns: int | None = None, cache_root: str | None = None,
+                 max_sentences: int | None = None) -> tuple[Sentence, ...]:
+    return tuple(_parse_with_disk_cache(path, doc_id, cache_root, max_sentences=max_sentences))
 
 
 _ROW_TEXTS = ("words", "deprels", "upos", "xpos", "misc", "feats")  # per-word text columns of a parsed sentence
@@ -159,13 +159,16 @@ def _rows_digest(rows) -> str:
     return hashlib.sha256(json.dumps(rows, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def parsed_entry_problem(entry, key: str, data: bytes) -> str | None:
-    """Why a parsed-treebank cache entry cannot stand for the file whose bytes are ``data``, or ``None``.
+def parsed_entry_problem(entry, key: str, data: bytes, max_sentences: int | None = None) -> str | None:
+    """Why a parsed-treebank cache entry cannot stand for the file whose bytes are ``data`` (its first
+    ``max_sentences`` sentences; ``None``: all), or ``None``.
 
     The entry is ``{"key", "file", "digest", "sentences": [row, ...]}``: the key must be this file's,
-    the digest that of the rows (damage), the rows must start at the file's sentence blocks, one row
-    per block (a foreign or cut entry), and each row must be a sentence whose HEAD column forms a tree
-    (:func:`~helpers.data.conllu_io.tree_problem`), with one entry per word in every column."""
+    the digest that of the rows (damage), the rows must start at the file's first sentence blocks, one row
+    per block (a foreign entry), and hold every block or at least the ``max_sentences`` first (an entry of a
+    read cut short by ``max_sentences`` holds the blocks it read), and each row asked for must be a sentence whose
+    HEAD column forms a tree (:func:`~helpers.data.conllu_io.tree_problem`), with one entry per word in every
+    column."""
     from helpers.data.conllu_io import tree_problem
 
     if not isinstance(entry, dict) or entry.get("key") != key:
@@ -173,9 +176,12 @@ def parsed_entry_problem(entry, key: str, data: bytes) -> str | None:
     rows = entry.get("sentences")
     if not isinstance(rows, list) or entry.get("digest") != _rows_digest(rows):
         return "its sentences do not match their digest (damaged)"
-    if [row.get("line") if isinstance(row, dict) else None for row in rows] != _block_starts(data):
+    starts = _block_starts(data)
+    if [row.get("line") if isinstance(row, dict) else None for row in rows] != starts[: len(rows)]:
         return "its sentences are not the file's sentence blocks"
-    for row in rows:
+    if len(rows) < len(starts) and (max_sentences is None or len(rows) < max_sentences):
+        return f"it holds the first {len(rows)} of the file's {len(starts)} sentences, fewer than asked for"
+    for row in rows[:max_sentences]:
         if set(row) != _ROW_FIELDS:
             return f"the sentence at line {row['line']} has fields {sorted(row)}"
         n = len(row["words"]) if isinstance(row["words"], list) else 0
@@ -195,13 +201,17 @@ def parsed_entry_problem(entry, key: str, data: bytes) -> str | None:
     return None
 
 
-def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.PathLike | None = None) -> list[Sentence]:
-    """:func:`read_conllu`, with its result kept as JSON in the cache directory (``parsed/``), keyed by the
-    file's bytes and the code that parses and checks it (:func:`helpers.digest.code_digest` of this module,
-    which imports :func:`~helpers.data.conllu_io.read_conllu`): parsing GUM train takes ~6 s, reading it back
-    ~0.5 s, and every chapter's kernel reads it. An entry is checked as it is read (:func:`parsed_entry_problem`:
-    its key, its digest, one sentence per block of the file, every sentence a tree); an unreadable, damaged or
-    foreign entry is parsed again and rewritten; a cache that cannot be written is skipped."""
+def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.PathLike | None = None, *,
+                           max_sentences: int | None = None) -> list[Sentence]:
+    """:func:`read_conllu` (of the first ``max_sentences`` sentences; ``None``: all), with its result kept as JSON in
+    the cache directory (``parsed/``), keyed by the file's bytes and the code that parses and checks it
+    (:func:`helpers.digest.code_digest` of this module, which imports :func:`~helpers.data.conllu_io.read_conllu`):
+    parsing GUM train takes ~6 s, reading it back ~0.5 s, and every chapter's kernel reads it. An entry is checked
+    as it is read (:func:`parsed_entry_problem`: its key, its digest, one sentence per block of the file, every
+    sentence asked for a tree); an unreadable, damaged or foreign entry is parsed again and rewritten; a cache that
+    cannot be written is skipped. An entry holds the sentences of the read that wrote it (a prefix of the file's,
+    when that read was cut short): a later call that asks for more parses the file again, as far as it asks, and
+    rewrites the entry."""
     from helpers.data.files import atomic_write
     from helpers.digest import code_digest
 
@@ -210,12 +220,12 @@ def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.
     stored = cache_folder(cache_root) / "parsed" / f"{key}.json"
     try:
         entry = json.loads(stored.read_text(encoding="utf-8"))
-        if parsed_entry_problem(entry, key, data) is None:
+        if parsed_entry_problem(entry, key, data, max_sentences) is None:
             return [Sentence(**{**row, **{k: tuple(v) for k, v in row.items() if isinstance(v, list)}}, source=str(path))
-                    for row in entry["sentences"]]
+                    for row in entry["sentences"][:max_sentences]]
     except (OSError, ValueError, TypeError):
         pass
-    sentences = read_conllu(path, doc_id=doc_id)
+    sentences = read_conllu(path, doc_id=doc_id, max_sentences=max_sentences)
     rows = [{k: v for k, v in vars(s).items() if k != "source"} for s in sentences]
     rows = json.loads(json.dumps(rows, ensure_ascii=False))  # as it will be read back (tuples as lists)
     entry = {"key": key, "file": path.name, "digest": _rows_digest(rows), "sentences": rows}
@@ -226,8 +236,10 @@ def _parse_with_disk_cache(path: Path, doc_id: str | None, cache_root: str | os.
     return sentences
 
 
-def _read(path: Path, doc_id: str | None = None, cache_root: str | os.PathLike | None = None) -> tuple[Sentence, ...]:
-    return _read_cached(path, doc_id, path.stat().st_mtime_ns, None if cache_root is None else str(cache_root))
+def _read(path: Path, doc_id: str | None = None, cache_root: str | os.PathLike | None = None,
+          max_sentences: int | None = None) -> tuple[Sentence, ...]:
+    return _read_cached(path, doc_id, path.stat().st_mtime_ns, None if cache_root is None else str(cache_root),
+                        max_sentences)
 
 
 def _corpus_spec(spec, caller: str) -> str:
@@ -292,6 +304,10 @@ def load_treebank(
 ) -> list[Sentence]:
     """Sentences of a corpus spec, in file order (GUM: documents sorted by id), at most ``max_sentences``.
 
+    Only what ``max_sentences`` asks for is read: the files after the one that completes it are not opened, and
+    that file is read (parsed and checked) only up to its last sentence needed, so a malformed sentence after
+    them is no error (:func:`~helpers.data.conllu_io.read_conllu`).
+
     ``data_dir``: the corpora folder (default :func:`helpers.context.data_folder`'s: the context's); ``cache_root``:
     where parsed trees are kept (default :func:`helpers.context.cache_folder`'s)."""
     spec = _corpus_spec(spec, "load_treebank")
@@ -302,7 +318,8 @@ def load_treebank(
     sentences: list[Sentence] = []
     for path in corpus_files(spec, data_dir=data_dir):
         doc = path.stem if spec.startswith("gum:") else None
-        sentences.extend(_read(path, doc, cache_root))
+        left = None if max_sentences is None else int(max_sentences) - len(sentences)  # what this file must give
+        sentences.extend(_read(path, doc, cache_root, left))
         if max_sentences is not None and len(sentences) >= max_sentences:
             break
     if not sentences:

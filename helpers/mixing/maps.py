@@ -62,7 +62,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.core.encoding import Encoded, encode_words
+from helpers.core.encoding import Encoded, check_words, encode_words
 from helpers.core.errors import no_attention
 from helpers.core.extract import at_least_float32, convert, model_inputs
 from helpers.core.internals import (
@@ -401,6 +401,7 @@ def token_maps(lm: LoadedModel, words: Sequence[str], *, methods: Sequence[str] 
     >>> maps = token_maps(lm, ["A", "cat", "sat", "."], methods=["alti"])     # doctest: +SKIP
     >>> maps["alti"].sum(-1)                                                     # every row sums to 1
     """
+    check_words(words)
     chosen = check_methods(methods)
     batch = encode_words(lm.tokenizer, [list(words)], max_length=lm.max_positions, model_max=lm.max_positions)
     if not batch.examples:

@@ -41,7 +41,7 @@ from helpers.data.ontogum import load_coref
 from helpers.digest import code_digest
 from helpers.mixing.maps import METHODS, check_methods, mixing_batch
 from helpers.pipeline.extraction import encode_treebank
-from helpers.probe.probes import ProbeData, encoder_layout, predict, train_probe, uas
+from helpers.probe.stats import ProbeData, encoder_layout, predict, train_probe, uas
 from helpers import paper
 from helpers.syntax.stats import ALL, BOOTSTRAP, DIRECTIONS, HeadScorer, HeadScores, bootstrap_interval
 

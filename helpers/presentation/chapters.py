@@ -17,6 +17,7 @@ import numpy as np
 from helpers import paper
 from helpers.cluster.run import NO_BEHAVIOUR
 from helpers.cluster.stats import layer_distances
+from helpers.core.encoding import check_words
 from helpers.core.labels import head_label
 from helpers.coref.run import table2
 from helpers.coref.stats import MENTION_TYPES
@@ -40,6 +41,7 @@ def token_table(tokens: list[str], word_of_token, words: list[str]) -> "pd.DataF
     :meth:`~helpers.core.models.LoadedModel.position_labels`: [CLS], the words, [SEP])."""
     import pandas as pd
 
+    check_words(words)
     return pd.DataFrame({"token": tokens, "word position": word_of_token, "word": [words[w] for w in word_of_token]})
 
 
@@ -51,6 +53,7 @@ def first_mean_table(mean_attn: np.ndarray, first_attn: np.ndarray, words: list[
     (``first_attn``, the released code); rounded to 3 places, the index named ``row of the split word``."""
     import pandas as pd
 
+    check_words(words)
     rows = pd.DataFrame({"mean (paper)": mean_attn[layer, head, word], "first (released code)": first_attn[layer, head, word]},
                         index=words)
     return rows.T.round(3).rename_axis("row of the split word")

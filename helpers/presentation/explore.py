@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from helpers.core.encoding import MAX_LENGTH, encode_words, printable
+from helpers.core.encoding import MAX_LENGTH, check_words, encode_words, printable
 from helpers.core.extract import attention_for
 from helpers.core.labels import head_label
 from helpers.presentation import views
@@ -106,6 +106,7 @@ def predicted_heads(attn: np.ndarray, words: Sequence[str], *, layer: int, head:
     """
     import pandas as pd
 
+    check_words(words)
     if not isinstance(direction, str) or direction not in DIRECTIONS:
         raise ValueError(f"direction={printable(repr(direction), limit=ECHO)}: choose one of {', '.join(DIRECTIONS)}")
     attn = np.asarray(attn)

@@ -51,6 +51,7 @@ import numpy as np
 
 from helpers.config import PROJECT_ROOT  # the repository: .book_assets/ lives there
 from helpers.context import assets_folder
+from helpers.core.encoding import check_words
 
 Libraries = Literal["once", "always", "never"]
 
@@ -532,6 +533,7 @@ def attention_lines(attn: np.ndarray, words: Sequence[str], *, highlight: Sequen
     ``hide_special`` drops attention to the ``special`` positions (by default the first and the last: [CLS] and
     [SEP]; a decoder's map has only BOS, at the first, or none) and renormalises rows.
     """
+    check_words(words)
     alt = altair_offline()
     import pandas as pd
 

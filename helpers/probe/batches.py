@@ -10,7 +10,7 @@ built once, one cache shard at a time, and written to one file per corpus:
                       ([CLS] first, [SEP] last). Unpadded, and each map once: the padded
                       features hold every map twice (itself and its transpose), which took 2.3 times the
                       bytes; they are made from these when a batch is read
-                      (:func:`helpers.probe.probes.fill_sentence`, the one function that makes them in memory
+                      (:func:`helpers.probe.stats.fill_sentence`, the one function that makes them in memory
                       too). The probes read the maps at half precision in both forms (in memory too), so
                       spilled and in-memory batches are equal; a probe's weighted sum is insensitive to that
                       rounding, unlike the argmax analyses, which read the float32 cache
@@ -33,7 +33,7 @@ module): a change to that code or to this layout builds them again, with no form
 :class:`DiskBatches` reads one batch at a time with ordinary file reads (not a memory map, whose
 touched pages would count as resident memory), and rebuilds labels and masks from the gold heads.
 Batches follow :meth:`ProbeData.batches` with the cache shards as groups, so an in-memory
-:class:`~helpers.probe.probes.ProbeData` with the same groups yields exactly the same batches (tested).
+:class:`~helpers.probe.stats.ProbeData` with the same groups yields exactly the same batches (tested).
 """
 from __future__ import annotations
 
@@ -52,13 +52,13 @@ except ImportError:  # pragma: no cover
 
 from helpers.data.cache import write_cache_json
 from helpers.data.files import atomic_write
-from helpers.probe.probes import Batch, ProbeData, assemble_batch, fill_sentence
+from helpers.probe.stats import Batch, ProbeData, assemble_batch, fill_sentence
 
 
 class DiskBatches(Sequence):
     """The padded batches of a spilled :class:`ProbeData`, read from disk on demand.
 
-    ``len()``, indexing and iteration give :class:`~helpers.probe.probes.Batch` objects; ``features=False``
+    ``len()``, indexing and iteration give :class:`~helpers.probe.stats.Batch` objects; ``features=False``
     (see :meth:`without_features`) leaves the attention features empty (the Distances + words probe
     uses none). ``vectors``: the spilled batches whose file holds this file's word vectors (a random-init
     control's batches read the model's: the same sentences in the same batches with the same vectors), or

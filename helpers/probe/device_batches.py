@@ -1,27 +1,27 @@
 """The probes' padded batches built where the model's passes leave the maps: on an accelerator, nothing on the host.
 
-When the probes train on a device other than the CPU, hold their batches there (:func:`helpers.probe.probes.batches_on`:
-they fit in :data:`~helpers.probe.probes.RESIDENT_SHARE` of its free memory) and the maps are not in the cache, the
+When the probes train on a device other than the CPU, hold their batches there (:func:`helpers.probe.stats.batches_on`:
+they fit in :data:`~helpers.probe.stats.RESIDENT_SHARE` of its free memory) and the maps are not in the cache, the
 batches are made on that device from the model's passes instead of being spilled to disk and read back
 (:mod:`helpers.probe.batches`). One cache shard at a time: each forward pass's word-level maps
 (:func:`helpers.core.map_batches.iter_map_batches`, padded, float32, on the model's device) are rounded to float16
 there and their features and ROOT parts written into the shard's padded batches by :func:`batch_features`, the
-batched torch form of :func:`~helpers.probe.probes.encoder_layout` and :func:`~helpers.probe.probes.fill_sentence`;
+batched torch form of :func:`~helpers.probe.stats.encoder_layout` and :func:`~helpers.probe.stats.fill_sentence`;
 then the pass's float32 maps go, before the next pass runs. No map is copied to the host and no file is written;
 only the word vectors (small, made on the host as ever) and the labels and masks go to the device. The held
-:class:`~helpers.probe.probes.ResidentBatches` are the data's ``spilled`` batches (no file: what
-:func:`~helpers.probe.probes.prepared` gives) and those :func:`~helpers.probe.probes.batches_on` finds for the device;
+:class:`~helpers.probe.stats.ResidentBatches` are the data's ``spilled`` batches (no file: what
+:func:`~helpers.probe.stats.prepared` gives) and those :func:`~helpers.probe.stats.batches_on` finds for the device;
 :func:`helpers.probe.run.remove_spills` lets them go.
 
 The batches are those of the spill, bit for bit (tested): the same passes (the streaming store's,
 :meth:`helpers.data.cache.AttentionStore.shard_items`), the same rounding of the same float32 maps to float16, the same
-sentences in the same batches (:meth:`~helpers.probe.probes.ProbeData.batches` within each shard) and the same word
+sentences in the same batches (:meth:`~helpers.probe.stats.ProbeData.batches` within each shard) and the same word
 vectors, labels and masks.
 
 >>> from helpers.probe.run import probe_data
 >>> data = probe_data(lm, "gum:train", batch_size=32)     # lm on "cuda": made there   # doctest: +SKIP
 >>> data.spilled                                         # no file: the batches held on the device   # doctest: +SKIP
-<helpers.probe.probes.ResidentBatches object at ...>
+<helpers.probe.stats.ResidentBatches object at ...>
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from helpers.core.models import LoadedModel
-from helpers.probe.probes import Batch, ProbeData, ResidentBatches, assemble_batch
+from helpers.probe.stats import Batch, ProbeData, ResidentBatches, assemble_batch
 
 
 def batch_features(maps: torch.Tensor, words: torch.Tensor, lead: torch.Tensor, trail: torch.Tensor,
@@ -41,8 +41,8 @@ def batch_features(maps: torch.Tensor, words: torch.Tensor, lead: torch.Tensor, 
     right-padded word-level ``maps [b, K, position, position]`` (``K = layer * head``, flattened as
     ``layer * n_heads + head``; sentence ``s`` holds ``lead[s]`` special positions, its ``words[s]`` words, then
     ``trail[s]``: an encoder's 1, 1; a decoder's 1 or 0, 0), in the maps' dtype and on their device: what
-    :func:`~helpers.probe.probes.fill_sentence` writes for each sentence of its map in
-    :func:`~helpers.probe.probes.encoder_layout`, and zeros beyond its words (and in the ROOT column of ``features``).
+    :func:`~helpers.probe.stats.fill_sentence` writes for each sentence of its map in
+    :func:`~helpers.probe.stats.encoder_layout`, and zeros beyond its words (and in the ROOT column of ``features``).
 
     ``words``, ``lead``, ``trail``: ``[b]`` integer tensors on the maps' device. Every value is copied, none computed,
     so the result holds the maps' own bits."""

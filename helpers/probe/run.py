@@ -23,7 +23,7 @@ from helpers.data.cache import cache_key, cached_json
 from helpers.data.corpora import corpus_files, file_digest
 from helpers.digest import code_digest
 from helpers.pipeline.extraction import encode_treebank, extract_treebank, one_pass_store
-from helpers.probe.probes import (
+from helpers.probe.stats import (
     ProbeData,
     ResidentBatches,
     encoder_layout,
@@ -104,7 +104,7 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     the spill then holds the maps only and reads the vectors from that one's file.
 
     Where the probes train on a device other than the CPU (``resident_on``, default the model's device; ``False``:
-    never) and hold their batches there (:func:`helpers.probe.probes.fits_on`), batches of maps the cache does not
+    never) and hold their batches there (:func:`helpers.probe.stats.fits_on`), batches of maps the cache does not
     hold are instead made on that device from the model's passes and held there (:mod:`helpers.probe.device_batches`:
     the same batches, no spill file, no map on the host); cached maps, and batches too large for the device, are
     spilled as on the CPU.
@@ -178,9 +178,9 @@ def _made_on_device(lm: LoadedModel, store, data: ProbeData, groups, position: d
                     device: torch.device, *, source: LoadedModel, glove, embeddings, share_vectors) -> ProbeData | None:
     """``data`` with its batches made on ``device`` from the model's passes over the streaming ``store`` and held
     there (:func:`helpers.probe.device_batches.device_batches`), or ``None`` where they would not fit
-    (:func:`helpers.probe.probes.fits_on`: they are spilled then). The held batches are the data's
-    ``spilled`` batches (what :func:`helpers.probe.probes.prepared` gives) and those
-    :func:`helpers.probe.probes.batches_on` keeps for ``device``."""
+    (:func:`helpers.probe.stats.fits_on`: they are spilled then). The held batches are the data's
+    ``spilled`` batches (what :func:`helpers.probe.stats.prepared` gives) and those
+    :func:`helpers.probe.stats.batches_on` keeps for ``device``."""
     from helpers.probe.device_batches import device_batches, held_bytes, shard_shapes
 
     dim = len(next(iter(glove.values()))) if glove is not None else int(embeddings.shape[1])

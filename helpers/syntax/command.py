@@ -14,7 +14,7 @@ def _heads_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:
     parser.add_argument("--conllu", required=True, metavar="FILE",
                         help="a CoNLL-U file (or a corpus name: gum:dev, gum:test, ewt:dev ...)")
     parser.add_argument("--max-sentences", type=positive_int, default=defaults["max_sentences"], metavar="N",
-                        help="use only the first N sentences of the file, in order")
+                        help="use only the first N sentences of the file, in order; the rest is not read (nor checked)")
     parser.add_argument("--max-length", type=max_length_int, default=defaults["max_length"],
                         help="sentences longer than this many tokens ([CLS] and [SEP] included) are skipped and counted")
     parser.add_argument("--word-mode", choices=("mean", "first"), default=defaults["word_mode"],

@@ -64,3 +64,32 @@ def test_coref_max_documents(tiny_model_dir, toy_coref_data, tmp_path, capsys):
     capsys.readouterr()
     assert main(["coref", "--model", str(tiny_model_dir), "--max-documents", "0"]) == 2  # argparse's error status
     assert "--max-documents" in capsys.readouterr().err
+
+
+CYCLE = "1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\tNN\t_\t1\troot\t_\t_\n"  # no root: words 1 -> 2 -> 1
+
+
+def test_heads_reads_only_the_sentences_asked_for(tiny_model_dir, toy_conllu, tmp_path, capsys):
+    """``heads --max-sentences N`` reads the file's first N sentences only: a malformed sentence after them is no
+    error; asked for more, the same file (its cut-short parse cached) fails in one line naming file and line."""
+    path, cache = tmp_path / "tail.conllu", tmp_path / "c"
+    path.write_bytes(toy_conllu.read_bytes() + b"\n" + CYCLE.encode())
+    common = ["--model", str(tiny_model_dir), "--max-length", "32", "--quiet", "--cache-dir", str(cache)]
+    out = tmp_path / "h.json"
+    assert main(["heads", "--conllu", str(path), "--max-sentences", "3", "--json", str(out), *common]) == 0
+    result = json.loads(out.read_text())
+    assert result["sentences_used"] + result["sentences_skipped"] == 3
+    capsys.readouterr()
+    assert main(["heads", "--conllu", str(path), "--max-sentences", "4", "--json", str(out), *common]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{path}:32: sentence is not a tree" in err
+
+
+def test_heads_names_a_malformed_sentence_among_those_asked_for(tiny_model_dir, toy_conllu, tmp_path, capsys):
+    blocks = toy_conllu.read_text(encoding="utf-8").split("\n\n")
+    path = tmp_path / "second.conllu"
+    path.write_text("\n\n".join([blocks[0], CYCLE.rstrip("\n"), *blocks[1:]]), encoding="utf-8")
+    assert main(["heads", "--conllu", str(path), "--max-sentences", "2", "--model", str(tiny_model_dir), "--quiet",
+                 "--cache-dir", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{path}:13: sentence is not a tree" in err

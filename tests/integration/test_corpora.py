@@ -47,6 +47,31 @@ def test_parsed_files_are_cached_on_disk(toy_conllu, tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "parsed").iterdir())) == 2
 
 
+def test_a_parse_cut_short_is_cached_and_parsed_again_for_more(toy_conllu, tmp_path, monkeypatch):
+    """``max_sentences`` reads a file only as far as it asks; the parsed-treebank entry of such a read holds those
+    sentences: a later read of fewer is served by it, one of more parses the file again (as far as it asks) and
+    rewrites it, and the entry of a whole read serves every request."""
+    cache, path = tmp_path / "cache", tmp_path / "toy.conllu"
+    path.write_bytes(toy_conllu.read_bytes())
+    whole = corpora.read_conllu(path.resolve())
+    parses, parse = [], corpora.read_conllu
+    monkeypatch.setattr(corpora, "read_conllu", lambda p, **kw: parses.append(kw.get("max_sentences")) or parse(p, **kw))
+
+    def load(n):
+        corpora._read_cached.cache_clear()  # a new process: only the disk cache is left
+        return load_treebank(str(path), max_sentences=n, cache_root=cache)
+
+    assert load(1) == whole[:1] and parses == [1]
+    (entry,) = (cache / "parsed").glob("*.json")
+    assert [row["line"] for row in json.loads(entry.read_text())["sentences"]] == [1]
+    assert load(1) == whole[:1] and parses == [1]
+    assert load(2) == whole[:2] and parses == [1, 2]
+    assert load(1) == whole[:1] and parses == [1, 2]
+    assert load(None) == whole and parses == [1, 2, None]
+    assert load(2) == whole[:2] and load(3) == whole and load(9) == whole and parses == [1, 2, None]
+    assert corpora.parsed_entry_problem(json.loads(entry.read_text()), entry.stem, path.read_bytes()) is None
+
+
 def test_empty_corpus_is_an_error(tmp_path):
     empty = tmp_path / "empty.conllu"
     empty.write_text("\n\n")

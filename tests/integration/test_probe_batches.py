@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers.probe.run import probe_data
-from helpers.probe.probes import make_batch, predict, train_probe, uas
+from helpers.probe.stats import make_batch, predict, train_probe, uas
 
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "big", "is", "unaffable", "."]
 

@@ -279,7 +279,7 @@ def test_coref_candidates_under_a_causal_mask(decoders):
 
 @pytest.mark.parametrize("kind", ("llama", "llama-no-bos"))
 def test_probe_features_of_a_decoder(decoders, kind):
-    from helpers.probe.probes import ProbeData, encoder_layout, make_batch
+    from helpers.probe.stats import ProbeData, encoder_layout, make_batch
 
     lm = decoders[kind]
     batch = encode_words(lm.tokenizer, WORDS)

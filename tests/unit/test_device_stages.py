@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from helpers.context import RunContext
-from helpers.probe.probes import Batch, ProbeData, train_probe
+from helpers.probe.stats import Batch, ProbeData, train_probe
 
 
 @pytest.fixture

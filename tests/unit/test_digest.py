@@ -101,7 +101,7 @@ def test_probe_closure_holds_extraction_word_level_and_conllu():
     """The probe's hand list (probes, batches, run) left out core.extract, core.wordlevel and data.conllu_io."""
     import helpers.probe.run as run
 
-    assert {"helpers.core.extract", "helpers.core.wordlevel", "helpers.data.conllu_io", "helpers.probe.probes",
+    assert {"helpers.core.extract", "helpers.core.wordlevel", "helpers.data.conllu_io", "helpers.probe.stats",
             "helpers.probe.batches", "helpers.probe.run"} <= import_closure(run._run_probes)
 
 

@@ -77,3 +77,53 @@ def test_byte_level_bpe_alignment_and_pair_template(tiny_bpe_model_dir):
     assert attn.shape == (2, 4, 6, 6)
     # tolerance: float32 softmax rows of n tokens, then the word conversion's two products of at most n tokens
     np.testing.assert_allclose(attn.sum(-1), 1.0, rtol=0, atol=round_off(1.0, 3 * len(ex)))
+
+
+# ------------------------------------------------------------- a sentence as one string is refused
+
+def _refusers():
+    """Every public function taking a list of words, called with one string in its place: ``(name, call)``."""
+    from helpers.core.encoding import position_labels
+    from helpers.mixing.maps import token_maps
+    from helpers.presentation.chapters import first_mean_table, token_table
+    from helpers.presentation.explore import predicted_heads
+    from helpers.presentation.views import attention_lines
+
+    text, attn = "[CLS] a cat [SEP]", np.full((1, 1, 4, 4), 0.25)
+    return [
+        ("sentences", lambda lm: encode_words(lm.tokenizer, "a cat sat")),
+        ("sentences[1]", lambda lm: encode_words(lm.tokenizer, [["a", "cat"], "a cat sat"])),
+        ("words", lambda lm: position_labels("a cat", lead=1, trail=1)),
+        ("words", lambda lm: lm.position_labels(type("Example", (), {"words": "a cat", "lead": 1, "trail": 1}))),
+        ("words", lambda lm: token_maps(lm, "a cat sat", methods=["attention"])),
+        ("words", lambda lm: predicted_heads(attn, text, layer=0, head=0)),
+        ("words", lambda lm: attention_lines(attn[0, 0], text)),
+        ("words", lambda lm: token_table(["a", "cat"], [1, 2], text)),
+        ("words", lambda lm: first_mean_table(attn, attn, text, layer=0, head=0, word=1)),
+    ]
+
+
+@pytest.mark.parametrize("k", range(len(_refusers())))
+def test_a_sentence_as_one_string_is_refused_naming_the_argument(k, tiny_lm):
+    """A string is iterable: read as a list of words, each character became a word. Refused, in one line."""
+    name, call = _refusers()[k]
+    with pytest.raises(TypeError) as err:
+        call(tiny_lm)
+    message = str(err.value)
+    assert message.startswith(f"{name}: expected a list of ") and "got a str; split it first: " in message
+    assert "\n" not in message and message.endswith(".split()" if name != "sentences" else ".split()]")
+
+
+def test_the_fix_shown_is_the_users_own_text_when_short():
+    from helpers.core.encoding import check_words
+
+    with pytest.raises(TypeError, match=r"^words: expected a list of words, got a str; split it first: "
+                                        r"'The cat sat'\.split\(\)$"):
+        check_words("The cat sat")
+    with pytest.raises(TypeError, match=r"split it first: 'a b'\.split\(\)$"):
+        check_words("cat " * 50)
+    with pytest.raises(TypeError, match=r"^sentences: expected a list of sentences, each a list of words, got a "
+                                        r"bytes; split it first: \['a b'\.split\(\)\]$"):
+        check_words(b"a cat", "sentences", sentences=True)
+    check_words(["The", "cat"])
+    check_words(("The", "cat"))

@@ -22,8 +22,8 @@ Layers, lowest first (a module may import its own layer and those below):
 6. ``presentation``: views, charts, glue, summary tables
 7. ``cli``, ``__main__`` and the package's public names (``helpers/__init__.py``)
 
-Inside a section the modules are ordered ``stats`` < its other helpers (``gradients``, ``mlm``, ``probes``,
-``batches``) < ``run`` < ``claims`` < ``command`` < ``section`` (the section's record, which names its run,
+Inside a section the modules are ordered ``stats`` < its other helpers (``gradients``, ``mlm``, ``batches``,
+``device_batches``) < ``run`` < ``claims`` < ``command`` < ``section`` (the section's record, which names its run,
 claims and command); a module imports none later than its own rank. A section reads another's results
 only as declared inputs of its record, handed in as reports: no exception to the sibling rule.
 """
@@ -114,17 +114,11 @@ def cycles(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
-# Modules a sibling may import besides its ``stats``: the probe package has no ``stats``; its ``probes`` (the
-# probes, their training and UAS on in-memory arrays: no model, no file) is its statistics, which the
-# context-mixing section runs on other maps.
-SIBLING_STATISTICS = {"helpers.probe.probes"}
-
-
 def cross_section_imports(graph: dict[str, set[str]]) -> list[str]:
-    """Imports of another section's modules other than its ``stats`` (and :data:`SIBLING_STATISTICS`)."""
+    """Imports of another section's modules other than its ``stats``."""
     return sorted(f"{m} -> {t}" for m, targets in graph.items() if section(m) in SECTIONS
                   for t in targets if section(t) in SECTIONS and section(t) != section(m)
-                  and t != f"helpers.{section(t)}" and t.split(".")[-1] != "stats" and t not in SIBLING_STATISTICS)
+                  and t != f"helpers.{section(t)}" and t.split(".")[-1] != "stats")
 
 
 def out_of_order_imports(graph: dict[str, set[str]]) -> list[str]:

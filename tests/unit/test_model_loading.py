@@ -303,3 +303,50 @@ def test_the_cache_takes_a_bfloat16_models_rows_and_still_finds_damage():
     assert shard_values_problem(data, sizes, 2, "weights") is None
     assert "do not sum to 1" in shard_values_problem(2 * data, sizes, 2, "weights")
 
+
+
+# ------------------------------------------------------------------ random-init fingerprints by their recipe
+
+
+def _refuse_hashing(self):
+    raise AssertionError("the weights were hashed")
+
+
+def test_a_random_init_fingerprint_is_its_recipe_not_its_weights(tiny_model_dir, tmp_path, monkeypatch):
+    """Two loads of one control give one fingerprint without hashing a weight; the seed, the kind, the config, the
+    dtype and the kept embeddings' file each give another."""
+    from safetensors.torch import load_file, save_file
+
+    cache = tmp_path / "cache"
+    first = load_model(str(tiny_model_dir), random_init="paper", seed=3, cache_root=cache)
+    again = load_model(str(tiny_model_dir), random_init="paper", seed=3, cache_root=cache)
+    assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), again.model.state_dict().values()))
+    wider = _model_copy(tiny_model_dir, tmp_path / "wider-init")
+    config = json.loads((wider / "config.json").read_text())
+    (wider / "config.json").write_text(json.dumps({**config, "initializer_range": 0.05}))
+    embeddings = _model_copy(tiny_model_dir, tmp_path / "other-embeddings")
+    tensors = load_file(str(embeddings / "model.safetensors"))
+    name = next(n for n in tensors if "word_embeddings" in n)
+    tensors[name] = tensors[name] + 1.0
+    save_file(tensors, str(embeddings / "model.safetensors"), metadata={"format": "pt"})
+
+    monkeypatch.setattr(LoadedModel, "_weights_hash", _refuse_hashing)
+    value = first.fingerprint()
+    assert again.fingerprint() == value and len(value) == 64
+    others = [load_model(str(tiny_model_dir), random_init="paper", seed=4, cache_root=cache),
+              load_model(str(tiny_model_dir), random_init="all", seed=3, cache_root=cache),
+              load_model(str(wider), random_init="paper", seed=3, cache_root=cache),
+              load_model(str(tiny_model_dir), random_init="paper", seed=3, cache_root=cache, dtype="bfloat16"),
+              load_model(str(embeddings), random_init="paper", seed=3, cache_root=cache)]
+    fingerprints = [lm.fingerprint() for lm in others]
+    assert len({value, *fingerprints}) == 1 + len(others)
+
+
+def test_a_random_init_model_changed_after_loading_is_hashed(tiny_model_dir, tmp_path, hashing):
+    """The recipe stands for the weights as built only: an in-place edit since is hashed (its own fingerprint)."""
+    value = load_model(str(tiny_model_dir), random_init="paper", seed=3, cache_root=tmp_path).fingerprint()
+    assert hashing["parameters"] == 0
+    edited = load_model(str(tiny_model_dir), random_init="paper", seed=3, cache_root=tmp_path)
+    with torch.no_grad():
+        next(edited.model.parameters()).mul_(2.0)
+    assert edited.fingerprint() != value and hashing["parameters"] == 1

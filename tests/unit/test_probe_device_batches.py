@@ -12,7 +12,7 @@ import tiny_decoders as td
 from helpers import load_model
 from helpers.probe.batches import DiskBatches
 from helpers.probe.device_batches import batch_features
-from helpers.probe.probes import ResidentBatches, batches_on, encoder_layout, fill_sentence, train_probe
+from helpers.probe.stats import ResidentBatches, batches_on, encoder_layout, fill_sentence, train_probe
 from helpers.probe.run import control_model, probe_data, remove_spills
 from tests.integration.test_probe_batches import random_treebank
 from tests.unit.test_device_stages import placement  # noqa: F401 (the fixture: CUDA's placement faked)

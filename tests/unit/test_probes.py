@@ -11,7 +11,7 @@ import pytest
 from helpers.cli import main
 from helpers.context import RunContext
 from helpers.probe.run import load_glove
-from helpers.probe.probes import (
+from helpers.probe.stats import (
     ProbeData,
     build_probe,
     chu_liu_edmonds,
@@ -126,7 +126,7 @@ def test_fused_pair_loss_matches_plain_autograd():
     """The fused loss of Distances + words (values and every gradient) against the expression written
     out one (sentence, dependent, candidate) at a time and differentiated by autograd (float64)."""
     torch = pytest.importorskip("torch")
-    from helpers.probe.probes import PairTanhLoss
+    from helpers.probe.stats import PairTanhLoss
 
     gen = torch.Generator().manual_seed(0)
     lengths, n, hidden = [4, 2, 3], 4, 3
@@ -163,7 +163,7 @@ def test_distance_probe_loss_is_the_cross_entropy_of_its_logits():
     torch = pytest.importorskip("torch")
     from torch import nn
 
-    from helpers.probe.probes import probe_loss
+    from helpers.probe.stats import probe_loss
 
     data = synthetic(np.random.default_rng(6), 5)
     torch.manual_seed(0)
@@ -373,7 +373,7 @@ def test_probe_result_key_carries_the_code(tiny_lm, fake_data, monkeypatch):
     corpora = {"train": "gum:train", "dev": "gum:dev", "test": "gum:test"}
     run.run_probes(tiny_lm, RunContext(data_dir=fake_data), corpora=corpora)
     assert keys[-1]["code"] == code_digest(run) and "v" not in keys[-1]
-    assert import_closure(run) >= {"helpers.probe.probes", "helpers.probe.batches", "helpers.probe.run"}
+    assert import_closure(run) >= {"helpers.probe.stats", "helpers.probe.batches", "helpers.probe.run"}
     monkeypatch.setattr(run, "code_digest", lambda target: "changed-code")
     run.run_probes(tiny_lm, RunContext(data_dir=fake_data), corpora=corpora)
     assert keys[-1]["code"] == "changed-code" and keys[0]["code"] != keys[1]["code"]

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from helpers.probe.batches import spill
-from helpers.probe.probes import (
+from helpers.probe.stats import (
     ProbeData,
     ResidentBatches,
     build_probe,
@@ -28,7 +28,7 @@ KINDS = ("attn", "attn+words", "distances+words")
 
 def reference_logits(kind: str, probe: nn.Module, data: ProbeData, s: int, misaligned: bool = False) -> torch.Tensor:
     """Sentence ``s``'s logits ``[m, m + 1]`` (float64), each entry from the paper's formula (module docstring of
-    :mod:`helpers.probe.probes`) over the sentence's own maps ``A [layer, head, m + 2, m + 2]`` and word vectors,
+    :mod:`helpers.probe.stats`) over the sentence's own maps ``A [layer, head, m + 2, m + 2]`` and word vectors,
     with no padding, no batching and no shared code beyond the probe's parameters."""
     A = torch.from_numpy(data.maps[s].astype(np.float64))
     K = A.shape[0] * A.shape[1]

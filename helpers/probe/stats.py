@@ -1,0 +1,737 @@
+"""Attention-based probing classifiers (paper §5, Table 3), batched over sentences with padding masks.
+
+For dependent ``i`` the candidates are ``[ROOT, w_1 .. w_n]``. From a sentence's word-level maps
+``A [layer, head, n + 2, n + 2]`` ([CLS] first, [SEP] last) we build ``2K`` feature maps
+(``K = layers * heads``; the maps and their transposes):
+
+- candidate word ``j``: ``A_k[i, j]`` (dependent attends to candidate) and ``A_k[j, i]`` (candidate
+  attends to dependent);
+- candidate ROOT: ``r_s A_k[i, CLS] + r_e A_k[i, SEP]`` for the maps, and ``r_s A_k[CLS, i] +
+  r_e A_k[SEP, i]`` for the transposes, with ``r_s, r_e`` learned (as in the original code).
+
+Probes (logits over candidates; softmax cross-entropy per word):
+
+- **Attn**: ``sum_k w_k F_k[i, c]`` — the paper's ``sum_k w_k a^k_ij + u_k a^k_ji``.
+- **Attn + words**: ``sum_k (W [v_i; v_c] + b)_k F_k[i, c]`` with frozen word vectors ``v``
+  (``v_ROOT = 0``). The ROOT column and the word columns are aligned (the original code shifted the
+  word vectors by one position: ROOT got ``v_1``, word ``j`` got ``v_{j+1}``); ``misaligned=True``
+  reproduces that shift.
+- **Distances + words**: one hidden layer, ``tanh(256)``, over ``[v_i; v_c]`` and eight distance
+  features (paper footnote 5), no attention.
+
+A decoder's maps (``BOS w_1 .. w_n``, or the words alone; a head sees its prefix) are put in the same layout by
+:func:`encoder_layout`, zero where [CLS] or [SEP] is missing: ROOT's features are then the attention to BOS, and
+a word's features from the maps are zero for the candidates after it (it does not see them); those from the
+transposes are the attention the later candidates give it.
+
+A word is never its own head (the diagonal is masked; the original did not mask it). UAS excludes
+punctuation, as in the paper. :func:`mst_heads` decodes a full tree with Chu-Liu-Edmonds. The probes, their
+features and their training in words: book/methods.md, §Probing classifiers.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Iterator, Literal, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from helpers.core.threads import torch_threads
+
+ProbeKind = Literal["attn", "attn+words", "distances+words"]
+N_DISTANCE = 8
+HIDDEN_UNITS = 256  # the hidden layer of Distances + words (tanh units; paper footnote 5)
+# Adam learning rates, chosen on GUM dev with the offline default model (3 epochs of GUM train):
+# attention weights are small numbers, so the attention-only probe needs large steps to reach
+# large weights (at 2e-3 it was still far from converged after 3 epochs: 46.8 dev UAS against 54.9).
+LEARNING_RATES = {"attn": 0.1, "attn+words": 0.02, "distances+words": 5e-3}
+
+
+def encoder_layout(attn: np.ndarray, lead: int = 1, trail: int = 1) -> np.ndarray:
+    """A word-level map ``[layer, head, lead + n + trail, lead + n + trail]`` in the encoder's layout
+    ``[layer, head, n + 2, n + 2]`` ([CLS] first, [SEP] last), a missing special position (a decoder's: no [SEP];
+    without BOS no [CLS] either) as a row and a column of zeros. An encoder's map (``lead = trail = 1``) is
+    returned as it is."""
+    if lead == 1 and trail == 1:
+        return attn
+    A = np.asarray(attn)
+    out = np.zeros((*A.shape[:-2], A.shape[-1] - lead - trail + 2, A.shape[-1] - lead - trail + 2), dtype=A.dtype)
+    first = 1 - lead
+    out[..., first : first + A.shape[-2], first : first + A.shape[-1]] = A
+    return out
+
+
+@dataclass
+class ProbeData:
+    """Sentences for probing: word-level maps (float16), gold heads, punctuation masks, word vectors.
+
+    Two forms with the same batches: in memory (``maps`` and ``vectors`` per sentence; small data,
+    tests) or *spilled* (``maps`` and ``vectors`` empty, the padded batches read one at a time from a
+    file on disk, see :mod:`helpers.probe.batches`), so memory does not grow with the corpus.
+    ``groups`` (optional) partitions the sentences; a batch never mixes two groups (the spilled form
+    groups by cache shard, so it can be built one shard at a time).
+    """
+
+    maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each (empty when spilled)
+    heads: list[np.ndarray]         # [n], 0 = ROOT
+    punct: list[np.ndarray]         # [n] bool
+    vectors: list[np.ndarray]       # [n, dim] (empty when spilled)
+    skipped: int = 0
+    names: list[str] = field(default_factory=list)
+    n_maps: int = 0  # layers * heads, read from the maps
+    groups: list[list[int]] | None = None
+    dim_: int = 0    # word-vector size (read from the vectors when in memory)
+    batch_size: int | None = None  # the batches' size when none is asked for (the spilled size)
+    spilled: object | None = field(default=None, repr=False)  # a probe_batches.DiskBatches (or the ResidentBatches
+    #                                                            made on a device: helpers.probe.device_batches)
+
+    def __post_init__(self) -> None:
+        if self.maps and not self.n_maps:
+            self.n_maps = int(self.maps[0].shape[0] * self.maps[0].shape[1])
+        if self.vectors and not self.dim_:
+            self.dim_ = int(self.vectors[0].shape[1])
+
+    def __len__(self) -> int:
+        return len(self.heads)
+
+    def release_maps(self, batch_size: int) -> None:
+        """Build the padded batches for ``batch_size`` once, then drop the per-sentence maps (memory)."""
+        prepared(self, batch_size)
+        self.maps = []
+
+    @property
+    def dim(self) -> int:
+        return self.dim_
+
+    def batches(self, size: int, *, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
+        """Sentence indices grouped by length (little padding) within each of ``groups``, optionally in a
+        seeded random order."""
+        out = []
+        for group in (self.groups if self.groups is not None else [range(len(self))]):
+            order = sorted(group, key=lambda i: (len(self.heads[i]), i))
+            out.extend(order[i : i + size] for i in range(0, len(order), size))
+        if shuffle:
+            np.random.default_rng(seed).shuffle(out)
+        return out
+
+
+@dataclass
+class Batch:
+    """Padded tensors of a group of sentences (float32: no cast in the training loop).
+
+    ``features [batch, n, n + 1, 2K]`` holds the word columns (candidate 0, ROOT, is filled from
+    ``root_parts [batch, n, 2K, 2]``: the [CLS] and [SEP] entries mixed by the learned ``r_s, r_e``).
+    """
+
+    features: torch.Tensor
+    root_parts: torch.Tensor
+    heads: torch.Tensor      # [batch, n] (-100 for padding)
+    punct: torch.Tensor      # [batch, n] bool
+    vectors: torch.Tensor    # [batch, n, dim]
+    mask: torch.Tensor       # [batch, n] bool, real words
+    cand_mask: torch.Tensor  # [batch, n, n + 1] bool, allowed candidates
+    indices: tuple[int, ...] = ()
+
+    def to(self, device) -> "Batch":
+        """The batch with its tensors on ``device`` (itself, no copy, where they already are: the CPU)."""
+        device = torch.device(device)
+        here = self.features.device
+        if here == device or (device.type == "cuda" and device.index is None and here.type == "cuda"
+                              and here.index == torch.cuda.current_device()):  # "cuda" is the current "cuda:N"
+            return self
+        moved = {name: getattr(self, name).to(device) for name in
+                 ("features", "root_parts", "heads", "punct", "vectors", "mask", "cand_mask")}
+        return Batch(**moved, indices=self.indices)
+
+    def word_vectors(self, misaligned: bool = False) -> torch.Tensor:
+        """``[batch, n, dim]``; with ``misaligned`` the original code's shift (word j gets word j + 1's
+        vector, the last word none)."""
+        if not misaligned:
+            return self.vectors
+        return torch.cat([self.vectors[:, 1:], torch.zeros_like(self.vectors[:, :1])], dim=1)
+
+
+def make_batch(data: ProbeData, indices: Sequence[int], dtype: torch.dtype = torch.float32) -> Batch:
+    """Pad sentences ``indices`` into tensors (see :class:`Batch`); ``features`` and ``root_parts`` as
+    ``dtype`` (the maps are float16, so ``torch.float16`` holds the same values in half the memory)."""
+    n = max(len(data.heads[i]) for i in indices)
+    B, K, dim = len(indices), data.n_maps, data.dim
+    feats = torch.zeros(B, n, n + 1, 2 * K, dtype=dtype)
+    root = torch.zeros(B, n, 2 * K, 2, dtype=dtype)
+    vectors = torch.zeros(B, n, dim)
+    F, R, V = feats.numpy(), root.numpy(), vectors.numpy()  # views: the copies below write the tensors
+    for b, i in enumerate(indices):
+        A = np.asarray(data.maps[i])  # float16; the copies below convert
+        m = A.shape[-1] - 2
+        fill_sentence(F[b], R[b], V[b], A.reshape(K, m + 2, m + 2).transpose(1, 2, 0), data.vectors[i])
+    return assemble_batch(data, indices, feats, root, vectors)
+
+
+def fill_sentence(feats: np.ndarray, root: np.ndarray, vectors: np.ndarray, maps: np.ndarray,
+                  words: np.ndarray) -> None:
+    """Write one sentence of ``m`` words into its rows of a padded batch (zeros beyond ``m``, left as they are):
+    ``feats [n, n + 1, 2K]``, ``root [n, 2K, 2]`` and ``vectors [n, dim]`` from its word-level ``maps
+    [query, key, K]`` (``m + 2`` positions, [CLS] first and [SEP] last; a view of ``[layer, head, query, key]``
+    maps or the spilled layout, :mod:`helpers.probe.batches`) and its word vectors ``words [m, dim]``; NumPy
+    arrays (views of the batch's tensors), the copies converting to their dtype. The one place the features are
+    made, in memory and from spilled batches alike."""
+    m, K = maps.shape[0] - 2, maps.shape[-1]
+    # features: the K maps [query, key, K], then the K transposes; [CLS] (0) and [SEP] (m + 1) feed ROOT
+    for part, view in ((slice(None, K), maps), (slice(K, None), maps.transpose(1, 0, 2))):
+        feats[:m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
+        root[:m, part, 0] = view[1 : m + 1, 0]
+        root[:m, part, 1] = view[1 : m + 1, m + 1]
+    vectors[:m] = words
+
+
+def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor, root: torch.Tensor,
+                   vectors: torch.Tensor) -> Batch:
+    """A :class:`Batch` from its padded ``feats``, ``root`` and ``vectors`` and the sentences' gold heads and
+    punctuation (the labels and masks are rebuilt from ``data``: small, never stored)."""
+    B, n = len(indices), max(len(data.heads[i]) for i in indices)
+    heads = torch.full((B, n), -100, dtype=torch.long)
+    punct = torch.zeros(B, n, dtype=torch.bool)
+    mask = torch.zeros(B, n, dtype=torch.bool)
+    cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
+    for b, i in enumerate(indices):
+        m = len(data.heads[i])
+        heads[b, :m] = torch.from_numpy(data.heads[i].astype(np.int64))
+        punct[b, :m] = torch.from_numpy(data.punct[i])
+        mask[b, :m] = True
+        cand[b, :m, : m + 1] = True
+        cand[b, torch.arange(m), torch.arange(m) + 1] = False  # never its own head
+    return Batch(feats, root, heads, punct, vectors, mask, cand, tuple(indices))
+
+
+def prepared(data: ProbeData, batch_size: int | None = None) -> Sequence[Batch]:
+    """Every batch of ``data``: the spilled batches, read from disk one at a time, or else built once and
+    kept in memory (features cached across epochs, seeds and probes)."""
+    if data.spilled is not None:
+        if batch_size is not None and batch_size != data.spilled.batch_size:
+            raise ValueError(f"batches of {batch_size} asked for, but the data was spilled in batches of "
+                             f"{data.spilled.batch_size}")
+        return data.spilled
+    batch_size = batch_size or data.batch_size or 32
+    cache = data.__dict__.setdefault("_batches", {})
+    if batch_size not in cache:
+        cache[batch_size] = [make_batch(data, group) for group in data.batches(batch_size)]
+    return cache[batch_size]
+
+
+def distance_features(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``[n, n + 1, 8]`` features of paper footnote 5 for dependent i and candidate c (c = 0 is ROOT):
+    signed relative distance / n split into right and left, indicators for c = i, i - 1, i + 1,
+    i - 2, i + 2, and ROOT; as ``dtype`` (each quotient rounded once, to ``dtype``)."""
+    indicators, distances = distance_parts(n, dtype)
+    return indicators + distances / n
+
+
+def distance_parts(n: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`distance_features` of a padded length ``n`` split so that each sentence divides by its *own*
+    length: ``(indicators, distances)``, both ``[n, n + 1, 8]`` as ``dtype``, ``distances`` the whole numbers
+    ``max(c - i, 0)`` and ``max(i - c, 0)`` in its first two features (zero for ROOT) and zero elsewhere,
+    ``indicators`` the other six features (zero in the first two); for a sentence of ``m`` words the features
+    are ``indicators + distances / m`` (equal to ``distance_features(m)`` on its rows: the same quotients)."""
+    i = torch.arange(1, n + 1)[:, None]
+    c = torch.arange(0, n + 1)[None, :]
+    is_root = (c == 0).expand(n, n + 1)
+    d = torch.where(is_root, 0, c - i)
+    zero = torch.zeros(n, n + 1, dtype=torch.long)
+    distances = torch.stack([d.clamp(min=0), (-d).clamp(min=0), *[zero] * 6], dim=-1).to(dtype)
+    indicators = torch.stack([zero, zero, *[(d == k) & ~is_root for k in (0, -1, 1, -2, 2)], is_root], dim=-1).to(dtype)
+    return indicators, distances
+
+
+class AttentionProbe(nn.Module):
+    """Attn (``with_words=False``) or Attn + words probe."""
+
+    def __init__(self, n_features: int, dim: int = 0, *, with_words: bool = False):
+        super().__init__()
+        self.with_words = with_words
+        self.root = nn.Parameter(torch.tensor([1.0, 1.0]))  # r_s, r_e
+        if with_words:
+            self.dep = nn.Linear(dim, n_features, bias=True)   # W acting on v_i
+            self.cand = nn.Linear(dim, n_features, bias=False)  # W acting on v_c
+            for layer in (self.dep, self.cand):
+                nn.init.normal_(layer.weight, std=0.01)
+            nn.init.constant_(self.dep.bias, 1.0 / n_features)
+        else:
+            self.w = nn.Parameter(torch.full((n_features,), 1.0 / n_features))
+
+    def forward(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+        F = batch.features                                            # [b, n, n + 1, 2K]
+        b, n, c1, k = F.shape
+        root = batch.root_parts @ self.root                           # [b, n, 2K]: the ROOT column's features
+        if not self.with_words:
+            # over every column of F (contiguous: no copy); column 0 (ROOT) is zero in F and is replaced
+            words = (F @ self.w)[..., 1:]                             # [b, n, n]
+            logits = torch.cat([(root @ self.w)[..., None], words], dim=-1)
+        else:
+            v = batch.word_vectors(misaligned)
+            a = self.dep(v)                                           # [b, n, 2K] (includes the bias)
+            c = self.cand(v)                                          # [b, n, 2K]; ROOT's vector is 0
+            # words[i, j] = sum_k a[i,k] F[i,j,k] + sum_k c[j,k] F[i,j,k]. The second half of the features
+            # is the first half transposed (F[i,j,K+k] = F[j,i,k]), so the second sum is
+            # sum_k c'[j,k] F[j,i,k] with c' = c with its halves swapped: both sums are products of the same
+            # rows F[x, :, :] with one vector each, one batched matrix product and one pass over F.
+            half = k // 2
+            rhs = torch.stack([a, torch.cat([c[..., half:], c[..., :half]], dim=-1)], dim=-1)  # [b, n, 2K, 2]
+            # every column of F (a view, no copy); column 0 (ROOT) is zero in F and is dropped
+            both = torch.bmm(F.view(b * n, c1, k), rhs.reshape(b * n, k, 2)).reshape(b, n, c1, 2)[:, :, 1:]
+            words = both[..., 0] + both[..., 1].transpose(1, 2)
+            logits = torch.cat([(root * a).sum(-1, keepdim=True), words], dim=-1)
+        return logits.masked_fill(~batch.cand_mask, -1e9)
+
+
+def one_thread():
+    """Torch's intra-op threads set to one inside (restored after): the per-sentence tensors of
+    Distances + words are too small to split, and when another process holds a core, threads that wait
+    for each other at every operation made an epoch 15 times slower (measured on a 2-core machine)."""
+    return torch_threads(1)
+
+
+_DISTANCE_FEATURES: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def sentence_distance_features(m: int, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+    """:func:`distance_features` of a sentence of ``m`` words as ``[m * (m + 1), 8]`` on ``device`` (default the
+    CPU; memoised: read-only)."""
+    device = torch.device("cpu" if device is None else device)
+    if (m, dtype, device) not in _DISTANCE_FEATURES:
+        _DISTANCE_FEATURES[m, dtype, device] = distance_features(m, dtype).reshape(-1, N_DISTANCE).to(device)
+    return _DISTANCE_FEATURES[m, dtype, device]
+
+
+def _pair_hidden(dep: torch.Tensor, cand: torch.Tensor, dist_weight: torch.Tensor) -> torch.Tensor:
+    """``tanh(dep[i] + cand[c] + W_d f(i, c))`` for one sentence of ``m`` words, ``[m, m + 1, H]``, with
+    ``f`` its distance features (:func:`distance_features`, relative distances divided by its own length),
+    ``dep [m, H]``, ``cand [m + 1, H]``, ``dist_weight`` (``W_d``) ``[H, 8]``."""
+    m, hidden = dep.shape
+    t = (sentence_distance_features(m, dep.dtype, dep.device) @ dist_weight.t()).view(m, m + 1, hidden)
+    t.add_(dep[:, None, :]).add_(cand[None, :, :])
+    return t.tanh_()
+
+
+class PairTanhLoss(torch.autograd.Function):
+    """The training loss of the Distances + words probe, fused: for each sentence of ``m`` words,
+    ``scores[i, c] = w . tanh(dep[i] + cand[c] + W_d f(i, c)) + bias`` (a word is never its own head), and
+    the loss is the cross-entropy over candidates summed over the words of every sentence, divided by the
+    number of sentences (as :func:`train_probe`'s loss of the other probes).
+
+    Computed one sentence at a time over its own length (no padding): the ``[m, m + 1, H]`` hidden layer
+    of one sentence fits in the CPU cache, and its gradient is computed in the forward pass while it is
+    still there, from the softmax (``d loss / d scores = softmax - one-hot``). Plain autograd of the padded
+    expression materialises several ``[batch, n, n + 1, H]`` temporaries in memory (``benchmarks/probes.py``
+    compares the two; ``tests/unit/test_probes.py`` checks this against plain autograd). Shapes:
+    ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist_weight [H, 8]``, ``w [H]``, ``bias [1]``, ``heads`` a list of
+    ``b`` integer tensors ``[m_b]`` (0 = ROOT).
+    """
+
+    @staticmethod
+    def forward(ctx, dep, cand, dist_weight, w, bias, heads):
+        grads = [torch.zeros_like(x) for x in (dep, cand, dist_weight, w, bias)]
+        total = torch.zeros((), dtype=dep.dtype, device=dep.device)
+        n_sentences = len(heads)
+        with one_thread():
+            PairTanhLoss._sentences(dep, cand, dist_weight, w, bias, heads, grads, total)
+        ctx.grads = grads
+        return total / n_sentences
+
+    @staticmethod
+    def _sentences(dep, cand, dist_weight, w, bias, heads, grads, total) -> None:
+        g_dep, g_cand, g_dist, g_w, g_bias = grads
+        n_sentences = len(heads)
+        for b, gold in enumerate(heads):
+            m = len(gold)
+            t = _pair_hidden(dep[b, :m], cand[b, : m + 1], dist_weight)        # [m, m + 1, H]
+            flat = t.view(-1, t.shape[-1])
+            scores = torch.mv(flat, w).view(m, m + 1) + bias
+            scores.diagonal(offset=1).fill_(-1e9)                            # never its own head
+            logp = torch.log_softmax(scores, dim=-1)
+            rows = torch.arange(m, device=g_dep.device)
+            total -= logp[rows, gold].sum()
+            g = logp.exp_()                                                  # d loss / d scores: softmax - one-hot
+            g[rows, gold] -= 1.0
+            g.div_(n_sentences)
+            g_bias += g.sum()
+            g_w.add_(torch.mv(flat.t(), g.view(-1)))
+            d = torch.ops.aten.tanh_backward(g[..., None] * w, t)           # d loss / d pre-activation
+            g_dep[b, :m] += d.sum(1)
+            g_cand[b, : m + 1] += d.sum(0)
+            g_dist.addmm_(d.view(-1, d.shape[-1]).t(), sentence_distance_features(m, d.dtype, d.device))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        grads, ctx.grads = ctx.grads, None
+        return (*(g * grad for g in grads), None)
+
+
+def padded_pair_scores(dep: torch.Tensor, cand: torch.Tensor, dist_weight: torch.Tensor, w: torch.Tensor,
+                       bias: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The scores of Distances + words for a padded batch at once, ``[b, n, n + 1]``: ``w . tanh(dep[i] + cand[c]
+    + W_d f_m(i, c)) + bias`` with ``f_m`` each sentence's distance features over its *own* length ``m``
+    (:func:`distance_parts`), the same per sentence as :func:`_pair_hidden`; one set of kernels per batch, for a
+    device (the ``[b, n, n + 1, H]`` hidden layer is made whole). Entries beyond a sentence's words are finite and
+    meaningless (masked by the caller). ``dep [b, n, H]``, ``cand [b, n + 1, H]``, ``dist_weight [H, 8]``,
+    ``w [H]``, ``bias [1]``, ``lengths [b]`` (integers)."""
+    b, n, hidden = dep.shape
+    indicators, distances = (x.to(dep.device) for x in distance_parts(n, dep.dtype))  # [n, n + 1, 8]
+    m = lengths.clamp(min=1).to(dep.dtype)[:, None, None, None]
+    features = indicators + distances / m                                # [b, n, n + 1, 8]: f_m, as distance_features(m)
+    t = (features.reshape(b, -1, N_DISTANCE) @ dist_weight.t()).view(b, n, n + 1, hidden)
+    t = torch.tanh(t + dep[:, :, None, :] + cand[:, None, :, :])
+    return t @ w + bias
+
+
+def cross_entropy_loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """Cross-entropy over candidates summed over a sentence's words, averaged over the batch's sentences
+    (``logits [b, n, n + 1]``, padding ignored)."""
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.heads.reshape(-1),
+                                       ignore_index=-100, reduction="sum") / len(batch.indices)
+
+
+class DistanceProbe(nn.Module):
+    """Distances + words: ``w2 . tanh(W1 [v_i; v_c; distances] + b1)`` (first layer factorised). On the CPU the
+    hidden layer is computed one sentence at a time over its own length, and for training fused with the loss in
+    :class:`PairTanhLoss` (each sentence's hidden layer stays in the cache); on other devices, for the whole
+    padded batch at once (:func:`padded_pair_scores`: one set of kernels per batch, not a loop per sentence).
+    ``per_sentence`` (``True``/``False``) chooses one of the two on any device (tests)."""
+
+    def __init__(self, dim: int, hidden: int = HIDDEN_UNITS):
+        super().__init__()
+        self.dep = nn.Linear(dim, hidden)
+        self.cand = nn.Linear(dim, hidden, bias=False)
+        self.dist = nn.Linear(N_DISTANCE, hidden, bias=False)
+        self.out = nn.Linear(hidden, 1)
+        self.per_sentence: bool | None = None  # None: per sentence on the CPU, padded elsewhere (see padded())
+
+    def _parts(self, batch: Batch, misaligned: bool):
+        """``(dep [b, n, H], cand [b, n + 1, H], lengths)``: the word terms of the first layer."""
+        v = batch.word_vectors(misaligned)
+        v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)            # ROOT's vector is 0
+        return self.dep(v), self.cand(v_cand), batch.mask.sum(1).tolist()
+
+    def padded(self, batch: Batch) -> bool:
+        """Whether this batch takes the padded path (:func:`padded_pair_scores`): on every device but the CPU,
+        unless :attr:`per_sentence` says otherwise (``None``: by device)."""
+        return (batch.heads.device.type != "cpu") if self.per_sentence is None else not self.per_sentence
+
+    def forward(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+        if self.padded(batch):
+            return self._padded_logits(batch, misaligned)
+        dep, cand, lengths = self._parts(batch, misaligned)
+        n = batch.heads.shape[1]
+        w = self.out.weight[0]
+        with one_thread():
+            rows = [nn.functional.pad(_pair_hidden(dep[k, :m], cand[k, : m + 1], self.dist.weight) @ w, (0, n - m, 0, n - m))
+                    for k, m in enumerate(lengths)]
+        logits = torch.stack(rows) + self.out.bias
+        return logits.masked_fill(~batch.cand_mask, -1e9)
+
+    def _padded_logits(self, batch: Batch, misaligned: bool) -> torch.Tensor:
+        v = batch.word_vectors(misaligned)
+        v_cand = torch.cat([torch.zeros_like(v[:, :1]), v], dim=1)            # ROOT's vector is 0
+        scores = padded_pair_scores(self.dep(v), self.cand(v_cand), self.dist.weight, self.out.weight[0],
+                                    self.out.bias, batch.mask.sum(1))
+        return scores.masked_fill(~batch.cand_mask, -1e9)
+
+    def loss(self, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+        """The training loss of :func:`train_probe` (summed over words, averaged over sentences): fused, one
+        sentence at a time (the CPU), or the cross-entropy of the padded logits (other devices)."""
+        if self.padded(batch):
+            return cross_entropy_loss(self._padded_logits(batch, misaligned), batch)
+        dep, cand, lengths = self._parts(batch, misaligned)
+        heads = [batch.heads[k, :m] for k, m in enumerate(lengths)]
+        return PairTanhLoss.apply(dep, cand, self.dist.weight, self.out.weight[0], self.out.bias, heads)
+
+
+def probe_loss(model: nn.Module, batch: Batch, misaligned: bool = False) -> torch.Tensor:
+    """Cross-entropy over candidates summed over a sentence's words, averaged over the batch's sentences."""
+    if isinstance(model, DistanceProbe):
+        return model.loss(batch, misaligned)
+    return cross_entropy_loss(model(batch, misaligned), batch)
+
+
+def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
+    if kind == "attn":
+        return AttentionProbe(2 * data.n_maps)
+    if kind == "attn+words":
+        return AttentionProbe(2 * data.n_maps, data.dim, with_words=True)
+    if kind == "distances+words":
+        return DistanceProbe(data.dim)
+    raise ValueError(f"probe {kind!r}: choose attn, attn+words or distances+words")
+
+
+class ResidentBatches(Sequence):
+    """Every padded batch of a :class:`ProbeData` held on a device, read (from the spill file, or from the
+    in-memory batches) and moved there once, or made there from the model's passes (``held``:
+    :mod:`helpers.probe.device_batches`), then shared by every epoch, seed and probe kind that trains on it
+    there: Table 3's trainings on a GPU read no file and copy nothing from the host.
+
+    The features and ROOT parts are held at float16 (the maps' own precision, :mod:`helpers.probe.batches`: the
+    same values in half the memory) and converted to float32 on the device as each batch is used, so a batch is
+    the same float32 tensors that :func:`stream` gives on the host. ``features=False``
+    (:meth:`without_features`) leaves them float16 and unread (Distances + words reads none)."""
+
+    def __init__(self, batches: Sequence[Batch], device, *, features: bool = True,
+                 held: list[Batch] | None = None):
+        self.device, self.features = torch.device(device), features
+        if held is None:
+            held = []
+            for batch in stream(batches, range(len(batches))):  # a streamed batch lives until the next: copied
+                half = {name: getattr(batch, name).to(self.device, torch.float16, copy=True)
+                        for name in ("features", "root_parts")}
+                rest = {name: getattr(batch, name).to(self.device, copy=True)
+                        for name in ("heads", "punct", "vectors", "mask", "cand_mask")}
+                held.append(Batch(**half, **rest, indices=batch.indices))
+        self.held = held
+        self.batch_size = getattr(batches, "batch_size", None)
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def __getitem__(self, k: int) -> Batch:
+        batch = self.held[k]
+        if not self.features:
+            return batch
+        return dataclasses.replace(batch, features=batch.features.float(), root_parts=batch.root_parts.float())
+
+    def stream(self, order) -> Iterator[Batch]:
+        for k in order:
+            yield self[int(k)]
+
+    def without_features(self) -> "ResidentBatches":
+        return ResidentBatches([], self.device, features=False, held=self.held)
+
+    @staticmethod
+    def nbytes(batches: Sequence[Batch]) -> int:
+        """The bytes ``batches`` take held on a device (float16 features and ROOT parts, the rest as they are),
+        from their shapes alone (spilled batches: from their index, nothing read)."""
+        index = getattr(batches, "index", None)  # spilled batches' index (a list's .index is a method)
+        if isinstance(index, dict):
+            K2, dim = 2 * index["n_maps"], index["dim"]
+            return sum(len(e["indices"]) * e["n"] * ((e["n"] + 1) * K2 * 2 + K2 * 4 + dim * 4 + (e["n"] + 1) + 10)
+                       for e in index["batches"])
+        return sum(b.features.numel() * 2 + b.root_parts.numel() * 2 + b.vectors.numel() * b.vectors.element_size()
+                   + b.cand_mask.numel() + b.heads.numel() * 10 for b in batches)
+
+
+# The share of a device's free memory the resident batches may take (the rest: the probes' own tensors; the
+# hidden layer of Distances + words is [batch, n, n + 1, 256] float32 and autograd keeps a few).
+RESIDENT_SHARE = 0.5
+
+
+def batches_on(data: ProbeData, batch_size: int | None, device) -> Sequence[Batch]:
+    """The batches of ``data`` for training or evaluating on ``device``: on the CPU the batches of
+    :func:`prepared` (streamed from the spill, as they are); on another device the :class:`ResidentBatches` held
+    there, made once per ``data``, size and device and kept on ``data`` (dropped by :func:`release_resident`), or,
+    where they would take more than :data:`RESIDENT_SHARE` of the device's free memory, the streamed batches
+    (each moved when used)."""
+    device = torch.device(device)
+    batches = prepared(data, batch_size)
+    if device.type == "cpu":
+        return batches
+    cache = data.__dict__.setdefault("_resident", {})
+    key = (str(device), getattr(batches, "batch_size", None) or batch_size)
+    if key not in cache:
+        fits = device.type != "cuda" or fits_on(device, ResidentBatches.nbytes(batches))
+        cache[key] = ResidentBatches(batches, device) if fits else batches
+    return cache[key]
+
+
+def fits_on(device, nbytes: int) -> bool:
+    """Whether batches of ``nbytes`` are held on ``device`` (not the CPU): on a CUDA device when they take at most
+    :data:`RESIDENT_SHARE` of its free memory, on any other always (the decision of :func:`batches_on`)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes <= RESIDENT_SHARE * free
+
+
+def hold_resident(data: ProbeData, batch_size: int, batches: ResidentBatches) -> None:
+    """Keep ``batches`` (held on their device) as what :func:`batches_on` gives for ``data`` there at
+    ``batch_size``: batches made on the device directly (:mod:`helpers.probe.device_batches`)."""
+    data.__dict__.setdefault("_resident", {})[(str(batches.device), batch_size)] = batches
+
+
+def release_resident(data: ProbeData) -> None:
+    """Drop the batches :func:`batches_on` holds on a device for ``data`` (their memory goes back to the
+    device's allocator)."""
+    data.__dict__.pop("_resident", None)
+
+
+def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
+            misaligned: bool = False, device=None) -> list[np.ndarray]:
+    """Logits ``[n, n + 1]`` of every sentence (in order); batches of ``batch_size`` (default 64, or the
+    spilled data's own size), computed on ``device`` (default: where ``model`` is)."""
+    device = _device_of(model) if device is None else torch.device(device)
+    if batch_size is None and data.spilled is None:
+        batch_size = data.batch_size or 64
+    out: list[np.ndarray | None] = [None] * len(data)
+    model.eval()
+    with torch.no_grad():
+        batches = _for_model(batches_on(data, batch_size, device), model)
+        for batch in stream(batches, range(len(batches))):
+            logits = model(batch.to(device), misaligned).cpu()
+            for b, i in enumerate(batch.indices):
+                n = len(data.heads[i])
+                out[i] = logits[b, :n, : n + 1].numpy()
+    return out  # type: ignore[return-value]
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def stream(batches: Sequence[Batch], order) -> Iterator[Batch]:
+    """The batches at ``order``, one at a time; spilled batches are read into buffers that are reused
+    (each is valid until the next is read: no fresh memory, and no page faults, per batch)."""
+    if hasattr(batches, "stream"):
+        yield from batches.stream(order)
+    else:
+        for k in order:
+            yield batches[k]
+
+
+def _for_model(batches: Sequence[Batch], model: nn.Module) -> Sequence[Batch]:
+    """Spilled batches without their attention features when ``model`` reads none (less to read)."""
+    if isinstance(model, DistanceProbe) and hasattr(batches, "without_features"):
+        return batches.without_features()
+    return batches
+
+
+def greedy_uas(model: nn.Module, data: ProbeData, *, batch_size: int | None = None, misaligned: bool = False,
+               device=None) -> float:
+    """:func:`uas` of :func:`predict`'s logits with greedy decoding, counted batch by batch on ``device`` (default:
+    where ``model`` is) from the padded logits: the argmax of a word's row over the padded candidates is its
+    argmax over its own (the padding is ``-1e9``, after them), so the score is the same number, with one
+    transfer to the host at the end instead of every sentence's logits."""
+    device = _device_of(model) if device is None else torch.device(device)
+    if batch_size is None and data.spilled is None:
+        batch_size = data.batch_size or 64
+    correct = total = 0  # become tensors on the batches' device at the first sum (one transfer, at the end)
+    model.eval()
+    with torch.no_grad():
+        batches = _for_model(batches_on(data, batch_size, device), model)
+        for batch in stream(batches, range(len(batches))):
+            batch = batch.to(device)
+            keep = batch.mask & ~batch.punct
+            correct += ((model(batch, misaligned).argmax(-1) == batch.heads) & keep).sum()
+            total += keep.sum()
+    return 100.0 * int(correct) / max(int(total), 1)
+
+
+def uas(logits: Sequence[np.ndarray], data: ProbeData, *, decode: Literal["greedy", "mst"] = "greedy") -> float:
+    """Unlabelled attachment score (percent), punctuation excluded."""
+    correct = total = 0
+    for scores, heads, punct in zip(logits, data.heads, data.punct):
+        pred = scores.argmax(-1) if decode == "greedy" else mst_heads(scores)
+        keep = ~punct
+        correct += int((pred[keep] == heads[keep]).sum())
+        total += int(keep.sum())
+    return 100.0 * correct / max(total, 1)
+
+
+def right_branching_uas(data: ProbeData) -> float:
+    """Every word's head is the next word; the last word attaches to ROOT (punctuation excluded)."""
+    correct = total = 0
+    for heads, punct in zip(data.heads, data.punct):
+        n = len(heads)
+        pred = np.arange(2, n + 2)
+        pred[-1] = 0
+        correct += int((pred[~punct] == heads[~punct]).sum())
+        total += int((~punct).sum())
+    return 100.0 * correct / max(total, 1)
+
+
+def chu_liu_edmonds(scores: np.ndarray) -> np.ndarray:
+    """Maximum spanning arborescence rooted at node 0 of a dense graph, ``scores[head, dependent]``
+    (``-inf`` for a missing edge). Returns ``heads`` with ``heads[0] = -1``. Recursive cycle
+    contraction (Chu-Liu-Edmonds), O(n^3) at worst, no Python loop over edges."""
+    scores = np.array(scores, dtype=np.float64)
+    n = scores.shape[0]
+    scores[:, 0] = -np.inf
+    np.fill_diagonal(scores, -np.inf)
+    heads = scores.argmax(axis=0)
+    heads[0] = -1
+    cycle = _find_cycle(heads)
+    if cycle is None:
+        return heads
+    in_cycle = np.zeros(n, bool)
+    in_cycle[cycle] = True
+    keep = np.flatnonzero(~in_cycle)  # node 0 is never in a cycle
+    m = len(keep)
+    contracted = np.full((m + 1, m + 1), -np.inf)
+    contracted[:m, :m] = scores[np.ix_(keep, keep)]
+    entering = scores[np.ix_(keep, cycle)] - scores[heads[cycle], cycle][None, :]  # [m, |C|]
+    enter_at = cycle[entering.argmax(axis=1)]
+    contracted[:m, m] = entering.max(axis=1)
+    leaving = scores[np.ix_(cycle, keep)]  # [|C|, m]
+    leave_from = cycle[leaving.argmax(axis=0)]
+    contracted[m, :m] = leaving.max(axis=0)
+    sub = chu_liu_edmonds(contracted)
+    out = heads.copy()
+    for j in range(1, m):
+        out[keep[j]] = leave_from[j] if sub[j] == m else keep[sub[j]]
+    u = sub[m]
+    out[enter_at[u]] = keep[u]
+    return out
+
+
+def _find_cycle(heads: np.ndarray) -> np.ndarray | None:
+    n = len(heads)
+    state = np.zeros(n, np.int8)  # 0 new, 1 on the current path, 2 done
+    for start in range(1, n):
+        path, node = [], start
+        while node > 0 and state[node] == 0:
+            state[node] = 1
+            path.append(node)
+            node = heads[node]
+        if node > 0 and state[node] == 1:
+            return np.array(path[path.index(node):])
+        state[path] = 2
+    return None
+
+
+def mst_heads(scores: np.ndarray) -> np.ndarray:
+    """Heads (0 = ROOT) of the maximum spanning tree over ``scores [dependent, candidate]`` (candidate 0 =
+    ROOT, logits or log-probabilities), decoded with :func:`chu_liu_edmonds`."""
+    n = scores.shape[0]
+    graph = np.full((n + 1, n + 1), -np.inf)
+    graph[:, 1:] = np.where(scores > -1e8, scores, -np.inf).T  # graph[head, dependent]
+    return chu_liu_edmonds(graph)[1:]
+
+
+def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int = 0, epochs: int = 3,
+                batch_size: int | None = None, lr: float | None = None, misaligned: bool = False,
+                device=None) -> tuple[nn.Module, dict]:
+    """Train with Adam (``lr`` default :data:`LEARNING_RATES`) on ``train`` (cross-entropy summed over a
+    sentence's words, averaged over the batch's sentences); keep the epoch with the best UAS on ``dev``.
+    ``batch_size`` defaults to 32 (or the spilled data's own size). The probe and each batch are on ``device``
+    (default the CPU, where the batches are streamed from the spill; on another device they are read and moved
+    once and held there for every training on the same data, :func:`batches_on`), the same code on every device.
+    Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
+    lr = LEARNING_RATES[kind] if lr is None else lr
+    device = torch.device("cpu" if device is None else device)
+    torch.manual_seed(seed)
+    model = build_probe(kind, train).to(device)  # initialised on the CPU (the same weights on every device)
+    optim = torch.optim.Adam(model.parameters(), lr=lr)
+    history, best, best_state = [], -1.0, None
+    batches = _for_model(batches_on(train, batch_size, device), model)
+    for epoch in range(epochs):
+        model.train()
+        for batch in stream(batches, np.random.default_rng(seed * 1000 + epoch).permutation(len(batches))):
+            loss = probe_loss(model, batch.to(device), misaligned)
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+        score = greedy_uas(model, dev, misaligned=misaligned, device=device)
+        history.append(round(score, 3))
+        if score > best:
+            best, best_state = score, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    return model, {"dev_uas": history, "best_epoch": int(np.argmax(history)) + 1}
