@@ -237,10 +237,9 @@ def head_effects(lm: LoadedModel, sentences: Sequence[Sequence[str]], seed: int 
     The loss: a decoder's next-token loss; an encoder's masked-LM loss with ``head`` (default: the checkpoint's own
     masked-LM head; a model without one needs the fitted head of the gradient analysis, the surface section report's
     ``mlm_head[0]``), masking drawn once per sentence from ``seed``."""
-    from helpers.core.encoding import encode_words
+    from helpers.core.encoding import check_words, encode_words
 
-    if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
-        raise TypeError("sentences: expected a list of word lists, got a str; split it first")
+    check_words(sentences, "sentences", sentences=True)
     if head is None and not lm.causal:
         from helpers.core.masked_lm import pretrained_head
 
