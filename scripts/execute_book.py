@@ -34,7 +34,10 @@ if str(ROOT) not in sys.path:  # this tree's helpers, whichever is installed
 COMPARE, GLANCE = "notebooks/08_compare", "notebooks/results_at_a_glance"
 # Waits that no record's inputs say. Chapter 5 extracts the GUM and EWT maps (of more sentences) that the syntax
 # chapter reads: it goes first, else both pages would extract the same maps at once.
-SHARED_MAPS: dict[str, tuple[str, ...]] = {"notebooks/04_syntax": ("notebooks/05_probe",)}
+# The ablation chapter's decoder reads the decoder's §3, §4.2 and §4.3 results that the attention-sinks chapter computes
+# (its decoder beside the book's encoder, at the same sizes): it waits for that page.
+SHARED_MAPS: dict[str, tuple[str, ...]] = {"notebooks/04_syntax": ("notebooks/05_probe",),
+                                           "notebooks/11_ablation": ("notebooks/09_sinks",)}
 
 
 def chapter_page(record) -> str:
