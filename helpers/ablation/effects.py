@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from helpers.ablation.interventions import SinkTest, intervene
+from helpers.ablation.interventions import SinkTest, first_layer, intervene
 from helpers.ablation.loss import Segments, padded, prepare, row_losses
 from helpers.core.encoding import MAX_LENGTH
 from helpers.core.models import LoadedModel
@@ -58,8 +58,11 @@ def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | 
     ``xi`` ``[K, layer, head]`` (head masks; ``None``: all ones); ``sink_heads`` ``[K, layer, head]`` bool with
     ``sink`` (a kind of ``segments.sinks``) and ``mode`` (``"noop"`` or ``"redirect"``): the sink test of each
     intervention. The ``K x N`` rows run in passes of :func:`rows_per_pass` rows, segment by segment in length order
-    (the copies of one segment side by side)."""
+    (the copies of one segment side by side). The layers before the first one an intervention touches run once per
+    segment (``intervene``'s ``shared``): a layer's single-head removals cost its own and the later layers' time."""
+    L = lm.n_layers
     K = (xi if xi is not None else sink_heads).shape[0]
+    start_layer = first_layer(xi, sink_heads)  # the layers before it run once per segment, not once per copy
     out = torch.empty(K, len(segments), dtype=torch.float64)
     pairs = [(n, k) for n in _by_length(segments) for k in range(K)]
     start = 0
@@ -75,11 +78,26 @@ def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | 
             if sink_heads is not None:
                 width = max(len(segments.examples[n]) for n in rows)
                 test = SinkTest(padded([segments.sinks[sink][n] for n in rows], width, False), sink_heads[ks], mode)
-            with intervene(lm, xi=mask, sink=test):
-                losses = row_losses(lm, segments, rows).double().cpu()
+            given, repeats = _runs(rows)  # each segment once, repeated at the first layer an intervention touches
+            shared = (start_layer, torch.tensor(repeats)) if 0 < start_layer < L else None
+            with intervene(lm, xi=mask, sink=test, shared=shared):
+                losses = row_losses(lm, segments, rows, given=given if shared else None).double().cpu()
             for (n, k), value in zip(chunk, losses):
                 out[k, n] = value
     return out
+
+
+def _runs(rows: Sequence[int]) -> tuple[list[int], list[int]]:
+    """``(segments, repeats)``: the runs of equal consecutive ``rows``."""
+    given: list[int] = []
+    repeats: list[int] = []
+    for r in rows:
+        if given and given[-1] == r:
+            repeats[-1] += 1
+        else:
+            given.append(r)
+            repeats.append(1)
+    return given, repeats
 
 
 def base_losses(lm: LoadedModel, segments: Segments) -> np.ndarray:
@@ -102,19 +120,27 @@ def only_masks(n_layers: int, n_heads: int) -> torch.Tensor:
     return xi
 
 
+def per_layer(lm: LoadedModel, segments: Segments, masks: torch.Tensor, **kw) -> np.ndarray:
+    """``[layer, head, segment]``: :func:`intervention_losses` of ``masks`` ``[layer * head, ...]`` (``xi`` or, with
+    ``sink``, the heads tested), one batch of interventions per layer, each touching that layer only (so the layers
+    before it run once)."""
+    L, H = lm.n_layers, lm.n_heads
+    key = "sink_heads" if "sink" in kw else "xi"
+    return np.stack([intervention_losses(lm, segments, **{key: masks[l * H:(l + 1) * H]}, **kw).numpy()
+                     for l in range(L)])
+
+
 def single_head_losses(lm: LoadedModel, segments: Segments, **kw) -> np.ndarray:
     """``[layer, head, segment]``: each segment's loss with that head removed (``xi = 0`` for it alone)."""
-    L, H = lm.n_layers, lm.n_heads
-    return intervention_losses(lm, segments, single_head_masks(L, H), **kw).numpy().reshape(L, H, -1)
+    return per_layer(lm, segments, single_head_masks(lm.n_layers, lm.n_heads), **kw)
 
 
 def only_losses(lm: LoadedModel, segments: Segments, **kw) -> np.ndarray | None:
     """``[layer, head, segment]``: each segment's loss with only that head kept in its layer; ``None`` for a model
     with one head per layer (nothing to remove)."""
-    L, H = lm.n_layers, lm.n_heads
-    if H < 2:
+    if lm.n_heads < 2:
         return None
-    return intervention_losses(lm, segments, only_masks(L, H), **kw).numpy().reshape(L, H, -1)
+    return per_layer(lm, segments, only_masks(lm.n_layers, lm.n_heads), **kw)
 
 
 def importance(lm: LoadedModel, segments: Segments, xi: torch.Tensor | None = None, *,
@@ -198,9 +224,10 @@ def sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode: str, **kw)
     """``(per head [layer, head, segment], every head at once [segment])``: the losses with the sink test ``mode``
     on the sink ``sink`` applied to one head, and to every head of every layer."""
     L, H = lm.n_layers, lm.n_heads
-    heads = torch.cat([torch.eye(L * H, dtype=torch.bool).reshape(-1, L, H), torch.ones(1, L, H, dtype=torch.bool)])
-    losses = intervention_losses(lm, segments, sink_heads=heads, sink=sink, mode=mode, **kw).numpy()
-    return losses[:-1].reshape(L, H, -1), losses[-1]
+    per_head = per_layer(lm, segments, torch.eye(L * H, dtype=torch.bool).reshape(-1, L, H), sink=sink, mode=mode, **kw)
+    every = intervention_losses(lm, segments, sink_heads=torch.ones(1, L, H, dtype=torch.bool), sink=sink, mode=mode,
+                                **kw).numpy()[0]
+    return per_head, every
 
 
 @dataclass

@@ -116,8 +116,9 @@ def _attention_module(model: nn.Module, layer: int) -> nn.Module:
 
 
 @contextmanager
-def _head_mask(model: nn.Module, xi: torch.Tensor) -> Iterator[None]:
-    """``xi [batch, layer, head]`` multiplies each head's context, through a pre-hook on each output projection."""
+def _head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0) -> Iterator[None]:
+    """``xi [batch, layer, head]`` multiplies each head's context, through a pre-hook on each output projection of the
+    layers from ``from_layer`` on (those before it must be all ones: :func:`intervene` checks)."""
     n_heads = int(model.config.num_attention_heads)
     handles = []
 
@@ -130,7 +131,7 @@ def _head_mask(model: nn.Module, xi: torch.Tensor) -> Iterator[None]:
         return hook
 
     try:
-        for layer in range(int(model.config.num_hidden_layers)):
+        for layer in range(from_layer, int(model.config.num_hidden_layers)):
             handles.append(attention_parts(model, layer).output.register_forward_pre_hook(hook_for(layer)))
         yield
     finally:
@@ -192,17 +193,81 @@ def _dropout_hook(layer: int):
     return hook
 
 
+def layer_modules(model: nn.Module) -> nn.ModuleList:
+    """The model's list of transformer layers (blocks), in order."""
+    from helpers.core.internals import BERT_LIKE, LLAMA_LIKE, _base
+
+    kind = model_type(model)
+    if kind in (*BERT_LIKE, "mpnet"):
+        return model.encoder.layer
+    if kind == "distilbert":
+        return model.transformer.layer
+    if kind == "gpt2":
+        return _base(model, "h")
+    if kind in LLAMA_LIKE:
+        return _base(model, "layers")
+    raise NotMaskable(f"model type {kind!r}: its list of layers is not known (helpers.ablation.interventions.layer_modules)")
+
+
+def first_layer(xi: torch.Tensor | None, sink_heads: torch.Tensor | None) -> int:
+    """The first layer that ``xi`` ``[K, layer, head]`` (a mask other than 1) or ``sink_heads`` (a head tested) touches;
+    the number of layers when neither touches any."""
+    touched = torch.zeros(0, dtype=torch.bool)
+    for t in (None if xi is None else (xi != 1), sink_heads):
+        if t is not None:
+            per_layer = t.reshape(-1, t.shape[1], t.shape[2]).any(-1).any(0)
+            touched = per_layer if touched.numel() == 0 else touched | per_layer
+    hits = touched.nonzero()
+    return int(hits[0]) if hits.numel() else int(touched.numel())
+
+
 @contextmanager
-def intervene(lm_or_model, *, xi: torch.Tensor | None = None, sink: SinkTest | None = None) -> Iterator[None]:
+def _expanded(model: nn.Module, from_layer: int, repeats: torch.Tensor) -> Iterator[None]:
+    """The batch's ``n`` rows run the layers before ``from_layer`` once; at that layer's input every tensor argument
+    whose first dimension is ``n`` (the hidden states, the attention mask, position embeddings or biases) is repeated
+    ``repeats[b]`` times per row (``repeat_interleave``), so the copies of a segment under different interventions
+    share the layers no intervention touches. Later layers get the model-level arguments expanded the same way."""
+    n, total = len(repeats), int(repeats.sum())
+
+    def expand(value):
+        if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[0] == n and n != total:
+            return value.repeat_interleave(repeats.to(value.device), dim=0)
+        if isinstance(value, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
+            return tuple(expand(v) for v in value)
+        return value
+
+    def hook(_module, args, kwargs):
+        return tuple(expand(a) for a in args), {k: expand(v) for k, v in kwargs.items()}
+
+    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in list(layer_modules(model))[from_layer:]]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextmanager
+def intervene(lm_or_model, *, xi: torch.Tensor | None = None, sink: SinkTest | None = None,
+              shared: tuple[int, torch.Tensor] | None = None) -> Iterator[None]:
     """Run the forward passes inside the block with the head mask ``xi`` ``[batch, layer, head]`` and/or the sink
-    test ``sink`` (:class:`SinkTest`) applied; hooks are removed on exit, also after an error."""
+    test ``sink`` (:class:`SinkTest`) applied; hooks are removed on exit, also after an error.
+
+    ``shared = (layer, repeats)``: the pass is given each segment once (``len(repeats)`` rows) and its rows are
+    repeated ``repeats`` times at the input of ``layer`` (``xi`` and ``sink`` have the repeated rows): the layers
+    before it, which no intervention may touch (checked), run once per segment."""
     model = getattr(lm_or_model, "model", lm_or_model)
+    start = 0 if shared is None else shared[0]
+    if shared is not None and first_layer(xi, None if sink is None else sink.heads) < start:
+        raise ValueError(f"shared layers: an intervention touches a layer before layer {start}")
     with ExitStack() as stack:
         if xi is not None:
             expected = (int(model.config.num_hidden_layers), int(model.config.num_attention_heads))
             if tuple(xi.shape[1:]) != expected:
                 raise ValueError(f"xi: expected [batch, {expected[0]}, {expected[1]}], got {list(xi.shape)}")
-            stack.enter_context(_head_mask(model, xi))
+            stack.enter_context(_head_mask(model, xi, start))
         if sink is not None:
             stack.enter_context(_sink_edits(model, sink))
+        if shared is not None and start > 0:
+            stack.enter_context(_expanded(model, start, shared[1]))
         yield

@@ -96,12 +96,16 @@ def padded(values: Sequence[np.ndarray], width: int, fill) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
-def row_losses(lm: LoadedModel, segments: Segments, rows: Sequence[int]) -> torch.Tensor:
+def row_losses(lm: LoadedModel, segments: Segments, rows: Sequence[int], *,
+               given: Sequence[int] | None = None) -> torch.Tensor:
     """The loss of each row ``[len(rows)]`` (``rows``: indices into ``segments``; a segment may repeat), float32 or
     wider, on ``lm.device``: run inside :func:`~helpers.ablation.interventions.intervene` to apply interventions (one
-    per row). Autograd follows only if the caller enables it."""
-    chosen = [segments.examples[r] for r in rows]
+    per row). ``given``: the segments the model is given when ``intervene``'s ``shared`` repeats them into ``rows``
+    inside the model. Autograd follows only if the caller enables it."""
+    chosen = [segments.examples[r] for r in (rows if given is None else given)]
     inputs = model_inputs(lm, chosen)
+    if lm.causal:
+        inputs["use_cache"] = False
     width = inputs["input_ids"].shape[1]
     labels = padded([segments.labels[r] for r in rows], width, IGNORE).to(lm.device)
     hidden = at_least_float32(lm.model(**inputs).last_hidden_state)         # [row, token, hidden]

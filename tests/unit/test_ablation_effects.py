@@ -634,9 +634,9 @@ def _recording(monkeypatch):
     """Record the rows of each forward pass ``intervention_losses`` makes (``row_losses`` wrapped)."""
     passes: list[list[int]] = []
 
-    def recorded(lm, segments, rows):
+    def recorded(lm, segments, rows, **kw):
         passes.append(list(rows))
-        return row_losses(lm, segments, rows)
+        return row_losses(lm, segments, rows, **kw)
 
     monkeypatch.setattr(effects, "row_losses", recorded)
     return passes
@@ -667,6 +667,54 @@ def test_batched_equals_one_at_a_time(case, mode, monkeypatch):
                     want[k, n] = float(row_losses(lm, case.segments, [n]))
     # tolerance: both sides float32, each within loss_tolerance of the exact loss (padding changes the kernels' sums)
     np.testing.assert_allclose(got, want, rtol=0, atol=2 * loss_tolerance(case))
+
+
+@pytest.mark.parametrize("mode", [None, *MODES])
+def test_shared_layers_equal_one_at_a_time(case, mode, monkeypatch):
+    """Interventions that touch only the last layer run the layers before it once per segment (``intervene``'s
+    ``shared``: each segment given once, its rows repeated at the last layer's input); the losses equal each (mask,
+    segment) run alone through the whole model."""
+    lm, L, H, S, K = case.lm, case.lm.n_layers, case.lm.n_heads, len(case.segments), 3
+    generator = torch.Generator().manual_seed(2)
+    xi = torch.ones(K, L, H)
+    xi[:, L - 1] = torch.tensor([0.0, 0.5, 1.0])[torch.randint(0, 3, (K, H), generator=generator)]
+    heads = None
+    if mode:
+        heads = torch.zeros(K, L, H, dtype=torch.bool)
+        heads[:, L - 1] = torch.rand(K, H, generator=generator) < 0.5
+        heads[0, L - 1, 0] = True  # at least one head tested
+    kind = SINKS[case.kind][0]
+    given = []
+
+    def recorded(lm_, segments, rows, **kw):
+        given.append((list(rows), kw.get("given")))
+        return row_losses(lm_, segments, rows, **kw)
+
+    monkeypatch.setattr(effects, "row_losses", recorded)
+    got = effects.intervention_losses(lm, case.segments, xi, sink_heads=heads, sink=kind if mode else None,
+                                      mode=mode).numpy()
+    # the shared path ran: the model was given fewer rows than were scored
+    assert all(g is not None and len(g) < len(rows) for rows, g in given)
+    want = np.empty((K, S))
+    with torch.no_grad():
+        for k in range(K):
+            for n in range(S):
+                test = (SinkTest(torch.from_numpy(case.segments.sinks[kind][n])[None], heads[k:k + 1], mode)
+                        if mode else None)
+                with intervene(lm, xi=xi[k:k + 1], sink=test):
+                    want[k, n] = float(row_losses(lm, case.segments, [n]))
+    # tolerance: both sides float32, each within loss_tolerance of the exact loss (other batch shapes, other sums)
+    np.testing.assert_allclose(got, want, rtol=0, atol=2 * loss_tolerance(case))
+
+
+def test_shared_layers_refuse_an_intervention_before_them(case):
+    """``shared`` from a layer after one an intervention touches is refused (it would skip that intervention)."""
+    lm, L, H = case.lm, case.lm.n_layers, case.lm.n_heads
+    xi = torch.ones(2, L, H)
+    xi[0, 0, 0] = 0.0
+    with pytest.raises(ValueError, match="shared layers"):
+        with intervene(lm, xi=xi, shared=(1, torch.tensor([2]))):
+            pass
 
 
 def test_importance_in_passes_equals_one_segment_at_a_time(case):
