@@ -151,8 +151,12 @@ def claims(summary: dict, raw: dict, *, causal: bool) -> list[Claim]:
     paper = "Clark et al. §3.2 (hypothesis); StreamingLLM for decoders"
     tests = (summary.get("sinks") or {}).get(sink)
     if tests is None or tests["noop"]["all"] is None:
-        why = (f"the segments have no {name}" if summary.get("sinks") is not None
-               else "the sink tests were not run")
+        if summary.get("sinks") is None:
+            why = "the sink tests were not run"
+        elif tests is None:
+            why = f"the segments have no {name}"
+        else:  # per head only (--parts sink_heads): the claim is about every head at once
+            why = "the sink tests on every head at once were not run"
         rows.append(not_applicable("ablation-sink-noop", SINK_SECTION, claim, paper, why))
     else:
         noop, redirect = tests["noop"]["all"] / base, tests["redirect"]["all"] / base
@@ -164,8 +168,9 @@ def claims(summary: dict, raw: dict, *, causal: bool) -> list[Claim]:
     paper = "Michel et al. §4 (importance as a proxy for removal)"
     sp = summary.get("spearman")
     if sp is None or not math.isfinite(sp["rho"]):
-        rows.append(not_applicable("ablation-importance-ranks", sec, claim, paper,
-                                   "importance or the single-head effects were not run"))
+        why = ("importance or the single-head effects were not run" if sp is None
+               else "importance or the single-head effect is the same for every head: no ranks to compare")
+        rows.append(not_applicable("ablation-importance-ranks", sec, claim, paper, why))
     else:
         lo, hi = sp["interval"]
         rows.append(Claim("ablation-importance-ranks", sec, claim, paper,
