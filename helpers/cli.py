@@ -461,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # a bad option (one line already printed), or --help
         return stop.code if isinstance(stop.code, int) else 0
+    from helpers.ablation.interventions import NotMaskable
     from helpers.core.errors import ModelNotAvailableError
     from helpers.data.conllu_io import ConllError
 
@@ -478,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: finished cache shards are kept; run the same command again to resume",
               file=sys.stderr)
         return 130
-    except (ConllError, ModelNotAvailableError, config.DataNotFoundError, OSError, ValueError) as err:
+    except (ConllError, ModelNotAvailableError, NotMaskable, config.DataNotFoundError, OSError, ValueError) as err:
         message = describe_os_error(err, args) if isinstance(err, OSError) else str(err)
         print("error: " + printable(" ".join(message.split("\n"))), file=sys.stderr)
         return 2

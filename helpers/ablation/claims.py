@@ -34,7 +34,8 @@ LARGE_SHARE = 0.2       # "a large share": at least 20 % of the heads (Michel: 2
 P_VALUE = 0.05          # the paper's heads "matter more": permutation p below this ...
 ABOVE_MEDIAN = 50.0     # ... "partly": their mean percentile above the median
 NOOP_MAX = 0.01         # the no-op test "moves the loss little": at most 1 % of the full model's loss ...
-REDIRECT_RATIO = 5.0    # ... where the redirect test moves it at least 5 times as much
+REDIRECT_RATIO = 5.0    # ... where the redirect test moves it at least 5 times as much ...
+REDIRECT_MIN = 0.02     # ... and at least 2 % of the loss ("much": not two changes that are both tiny)
 RHO_STRONG = 0.5        # importance "ranks heads as removal does": Spearman's rho at least this, interval above 0
 
 
@@ -70,10 +71,10 @@ def verdict_paper_heads(p_value: float, mean_percentile: float) -> Verdict:
 
 def verdict_noop(noop: float, redirect: float) -> Verdict:
     """Attention to the sink is a no-op: the no-op test's relative change is at most :data:`NOOP_MAX` in size and the
-    redirect test's at least :data:`REDIRECT_RATIO` times larger (reproduced); redirect larger than no-op at all
-    (partly)."""
+    redirect test's at least :data:`REDIRECT_RATIO` times larger and at least :data:`REDIRECT_MIN` (reproduced);
+    redirect larger than no-op at all (partly)."""
     small, large = abs(noop), abs(redirect)
-    return verdict(small <= NOOP_MAX and large >= REDIRECT_RATIO * small, large > small)
+    return verdict(small <= NOOP_MAX and large >= max(REDIRECT_RATIO * small, REDIRECT_MIN), large > small)
 
 
 def verdict_ranks(rho: float, lo: float) -> Verdict:
@@ -151,8 +152,12 @@ def claims(summary: dict, raw: dict, *, causal: bool) -> list[Claim]:
     paper = "Clark et al. §3.2 (hypothesis); StreamingLLM for decoders"
     tests = (summary.get("sinks") or {}).get(sink)
     if tests is None or tests["noop"]["all"] is None:
-        why = (f"the segments have no {name}" if summary.get("sinks") is not None
-               else "the sink tests were not run")
+        if summary.get("sinks") is None:
+            why = "the sink tests were not run"
+        elif tests is None:
+            why = f"the segments have no {name}"
+        else:  # per head only (--parts sink_heads): the claim is about every head at once
+            why = "the sink tests on every head at once were not run"
         rows.append(not_applicable("ablation-sink-noop", SINK_SECTION, claim, paper, why))
     else:
         noop, redirect = tests["noop"]["all"] / base, tests["redirect"]["all"] / base
@@ -164,8 +169,9 @@ def claims(summary: dict, raw: dict, *, causal: bool) -> list[Claim]:
     paper = "Michel et al. §4 (importance as a proxy for removal)"
     sp = summary.get("spearman")
     if sp is None or not math.isfinite(sp["rho"]):
-        rows.append(not_applicable("ablation-importance-ranks", sec, claim, paper,
-                                   "importance or the single-head effects were not run"))
+        why = ("importance or the single-head effects were not run" if sp is None
+               else "importance or the single-head effect is the same for every head: no ranks to compare")
+        rows.append(not_applicable("ablation-importance-ranks", sec, claim, paper, why))
     else:
         lo, hi = sp["interval"]
         rows.append(Claim("ablation-importance-ranks", sec, claim, paper,

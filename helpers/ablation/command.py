@@ -45,6 +45,7 @@ def cmd_ablate(args: argparse.Namespace, run) -> dict:
     sized = args.max_sentences is not None or args.detail_sentences is not None  # sizes given: they hold anywhere
     report = run(lm, run_context(args), max_sentences=args.max_sentences, detail_sentences=args.detail_sentences,
                  parts=args.parts, n_perm=args.permutations, paper_heads=args.paper_heads, max_length=args.max_length,
+                 seed=args.seed,
                  everything=False if sized else None)
     return report.to_json()
 

@@ -106,9 +106,18 @@ def _interface_attention(module, query, key, value, attention_mask, *args, **kwa
     return torch.where(heads[:, None, :, None], new.to(out.dtype), out), edited
 
 
+def _parts(model: nn.Module, layer: int):
+    """:func:`~helpers.core.internals.attention_parts` of ``layer``; an architecture whose modules are unknown raises
+    :class:`NotMaskable` (its one line names the model type), not the bare ``NotImplementedError``."""
+    try:
+        return attention_parts(model, layer)
+    except NotImplementedError as err:
+        raise NotMaskable(str(err)) from None
+
+
 def _attention_module(model: nn.Module, layer: int) -> nn.Module:
     """The module that owns ``layer``'s query projection (the one that calls the attention function)."""
-    query = attention_parts(model, layer).query
+    query = _parts(model, layer).query
     for module in model.modules():
         if any(child is query for child in module.children()):
             return module
@@ -132,7 +141,7 @@ def _head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0) -> Itera
 
     try:
         for layer in range(from_layer, int(model.config.num_hidden_layers)):
-            handles.append(attention_parts(model, layer).output.register_forward_pre_hook(hook_for(layer)))
+            handles.append(_parts(model, layer).output.register_forward_pre_hook(hook_for(layer)))
         yield
     finally:
         for h in handles:

@@ -156,7 +156,12 @@ def run_ablation(lm: LoadedModel, ctx: RunContext, *, max_sentences: int | None,
 
     out = cached_json("ablation", {**key, **settings, "code": code_digest(run_ablation)}, compute,
                       cache_root=ctx.cache_dir)
-    head_report = None if head is None else {k: v for k, v in head[1].items() if k != "cached"}
+    # the JSON's order is the same computed or read back (a cached file's keys are sorted, a cached head's report
+    # comes in any order): the sinks in the segments' order, the head's report sorted
+    if out["sinks"] is not None:
+        out = {**out, "sinks": {kind: {test: out["sinks"][kind][test] for test in SINK_TESTS}
+                                for kind in segments.sinks}}
+    head_report = None if head is None else {k: v for k, v in sorted(head[1].items()) if k != "cached"}
     return {"model": lm.label, "loss": segments.kind, "loss_head": head_report, "treebank": TREEBANK,
             "segments": len(segments),
             "detail_segments": n_detail, "tokens": int(sum(len(e) for e in segments.examples)),

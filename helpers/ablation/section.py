@@ -28,6 +28,11 @@ SMALL = {"max_sentences": 4, "detail_sentences": 2}
 # What the chapter's decoder runs on the CPU beside the book's encoder (a 30 x 9 decoder like SmolLM2 costs about 20
 # times the default encoder a sentence): importance, the pruning curve and the sink tests on every head at once.
 DECODER_CPU = {"parts": ("importance", "sinks"), "max_sentences": 8}
+# The ``ablate`` JSON's keys, in order (each sink's share beside the sink tests); a decoder's adds ``"causal"``.
+JSON_KEYS = ("model", "loss", "loss_head", "treebank", "segments", "detail_segments", "tokens", "parts", "n_layers",
+             "n_heads", "head_index", "base_loss", "delta", "delta_interval", "delta_relative", "importance",
+             "importance_normalised", "only", "only_layer_min", "prune", "sinks", "sink_share", "spearman",
+             "paper_heads", "settings", "claims")
 # ``everything``: every sentence runs every part (``None``: on an accelerator, not on the CPU; a size given: not).
 _SETTINGS = {"parts": PARTS, "seed": 0, "n_perm": PERMUTATIONS, "paper_heads": True, "everything": None}
 
@@ -73,18 +78,16 @@ class AblationSectionReport(SectionReport):
         return summarise(self.raw, self.heads, n_perm=self.settings["n_perm"], seed=self.settings["seed"])
 
     def to_json(self) -> dict:
-        """``{"model", "loss", "loss_head", "treebank", "segments", "detail_segments", "tokens", "parts", "n_layers", "n_heads",
-        "head_index", "base_loss", "delta", "delta_interval", "delta_relative", "importance", "importance_normalised",
-        "only", "only_layer_min", "prune", "sinks", "sink_share", "spearman", "paper_heads", "settings", "claims"}``
-        (docs/command_line.md)."""
+        """The keys of :data:`JSON_KEYS`, in that order (docs/command_line.md)."""
         raw, s = self.raw, self.settings
         head = {k: raw[k] for k in ("model", "loss", "loss_head", "treebank", "segments", "detail_segments", "tokens",
                                     "parts", "n_layers", "n_heads")}
-        return {**head, "head_index": "[layer][head], 0-based; labels are 1-based layer-head",
-                **self.summary, "sink_share": self.shares,
-                "settings": {"seed": s["seed"], "n_perm": s["n_perm"], "paper_heads": s["paper_heads"],
-                             "max_length": s["max_length"], "everything": self.everything},
-                "claims": [c.to_json() for c in _claims(self)]}
+        out = {**head, "head_index": "[layer][head], 0-based; labels are 1-based layer-head",
+               **self.summary, "sink_share": self.shares,
+               "settings": {"seed": s["seed"], "n_perm": s["n_perm"], "paper_heads": s["paper_heads"],
+                            "max_length": s["max_length"], "everything": self.everything},
+               "claims": [c.to_json() for c in _claims(self)]}
+        return {**{k: out.pop(k) for k in JSON_KEYS}, **out}
 
 
 def decoder_settings(lm) -> dict:
