@@ -161,9 +161,13 @@ def claims(summary: dict, raw: dict, *, causal: bool) -> list[Claim]:
         rows.append(not_applicable("ablation-sink-noop", SINK_SECTION, claim, paper, why))
     else:
         noop, redirect = tests["noop"]["all"] / base, tests["redirect"]["all"] / base
-        rows.append(Claim("ablation-sink-noop", SINK_SECTION, claim, paper,
-                          f"every head at once: no-op {noop:+.2%}, redirect {redirect:+.2%} of the loss",
-                          100 * noop, verdict_noop(noop, redirect)))
+        ours = f"every head at once: no-op {noop:+.2%}, redirect {redirect:+.2%} of the loss"
+        cls = (summary.get("sinks") or {}).get("cls")
+        if not causal and cls is not None and cls["noop"]["all"] is not None:  # an encoder's other sink, said beside
+            ours += (f" ([CLS], not judged here: no-op {cls['noop']['all'] / base:+.2%}, redirect "
+                     f"{cls['redirect']['all'] / base:+.2%})")
+        rows.append(Claim("ablation-sink-noop", SINK_SECTION, claim, paper, ours, 100 * noop,
+                          verdict_noop(noop, redirect)))
 
     claim = "Michel's importance ranks heads as their actual removal does"
     paper = "Michel et al. §4 (importance as a proxy for removal)"

@@ -222,3 +222,15 @@ def test_ranks_of_constant_scores_are_not_called_not_run():
     row = _rows(_summary(spearman={"rho": math.nan, "interval": [math.nan, math.nan]}))["ablation-importance-ranks"]
     _not_applicable(row, "the same for every head")
     _not_applicable(_rows({**_summary(), "spearman": None})["ablation-importance-ranks"], "were not run")
+
+
+def test_an_encoders_cls_tests_are_said_beside_the_sep_verdict_and_do_not_change_it():
+    """An encoder's [CLS] (where some models park attention rather than on [SEP]) is reported in the no-op row's
+    text; the verdict is [SEP]'s alone. A decoder's row names BOS only."""
+    sep_noop = _summary(sinks={"sep": _tests(0.0, 0.5), "cls": _tests(BASE * 0.5, 0.0)})
+    row = _rows(sep_noop)["ablation-sink-noop"]
+    assert "[CLS]" in row.ours and row.verdict == REPRODUCED
+    row = _rows(_summary(sinks={"sep": _tests(BASE * 0.5, 0.0), "cls": _tests(0.0, 0.5)}))["ablation-sink-noop"]
+    assert "[CLS]" in row.ours and row.verdict != REPRODUCED
+    row = _rows(_summary(sinks={"bos": _tests(0.0, 0.5)}), causal=True)["ablation-sink-noop"]
+    assert "BOS" in row.claim and "[CLS]" not in row.ours
