@@ -24,9 +24,9 @@ streamed from the spill on the CPU, held on the device elsewhere) against
   alone at its own length (the same loss and Adam steps; checked);
 - the bare forward pass over the same batches (no gradient): the floor of the arithmetic;
 
-with the wall time and peak memory of each (the device's peak allocated memory on a GPU; on the CPU the
-process's peak resident memory, which only grows, so the first phase to need more shows it). Printed as
-the ratios ``batched / naive`` and ``batched / forward``.
+with the wall time, processor time and peak memory of each (the device's peak allocated memory on a GPU; on
+the CPU the process's peak resident memory, which only grows, so the first phase to need more shows it).
+Printed as the ratios ``batched / naive`` and ``batched / forward`` (of wall and of processor seconds).
 
 The naive loop takes minutes at the default sizes, so the Performance page does not run this second part
 (``--skip-naive``): it shows the newest recording of it instead, made with
@@ -182,17 +182,19 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def device_epoch(model: nn.Module, batches, device: torch.device, how: str) -> tuple[float, float, float]:
-    """(seconds, summed loss, peak MiB) of one epoch on ``device``: ``how`` is ``batched`` (the library's training
-    step per batch), ``naive`` (a Python loop over each batch's sentences, each alone: the sum of their losses over
-    the batch's sentences, one Adam step per batch) or ``forward`` (the batched forward pass, no gradient)."""
+def device_epoch(model: nn.Module, batches, device: torch.device, how: str) -> tuple[float, float, float, float]:
+    """(seconds, summed loss, peak MiB, processor seconds) of one epoch on ``device``: ``how`` is ``batched`` (the
+    library's training step per batch), ``naive`` (a Python loop over each batch's sentences, each alone: the sum of
+    their losses over the batch's sentences, one Adam step per batch) or ``forward`` (the batched forward pass, no
+    gradient). The processor seconds are this process's (every thread's user and system time): on a shared machine
+    with ``--threads 1`` they are the epoch's work, where its wall time also counts the waits for a core."""
     optim = torch.optim.Adam(model.parameters(), lr=1e-3)
     batches = _for_model(batches, model)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     total = torch.zeros((), device=device)
     synchronize(device)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for batch in stream(batches, range(len(batches))):
         batch = batch.to(device)
         if how == "forward":
@@ -208,29 +210,33 @@ def device_epoch(model: nn.Module, batches, device: torch.device, how: str) -> t
         optim.step()
         total += loss.detach()
     synchronize(device)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = torch.cuda.max_memory_allocated(device) / 2 ** 20 if device.type == "cuda" else peak_rss_mib()
-    return seconds, float(total), peak
+    return seconds, float(total), peak, cpu
 
 
 def against_naive(name: str, model: nn.Module, batches, device: torch.device, repeats: int = 2) -> dict:
     """The batched epoch against the naive per-sentence one and the bare forward pass (best of ``repeats`` each,
-    after a warm-up; every run from the same weights)."""
+    after a warm-up; every run from the same weights): wall and processor seconds (each the best of the runs),
+    summed loss and peak memory."""
     model = model.to(device)
     device_epoch(copy.deepcopy(model), batches, device, "batched")  # warm-up
     row = {}
     for how in ("batched", "naive", "forward"):
         runs = [device_epoch(copy.deepcopy(model), batches, device, how) for _ in range(repeats)]
-        seconds, loss, peak = min(runs)
-        row[how] = {"seconds": round(seconds, 3), "loss": loss, "peak_mib": round(peak, 1)}
+        seconds, loss, peak, _ = min(runs)
+        row[how] = {"seconds": round(seconds, 3), "cpu_seconds": round(min(r[3] for r in runs), 3), "loss": loss,
+                    "peak_mib": round(peak, 1)}
     if not np.isclose(row["batched"]["loss"], row["naive"]["loss"], rtol=1e-4):
         raise AssertionError(f"{name}: batched and per-sentence losses differ ({row['batched']['loss']} vs "
                              f"{row['naive']['loss']})")
     b, n, f = (row[how]["seconds"] for how in ("batched", "naive", "forward"))
-    row.update(ratio_batched_over_naive=round(b / n, 3), ratio_batched_over_forward=round(b / f, 2))
+    cb, cn, cf = (row[how]["cpu_seconds"] for how in ("batched", "naive", "forward"))
+    row.update(ratio_batched_over_naive=round(b / n, 3), ratio_batched_over_forward=round(b / f, 2),
+               ratio_batched_over_naive_cpu=round(cb / cn, 3), ratio_batched_over_forward_cpu=round(cb / cf, 2))
     print(f"{name} on {device}: epoch {b:.3f} s batched, {n:.3f} s naive per sentence ({b / n:.2f}x), "
-          f"forward only {f:.3f} s ({b / f:.2f}x); peak {row['batched']['peak_mib']:.0f} / "
-          f"{row['naive']['peak_mib']:.0f} / {row['forward']['peak_mib']:.0f} MiB")
+          f"forward only {f:.3f} s ({b / f:.2f}x); processor s {cb:.3f} / {cn:.3f} / {cf:.3f}; "
+          f"peak {row['batched']['peak_mib']:.0f} / {row['naive']['peak_mib']:.0f} / {row['forward']['peak_mib']:.0f} MiB")
     return row
 
 
