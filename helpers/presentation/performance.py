@@ -199,6 +199,54 @@ def probe_epoch_table(probes: dict) -> "pd.DataFrame":
     return pd.DataFrame(rows).set_index("probe")
 
 
+# ------------------------------------------------------------------------- recorded: the probes against the naive loop
+
+PROBES_NAIVE_COMMAND = "python benchmarks/probes.py --skip-formulations --threads 1 --record"  # how it is recorded
+
+
+def probe_naive_record(results: Path | None = None) -> dict | None:
+    """The newest recorded ``benchmarks/probes.py`` run on the CPU with its trainings against the naive per-sentence
+    loop (its ``device`` part, which the build does not run: ``--skip-naive``), of any shape, or ``None``."""
+    return benchmarks_common().recorded("probes", None, results, having="device")
+
+
+def probe_naive_note(record: dict | None) -> str:
+    """What a :func:`probe_naive_record` measured and when, where and how it was recorded, in one sentence; when
+    there is none, a sentence saying how to record one."""
+    if not record or not record.get("device"):
+        return f"not recorded yet: run `{PROBES_NAIVE_COMMAND}` and commit the file it writes in benchmarks/results/"
+    threads = record.get("threads")
+    return (f"{record.get('sentences'):,} sentences with the lengths of {record.get('corpus')}, {record.get('maps')} maps, "
+            f"on {record['device'].get('name', 'cpu')}" + (f" with {threads} thread{'' if threads == 1 else 's'}"
+                                                           if threads else "")
+            + f", best of two epochs each, {recorded_note(record)}")
+
+
+def probe_naive_table(record: dict | None) -> "pd.DataFrame":
+    """One row per probe of a :func:`probe_naive_record`: the processor seconds of the batched training epoch, of the
+    same epoch as a naive per-sentence loop and of the bare forward pass, batched over naive and over forward, the
+    wall seconds of the batched and the naive epoch, and the peak memory (MiB; on the CPU the process's peak so far).
+    Processor seconds, because a recording on a shared machine waits for a core: with one thread they are the
+    epoch's work. One row saying how to record it when there is none."""
+    import pandas as pd
+
+    if not record or not record.get("device"):
+        return pd.DataFrame({"measurement": [probe_naive_note(None)]})
+    rows = []
+    for name, key in PROBES.items():
+        r = record["device"].get(key)
+        if r is None:
+            continue
+        cpu = {how: r[how]["cpu_seconds"] for how in ("batched", "naive", "forward")}
+        rows.append({"probe": name, "batched epoch (processor s)": cpu["batched"],
+                     "naive per-sentence loop (processor s)": cpu["naive"], "forward only (processor s)": cpu["forward"],
+                     "batched / naive": round(cpu["batched"] / cpu["naive"], 2),
+                     "batched / forward": round(cpu["batched"] / cpu["forward"], 2),
+                     "wall, batched / naive (s)": f"{r['batched']['seconds']:.2f} / {r['naive']['seconds']:.2f}",
+                     "peak (MiB)": round(max(r[how]["peak_mib"] for how in ("batched", "naive", "forward")))})
+    return pd.DataFrame(rows).set_index("probe")
+
+
 # ------------------------------------------------------------------------- recorded claims on a device
 
 DEVICE_SECTIONS = ("load", "segment_pass", "surface", "syntax", "coref", "probe", "cluster")  # columns, in run order
