@@ -50,14 +50,24 @@ def recorded_note(data: dict | None) -> str:
     return benchmarks_common().recorded_note(data)
 
 
+# The environment the page's benchmarks run in, over the kernel's: OpenMP's passive wait policy, a thread that waits for
+# another sleeps instead of spinning. The page runs alone in a build, but a machine may be shared with other work: there
+# the spinning of two torch threads waiting for each other burnt most of the page's processor time (extraction.py at
+# 100 sentences beside other work on the 2-core machine, load average 7: 42 processor s spinning, 15 passive, 14 on
+# one thread; its ratio to the bare forward pass 2.2 spinning, 1.05 passive). Alone it costs a little wall time.
+BENCHMARK_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def run_benchmark(script: str, *args: str) -> dict:
-    """Run ``benchmarks/SCRIPT.py ARGS`` in a process of its own (this interpreter) and return the JSON it
-    writes (to a temporary ``--out`` file, removed after). A failing script raises with the end of its
-    standard error."""
+    """Run ``benchmarks/SCRIPT.py ARGS`` in a process of its own (this interpreter, with
+    :data:`BENCHMARK_ENVIRONMENT`) and return the JSON it writes (to a temporary ``--out`` file, removed after). A
+    failing script raises with the end of its standard error."""
+    import os
+
     with tempfile.TemporaryDirectory(prefix=f"{script}-") as folder:
         out = Path(folder) / f"{script}.json"
         done = subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), *args, "--out", str(out)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env={**os.environ, **BENCHMARK_ENVIRONMENT})
         if done.returncode != 0:
             tail = "\n".join(done.stderr.strip().splitlines()[-5:])
             raise RuntimeError(f"benchmarks/{script}.py {' '.join(args)} failed (exit {done.returncode}); run it "

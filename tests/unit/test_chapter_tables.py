@@ -636,6 +636,16 @@ def test_run_benchmark_returns_the_scripts_json_and_says_when_it_fails(tmp_path,
         performance.run_benchmark("bad", "--x", "1")
 
 
+def test_run_benchmark_runs_the_script_with_passive_waiting_threads(tmp_path, monkeypatch):
+    """On a machine shared with other work, spinning OpenMP threads burnt most of the Performance page's processor
+    time: its benchmarks run with the passive wait policy, whatever the kernel's environment says."""
+    (tmp_path / "env.py").write_text("import json, os, sys\nout = sys.argv[sys.argv.index('--out') + 1]\n"
+                                     "json.dump({'policy': os.environ.get('OMP_WAIT_POLICY')}, open(out, 'w'))\n")
+    monkeypatch.setattr(performance, "BENCHMARKS", tmp_path)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert performance.run_benchmark("env") == {"policy": "PASSIVE"}
+
+
 def _probes_recording(folder, name: str, date: str, time: str, *, naive: bool = True) -> None:
     """A recorded benchmarks/probes.py run in ``folder`` (the fields the page reads), with or without its trainings
     against the naive loop (a run with --skip-naive has none)."""
