@@ -136,16 +136,19 @@ def record_path(name: str, model: str, results: Path | None = None) -> Path:
     return path
 
 
-def recorded(name: str, model: str | None = None, results: Path | None = None) -> dict | None:
-    """The newest recorded measurement ``name`` (of ``model``, when given) by the date and time it records, or
-    ``None``."""
+def recorded(name: str, model: str | None = None, results: Path | None = None, *, having: str | None = None
+             ) -> dict | None:
+    """The newest recorded measurement ``name`` (of ``model``, when given; with the key ``having``, when given: a
+    part some runs of a script leave out) by the date and time it records, or ``None``."""
     found = []
     for path in (RESULTS if results is None else results).glob(f"{name}-*.json"):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if "recorded" in data and (model is None or data.get("model_spec", data.get("model")) == model):
+        if not isinstance(data, dict) or "recorded" not in data or (having is not None and not data.get(having)):
+            continue
+        if model is None or data.get("model_spec", data.get("model")) == model:
             found.append((data["recorded"].get("date", ""), data["recorded"].get("time", ""), path.name, data))
     return max(found, key=lambda f: f[:3])[3] if found else None
 

@@ -24,9 +24,17 @@ streamed from the spill on the CPU, held on the device elsewhere) against
   alone at its own length (the same loss and Adam steps; checked);
 - the bare forward pass over the same batches (no gradient): the floor of the arithmetic;
 
-with the wall time and peak memory of each (the device's peak allocated memory on a GPU; on the CPU the
-process's peak resident memory, which only grows, so the first phase to need more shows it). Printed as
-the ratios ``batched / naive`` and ``batched / forward``.
+with the wall time, processor time and peak memory of each (the device's peak allocated memory on a GPU; on
+the CPU the process's peak resident memory, which only grows, so the first phase to need more shows it).
+Printed as the ratios ``batched / naive`` and ``batched / forward`` (of wall and of processor seconds).
+
+The naive loop takes minutes at the default sizes, so the Performance page does not run this second part
+(``--skip-naive``): it shows the newest recording of it instead, made with
+
+    python benchmarks/probes.py --skip-formulations --threads 1 --record
+
+and kept as ``results/probes-LAYERSxHEADS-DATE.json`` (``probes_cuda-...`` for a run with ``--device cuda``,
+beside the CPU's, never in its place).
 """
 from __future__ import annotations
 
@@ -44,6 +52,7 @@ from common import LATEST, machine, peak_rss_mib, save
 from helpers.data.corpora import load_treebank
 from helpers.probe.batches import spill
 from helpers.probe.stats import (
+    HIDDEN_UNITS,
     AttentionProbe,
     Batch,
     DistanceProbe,
@@ -93,7 +102,10 @@ def synthetic(lengths: list[int], layers: int, heads: int, dim: int, seed: int =
     for n in lengths:
         rows = rng.random((layers, heads, n + 2, n + 2), dtype=np.float32)
         maps.append((rows / rows.sum(-1, keepdims=True)).astype(np.float16))
-        gold.append(rng.integers(0, n + 1, size=n))
+        # a head among ROOT (0) and the other words (word i is candidate i + 1): never the word itself, which the
+        # probes mask out (a gold head there would add a constant 1e9 to the loss and hide any difference in it)
+        head = rng.integers(0, n, size=n)
+        gold.append(head + (head > np.arange(n)))
         punct.append(np.zeros(n, bool))
         vectors.append(rng.normal(size=(n, dim)).astype(np.float32))
     return ProbeData(maps, gold, punct, vectors)
@@ -170,17 +182,19 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def device_epoch(model: nn.Module, batches, device: torch.device, how: str) -> tuple[float, float, float]:
-    """(seconds, summed loss, peak MiB) of one epoch on ``device``: ``how`` is ``batched`` (the library's training
-    step per batch), ``naive`` (a Python loop over each batch's sentences, each alone: the sum of their losses over
-    the batch's sentences, one Adam step per batch) or ``forward`` (the batched forward pass, no gradient)."""
+def device_epoch(model: nn.Module, batches, device: torch.device, how: str) -> tuple[float, float, float, float]:
+    """(seconds, summed loss, peak MiB, processor seconds) of one epoch on ``device``: ``how`` is ``batched`` (the
+    library's training step per batch), ``naive`` (a Python loop over each batch's sentences, each alone: the sum of
+    their losses over the batch's sentences, one Adam step per batch) or ``forward`` (the batched forward pass, no
+    gradient). The processor seconds are this process's (every thread's user and system time): on a shared machine
+    with ``--threads 1`` they are the epoch's work, where its wall time also counts the waits for a core."""
     optim = torch.optim.Adam(model.parameters(), lr=1e-3)
     batches = _for_model(batches, model)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     total = torch.zeros((), device=device)
     synchronize(device)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for batch in stream(batches, range(len(batches))):
         batch = batch.to(device)
         if how == "forward":
@@ -196,29 +210,33 @@ def device_epoch(model: nn.Module, batches, device: torch.device, how: str) -> t
         optim.step()
         total += loss.detach()
     synchronize(device)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = torch.cuda.max_memory_allocated(device) / 2 ** 20 if device.type == "cuda" else peak_rss_mib()
-    return seconds, float(total), peak
+    return seconds, float(total), peak, cpu
 
 
 def against_naive(name: str, model: nn.Module, batches, device: torch.device, repeats: int = 2) -> dict:
     """The batched epoch against the naive per-sentence one and the bare forward pass (best of ``repeats`` each,
-    after a warm-up; every run from the same weights)."""
+    after a warm-up; every run from the same weights): wall and processor seconds (each the best of the runs),
+    summed loss and peak memory."""
     model = model.to(device)
     device_epoch(copy.deepcopy(model), batches, device, "batched")  # warm-up
     row = {}
     for how in ("batched", "naive", "forward"):
         runs = [device_epoch(copy.deepcopy(model), batches, device, how) for _ in range(repeats)]
-        seconds, loss, peak = min(runs)
-        row[how] = {"seconds": round(seconds, 3), "loss": loss, "peak_mib": round(peak, 1)}
+        seconds, loss, peak, _ = min(runs)
+        row[how] = {"seconds": round(seconds, 3), "cpu_seconds": round(min(r[3] for r in runs), 3), "loss": loss,
+                    "peak_mib": round(peak, 1)}
     if not np.isclose(row["batched"]["loss"], row["naive"]["loss"], rtol=1e-4):
         raise AssertionError(f"{name}: batched and per-sentence losses differ ({row['batched']['loss']} vs "
                              f"{row['naive']['loss']})")
     b, n, f = (row[how]["seconds"] for how in ("batched", "naive", "forward"))
-    row.update(ratio_batched_over_naive=round(b / n, 3), ratio_batched_over_forward=round(b / f, 2))
+    cb, cn, cf = (row[how]["cpu_seconds"] for how in ("batched", "naive", "forward"))
+    row.update(ratio_batched_over_naive=round(b / n, 3), ratio_batched_over_forward=round(b / f, 2),
+               ratio_batched_over_naive_cpu=round(cb / cn, 3), ratio_batched_over_forward_cpu=round(cb / cf, 2))
     print(f"{name} on {device}: epoch {b:.3f} s batched, {n:.3f} s naive per sentence ({b / n:.2f}x), "
-          f"forward only {f:.3f} s ({b / f:.2f}x); peak {row['batched']['peak_mib']:.0f} / "
-          f"{row['naive']['peak_mib']:.0f} / {row['forward']['peak_mib']:.0f} MiB")
+          f"forward only {f:.3f} s ({b / f:.2f}x); processor s {cb:.3f} / {cn:.3f} / {cf:.3f}; "
+          f"peak {row['batched']['peak_mib']:.0f} / {row['naive']['peak_mib']:.0f} / {row['forward']['peak_mib']:.0f} MiB")
     return row
 
 
@@ -232,9 +250,18 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="where the trainings against the naive loop run (cpu, cuda)")
     parser.add_argument("--skip-formulations", action="store_true",
                         help="only the trainings against the naive loop (not the plain-autograd formulations)")
+    parser.add_argument("--skip-naive", action="store_true",
+                        help="only the formulations (not the trainings on --device against the naive loop, which take "
+                             "minutes: the Performance page shows a recording of them)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch's intra-op threads (default: torch's own choice, usually the cores)")
     parser.add_argument("--out", default=str(LATEST / "probes.json"))
     parser.add_argument("--record", action="store_true", help="also keep a dated recorded measurement in benchmarks/results/")
     args = parser.parse_args()
+    if args.skip_formulations and args.skip_naive:
+        parser.error("--skip-formulations and --skip-naive together leave nothing to measure")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     started = machine()
 
     torch.manual_seed(0)
@@ -253,7 +280,7 @@ def main() -> None:
         batches = spilled.spilled
         result = {
             "corpus": args.corpus, "sentences": len(lengths), "mean_words": round(float(np.mean(lengths)), 1),
-            "maps": args.layers * args.heads, "dim": args.dim, "threads": torch.get_num_threads(),
+            "maps": args.layers * args.heads, "dim": args.dim, "hidden_units": HIDDEN_UNITS, "threads": torch.get_num_threads(),
             "spill_file_mib": round(path.stat().st_size / 2 ** 20, 1), "seconds_plain_read": round(read_seconds, 3),
         }
         if not args.skip_formulations:
@@ -266,15 +293,18 @@ def main() -> None:
                                       read_seconds),
             })
         device = torch.device(args.device)
-        start = time.perf_counter()
-        held = batches_on(spilled, None, device)  # read (and on a device moved) once, for every training there
-        synchronize(device)
-        result["device"] = {"name": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
-                            "seconds_batches_on_device": round(time.perf_counter() - start, 3)}
-        for kind, name in (("attn", "Attn"), ("attn+words", "Attn + words"), ("distances+words", "Distances + words")):
-            torch.manual_seed(0)
-            result["device"][kind] = against_naive(name, build_probe(kind, spilled), held, device)
-    save(result, args.out, record="probes" if args.record else None, model=f"{args.layers}x{args.heads}", started=started)
+        if not args.skip_naive:
+            start = time.perf_counter()
+            held = batches_on(spilled, None, device)  # read (and on a device moved) once, for every training there
+            synchronize(device)
+            result["device"] = {"name": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
+                                "seconds_batches_on_device": round(time.perf_counter() - start, 3)}
+            for kind, name in (("attn", "Attn"), ("attn+words", "Attn + words"),
+                               ("distances+words", "Distances + words")):
+                torch.manual_seed(0)
+                result["device"][kind] = against_naive(name, build_probe(kind, spilled), held, device)
+    record = ("probes" if device.type == "cpu" else f"probes_{device.type}") if args.record else None
+    save(result, args.out, record=record, model=f"{args.layers}x{args.heads}", started=started)
 
 
 if __name__ == "__main__":

@@ -50,14 +50,24 @@ def recorded_note(data: dict | None) -> str:
     return benchmarks_common().recorded_note(data)
 
 
+# The environment the page's benchmarks run in, over the kernel's: OpenMP's passive wait policy, a thread that waits for
+# another sleeps instead of spinning. The page runs alone in a build, but a machine may be shared with other work: there
+# the spinning of two torch threads waiting for each other burnt most of the page's processor time (extraction.py at
+# 100 sentences beside other work on the 2-core machine, load average 7: 42 processor s spinning, 15 passive, 14 on
+# one thread; its ratio to the bare forward pass 2.2 spinning, 1.05 passive). Alone it costs a little wall time.
+BENCHMARK_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def run_benchmark(script: str, *args: str) -> dict:
-    """Run ``benchmarks/SCRIPT.py ARGS`` in a process of its own (this interpreter) and return the JSON it
-    writes (to a temporary ``--out`` file, removed after). A failing script raises with the end of its
-    standard error."""
+    """Run ``benchmarks/SCRIPT.py ARGS`` in a process of its own (this interpreter, with
+    :data:`BENCHMARK_ENVIRONMENT`) and return the JSON it writes (to a temporary ``--out`` file, removed after). A
+    failing script raises with the end of its standard error."""
+    import os
+
     with tempfile.TemporaryDirectory(prefix=f"{script}-") as folder:
         out = Path(folder) / f"{script}.json"
         done = subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), *args, "--out", str(out)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env={**os.environ, **BENCHMARK_ENVIRONMENT})
         if done.returncode != 0:
             tail = "\n".join(done.stderr.strip().splitlines()[-5:])
             raise RuntimeError(f"benchmarks/{script}.py {' '.join(args)} failed (exit {done.returncode}); run it "
@@ -196,6 +206,54 @@ def probe_epoch_table(probes: dict) -> "pd.DataFrame":
         rows.append({"probe": name, "epoch (s)": r["seconds_epoch"], "epoch / plain read": r["ratio_epoch_over_plain_read"],
                      "plain autograd (s)": r.get("seconds_epoch_plain_autograd"), "speed-up": r.get("speedup_over_plain"),
                      "forward only (s)": r["seconds_forward_only"], "training / forward": r["ratio_training_over_forward"]})
+    return pd.DataFrame(rows).set_index("probe")
+
+
+# ------------------------------------------------------------------------- recorded: the probes against the naive loop
+
+PROBES_NAIVE_COMMAND = "python benchmarks/probes.py --skip-formulations --threads 1 --record"  # how it is recorded
+
+
+def probe_naive_record(results: Path | None = None) -> dict | None:
+    """The newest recorded ``benchmarks/probes.py`` run on the CPU with its trainings against the naive per-sentence
+    loop (its ``device`` part, which the build does not run: ``--skip-naive``), of any shape, or ``None``."""
+    return benchmarks_common().recorded("probes", None, results, having="device")
+
+
+def probe_naive_note(record: dict | None) -> str:
+    """What a :func:`probe_naive_record` measured and when, where and how it was recorded, in one sentence; when
+    there is none, a sentence saying how to record one."""
+    if not record or not record.get("device"):
+        return f"not recorded yet: run `{PROBES_NAIVE_COMMAND}` and commit the file it writes in benchmarks/results/"
+    threads = record.get("threads")
+    return (f"{record.get('sentences'):,} sentences with the lengths of {record.get('corpus')}, {record.get('maps')} maps, "
+            f"on {record['device'].get('name', 'cpu')}" + (f" with {threads} thread{'' if threads == 1 else 's'}"
+                                                           if threads else "")
+            + f", best of two epochs each, {recorded_note(record)}")
+
+
+def probe_naive_table(record: dict | None) -> "pd.DataFrame":
+    """One row per probe of a :func:`probe_naive_record`: the processor seconds of the batched training epoch, of the
+    same epoch as a naive per-sentence loop and of the bare forward pass, batched over naive and over forward, the
+    wall seconds of the batched and the naive epoch, and the peak memory (MiB; on the CPU the process's peak so far).
+    Processor seconds, because a recording on a shared machine waits for a core: with one thread they are the
+    epoch's work. One row saying how to record it when there is none."""
+    import pandas as pd
+
+    if not record or not record.get("device"):
+        return pd.DataFrame({"measurement": [probe_naive_note(None)]})
+    rows = []
+    for name, key in PROBES.items():
+        r = record["device"].get(key)
+        if r is None:
+            continue
+        cpu = {how: r[how]["cpu_seconds"] for how in ("batched", "naive", "forward")}
+        rows.append({"probe": name, "batched epoch (processor s)": cpu["batched"],
+                     "naive per-sentence loop (processor s)": cpu["naive"], "forward only (processor s)": cpu["forward"],
+                     "batched / naive": round(cpu["batched"] / cpu["naive"], 2),
+                     "batched / forward": round(cpu["batched"] / cpu["forward"], 2),
+                     "wall, batched / naive (s)": f"{r['batched']['seconds']:.2f} / {r['naive']['seconds']:.2f}",
+                     "peak (MiB)": round(max(r[how]["peak_mib"] for how in ("batched", "naive", "forward")))})
     return pd.DataFrame(rows).set_index("probe")
 
 

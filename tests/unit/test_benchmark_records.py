@@ -49,3 +49,39 @@ def test_the_cache_peak_keeps_the_largest_bytes_of_each_kind_seen_while_it_ran(t
     assert peak.peak["total"] == 8002 and peak.peak_total_sample["total"] == 8002
     assert peak.samples >= 3
     assert common.CachePeak(cache).stop()["total"] == 2  # stopped before it started: one sample, what is left
+
+
+def _benchmark(name: str):
+    """A benchmark script as a module (its folder on sys.path only while it is imported, as for ``common``)."""
+    sys.path.insert(0, BENCHMARKS)
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(BENCHMARKS)
+
+
+def test_the_probes_benchmarks_gold_heads_are_never_the_word_itself():
+    """The probes mask a word as its own head (-1e9): a gold head there would add a constant to the loss that hides
+    any difference between the batched and the naive epoch's losses, which the benchmark checks."""
+    import numpy as np
+
+    probes = _benchmark("probes")
+    lengths = [1, 2, 5, 40] * 25
+    data = probes.synthetic(lengths, 1, 2, 4)
+    for n, gold in zip(lengths, data.heads):
+        assert gold.shape == (n,) and gold.min() >= 0 and gold.max() <= n
+        assert not np.any(gold == np.arange(1, n + 1))  # word i is candidate i + 1
+    assert any(np.any(gold == 0) for gold in data.heads)  # ROOT is drawn too
+
+
+def test_the_original_clustering_loop_timed_over_some_heads_computes_their_rows():
+    """clustering.py --original-heads N times N iterations of the original loop (each the same work) and scales: the
+    rows it computes are the full loop's."""
+    import numpy as np
+
+    clustering = _benchmark("clustering")
+    rng = np.random.default_rng(0)
+    attn = rng.random((2, 3, 5, 5))
+    attn /= attn.sum(-1, keepdims=True)
+    full, part = clustering.original_loop(attn), clustering.original_loop(attn, 2)
+    assert np.array_equal(part[:2], full[:2]) and not part[2:].any()

@@ -634,3 +634,69 @@ def test_run_benchmark_returns_the_scripts_json_and_says_when_it_fails(tmp_path,
     assert performance.run_benchmark("ok", "--sentences", "4") == {"args": ["--sentences", "4"]}
     with pytest.raises(RuntimeError, match=r"benchmarks/bad.py --x 1 failed \(exit 1\)(.|\n)*the corpora are missing"):
         performance.run_benchmark("bad", "--x", "1")
+
+
+def test_run_benchmark_runs_the_script_with_passive_waiting_threads(tmp_path, monkeypatch):
+    """On a machine shared with other work, spinning OpenMP threads burnt most of the Performance page's processor
+    time: its benchmarks run with the passive wait policy, whatever the kernel's environment says."""
+    (tmp_path / "env.py").write_text("import json, os, sys\nout = sys.argv[sys.argv.index('--out') + 1]\n"
+                                     "json.dump({'policy': os.environ.get('OMP_WAIT_POLICY')}, open(out, 'w'))\n")
+    monkeypatch.setattr(performance, "BENCHMARKS", tmp_path)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert performance.run_benchmark("env") == {"policy": "PASSIVE"}
+
+
+def _probes_recording(folder, name: str, date: str, time: str, *, naive: bool = True) -> None:
+    """A recorded benchmarks/probes.py run in ``folder`` (the fields the page reads), with or without its trainings
+    against the naive loop (a run with --skip-naive has none)."""
+    import json
+
+    def how(seconds, cpu):
+        return {"seconds": seconds, "cpu_seconds": cpu, "loss": 3.5, "peak_mib": 800.0}
+
+    row = {"batched": how(1.5, 1.0), "naive": how(6.0, 4.0), "forward": how(0.75, 0.5), "ratio_batched_over_naive": 0.25,
+           "ratio_batched_over_forward": 2.0}
+    data = {"corpus": "gum:train", "sentences": 2000, "maps": 72, "threads": 1, "model_spec": "6x12",
+            "recorded": {"date": date, "time": time, "command": "python benchmarks/probes.py --record", "commit": "abc1234",
+                         "machine": {"cpu": "Xeon", "cores": 2, "memory_gib": 23.5}}}
+    if naive:
+        data["device"] = {"name": "cpu", **{key: row for key in performance.PROBES.values()}}
+    (folder / name).write_text(json.dumps(data))
+
+
+def test_the_probes_naive_loop_is_read_from_the_newest_recording_that_has_it(tmp_path):
+    """The build does not run the probes' naive per-sentence loop: the page reads the newest recording that timed it
+    (a later run without it, --skip-naive, is passed over) and labels it with what, when, where, how and at which
+    commit it was recorded."""
+    _probes_recording(tmp_path, "probes-6x12-2026-11-27.json", "2026-11-27", "10:00:00")
+    _probes_recording(tmp_path, "probes-6x12-2026-11-28.json", "2026-11-28", "09:00:00")
+    _probes_recording(tmp_path, "probes-6x12-2026-11-28-120000.json", "2026-11-28", "12:00:00", naive=False)
+    record = performance.probe_naive_record(tmp_path)
+    assert record["recorded"]["date"] == "2026-11-28" and record["device"]
+    note = performance.probe_naive_note(record)
+    assert note.startswith("2,000 sentences with the lengths of gum:train, 72 maps, on cpu with 1 thread")
+    for label in ("recorded 2026-11-28", "Xeon (2 cores", "`python benchmarks/probes.py --record`", "commit abc1234"):
+        assert label in note
+    frame = performance.probe_naive_table(record)
+    assert frame.index.tolist() == list(performance.PROBES)
+    assert frame.loc["Attn", "naive per-sentence loop (processor s)"] == 4.0
+    assert frame.loc["Attn", "batched / naive"] == 0.25 and frame.loc["Attn", "batched / forward"] == 2.0  # of processor s
+    assert frame.loc["Attn", "wall, batched / naive (s)"] == "1.50 / 6.00" and frame.loc["Attn", "peak (MiB)"] == 800
+    assert not frame.isna().any().any()
+
+
+def test_without_a_recording_of_the_probes_naive_loop_the_page_says_how_to_make_one(tmp_path):
+    assert performance.probe_naive_record(tmp_path) is None
+    _probes_recording(tmp_path, "probes-6x12-2026-11-28.json", "2026-11-28", "12:00:00", naive=False)
+    assert performance.probe_naive_record(tmp_path) is None  # a run with --skip-naive is not one
+    note = performance.probe_naive_note(None)
+    assert note.startswith("not recorded yet: run `python benchmarks/probes.py --skip-formulations --threads 1 --record`")
+    frame = performance.probe_naive_table(None)
+    assert frame.columns.tolist() == ["measurement"] and frame["measurement"].tolist() == [note]
+
+
+def test_the_repository_has_a_recording_of_the_probes_naive_loop():
+    """The Performance page shows it in every build: a recording is committed in benchmarks/results/."""
+    record = performance.probe_naive_record()
+    assert record is not None and set(performance.PROBES.values()) <= set(record["device"])
+    assert record["recorded"].get("commit") and record["recorded"].get("machine")

@@ -36,3 +36,15 @@ def test_the_newest_is_chosen_by_its_recorded_date_and_time_not_its_file_name(tm
     assert common.recorded("book_build", "default", tmp_path)["value"] == 2
     assert common.recorded("book_build", None, tmp_path)["value"] == 4
     assert common.recorded("book_floor", "default", tmp_path) is None
+
+
+def test_having_passes_over_recordings_without_that_part(tmp_path):
+    """A script run without one of its parts (benchmarks/probes.py --skip-naive) writes no key for it: ``having``
+    finds the newest recording that has the part."""
+    write(tmp_path / "probes-6x12-2026-11-27.json", "2026-11-27", "10:00:00", model="6x12", value=1)
+    data = json.loads((tmp_path / "probes-6x12-2026-11-27.json").read_text())
+    (tmp_path / "probes-6x12-2026-11-27.json").write_text(json.dumps({**data, "device": {"attn": {}}}))
+    write(tmp_path / "probes-6x12-2026-11-28.json", "2026-11-28", "10:00:00", model="6x12", value=2)
+    assert common.recorded("probes", None, tmp_path)["value"] == 2
+    assert common.recorded("probes", None, tmp_path, having="device")["value"] == 1
+    assert common.recorded("probes", "6x12", tmp_path, having="missing") is None
