@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from helpers.core.encoding import Encoded, EncodedBatch
-from helpers.core.extract import LEVELS, Level, bucket, convert, forward_parts, model_inputs
+from helpers.core.extract import LEVELS, Level, at_least_float32, bucket, convert, forward_parts, model_inputs
 from helpers.core.internals import (
     attention_parts,
     capture,
@@ -32,7 +32,8 @@ def gram_matrices(lm: LoadedModel) -> list[torch.Tensor]:
     """Per layer ``G [head, d, d]`` with ``G_h = W_O^h (W_O^h)^T``, so ``||v W_O^h||^2 = v G_h v^T``."""
     out = []
     for layer in range(lm.n_layers):
-        W = output_weight(attention_parts(lm.model, layer), lm.n_heads).detach().float()  # [head, d, hidden]
+        # float32, or float64 for a float64 model (whose maps must not be rounded to float32)
+        W = at_least_float32(output_weight(attention_parts(lm.model, layer), lm.n_heads).detach())  # [head, d, hidden]
         out.append(W @ W.transpose(1, 2))
     return out
 
@@ -42,7 +43,7 @@ def transformed_norms(values: torch.Tensor, gram: torch.Tensor, kv_of_head: torc
     ``G [head, d, d]``; ``kv_of_head [head]`` (grouped-query attention) gives each query head's key-value head
     (``None``: one value head per head)."""
     n_heads, d = gram.shape[0], gram.shape[1]
-    v = values.float().view(*values.shape[:-1], -1, d)  # [batch, token, kv_head, d]
+    v = at_least_float32(values).to(gram.dtype).view(*values.shape[:-1], -1, d)  # [batch, token, kv_head, d]
     if kv_of_head is not None and v.shape[-2] != n_heads:
         v = v.index_select(-2, kv_of_head.to(v.device))  # [batch, token, head, d]: each head's group's values
     squared = torch.einsum("bthd,hde,bthe->bht", v, gram, v)
@@ -65,7 +66,7 @@ def forward_weights_and_norms(lm: LoadedModel, examples: Sequence[Encoded]) -> t
         out = lm.model(**model_inputs(lm, examples), output_attentions=True)
     if not getattr(out, "attentions", None) or out.attentions[0] is None:
         raise no_attention(lm.label)
-    attn = torch.stack(out.attentions, dim=1).float()  # [batch, layer, head, query, key]
+    attn = at_least_float32(torch.stack(out.attentions, dim=1))  # [batch, layer, head, query, key]
     fnorm = torch.stack([key_norms[l] for l in range(lm.n_layers)], dim=1)  # [batch, layer, head, key]
     return attn, attn * fnorm[:, :, :, None, :]
 
