@@ -42,11 +42,12 @@ def _ablate_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:
 
 def cmd_ablate(args: argparse.Namespace, run) -> dict:
     lm = load(args)
-    sized = args.max_sentences is not None or args.detail_sentences is not None  # sizes given: they hold anywhere
-    report = run(lm, run_context(args), max_sentences=args.max_sentences, detail_sentences=args.detail_sentences,
-                 parts=args.parts, n_perm=args.permutations, paper_heads=args.paper_heads, max_length=args.max_length,
-                 seed=args.seed,
-                 everything=False if sized else None)
+    # sizes given hold anywhere; none given: the record's on the CPU, every sentence on an accelerator
+    sizes = {k: v for k, v in (("max_sentences", args.max_sentences), ("detail_sentences", args.detail_sentences))
+             if v is not None}
+    report = run(lm, run_context(args), **sizes, parts=args.parts, n_perm=args.permutations,
+                 paper_heads=args.paper_heads, max_length=args.max_length, seed=args.seed,
+                 **({"everything": False} if sizes else {}))
     return report.to_json()
 
 

@@ -16,7 +16,6 @@ from helpers.ablation.command import COMMAND
 from helpers.ablation.run import PARTS, TREEBANK, paper_heads, run_ablation, sink_shares, summarise
 from helpers.ablation.stats import PERMUTATIONS
 from helpers.claims import Claim
-from helpers.pipeline.segments import HELD_OUT_SEGMENTS_CORPUS, SEGMENTS_CORPUS
 from helpers.section import Section, SectionReport, Sizes, input_report, part
 
 # The book's sizes on the CPU, chosen so that the chapter (the book's encoder, then the decoder's subset) adds at most
@@ -107,7 +106,7 @@ SECTION = Section(
     runner=AblationSectionReport, claims=_claims, command=COMMAND, inputs=("surface", "syntax", "coref"),
     causal=("the loss is the decoder's own next-token loss over positions 0..n-2; the sink is the first position (BOS; "
             "without BOS, --no-bos, the first word's first token), whose row sees only itself and is never edited"),
-    corpora=(TREEBANK, SEGMENTS_CORPUS, HELD_OUT_SEGMENTS_CORPUS),
+    corpora=(TREEBANK,),  # its own pass; an encoder's head is the surface report's (§3's segments, read there)
     # the heads it sets against all heads: §4.2's chosen on GUM dev, §4.3's on OntoGUM dev (--no-paper-heads: none)
     when={"syntax:gum:dev": "paper_heads", "coref:ontogum:dev": "paper_heads"},
 )

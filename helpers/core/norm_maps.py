@@ -66,8 +66,8 @@ def forward_weights_and_norms(lm: LoadedModel, examples: Sequence[Encoded]) -> t
         out = lm.model(**model_inputs(lm, examples), output_attentions=True)
     if not getattr(out, "attentions", None) or out.attentions[0] is None:
         raise no_attention(lm.label)
-    attn = at_least_float32(torch.stack(out.attentions, dim=1))  # [batch, layer, head, query, key]
-    fnorm = torch.stack([key_norms[l] for l in range(lm.n_layers)], dim=1)  # [batch, layer, head, key]
+    attn = torch.stack(out.attentions, dim=1).float()  # [batch, layer, head, query, key]: the maps are float32
+    fnorm = torch.stack([key_norms[l] for l in range(lm.n_layers)], dim=1).float()  # [batch, layer, head, key]
     return attn, attn * fnorm[:, :, :, None, :]
 
 

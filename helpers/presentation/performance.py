@@ -56,18 +56,21 @@ def recorded_note(data: dict | None) -> str:
 # 100 sentences beside other work on the 2-core machine, load average 7: 42 processor s spinning, 15 passive, 14 on
 # one thread; its ratio to the bare forward pass 2.2 spinning, 1.05 passive). Alone it costs a little wall time.
 BENCHMARK_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
+# How a benchmark is started: the child sets those variables in its own environment before anything loads OpenMP,
+# then runs the script as ``python SCRIPT ARGS`` would (its folder first on ``sys.path``); this process passes its own
+# environment on unread.
+LAUNCH = ("import os, runpy, sys; os.environ.update({!r}); sys.argv = sys.argv[1:]; "
+          "sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0]))); runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 def run_benchmark(script: str, *args: str) -> dict:
     """Run ``benchmarks/SCRIPT.py ARGS`` in a process of its own (this interpreter, with
     :data:`BENCHMARK_ENVIRONMENT`) and return the JSON it writes (to a temporary ``--out`` file, removed after). A
     failing script raises with the end of its standard error."""
-    import os
-
     with tempfile.TemporaryDirectory(prefix=f"{script}-") as folder:
         out = Path(folder) / f"{script}.json"
-        done = subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), *args, "--out", str(out)],
-                              capture_output=True, text=True, env={**os.environ, **BENCHMARK_ENVIRONMENT})
+        done = subprocess.run([sys.executable, "-c", LAUNCH.format(BENCHMARK_ENVIRONMENT), str(BENCHMARKS / f"{script}.py"),
+                               *args, "--out", str(out)], capture_output=True, text=True)
         if done.returncode != 0:
             tail = "\n".join(done.stderr.strip().splitlines()[-5:])
             raise RuntimeError(f"benchmarks/{script}.py {' '.join(args)} failed (exit {done.returncode}); run it "

@@ -21,9 +21,9 @@ PACKAGE = ROOT / "helpers"
 
 def test_each_section_once_in_the_papers_order():
     keys = [s.key for s in SECTIONS]
-    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms", "sinks", "mixing"]
+    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms", "sinks", "mixing", "ablation"]
     assert [s.paper for s in PAPER_SECTIONS] == ["§3", "§4.2", "§4.3", "§5", "§6"]
-    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms", "sinks", "mixing"]
+    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms", "sinks", "mixing", "ablation"]
     for s in SECTIONS:  # a section reads only sections before it (their reports exist when it runs)
         assert set(s.inputs) <= set(keys[: keys.index(s.key)]), s.key
 
@@ -232,7 +232,7 @@ def test_the_plan_follows_the_records_reads(monkeypatch):
     ctx = RunContext(small=True)
     before = model_passes("default", ctx, control=False)
     assert sections_of(before, "gum:train") == ("5", "mixing")
-    assert sections_of(before, "gum:test") == ("4.2", "5", "norms", "mixing")
+    assert sections_of(before, "gum:test") == ("4.2", "5", "norms", "mixing", "ablation")
     assert sections_of(before, "segments") == ("3", "6", "norms", "sinks")  # the sinks chapter runs its record on the book model too
     assert "gum:test2" not in results.corpora(PAPER_SECTIONS)
     syntax = replace(section("syntax"), corpora=(*section("syntax").corpora, "gum:test2"))
