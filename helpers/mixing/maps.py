@@ -13,13 +13,17 @@ The contract (:func:`mixing_batch`, what a section codes against)
   :func:`helpers.core.extract.model_inputs` makes them (``token_type_ids`` are added as zeros where the tokenizer
   takes them). :func:`mixing_for` does this from :class:`~helpers.core.encoding.Encoded` examples.
 - ``methods``: any of :data:`METHODS`; one model forward pass serves them all.
+- ``rows`` (keyword, optional): ``[batch, token]`` bool, the query rows a caller reads. Value zeroing (per layer and
+  per head) reruns only these rows, and its other rows come back exactly 0 (the reruns are what costs: a caller
+  that reads a few rows of a long input, as §4.3 reads its mentions' rows, pays for those); the other maps are
+  whole. ``None`` (the default): every row.
 - Returns, under each method's name, a float32 tensor on ``lm.device``:
   ``attention``, ``norms``, ``value_zeroing_heads``: ``[batch, layer, head, query, key]``;
   ``rollout``, ``value_zeroing``, ``alti``, ``alti_rollout``: ``[batch, layer, query, key]``.
   Rows and columns of padding are exactly 0; a decoder's upper triangle (``key > query``) is exactly 0.
-- Rows of every map but ``norms`` sum to 1 over the keys the row sees, except **empty rows**: a value-zeroing
-  row whose every distance is 0 (a layer or head whose output projection is zero moves nothing) stays all 0,
-  never divided by zero; :func:`empty_rows` counts them (report them). ``norms`` are not normalised.
+- Rows of every map but ``norms`` sum to 1 over the keys the row sees (value zeroing's: the rows asked for), except
+  **empty rows**: a value-zeroing row whose every distance is 0 (a layer or head whose output projection is zero
+  moves nothing) stays all 0, never divided by zero; :func:`empty_rows` counts them (report them). ``norms`` are not normalised.
 
 The maps, per layer ``l`` (``x`` the layer's input, ``alpha^h`` its attention weights, ``f^h(x_j) = v_j W_O^h``
 what source ``j`` sends through head ``h``, ``u_i = x_i + sum_h sum_j alpha^h_ij f^h(x_j) + b_O`` the residual
@@ -279,31 +283,38 @@ def _keep_input(inputs: dict[int, torch.Tensor], k: int):
     return hook
 
 
-def value_zeroing(block: Block, s: LayerState, *, per_head: bool, max_rows: int = MAX_ROWS) -> torch.Tensor:
+def value_zeroing(block: Block, s: LayerState, *, per_head: bool, max_rows: int = MAX_ROWS,
+                  rows: torch.Tensor | None = None) -> torch.Tensor:
     """Row-normalised value-zeroing map of one layer: ``[batch, query, key]``, or ``[batch, head, query, key]``
     with ``per_head``. The layer is rerun on ``u - delta`` for every unit (source ``j``, or head and source) as
     one batch, cut into chunks of at most ``max_rows`` vectors; only the rows a zeroing moves are rerun (half of a
-    decoder's: a source moves only the rows after it)."""
+    decoder's: a source moves only the rows after it), and of those only the query rows in ``rows`` (``[batch,
+    query]`` bool; the others stay 0) where it is given."""
     B, H, T, _ = s.alpha.shape
     o = block.after(s.u)  # the original output, through the same arithmetic as the reruns
     if per_head:
         weights = s.alpha.transpose(2, 3).reshape(B, H * T, T)  # [batch, unit (head, key), query]
         sent = s.f.reshape(B, H * T, -1)  # [batch, unit, hidden]
     units = H * T if per_head else T
+    # the query rows formed at all: every one, or those any input of the batch asks for
+    q = slice(None) if rows is None else rows.any(0).nonzero().flatten()
+    n_q = T if rows is None else len(q)
     D = torch.zeros(B, units, T, dtype=s.u.dtype, device=s.u.device)  # [batch, unit, query]
-    step = max(1, max_rows // max(1, B * T))
+    step = max(1, max_rows // max(1, B * n_q))
     for start in range(0, units, step):
         stop = min(units, start + step)
         if per_head:
-            delta = weights[:, start:stop, :, None] * sent[:, start:stop, None, :]
+            delta = weights[:, start:stop, q, None] * sent[:, start:stop, None, :]
         else:
-            delta = torch.einsum("bhij,bhjd->bjid", s.alpha[..., start:stop], s.f[:, :, start:stop])
+            delta = torch.einsum("bhij,bhjd->bjid", s.alpha[:, :, q, start:stop], s.f[:, :, start:stop])
         moved = delta.abs().amax(-1) > 0  # [batch, unit, query]: rows the zeroing reaches at all (a decoder's
         # rows before the source, padding and a silent head's rows are not rerun: their distance is exactly 0)
-        rerun = block.after((s.u[:, None] - delta)[moved])  # [moved rows, hidden]
+        if rows is not None:
+            moved &= rows[:, None, q]  # and that the caller reads
+        rerun = block.after((s.u[:, None, q] - delta)[moved])  # [moved rows, hidden]
         chunk = torch.zeros(moved.shape, dtype=D.dtype, device=D.device)
-        chunk[moved] = cosine_distance(rerun, o[:, None].expand_as(delta)[moved])
-        D[:, start:stop] = chunk
+        chunk[moved] = cosine_distance(rerun, o[:, None, q].expand_as(delta)[moved])
+        D[:, start:stop, q] = chunk
     if per_head:
         D = D.view(B, H, T, T).transpose(2, 3)  # [batch, head, query, key]
         pairs = s.pairs[:, None]
@@ -341,11 +352,12 @@ def alti(block: Block, s: LayerState, *, max_rows: int = MAX_ROWS) -> torch.Tens
 
 def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                  methods: Sequence[str] | None = None, *, max_rows: int = MAX_ROWS,
-                 dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
+                 dtype: torch.dtype | None = torch.float32, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """The maps of ``methods`` (default: all of :data:`METHODS`) for a right-padded batch, in ``dtype`` (``None``:
     the model's own, e.g. float64 for a test's float64 copy) on the model's device: ``[batch, layer, head, query,
     key]`` for ``attention``, ``norms``, ``value_zeroing_heads``, ``[batch, layer, query, key]`` for the others;
-    padding rows and columns 0 (the module docstring is the contract)."""
+    padding rows and columns 0; value zeroing's rows only those in ``rows`` (``[batch, token]`` bool) where it is
+    given (the module docstring is the contract)."""
     chosen = check_methods(methods)
     model = lm.model
     with torch.inference_mode():
@@ -354,6 +366,8 @@ def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch
         grams = gram_matrices(lm) if "norms" in chosen else None
         groups = kv_head_of(model.config)
         states = layer_states(lm, input_ids.to(lm.device), attention_mask.to(lm.device))
+        if rows is not None:
+            rows = rows.to(device=lm.device, dtype=torch.bool)
         for k, (block, (s, values)) in enumerate(zip(layers, states)):
             if "attention" in chosen or "rollout" in chosen:
                 result.setdefault("_weights", []).append(s.alpha)
@@ -361,9 +375,11 @@ def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch
                 fnorm = transformed_norms(values, grams[k].to(values.device), groups)  # [batch, head, key]
                 result["norms"].append(s.alpha * fnorm[:, :, None, :].to(s.alpha.dtype))
             if "value_zeroing" in chosen:
-                result["value_zeroing"].append(value_zeroing(block, s, per_head=False, max_rows=max_rows))
+                result["value_zeroing"].append(value_zeroing(block, s, per_head=False, max_rows=max_rows,
+                                                              rows=rows))
             if "value_zeroing_heads" in chosen:
-                result["value_zeroing_heads"].append(value_zeroing(block, s, per_head=True, max_rows=max_rows))
+                result["value_zeroing_heads"].append(value_zeroing(block, s, per_head=True, max_rows=max_rows,
+                                                                    rows=rows))
             if "alti" in chosen or "alti_rollout" in chosen:
                 result.setdefault("_alti", []).append(alti(block, s, max_rows=max_rows))
         out: dict[str, torch.Tensor] = {}
