@@ -36,7 +36,7 @@ sum after attention):
   LN1, FFN, LN2; decoder: the post-attention norm and MLP), ``D_ij`` the cosine distance between the rerun and
   the original output of row ``i``, computed as ``0.5 ||a/|a| - b/|b|||^2`` (``1 - cos`` in float32 cancels:
   book/methods.md, §Context-mixing maps, the pitfalls); rows normalised. All ``T`` reruns of a layer are one
-  batch (cut by :data:`MAX_ROWS`).
+  batch (cut by :func:`max_rows_for`).
 - ``value_zeroing_heads``: the same with ``j`` removed from query head ``h`` alone, ``u'_i = u_i -
   alpha^h_ij f^h(x_j)`` (under grouped-query attention: the query head, not the shared key-value head);
   ``heads x T`` reruns a layer, normalised within each head.
@@ -88,10 +88,19 @@ HEADED: tuple[str, ...] = ("attention", "norms", "value_zeroing_heads")  # [.., 
 
 # Vectors (rows of the hidden size) one rerun chunk may hold: value zeroing reruns a layer on ``batch x units x
 # token`` rows (units: T sources, or heads x T), ALTI forms ``batch x query x key`` vectors; both are cut into
-# chunks of at most this many rows. Measured (benchmarks/mixing.py, MiniLM, batches of 8 up to 54 tokens): the
-# process peaks under 1 GB with per-head value zeroing, 2**16 rows took it to 1.9 GB. On a GPU pass more
-# (``max_rows=``): the same arithmetic in fewer, larger launches.
-MAX_ROWS = 1 << 14
+# chunks of at most this many rows. On the CPU, MAX_ROWS: measured on the 2-core machine (1 torch thread, MiniLM,
+# GUM dev sentences and coreference windows), 2**11 rows took 53 s of CPU where 2**14 took 61 s, of which 1 s and
+# 11 s in the kernel: a chunk's intermediates (2**14 x 1536 floats, 96 MiB, in the FFN) are above glibc's largest
+# mmap threshold (32 MiB), so each is mapped, faulted in page by page and unmapped again; 2**16 rows also took the
+# process from under 1 GB to 1.9 GB. On an accelerator ACCELERATOR_MAX_ROWS: the same arithmetic in fewer, larger
+# launches. The chunks change no map (tests: test_chunking_changes_no_map).
+MAX_ROWS = 1 << 11
+ACCELERATOR_MAX_ROWS = 1 << 14
+
+
+def max_rows_for(device: torch.device) -> int:
+    """The rows of a rerun chunk on ``device``: :data:`MAX_ROWS` on the CPU, :data:`ACCELERATOR_MAX_ROWS` else."""
+    return MAX_ROWS if device.type == "cpu" else ACCELERATOR_MAX_ROWS
 
 
 def check_methods(methods: Iterable[str] | None) -> tuple[str, ...]:
@@ -292,29 +301,37 @@ def value_zeroing(block: Block, s: LayerState, *, per_head: bool, max_rows: int 
     query]`` bool; the others stay 0) where it is given."""
     B, H, T, _ = s.alpha.shape
     o = block.after(s.u)  # the original output, through the same arithmetic as the reruns
+    alpha, u, n_q = s.alpha, s.u, T  # the query rows formed: every one, or each input's own asked ones
+    if rows is not None:  # [batch, n_q]: each input's asked rows first, in order, then others (masked out)
+        counts = rows.sum(1)
+        n_q = max(1, int(counts.max()))
+        pick = torch.argsort((~rows).to(torch.uint8), dim=1, stable=True)[:, :n_q]
+        asked = torch.arange(n_q, device=rows.device)[None] < counts[:, None]
+        alpha = alpha.gather(2, pick[:, None, :, None].expand(B, H, n_q, T))  # [batch, head, n_q, key]
+        u, o = (t.gather(1, pick[..., None].expand(B, n_q, t.shape[-1])) for t in (u, o))  # [batch, n_q, hidden]
     if per_head:
-        weights = s.alpha.transpose(2, 3).reshape(B, H * T, T)  # [batch, unit (head, key), query]
+        weights = alpha.transpose(2, 3).reshape(B, H * T, n_q)  # [batch, unit (head, key), query]
         sent = s.f.reshape(B, H * T, -1)  # [batch, unit, hidden]
     units = H * T if per_head else T
-    # the query rows formed at all: every one, or those any input of the batch asks for
-    q = slice(None) if rows is None else rows.any(0).nonzero().flatten()
-    n_q = T if rows is None else len(q)
-    D = torch.zeros(B, units, T, dtype=s.u.dtype, device=s.u.device)  # [batch, unit, query]
+    D = torch.zeros(B, units, n_q, dtype=s.u.dtype, device=s.u.device)  # [batch, unit, query]
     step = max(1, max_rows // max(1, B * n_q))
     for start in range(0, units, step):
         stop = min(units, start + step)
         if per_head:
-            delta = weights[:, start:stop, q, None] * sent[:, start:stop, None, :]
+            delta = weights[:, start:stop, :, None] * sent[:, start:stop, None, :]
         else:
-            delta = torch.einsum("bhij,bhjd->bjid", s.alpha[:, :, q, start:stop], s.f[:, :, start:stop])
+            delta = torch.einsum("bhij,bhjd->bjid", alpha[..., start:stop], s.f[:, :, start:stop])
         moved = delta.abs().amax(-1) > 0  # [batch, unit, query]: rows the zeroing reaches at all (a decoder's
         # rows before the source, padding and a silent head's rows are not rerun: their distance is exactly 0)
         if rows is not None:
-            moved &= rows[:, None, q]  # and that the caller reads
-        rerun = block.after((s.u[:, None, q] - delta)[moved])  # [moved rows, hidden]
+            moved &= asked[:, None, :]  # and that the caller reads
+        rerun = block.after((u[:, None] - delta)[moved])  # [moved rows, hidden]
         chunk = torch.zeros(moved.shape, dtype=D.dtype, device=D.device)
-        chunk[moved] = cosine_distance(rerun, o[:, None, q].expand_as(delta)[moved])
-        D[:, start:stop, q] = chunk
+        chunk[moved] = cosine_distance(rerun, o[:, None].expand_as(delta)[moved])
+        D[:, start:stop] = chunk
+    if rows is not None:  # back to every query position: the rows not asked for are 0
+        D = torch.zeros(B, units, T, dtype=D.dtype, device=D.device).scatter_(
+            2, pick[:, None, :].expand(B, units, n_q), D)
     if per_head:
         D = D.view(B, H, T, T).transpose(2, 3)  # [batch, head, query, key]
         pairs = s.pairs[:, None]
@@ -351,15 +368,17 @@ def alti(block: Block, s: LayerState, *, max_rows: int = MAX_ROWS) -> torch.Tens
 
 
 def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                 methods: Sequence[str] | None = None, *, max_rows: int = MAX_ROWS,
+                 methods: Sequence[str] | None = None, *, max_rows: int | None = None,
                  dtype: torch.dtype | None = torch.float32, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """The maps of ``methods`` (default: all of :data:`METHODS`) for a right-padded batch, in ``dtype`` (``None``:
     the model's own, e.g. float64 for a test's float64 copy) on the model's device: ``[batch, layer, head, query,
     key]`` for ``attention``, ``norms``, ``value_zeroing_heads``, ``[batch, layer, query, key]`` for the others;
     padding rows and columns 0; value zeroing's rows only those in ``rows`` (``[batch, token]`` bool) where it is
-    given (the module docstring is the contract)."""
+    given (the module docstring is the contract). ``max_rows``: the rerun chunks' rows (default
+    :func:`max_rows_for` the model's device)."""
     chosen = check_methods(methods)
     model = lm.model
+    max_rows = max_rows_for(lm.device) if max_rows is None else max_rows
     with torch.inference_mode():
         layers = blocks(model)
         result: dict[str, list[torch.Tensor]] = {m: [] for m in chosen}
@@ -400,7 +419,7 @@ def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch
 
 
 def mixing_for(lm: LoadedModel, examples: Sequence[Encoded], methods: Sequence[str] | None = None, *,
-               max_rows: int = MAX_ROWS, dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
+               max_rows: int | None = None, dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
     """:func:`mixing_batch` over encoded examples, padded as :func:`helpers.core.extract.model_inputs` pads them;
     slice ``[..., :n, :n]`` per example."""
     inputs = model_inputs(lm, examples)
@@ -408,7 +427,7 @@ def mixing_for(lm: LoadedModel, examples: Sequence[Encoded], methods: Sequence[s
 
 
 def token_maps(lm: LoadedModel, words: Sequence[str], *, methods: Sequence[str] | None = None,
-               max_rows: int = MAX_ROWS) -> dict:
+               max_rows: int | None = None) -> dict:
     """The maps of one sentence of ``words``, encoded as the project encodes them (special tokens included;
     a decoder's BOS first): ``{"tokens": list[str], method: np.ndarray float32}``, ``[layer, head, T, T]`` for
     ``attention``, ``norms``, ``value_zeroing_heads`` and ``[layer, T, T]`` for the others (``methods``: a

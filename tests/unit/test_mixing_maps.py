@@ -413,7 +413,7 @@ def test_value_zeroing_on_the_rows_asked_for_is_those_rows_of_the_whole_map(case
     inputs = model_inputs(lm64, examples)
     mask = inputs["attention_mask"].bool()
     rows = torch.zeros_like(mask)
-    rows[0, 1] = rows[-1, 2] = True  # a different row in the first and the last input
+    rows[0, 1] = rows[0, 3] = rows[-1, 2] = True  # other rows, and more of them, in the first input than the last
     chosen = ["attention", "value_zeroing", "value_zeroing_heads", "alti"]
     whole = mx.mixing_batch(lm64, inputs["input_ids"], inputs["attention_mask"], chosen, dtype=None)
     some = mx.mixing_batch(lm64, inputs["input_ids"], inputs["attention_mask"], chosen, dtype=None, rows=rows)
