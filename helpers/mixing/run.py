@@ -586,9 +586,10 @@ def sizes_note(results: dict[str, dict]) -> str:
             documents = (f"the first {sub['documents']} documents of each coreference split" if sub["documents"]
                          else "no coreference document")
             parts.append(f"per-head value zeroing, which reruns every layer heads × tokens times a sentence, on the CPU "
-                         f"only on {sub['sentences']} sentences drawn at random (seed {HEADS_SEED}) from each of GUM dev "
-                         f"and test ({s['dev']} and {s['test']} scored; no probe trained) and {documents}, so its scores "
-                         "are of other, fewer inputs than the other rows' and are not compared with them")
+                         f"only on {sub['sentences']} sentence{'s' * (sub['sentences'] != 1)} drawn at random (seed "
+                         f"{HEADS_SEED}) from each of GUM dev and test ({s['dev']} and {s['test']} scored; no probe "
+                         f"trained) and {documents}, so its scores are of other, fewer inputs than the other rows' and "
+                         "are not compared with them")
     return "Scored on " + "; ".join(parts) + "." if parts else "Nothing was scored."
 
 

@@ -201,16 +201,18 @@ def test_value_zeroing_reads_the_mentions_head_words_rows():
     assert tokens[1].tolist() == [False, False, False, True, False, False, False]  # padding never asked
 
 
-@pytest.mark.parametrize("documents, said", [(0, "and no coreference document,"),
-                                             (2, "and the first 2 documents of each coreference split,")])
-def test_the_sizes_note_names_per_head_value_zeroings_subset(documents, said):
+@pytest.mark.parametrize("documents, sentences, said", [
+    (0, 30, "on 30 sentences drawn at random (seed 0) from each of GUM dev and test (30 and 29 scored; no probe trained) "
+            "and no coreference document,"),
+    (2, 1, "on 1 sentence drawn at random (seed 0) from each of GUM dev and test (1 and 1 scored; no probe trained) "
+           "and the first 2 documents of each coreference split,")])
+def test_the_sizes_note_names_per_head_value_zeroings_subset(documents, sentences, said):
     from helpers.mixing.run import HEADS_METHOD, sizes_note
 
-    heads = {"subset": {"everything": False, "sentences": 30, "documents": documents},
-             "syntax": {"sentences": {"dev": 30, "test": 29}}}
+    heads = {"subset": {"everything": False, "sentences": sentences, "documents": documents},
+             "syntax": {"sentences": {"dev": sentences, "test": sentences - (sentences > 1)}}}
     note = sizes_note({HEADS_METHOD: heads})
-    assert note.startswith("Scored on per-head value zeroing") and "on 30 sentences drawn at random (seed 0) from " \
-        "each of GUM dev and test (30 and 29 scored; no probe trained)" in note and said in note
+    assert note.startswith("Scored on per-head value zeroing") and said in note
 
 
 @pytest.mark.parametrize("rule, said", [
