@@ -27,7 +27,9 @@ from helpers.syntax.stats import ALL
 # chapter (the book's model, then the decoder at the small sizes) costs at most 15 % of the default book's cold build
 # on the 2-core CPU: value zeroing reruns every layer T times a sentence (about 20 us of CPU a rerun for the default
 # 6 x 12 model: 0.07 s a 25-token sentence, per head 12 times more; in a coreference window only the mentions' rows,
-# about 10 of 128); the small ones for the notebook tests.
+# about 10 of 128). Measured 2026-11-28 at commit bd60f22 on the shared 2-core CPU (1 torch thread), the chapter
+# executed alone with a cold cache: 157 s of CPU at a load average of 1 to 5, 173 s at 5 to 6 (90 s at the earlier
+# sizes); the small ones for the notebook tests.
 FULL = {"max_sentences": 50, "train_sentences": 100, "max_documents": None, "min_mentions": 150, "heads_sentences": 30,
         "heads_documents": 0, "epochs": 3}
 SMALL = {"max_sentences": 8, "train_sentences": 16, "max_documents": 1, "min_mentions": None, "heads_sentences": 1,
