@@ -30,10 +30,14 @@ def _mixing_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:
     parser.add_argument("--train-sentences", type=positive_int, default=defaults["train_sentences"], metavar="N",
                         help=f"first N sentences of GUM train (§5's probe; default {defaults['train_sentences']})")
     parser.add_argument("--max-documents", type=positive_int, default=defaults["max_documents"], metavar="N",
-                        help=f"first N documents of each split (§4.3; default {defaults['max_documents']})")
+                        help="at most the first N documents of each coreference split (§4.3; default "
+                             f"{defaults['max_documents'] or 'all'})")
+    parser.add_argument("--min-mentions", type=positive_int, default=defaults["min_mentions"], metavar="N",
+                        help="§4.3: each split's first documents only until their windows hold N evaluated mentions "
+                             f"(default {defaults['min_mentions'] or 'none: every document up to --max-documents'})")
     parser.add_argument("--heads-sentences", type=count_int, default=defaults["heads_sentences"], metavar="N",
-                        help="per-head value zeroing on the CPU: first N sentences of each treebank "
-                             f"(default {defaults['heads_sentences']}; on an accelerator: all)")
+                        help="per-head value zeroing on the CPU: N sentences drawn at random from each of GUM dev and "
+                             f"test (default {defaults['heads_sentences']}; on an accelerator: all)")
     parser.add_argument("--heads-documents", type=count_int, default=defaults["heads_documents"], metavar="N",
                         help="per-head value zeroing on the CPU: first N documents of each split "
                              f"(default {defaults['heads_documents']}; on an accelerator: all)")
@@ -50,7 +54,8 @@ def cmd_mixing(args: argparse.Namespace, run) -> dict:
     report = run(lm, run_context(args), methods=args.methods, max_sentences=args.max_sentences,
                  train_sentences=args.train_sentences, max_documents=args.max_documents,
                  heads_sentences=args.heads_sentences, heads_documents=args.heads_documents,
-                 seeds=tuple(range(args.seeds)), epochs=args.epochs, max_length=args.max_length)
+                 seeds=tuple(range(args.seeds)), epochs=args.epochs, max_length=args.max_length,
+                 min_mentions=args.min_mentions)
     return report.to_json()
 
 

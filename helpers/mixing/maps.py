@@ -13,13 +13,17 @@ The contract (:func:`mixing_batch`, what a section codes against)
   :func:`helpers.core.extract.model_inputs` makes them (``token_type_ids`` are added as zeros where the tokenizer
   takes them). :func:`mixing_for` does this from :class:`~helpers.core.encoding.Encoded` examples.
 - ``methods``: any of :data:`METHODS`; one model forward pass serves them all.
+- ``rows`` (keyword, optional): ``[batch, token]`` bool, the query rows a caller reads. Value zeroing (per layer and
+  per head) reruns only these rows, and its other rows come back exactly 0 (the reruns are what costs: a caller
+  that reads a few rows of a long input, as §4.3 reads its mentions' rows, pays for those); the other maps are
+  whole. ``None`` (the default): every row.
 - Returns, under each method's name, a float32 tensor on ``lm.device``:
   ``attention``, ``norms``, ``value_zeroing_heads``: ``[batch, layer, head, query, key]``;
   ``rollout``, ``value_zeroing``, ``alti``, ``alti_rollout``: ``[batch, layer, query, key]``.
   Rows and columns of padding are exactly 0; a decoder's upper triangle (``key > query``) is exactly 0.
-- Rows of every map but ``norms`` sum to 1 over the keys the row sees, except **empty rows**: a value-zeroing
-  row whose every distance is 0 (a layer or head whose output projection is zero moves nothing) stays all 0,
-  never divided by zero; :func:`empty_rows` counts them (report them). ``norms`` are not normalised.
+- Rows of every map but ``norms`` sum to 1 over the keys the row sees (value zeroing's: the rows asked for), except
+  **empty rows**: a value-zeroing row whose every distance is 0 (a layer or head whose output projection is zero
+  moves nothing) stays all 0, never divided by zero; :func:`empty_rows` counts them (report them). ``norms`` are not normalised.
 
 The maps, per layer ``l`` (``x`` the layer's input, ``alpha^h`` its attention weights, ``f^h(x_j) = v_j W_O^h``
 what source ``j`` sends through head ``h``, ``u_i = x_i + sum_h sum_j alpha^h_ij f^h(x_j) + b_O`` the residual
@@ -32,7 +36,7 @@ sum after attention):
   LN1, FFN, LN2; decoder: the post-attention norm and MLP), ``D_ij`` the cosine distance between the rerun and
   the original output of row ``i``, computed as ``0.5 ||a/|a| - b/|b|||^2`` (``1 - cos`` in float32 cancels:
   book/methods.md, §Context-mixing maps, the pitfalls); rows normalised. All ``T`` reruns of a layer are one
-  batch (cut by :data:`MAX_ROWS`).
+  batch (cut by :func:`max_rows_for`).
 - ``value_zeroing_heads``: the same with ``j`` removed from query head ``h`` alone, ``u'_i = u_i -
   alpha^h_ij f^h(x_j)`` (under grouped-query attention: the query head, not the shared key-value head);
   ``heads x T`` reruns a layer, normalised within each head.
@@ -84,10 +88,19 @@ HEADED: tuple[str, ...] = ("attention", "norms", "value_zeroing_heads")  # [.., 
 
 # Vectors (rows of the hidden size) one rerun chunk may hold: value zeroing reruns a layer on ``batch x units x
 # token`` rows (units: T sources, or heads x T), ALTI forms ``batch x query x key`` vectors; both are cut into
-# chunks of at most this many rows. Measured (benchmarks/mixing.py, MiniLM, batches of 8 up to 54 tokens): the
-# process peaks under 1 GB with per-head value zeroing, 2**16 rows took it to 1.9 GB. On a GPU pass more
-# (``max_rows=``): the same arithmetic in fewer, larger launches.
-MAX_ROWS = 1 << 14
+# chunks of at most this many rows. On the CPU, MAX_ROWS: measured on the 2-core machine (1 torch thread, MiniLM,
+# GUM dev sentences and coreference windows), 2**11 rows took 53 s of CPU where 2**14 took 61 s, of which 1 s and
+# 11 s in the kernel: a chunk's intermediates (2**14 x 1536 floats, 96 MiB, in the FFN) are above glibc's largest
+# mmap threshold (32 MiB), so each is mapped, faulted in page by page and unmapped again; 2**16 rows also took the
+# process from under 1 GB to 1.9 GB. On an accelerator ACCELERATOR_MAX_ROWS: the same arithmetic in fewer, larger
+# launches. The chunks change no map (tests: test_chunking_changes_no_map).
+MAX_ROWS = 1 << 11
+ACCELERATOR_MAX_ROWS = 1 << 14
+
+
+def max_rows_for(device: torch.device) -> int:
+    """The rows of a rerun chunk on ``device``: :data:`MAX_ROWS` on the CPU, :data:`ACCELERATOR_MAX_ROWS` else."""
+    return MAX_ROWS if device.type == "cpu" else ACCELERATOR_MAX_ROWS
 
 
 def check_methods(methods: Iterable[str] | None) -> tuple[str, ...]:
@@ -279,31 +292,46 @@ def _keep_input(inputs: dict[int, torch.Tensor], k: int):
     return hook
 
 
-def value_zeroing(block: Block, s: LayerState, *, per_head: bool, max_rows: int = MAX_ROWS) -> torch.Tensor:
+def value_zeroing(block: Block, s: LayerState, *, per_head: bool, max_rows: int = MAX_ROWS,
+                  rows: torch.Tensor | None = None) -> torch.Tensor:
     """Row-normalised value-zeroing map of one layer: ``[batch, query, key]``, or ``[batch, head, query, key]``
     with ``per_head``. The layer is rerun on ``u - delta`` for every unit (source ``j``, or head and source) as
     one batch, cut into chunks of at most ``max_rows`` vectors; only the rows a zeroing moves are rerun (half of a
-    decoder's: a source moves only the rows after it)."""
+    decoder's: a source moves only the rows after it), and of those only the query rows in ``rows`` (``[batch,
+    query]`` bool; the others stay 0) where it is given."""
     B, H, T, _ = s.alpha.shape
     o = block.after(s.u)  # the original output, through the same arithmetic as the reruns
+    alpha, u, n_q = s.alpha, s.u, T  # the query rows formed: every one, or each input's own asked ones
+    if rows is not None:  # [batch, n_q]: each input's asked rows first, in order, then others (masked out)
+        counts = rows.sum(1)
+        n_q = max(1, int(counts.max()))
+        pick = torch.argsort((~rows).to(torch.uint8), dim=1, stable=True)[:, :n_q]
+        asked = torch.arange(n_q, device=rows.device)[None] < counts[:, None]
+        alpha = alpha.gather(2, pick[:, None, :, None].expand(B, H, n_q, T))  # [batch, head, n_q, key]
+        u, o = (t.gather(1, pick[..., None].expand(B, n_q, t.shape[-1])) for t in (u, o))  # [batch, n_q, hidden]
     if per_head:
-        weights = s.alpha.transpose(2, 3).reshape(B, H * T, T)  # [batch, unit (head, key), query]
+        weights = alpha.transpose(2, 3).reshape(B, H * T, n_q)  # [batch, unit (head, key), query]
         sent = s.f.reshape(B, H * T, -1)  # [batch, unit, hidden]
     units = H * T if per_head else T
-    D = torch.zeros(B, units, T, dtype=s.u.dtype, device=s.u.device)  # [batch, unit, query]
-    step = max(1, max_rows // max(1, B * T))
+    D = torch.zeros(B, units, n_q, dtype=s.u.dtype, device=s.u.device)  # [batch, unit, query]
+    step = max(1, max_rows // max(1, B * n_q))
     for start in range(0, units, step):
         stop = min(units, start + step)
         if per_head:
             delta = weights[:, start:stop, :, None] * sent[:, start:stop, None, :]
         else:
-            delta = torch.einsum("bhij,bhjd->bjid", s.alpha[..., start:stop], s.f[:, :, start:stop])
+            delta = torch.einsum("bhij,bhjd->bjid", alpha[..., start:stop], s.f[:, :, start:stop])
         moved = delta.abs().amax(-1) > 0  # [batch, unit, query]: rows the zeroing reaches at all (a decoder's
         # rows before the source, padding and a silent head's rows are not rerun: their distance is exactly 0)
-        rerun = block.after((s.u[:, None] - delta)[moved])  # [moved rows, hidden]
+        if rows is not None:
+            moved &= asked[:, None, :]  # and that the caller reads
+        rerun = block.after((u[:, None] - delta)[moved])  # [moved rows, hidden]
         chunk = torch.zeros(moved.shape, dtype=D.dtype, device=D.device)
         chunk[moved] = cosine_distance(rerun, o[:, None].expand_as(delta)[moved])
         D[:, start:stop] = chunk
+    if rows is not None:  # back to every query position: the rows not asked for are 0
+        D = torch.zeros(B, units, T, dtype=D.dtype, device=D.device).scatter_(
+            2, pick[:, None, :].expand(B, units, n_q), D)
     if per_head:
         D = D.view(B, H, T, T).transpose(2, 3)  # [batch, head, query, key]
         pairs = s.pairs[:, None]
@@ -340,20 +368,25 @@ def alti(block: Block, s: LayerState, *, max_rows: int = MAX_ROWS) -> torch.Tens
 
 
 def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                 methods: Sequence[str] | None = None, *, max_rows: int = MAX_ROWS,
-                 dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
+                 methods: Sequence[str] | None = None, *, max_rows: int | None = None,
+                 dtype: torch.dtype | None = torch.float32, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """The maps of ``methods`` (default: all of :data:`METHODS`) for a right-padded batch, in ``dtype`` (``None``:
     the model's own, e.g. float64 for a test's float64 copy) on the model's device: ``[batch, layer, head, query,
     key]`` for ``attention``, ``norms``, ``value_zeroing_heads``, ``[batch, layer, query, key]`` for the others;
-    padding rows and columns 0 (the module docstring is the contract)."""
+    padding rows and columns 0; value zeroing's rows only those in ``rows`` (``[batch, token]`` bool) where it is
+    given (the module docstring is the contract). ``max_rows``: the rerun chunks' rows (default
+    :func:`max_rows_for` the model's device)."""
     chosen = check_methods(methods)
     model = lm.model
+    max_rows = max_rows_for(lm.device) if max_rows is None else max_rows
     with torch.inference_mode():
         layers = blocks(model)
         result: dict[str, list[torch.Tensor]] = {m: [] for m in chosen}
         grams = gram_matrices(lm) if "norms" in chosen else None
         groups = kv_head_of(model.config)
         states = layer_states(lm, input_ids.to(lm.device), attention_mask.to(lm.device))
+        if rows is not None:
+            rows = rows.to(device=lm.device, dtype=torch.bool)
         for k, (block, (s, values)) in enumerate(zip(layers, states)):
             if "attention" in chosen or "rollout" in chosen:
                 result.setdefault("_weights", []).append(s.alpha)
@@ -361,9 +394,11 @@ def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch
                 fnorm = transformed_norms(values, grams[k].to(values.device), groups)  # [batch, head, key]
                 result["norms"].append(s.alpha * fnorm[:, :, None, :].to(s.alpha.dtype))
             if "value_zeroing" in chosen:
-                result["value_zeroing"].append(value_zeroing(block, s, per_head=False, max_rows=max_rows))
+                result["value_zeroing"].append(value_zeroing(block, s, per_head=False, max_rows=max_rows,
+                                                              rows=rows))
             if "value_zeroing_heads" in chosen:
-                result["value_zeroing_heads"].append(value_zeroing(block, s, per_head=True, max_rows=max_rows))
+                result["value_zeroing_heads"].append(value_zeroing(block, s, per_head=True, max_rows=max_rows,
+                                                                    rows=rows))
             if "alti" in chosen or "alti_rollout" in chosen:
                 result.setdefault("_alti", []).append(alti(block, s, max_rows=max_rows))
         out: dict[str, torch.Tensor] = {}
@@ -384,7 +419,7 @@ def mixing_batch(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch
 
 
 def mixing_for(lm: LoadedModel, examples: Sequence[Encoded], methods: Sequence[str] | None = None, *,
-               max_rows: int = MAX_ROWS, dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
+               max_rows: int | None = None, dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
     """:func:`mixing_batch` over encoded examples, padded as :func:`helpers.core.extract.model_inputs` pads them;
     slice ``[..., :n, :n]`` per example."""
     inputs = model_inputs(lm, examples)
@@ -392,7 +427,7 @@ def mixing_for(lm: LoadedModel, examples: Sequence[Encoded], methods: Sequence[s
 
 
 def token_maps(lm: LoadedModel, words: Sequence[str], *, methods: Sequence[str] | None = None,
-               max_rows: int = MAX_ROWS) -> dict:
+               max_rows: int | None = None) -> dict:
     """The maps of one sentence of ``words``, encoded as the project encodes them (special tokens included;
     a decoder's BOS first): ``{"tokens": list[str], method: np.ndarray float32}``, ``[layer, head, T, T]`` for
     ``attention``, ``norms``, ``value_zeroing_heads`` and ``[layer, T, T]`` for the others (``methods``: a

@@ -7,15 +7,18 @@
   (:class:`helpers.syntax.stats.HeadScorer`); each relation's unit chosen on GUM dev and scored on GUM test
   with the best offset baseline and a 95 % bootstrap interval (resampling sentences).
 - §4.3: antecedent selection by every unit (:func:`helpers.coref.stats.head_predictions`) on the coreference
-  chapter's truncated windows (a document's first words that fit in ``max_length`` tokens); the unit chosen on
-  the dev documents, scored on the test documents with an interval resampling documents.
+  chapter's truncated windows (a document's first words that fit in ``max_length`` tokens) of each split's first
+  documents, as many as it takes for their windows to hold ``min_mentions`` evaluated mentions (documents differ a
+  lot: from 0 to 21 in a window); the unit chosen on the dev documents, scored on the test documents with an
+  interval resampling documents. Value zeroing reruns only the rows §4.3 reads (the mentions' head words).
 - §5: the attention-only probe (:func:`helpers.probe.probes.train_probe`, ``"attn"``) on the method's word-level
   maps, trained on GUM train, its epoch chosen on GUM dev, scored on GUM test (UAS without punctuation), once
   per seed.
 
 Per-head value zeroing (``value_zeroing_heads``) reruns each layer heads x T times a sentence: on the CPU it is
-run on the first ``heads_sentences`` sentences of GUM dev and test (§4.2; not on GUM train: no §5 probe) and the first
-``heads_documents`` documents of each split (its JSON says how many); on an accelerator on everything.
+run on ``heads_sentences`` sentences drawn at random (:func:`heads_sample`) from each of GUM dev and test (§4.2; not
+on GUM train: no §5 probe) and the first ``heads_documents`` documents of each split (its JSON says how many); on an
+accelerator on everything.
 
 >>> result = run_mixing(lm, ctx, methods=("attention", "rollout"), max_sentences=50)    # doctest: +SKIP
 >>> result["rollout"]["syntax"]["relations"]["all"]["held_out_accuracy"]                # doctest: +SKIP
@@ -23,7 +26,7 @@ run on the first ``heads_sentences`` sentences of GUM dev and test (§4.2; not o
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -54,6 +57,7 @@ COREF_SPLITS = ("dev", "test")  # §4.3: the unit chosen on dev, scored on test
 COREF_BASELINES = ("nearest", "head match", "rule-based")
 BATCH = 16       # sentences per batched pass of the maps
 HEADS_BATCH = 2  # per-head value zeroing: heads x T reruns of each layer per sentence
+HEADS_SEED = 0   # per-head value zeroing's sentences on the CPU are drawn with this seed (heads_sample)
 DECIMALS = 4     # scores as written to JSON
 
 
@@ -80,16 +84,19 @@ def _interval(ci) -> list | None:
 
 
 def word_maps(lm: LoadedModel, examples: Sequence[Encoded], methods: Sequence[str], *, batch_size: int = BATCH,
-              compare: dict | None = None) -> dict[str, dict[int, np.ndarray]]:
+              compare: dict | None = None, rows: Mapping[int, Sequence[int]] | None = None) -> dict[str, dict[int, np.ndarray]]:
     """``{method: {example index: [layer, unit, word, word] float32}}`` for word-split ``examples``: the maps of
     :func:`helpers.mixing.maps.mixing_batch`, every method in one batched pass, turned into word-level maps as for
     attention (rows: mean over a word's tokens; columns: sum). A layer map ``[layer, T, T]`` gets a unit axis of
     one. With ``compare`` (a dict, filled in) and both ``value_zeroing_heads`` and ``norms`` asked for, the
-    token-level rows of the two are compared (:func:`squared_norm_agreement`) before the word-level conversion."""
+    token-level rows of the two are compared (:func:`squared_norm_agreement`) before the word-level conversion.
+    ``rows`` (``{example index: word positions}``, in the word-level layout, specials included): the only rows a
+    caller reads; value zeroing reruns only their tokens' rows, and its other rows are 0."""
     out: dict[str, dict[int, np.ndarray]] = {m: {} for m in methods}
     for group in bucket(list(examples), batch_size=batch_size):
         inputs = model_inputs(lm, group)
-        maps = mixing_batch(lm, inputs["input_ids"], inputs["attention_mask"], list(methods))
+        maps = mixing_batch(lm, inputs["input_ids"], inputs["attention_mask"], list(methods),
+                            rows=None if rows is None else token_rows(group, rows, inputs["input_ids"].shape))
         n = inputs["input_ids"].shape[1]
         if compare is not None and HEADS_METHOD in maps and "norms" in maps:
             squared_norm_agreement(maps[HEADS_METHOD], maps["norms"], inputs["attention_mask"], compare)
@@ -102,6 +109,15 @@ def word_maps(lm: LoadedModel, examples: Sequence[Encoded], methods: Sequence[st
             for b, ex in enumerate(group):
                 out[m][ex.index] = np.ascontiguousarray(words[b, :, :, : ex.n_positions, : ex.n_positions])
         del maps
+    return out
+
+
+def token_rows(group: Sequence[Encoded], rows: Mapping[int, Sequence[int]], shape) -> torch.Tensor:
+    """``[batch, token]`` bool of a right-padded batch ``shape``: the tokens of the words ``rows[example index]``
+    (word-level positions)."""
+    out = torch.zeros(shape, dtype=torch.bool)
+    for b, ex in enumerate(group):
+        out[b, : len(ex)] = torch.from_numpy(np.isin(ex.word_of_token, np.asarray(list(rows.get(ex.index, ())), int)))
     return out
 
 
@@ -184,17 +200,29 @@ def _word_tokens(tokenizer, words: list[str]) -> list[int]:
     return np.maximum(counts, 1).tolist()  # a word with no token is encoded as [UNK]
 
 
-def coref_windows(lm: LoadedModel, split: str, *, max_documents: int | None, max_length: int, data_dir=None,
-                  cache_root=None) -> tuple[EncodedBatch, dict[int, list], str]:
+def coref_windows(lm: LoadedModel, split: str, *, max_documents: int | None, max_length: int,
+                  min_mentions: int | None = None, data_dir=None, cache_root=None) -> tuple[EncodedBatch, dict[int, list], str]:
     """``(windows, {window: queries}, digest)``: each document's first window (the coreference chapter's
     ``truncated`` setting: its first words that fit in ``max_length`` tokens), encoded, with its evaluated mentions
-    (:func:`helpers.coref.stats.queries_in_window`), and the digest of the OntoGUM files read."""
-    docs = load_coref(split, data_dir=data_dir, cache_root=cache_root)[:max_documents]
+    (:func:`helpers.coref.stats.queries_in_window`), and the digest of the OntoGUM files read. The documents are the
+    split's first, in order: at most ``max_documents`` (``None``: no limit), and with ``min_mentions`` no more than
+    it takes for their windows to hold that many evaluated mentions (``None``: no such stop).
+
+    >>> batch, queries, _ = coref_windows(lm, "test", max_documents=None, max_length=128, min_mentions=150)  # doctest: +SKIP
+    >>> sum(len(q) for q in queries.values()) >= 150                                                           # doctest: +SKIP
+    True
+    """
     budget = max_length - lm.tokenizer.num_special_tokens_to_add(pair=False)
-    ends = [window_words(_word_tokens(lm.tokenizer, doc.words), 0, budget) for doc in docs]
+    docs, ends, queries = [], [], {}
+    for doc in load_coref(split, data_dir=data_dir, cache_root=cache_root)[:max_documents]:
+        if min_mentions is not None and sum(map(len, queries.values())) >= min_mentions:
+            break
+        end = window_words(_word_tokens(lm.tokenizer, doc.words), 0, budget)
+        queries[len(docs)] = queries_in_window(doc, 0, end, len(docs))
+        docs.append(doc)
+        ends.append(end)
     batch = encode_words(lm.tokenizer, [doc.words[:end] for doc, end in zip(docs, ends)], max_length=max_length,
                          model_max=lm.max_positions)
-    queries = {w: queries_in_window(doc, 0, end, w) for w, (doc, end) in enumerate(zip(docs, ends))}
     onto = data_folder(data_dir) / "gum" / "ontogum"
     return batch, queries, file_digest([onto / f"{doc.doc_id}.conll" for doc in docs])
 
@@ -299,10 +327,29 @@ def _limited(batch: EncodedBatch, n: int | None) -> list[Encoded]:
     return [ex for ex in batch.examples if n is None or ex.index < n]
 
 
+def heads_sample(batch: EncodedBatch, n: int, *, seed: int = HEADS_SEED) -> list[Encoded]:
+    """Per-head value zeroing's sentences on the CPU: ``n`` examples of ``batch`` (a whole treebank, encoded) drawn
+    at random without replacement with ``seed``, in corpus order (all of them where it holds no more than ``n``).
+
+    Drawn from the whole split, not its first sentences: a sentence costs heads x T^2 reruns of each layer, and the
+    first sentences of GUM dev (one academic text) are among its longest (the first 30: 2,150 tokens squared on
+    average, the split's 680 for MiniLM), one document where a draw spans the split's genres."""
+    if n >= len(batch.examples):
+        return list(batch.examples)
+    picked = np.random.default_rng(seed).choice(len(batch.examples), size=n, replace=False)
+    return [batch.examples[i] for i in sorted(picked)]
+
+
+def mention_rows(batch: EncodedBatch, queries: Mapping[int, Sequence]) -> dict[int, list[int]]:
+    """``{window: word positions}``: the rows §4.3 reads of each window's word-level map (specials included, as
+    :func:`helpers.coref.stats.head_predictions` indexes it), its queries' head words."""
+    return {ex.index: sorted({q.head + ex.lead for q in queries.get(ex.index, ())}) for ex in batch.examples}
+
+
 def score_methods(lm: LoadedModel, methods: Sequence[str], *, max_sentences: int | None, max_documents: int | None,
                   train_sentences: int | None, heads_sentences: int, heads_documents: int, seeds: Sequence[int],
-                  epochs: int, max_length: int = MAX_LENGTH, data_dir=None, cache_root=None,
-                  progress: bool = False) -> dict[str, dict]:
+                  epochs: int, max_length: int = MAX_LENGTH, min_mentions: int | None = None, data_dir=None,
+                  cache_root=None, progress: bool = False) -> dict[str, dict]:
     """Every score of :mod:`helpers.mixing.run` for each of ``methods`` (one pass over each corpus for all of
     them; per-head value zeroing on its subset, see :func:`subset_everything`)."""
     from tqdm.auto import tqdm
@@ -311,33 +358,46 @@ def score_methods(lm: LoadedModel, methods: Sequence[str], *, max_sentences: int
     plain = [m for m in methods if m != HEADS_METHOD]
     limits = {"train": train_sentences, "dev": max_sentences, "test": max_sentences}
     data, maps = {}, {m: {} for m in methods}
+    heads_data = {}  # CPU: per-head value zeroing's own sentences, {"dev" / "test": (sentences, examples)}
     compare: dict = {}
     steps = [("treebank", n) for n in TREEBANKS] + [("coref", s) for s in COREF_SPLITS]
     for kind, name in tqdm(steps, desc="context-mixing maps", disable=not progress):
+        rows = None
         if kind == "treebank":
             sentences, batch, _ = encode_treebank(lm, TREEBANKS[name], max_sentences=limits[name], max_length=max_length,
                                                   data_dir=data_dir, cache_root=cache_root)
             data[name] = (sentences, batch)
-            heads_n = None if everything else (0 if name == "train" else heads_sentences)  # CPU: no probe training
+            subset = batch.examples
+            if not everything and HEADS_METHOD in methods:
+                subset = []  # CPU: no probe training, so nothing of GUM train
+                if name != "train" and heads_sentences:
+                    whole, pool, _ = encode_treebank(lm, TREEBANKS[name], max_sentences=None, max_length=max_length,
+                                                     data_dir=data_dir, cache_root=cache_root)
+                    subset = heads_sample(pool, heads_sentences)
+                    heads_data[name] = (whole, subset)  # sentences indexed as in the whole split
         else:
             batch, queries, _ = coref_windows(lm, name, max_documents=max_documents, max_length=max_length,
-                                              data_dir=data_dir, cache_root=cache_root)
+                                              min_mentions=min_mentions, data_dir=data_dir, cache_root=cache_root)
             data["coref-" + name] = (batch, queries)
-            heads_n = None if everything else heads_documents
+            subset = batch.examples if everything else _limited(batch, heads_documents)
+            rows = mention_rows(batch, queries)  # all §4.3 reads: value zeroing reruns these rows alone
         key = f"{kind}-{name}"
         if plain:
-            for m, found in word_maps(lm, batch.examples, plain).items():
+            for m, found in word_maps(lm, batch.examples, plain, rows=rows).items():
                 maps[m][key] = found
         if HEADS_METHOD in methods:
-            subset = _limited(batch, heads_n)
             asked = [HEADS_METHOD, "norms"] if kind == "treebank" and name == "test" else [HEADS_METHOD]
-            found = word_maps(lm, subset, asked, batch_size=HEADS_BATCH, compare=compare) if subset else {HEADS_METHOD: {}}
+            found = word_maps(lm, subset, asked, batch_size=HEADS_BATCH, compare=compare,
+                              rows=rows) if subset else {HEADS_METHOD: {}}
             maps[HEADS_METHOD][key] = found[HEADS_METHOD]
     (train_s, train_b), (dev_s, dev_b), (test_s, test_b) = data["train"], data["dev"], data["test"]
+    scored_on = {"dev": (dev_s, dev_b.examples), "test": (test_s, test_b.examples)}  # §4.2's sentences and examples
     inputs = {name: {"read": len(data[name][1].examples) + len(data[name][1].skipped), "skipped": len(data[name][1].skipped)}
               for name in TREEBANKS}  # skipped: longer than max_length tokens
     inputs.update({f"documents_{s}": {"read": len(data["coref-" + s][0].examples) + len(data["coref-" + s][0].skipped),
-                                      "skipped": len(data["coref-" + s][0].skipped)} for s in COREF_SPLITS})
+                                      "skipped": len(data["coref-" + s][0].skipped),
+                                      "mentions": sum(map(len, data["coref-" + s][1].values())),
+                                      "min_mentions": min_mentions} for s in COREF_SPLITS})
     windows = {s: data["coref-" + s] for s in COREF_SPLITS}
     baselines = coref_baselines(windows["test"][1])
     out = {}
@@ -345,9 +405,11 @@ def score_methods(lm: LoadedModel, methods: Sequence[str], *, max_sentences: int
         got = maps[m]
         result = {"method": m, "name": METHOD_NAMES[m], "inputs": inputs}
         if got["treebank-test"] and got["treebank-dev"]:
+            on = heads_data if m == HEADS_METHOD and heads_data else scored_on
             result["unit"] = "head" if next(iter(got["treebank-test"].values())).shape[1] > 1 else "layer"
-            result["syntax"] = score_syntax(got["treebank-dev"], got["treebank-test"], dev_s, test_s, causal=lm.causal)
-            result["special_share"] = special_shares(got["treebank-test"], test_b.examples)
+            result["syntax"] = score_syntax(got["treebank-dev"], got["treebank-test"], on["dev"][0], on["test"][0],
+                                            causal=lm.causal)
+            result["special_share"] = special_shares(got["treebank-test"], on["test"][1])
         result["coref"] = {**score_coref(got["coref-dev"], got["coref-test"], windows, causal=lm.causal),
                            "baselines": baselines}
         if got["treebank-train"] and got["treebank-dev"] and got["treebank-test"]:
@@ -384,13 +446,13 @@ def mixing_key(lm: LoadedModel, method: str, settings: dict, data_dir=None) -> d
 def run_mixing(lm: LoadedModel, ctx: RunContext | None = None, *, methods: Sequence[str] = METHODS,
                max_sentences: int | None = None, max_documents: int | None = None, train_sentences: int | None = None,
                heads_sentences: int = 20, heads_documents: int = 1, seeds: Sequence[int] = (0, 1, 2), epochs: int = 3,
-               max_length: int = MAX_LENGTH) -> dict[str, dict]:
+               max_length: int = MAX_LENGTH, min_mentions: int | None = None) -> dict[str, dict]:
     """``{method: scores}`` (:func:`score_methods`), each method's cached on its own (JSON keyed by
     :func:`mixing_key`): the methods not yet cached are computed together, in one pass over each corpus."""
     methods = check_methods(methods)
     settings = {"max_sentences": max_sentences, "max_documents": max_documents, "train_sentences": train_sentences,
                 "heads_sentences": heads_sentences, "heads_documents": heads_documents, "seeds": list(seeds),
-                "epochs": epochs, "max_length": max_length}
+                "epochs": epochs, "max_length": max_length, "min_mentions": min_mentions}
     keys = {m: mixing_key(lm, m, settings, ctx.data_dir) for m in methods}
     computed: dict[str, dict] = {}
 
@@ -401,8 +463,8 @@ def run_mixing(lm: LoadedModel, ctx: RunContext | None = None, *, methods: Seque
             computed.update(score_methods(lm, todo, max_sentences=max_sentences, max_documents=max_documents,
                                           train_sentences=train_sentences, heads_sentences=heads_sentences,
                                           heads_documents=heads_documents, seeds=seeds, epochs=epochs,
-                                          max_length=max_length, data_dir=ctx.data_dir, cache_root=ctx.cache_dir,
-                                          progress=ctx.progress))
+                                          max_length=max_length, min_mentions=min_mentions, data_dir=ctx.data_dir,
+                                          cache_root=ctx.cache_dir, progress=ctx.progress))
         return computed[method]
 
     return {m: cached_json("mixing", keys[m], lambda m=m: compute(m), cache_root=ctx.cache_dir) for m in methods}
@@ -505,10 +567,15 @@ def sizes_note(results: dict[str, dict]) -> str:
             left = f" ({i[name]['skipped']} left out: longer than the length limit)" if i[name]["skipped"] else ""
             return f"{i[name]['read']}{left}"
 
+        dev, test = i["documents_dev"], i["documents_test"]
+        rule = (f", as many as it takes for their first windows to hold {dev['min_mentions']} evaluated mentions"
+                if dev.get("min_mentions") else "")
+        mentions = f", with {dev['mentions']} and {test['mentions']} evaluated mentions" if "mentions" in dev else ""
         parts.append(f"the first sentences of GUM dev and test ({read('dev')} and {read('test')}; §4.2, and §5's "
                      f"development and test sets), the first {read('train')} sentences of GUM train (§5's training "
-                     f"set) and the first documents of the dev and test coreference splits ({read('documents_dev')} and "
-                     f"{read('documents_test')}; §4.3, each document's first window)")
+                     f"set) and the first documents of the dev and test coreference splits{rule} "
+                     f"({read('documents_dev')} and {read('documents_test')}{mentions}; §4.3, each document's first "
+                     "window)")
     heads = results.get(HEADS_METHOD)
     if heads is not None:
         sub = heads["subset"]
@@ -519,9 +586,10 @@ def sizes_note(results: dict[str, dict]) -> str:
             documents = (f"the first {sub['documents']} documents of each coreference split" if sub["documents"]
                          else "no coreference document")
             parts.append(f"per-head value zeroing, which reruns every layer heads × tokens times a sentence, on the CPU "
-                         f"only on the first {sub['sentences']} sentences of GUM dev and test ({s['dev']} and {s['test']} "
-                         f"scored; no probe trained) and {documents}, so its scores are of other, fewer inputs than the "
-                         "other rows' and are not compared with them")
+                         f"only on {sub['sentences']} sentence{'s' * (sub['sentences'] != 1)} drawn at random (seed "
+                         f"{HEADS_SEED}) from each of GUM dev and test ({s['dev']} and {s['test']} scored; no probe "
+                         f"trained) and {documents}, so its scores are of other, fewer inputs than the other rows' and "
+                         "are not compared with them")
     return "Scored on " + "; ".join(parts) + "." if parts else "Nothing was scored."
 
 

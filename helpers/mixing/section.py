@@ -21,14 +21,19 @@ from helpers.pipeline.extraction import encode_treebank
 from helpers.section import Section, SectionReport, Sizes, part
 from helpers.syntax.stats import ALL
 
-# The book's sizes, chosen so that the chapter (the book's model, then the decoder at the small sizes) adds at most
-# 30 % to the default book's cold build on the 2-core CPU: value zeroing reruns every layer T times a sentence (about
-# 0.7 s of CPU a 40-token GUM sentence for the default 6 x 12 model, 5 s a 128-token coreference window; per head
-# 12 times more); the small ones for the notebook tests.
-FULL = {"max_sentences": 50, "train_sentences": 100, "max_documents": 2, "heads_sentences": 3, "heads_documents": 0,
-        "epochs": 3}
-SMALL = {"max_sentences": 8, "train_sentences": 16, "max_documents": 1, "heads_sentences": 1, "heads_documents": 0,
-         "epochs": 2}
+# The book's sizes: §4.3 on each split's first documents until their windows hold 150 evaluated mentions (documents
+# hold 0 to 21: 16 dev and 17 test documents for the default model), so that its interval over documents has width;
+# per-head value zeroing on 30 sentences of GUM dev and of test, drawn from the whole split. Chosen so that the
+# chapter (the book's model, then the decoder at the small sizes) costs at most 15 % of the default book's cold build
+# on the 2-core CPU: value zeroing reruns every layer T times a sentence (about 20 us of CPU a rerun for the default
+# 6 x 12 model: 0.07 s a 25-token sentence, per head 12 times more; in a coreference window only the mentions' rows,
+# about 10 of 128). Measured 2026-11-28 at commit bd60f22 on the shared 2-core CPU (1 torch thread), the chapter
+# executed alone with a cold cache: 157 s of CPU at a load average of 1 to 5, 173 s at 5 to 6 (90 s at the earlier
+# sizes); the small ones for the notebook tests.
+FULL = {"max_sentences": 50, "train_sentences": 100, "max_documents": None, "min_mentions": 150, "heads_sentences": 30,
+        "heads_documents": 0, "epochs": 3}
+SMALL = {"max_sentences": 8, "train_sentences": 16, "max_documents": 1, "min_mentions": None, "heads_sentences": 1,
+         "heads_documents": 0, "epochs": 2}
 # What the chapter's decoder runs on the CPU beside the book's encoder: the maps of one forward pass and per-head
 # value zeroing on its subset; value zeroing per layer and ALTI cost a 30-layer decoder like SmolLM2 about 4 s and
 # 1.4 s of CPU a sentence (measured), minutes at any useful size. On an accelerator it runs every method.
@@ -48,7 +53,8 @@ class MixingSectionReport(SectionReport):
         return run_mixing(self.lm, self.ctx, methods=s["methods"], max_sentences=s["max_sentences"],
                           max_documents=s["max_documents"], train_sentences=s["train_sentences"],
                           heads_sentences=s["heads_sentences"], heads_documents=s["heads_documents"],
-                          seeds=tuple(s["seeds"]), epochs=s["epochs"], max_length=s["max_length"])
+                          seeds=tuple(s["seeds"]), epochs=s["epochs"], max_length=s["max_length"],
+                          min_mentions=s["min_mentions"])
 
     @part
     def example(self) -> dict:

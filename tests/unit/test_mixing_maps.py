@@ -322,8 +322,8 @@ def test_attention_weights_do_not_move_when_a_value_is_zeroed(case):
 
 
 def _vz_plus_identity(original):
-    def planted(block, s, *, per_head, max_rows=mx.MAX_ROWS):
-        C = original(block, s, per_head=per_head, max_rows=max_rows)
+    def planted(block, s, *, per_head, max_rows=mx.MAX_ROWS, rows=None):
+        C = original(block, s, per_head=per_head, max_rows=max_rows, rows=rows)
         eye = torch.diag_embed(s.pairs.diagonal(dim1=-2, dim2=-1).to(C.dtype))
         return mx.normalise_rows(0.5 * C + 0.5 * (eye[:, None] if per_head else eye))
     return planted
@@ -402,6 +402,29 @@ def test_chunking_changes_no_map(case):
     cut = mx.mixing_for(lm64, examples, chosen, max_rows=1, dtype=None)
     for m in whole:
         np.testing.assert_allclose(whole[m].numpy(), cut[m].numpy(), atol=FLOAT64, err_msg=m)
+
+
+def test_value_zeroing_on_the_rows_asked_for_is_those_rows_of_the_whole_map(case):
+    """``rows``: the rows asked for are the whole map's (float64 round-off: the reruns are chunked differently), every
+    other row of value zeroing is exactly 0, and the maps without reruns do not change."""
+    from helpers.core.extract import model_inputs
+
+    _, _, lm64, examples, _ = case
+    inputs = model_inputs(lm64, examples)
+    mask = inputs["attention_mask"].bool()
+    rows = torch.zeros_like(mask)
+    rows[0, 1] = rows[0, 3] = rows[-1, 2] = True  # other rows, and more of them, in the first input than the last
+    chosen = ["attention", "value_zeroing", "value_zeroing_heads", "alti"]
+    whole = mx.mixing_batch(lm64, inputs["input_ids"], inputs["attention_mask"], chosen, dtype=None)
+    some = mx.mixing_batch(lm64, inputs["input_ids"], inputs["attention_mask"], chosen, dtype=None, rows=rows)
+    for m in ("value_zeroing", "value_zeroing_heads"):
+        asked = rows.view(rows.shape[0], *([1] * (whole[m].dim() - 3)), rows.shape[1])
+        asked = asked.expand(whole[m].shape[:-1])
+        np.testing.assert_allclose(some[m][asked].numpy(), whole[m][asked].numpy(), rtol=0, atol=FLOAT64, err_msg=m)
+        assert torch.all(some[m][~asked] == 0), m
+        assert torch.all(whole[m][asked].sum(-1) > 0), m  # the rows compared are not empty ones
+    for m in ("attention", "alti"):
+        assert torch.equal(some[m], whole[m]), m
 
 
 def test_a_layer_with_zero_output_projection_mixes_nothing(case):

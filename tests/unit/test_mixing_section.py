@@ -159,18 +159,80 @@ def test_methods_keep_the_tables_order():
 def test_the_record_sizes():
     full, small = SECTION.settings(RunContext(small=False)), SECTION.settings(RunContext(small=True))
     assert full["methods"] == small["methods"] == METHODS and full["seeds"] == small["seeds"] == (0, 1, 2)
-    for k in ("max_sentences", "train_sentences", "max_documents", "heads_sentences", "epochs"):
+    for k in ("max_sentences", "train_sentences", "heads_sentences", "epochs"):
         assert small[k] <= full[k], k
+    # the book's §4.3 reads documents until 150 evaluated mentions (an interval over documents with width), per-head
+    # value zeroing 30 sentences a split; the small configuration one document, whatever its mentions
+    assert full["max_documents"] is None and full["min_mentions"] == 150 and full["heads_sentences"] == 30
+    assert small["max_documents"] == 1 and small["min_mentions"] is None
     assert SECTION.paper is None and SECTION.inputs == ()
 
 
-@pytest.mark.parametrize("documents, said", [(0, "and no coreference document,"),
-                                             (2, "and the first 2 documents of each coreference split,")])
-def test_the_sizes_note_names_per_head_value_zeroings_subset(documents, said):
+def test_coref_windows_stop_once_their_mentions_reach_the_rule(tiny_lm, toy_data, monkeypatch):
+    """Documents are read in order until their windows hold ``min_mentions`` evaluated mentions, never past
+    ``max_documents``; without a rule, every document up to ``max_documents``."""
+    from helpers.data.ontogum import load_coref
+
+    one = load_coref("test", data_dir=toy_data)[0]
+    monkeypatch.setattr(mr, "load_coref", lambda split, **kw: [one] * 5)  # five documents of the toy's mentions
+    _, queries, _ = mr.coref_windows(tiny_lm, "test", max_documents=None, max_length=60, data_dir=toy_data)
+    each = len(queries[0])
+    assert len(queries) == 5 and each > 0 and all(len(q) == each for q in queries.values())
+    for wanted, documents in ((1, 1), (each, 1), (each + 1, 2), (3 * each, 3), (100 * each, 5)):
+        batch, queries, _ = mr.coref_windows(tiny_lm, "test", max_documents=None, max_length=60, min_mentions=wanted,
+                                             data_dir=toy_data)
+        assert len(queries) == len(batch.examples) == documents, wanted
+    _, queries, _ = mr.coref_windows(tiny_lm, "test", max_documents=2, max_length=60, min_mentions=100 * each,
+                                     data_dir=toy_data)
+    assert len(queries) == 2
+
+
+def test_value_zeroing_reads_the_mentions_head_words_rows():
+    from helpers.coref.stats import Query
+
+    def query(head):
+        return Query(None, head, (), frozenset(), 0)
+
+    batch = mr.EncodedBatch([_example(0, 5), _example(1, 4, 1, 0)])
+    rows = mr.mention_rows(batch, {0: [query(3), query(1), query(3)], 1: [query(2)]})
+    assert rows == {0: [2, 4], 1: [3]}  # word positions, [CLS] / BOS first; each head word once
+    tokens = mr.token_rows(batch.examples, rows, (2, 7))
+    assert tokens[0].tolist() == [False, False, True, False, True, False, False]  # one token a word here
+    assert tokens[1].tolist() == [False, False, False, True, False, False, False]  # padding never asked
+
+
+@pytest.mark.parametrize("documents, sentences, said", [
+    (0, 30, "on 30 sentences drawn at random (seed 0) from each of GUM dev and test (30 and 29 scored; no probe trained) "
+            "and no coreference document,"),
+    (2, 1, "on 1 sentence drawn at random (seed 0) from each of GUM dev and test (1 and 1 scored; no probe trained) "
+           "and the first 2 documents of each coreference split,")])
+def test_the_sizes_note_names_per_head_value_zeroings_subset(documents, sentences, said):
     from helpers.mixing.run import HEADS_METHOD, sizes_note
 
-    heads = {"subset": {"everything": False, "sentences": 3, "documents": documents},
-             "syntax": {"sentences": {"dev": 3, "test": 3}}}
+    heads = {"subset": {"everything": False, "sentences": sentences, "documents": documents},
+             "syntax": {"sentences": {"dev": sentences, "test": sentences - (sentences > 1)}}}
     note = sizes_note({HEADS_METHOD: heads})
-    assert note.startswith("Scored on per-head value zeroing") and "first 3 sentences of GUM dev and test (3 and 3 " \
-        "scored; no probe trained)" in note and said in note
+    assert note.startswith("Scored on per-head value zeroing") and said in note
+
+
+@pytest.mark.parametrize("rule, said", [
+    (None, "the first documents of the dev and test coreference splits (1 and 1, with 2 and 0 evaluated mentions; "),
+    (150, "the first documents of the dev and test coreference splits, as many as it takes for their first windows "
+          "to hold 150 evaluated mentions (16 and 17, with 153 and 155 evaluated mentions; ")])
+def test_the_sizes_note_names_the_coreference_documents_and_their_mentions(rule, said):
+    documents = {"dev": (1, 2), "test": (1, 0)} if rule is None else {"dev": (16, 153), "test": (17, 155)}
+    inputs = {"train": {"read": 100, "skipped": 0}, "dev": {"read": 50, "skipped": 0}, "test": {"read": 50, "skipped": 1},
+              **{f"documents_{s}": {"read": n, "skipped": 0, "mentions": m, "min_mentions": rule}
+                 for s, (n, m) in documents.items()}}
+    note = mr.sizes_note({"attention": {"inputs": inputs}})
+    assert said in note and "GUM dev and test (50 and 50 (1 left out: longer than the length limit);" in note
+
+
+def test_per_head_sentences_are_drawn_from_the_whole_split_by_the_seed():
+    batch = mr.EncodedBatch([_example(i, 3) for i in range(100)])
+    drawn = mr.heads_sample(batch, 30)
+    indices = [ex.index for ex in drawn]
+    assert len(set(indices)) == 30 and indices == sorted(indices) and max(indices) >= 50  # not the first 30
+    assert indices == [ex.index for ex in mr.heads_sample(batch, 30)]  # the seed fixes them
+    assert indices != [ex.index for ex in mr.heads_sample(batch, 30, seed=1)]
+    assert len(mr.heads_sample(batch, 200)) == 100
