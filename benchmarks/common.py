@@ -154,12 +154,13 @@ def recorded(name: str, model: str | None = None, results: Path | None = None, *
 
 
 def save(result: dict, out: str | Path, *, record: str | None = None, model: str = "default",
-         started: dict | None = None) -> None:
+         started: dict | None = None, name_by: str | None = None) -> None:
     """Write ``result`` as JSON to ``out``. Every benchmark's output carries its peak resident memory:
     ``peak_rss_mib`` (this process, which ran the measured work) is added when the result lacks it.
     With ``record`` (the benchmark's name) it is also kept as a dated recorded measurement
     (:func:`record_path`), with the date, the machine (``started``: :func:`machine` taken before the
-    run, so the load average is the one it started under), the command and the commit."""
+    run, so the load average is the one it started under), the command and the commit; the file is named by
+    ``name_by`` when given (a benchmark recorded per machine: ``NAME-MACHINE-DATE.json``), else by ``model``."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if "peak_rss_mib" not in result:
@@ -173,7 +174,7 @@ def save(result: dict, out: str | Path, *, record: str | None = None, model: str
         at_end = _commit()
         if at_end != COMMIT_AT_START:
             meta["commit_at_end"] = at_end  # HEAD moved during the run: the files may have changed under it
-        path = record_path(record, model)
+        path = record_path(record, name_by or model)
         path.write_text(json.dumps({**result, "model_spec": model, "recorded": meta}, indent=1) + "\n")
         print(f"recorded {path}")
 

@@ -50,6 +50,19 @@ def _by_length(segments: Segments) -> list[int]:
     return sorted(range(len(segments)), key=lambda n: (len(segments.examples[n]), n))
 
 
+def passes(lm: LoadedModel, segments: Segments, K: int, *, budget: int = ROW_TOKENS) -> list[list[tuple[int, int]]]:
+    """The forward passes that run ``K`` interventions over ``segments``: each pass a list of ``(segment,
+    intervention)`` rows, segment by segment in length order (the copies of one segment side by side), of
+    :func:`rows_per_pass` rows at the length of the pass's first segment (the last pass may hold fewer)."""
+    pairs = [(n, k) for n in _by_length(segments) for k in range(K)]
+    out, start = [], 0
+    while start < len(pairs):
+        size = rows_per_pass(lm, len(segments.examples[pairs[start][0]]), budget=budget)
+        out.append(pairs[start:start + size])
+        start += size
+    return out
+
+
 def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | None = None, *,
                         sink_heads: torch.Tensor | None = None, sink: str | None = None, mode: str | None = None,
                         budget: int = ROW_TOKENS) -> torch.Tensor:
@@ -59,18 +72,14 @@ def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | 
     ``sink`` (a kind of ``segments.sinks``) and ``mode`` (``"noop"`` or ``"redirect"``): the sink test of each
     intervention. The ``K x N`` rows run in passes of :func:`rows_per_pass` rows, segment by segment in length order
     (the copies of one segment side by side). The layers before the first one an intervention touches run once per
-    segment (``intervene``'s ``shared``): a layer's single-head removals cost its own and the later layers' time."""
+    segment (``intervene``'s ``shared``): a layer's single-head removals cost its own and the later layers' time.
+    The passes: :func:`passes`."""
     L = lm.n_layers
     K = (xi if xi is not None else sink_heads).shape[0]
     start_layer = first_layer(xi, sink_heads)  # the layers before it run once per segment, not once per copy
     out = torch.empty(K, len(segments), dtype=torch.float64)
-    pairs = [(n, k) for n in _by_length(segments) for k in range(K)]
-    start = 0
     with torch.inference_mode(), torch_threads(FIXED_THREADS):
-        while start < len(pairs):
-            size = rows_per_pass(lm, len(segments.examples[pairs[start][0]]), budget=budget)
-            chunk = pairs[start:start + size]
-            start += len(chunk)
+        for chunk in passes(lm, segments, K, budget=budget):
             rows = [n for n, _ in chunk]
             ks = torch.tensor([k for _, k in chunk])
             mask = xi[ks] if xi is not None else None
