@@ -52,14 +52,16 @@ def _by_length(segments: Segments) -> list[int]:
 
 def passes(lm: LoadedModel, segments: Segments, K: int, *, budget: int = ROW_TOKENS) -> list[list[tuple[int, int]]]:
     """The forward passes that run ``K`` interventions over ``segments``: each pass a list of ``(segment,
-    intervention)`` rows, segment by segment in length order (the copies of one segment side by side), of
-    :func:`rows_per_pass` rows at the length of the pass's first segment (the last pass may hold fewer)."""
+    intervention)`` rows, segment by segment in length order (the copies of one segment side by side), as many rows
+    as :func:`rows_per_pass` allows at the length of the pass's longest segment (every row is padded to it), at
+    least one."""
     pairs = [(n, k) for n in _by_length(segments) for k in range(K)]
-    out, start = [], 0
-    while start < len(pairs):
-        size = rows_per_pass(lm, len(segments.examples[pairs[start][0]]), budget=budget)
-        out.append(pairs[start:start + size])
-        start += size
+    out: list[list[tuple[int, int]]] = []
+    for pair in pairs:  # lengths only grow: a row fits while the pass, padded to this row's length, stays in budget
+        if out and len(out[-1]) < rows_per_pass(lm, len(segments.examples[pair[0]]), budget=budget):
+            out[-1].append(pair)
+        else:
+            out.append([pair])
     return out
 
 
@@ -161,13 +163,9 @@ def importance(lm: LoadedModel, segments: Segments, xi: torch.Tensor | None = No
     base = torch.ones(L, H) if xi is None else xi.detach().float().cpu()
     grads = np.empty((len(segments), L, H))
     losses = np.empty(len(segments))
-    order = _by_length(segments)
-    start = 0
     with torch_threads(FIXED_THREADS):
-        while start < len(order):
-            size = rows_per_pass(lm, len(segments.examples[order[start]]), budget=budget)
-            rows = order[start:start + size]
-            start += len(rows)
+        for chunk in passes(lm, segments, 1, budget=budget):
+            rows = [n for n, _ in chunk]
             leaf = base.expand(len(rows), L, H).clone().to(lm.device).requires_grad_(True)
             with torch.enable_grad(), intervene(lm, xi=leaf):
                 loss = row_losses(lm, segments, rows)
