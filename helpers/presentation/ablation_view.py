@@ -209,8 +209,8 @@ def loss_note(result: dict) -> str:
     head = result.get("loss_head") or {}
     text = result["loss"]
     if "heldout_loss" in head and "heldout_unigram_loss" in head:
-        text += (f" (on GUM dev segments the fitted head's loss is {head['heldout_loss']:.2f} against "
-                 f"{head['heldout_unigram_loss']:.2f} for word frequencies alone)")
+        text += (f"; on GUM dev segments the fitted head's loss is {head['heldout_loss']:.2f} nats, against "
+                 f"{head['heldout_unigram_loss']:.2f} for word frequencies alone")
     return text
 
 
