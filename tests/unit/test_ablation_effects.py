@@ -642,11 +642,25 @@ def _recording(monkeypatch):
     return passes
 
 
+def _one_at_a_time(case, xi, heads, kind, mode) -> np.ndarray:
+    """``[K, segment]``: each (mask, segment) alone through ``intervene`` and the whole model (with ``mode``, the sink
+    test of ``heads`` on the sink ``kind``)."""
+    want = np.empty((xi.shape[0], len(case.segments)))
+    with torch.no_grad():
+        for k in range(xi.shape[0]):
+            for n in range(len(case.segments)):
+                test = (SinkTest(torch.from_numpy(case.segments.sinks[kind][n])[None], heads[k:k + 1], mode)
+                        if mode else None)
+                with intervene(case.lm, xi=xi[k:k + 1], sink=test):
+                    want[k, n] = float(row_losses(case.lm, case.segments, [n]))
+    return want
+
+
 @pytest.mark.parametrize("mode", [None, *MODES])
 def test_batched_equals_one_at_a_time(case, mode, monkeypatch):
     """``intervention_losses`` over K masks (fractional too) and, with ``mode``, K random sink-head sets, on segments
     of three lengths in passes that mix them (padding), equals each (mask, segment) run alone through ``intervene``."""
-    lm, L, H, S, K = case.lm, case.lm.n_layers, case.lm.n_heads, len(case.segments), 3
+    lm, L, H, K = case.lm, case.lm.n_layers, case.lm.n_heads, 3
     generator = torch.Generator().manual_seed(1)
     xi = torch.tensor([0.0, 0.5, 1.0])[torch.randint(0, 3, (K, L, H), generator=generator)]
     heads = torch.rand(K, L, H, generator=generator) < 0.5 if mode else None
@@ -657,14 +671,7 @@ def test_batched_equals_one_at_a_time(case, mode, monkeypatch):
     got = effects.intervention_losses(lm, case.segments, xi, sink_heads=heads, sink=kind if mode else None, mode=mode,
                                       budget=budget).numpy()
     assert len(passes) > 1 and any(len({len(case.segments.examples[r]) for r in rows}) > 1 for rows in passes)
-    want = np.empty((K, S))
-    with torch.no_grad():
-        for k in range(K):
-            for n in range(S):
-                test = (SinkTest(torch.from_numpy(case.segments.sinks[kind][n])[None], heads[k:k + 1], mode)
-                        if mode else None)
-                with intervene(lm, xi=xi[k:k + 1], sink=test):
-                    want[k, n] = float(row_losses(lm, case.segments, [n]))
+    want = _one_at_a_time(case, xi, heads, kind, mode)
     # tolerance: both sides float32, each within loss_tolerance of the exact loss (padding changes the kernels' sums)
     np.testing.assert_allclose(got, want, rtol=0, atol=2 * loss_tolerance(case))
 
@@ -674,7 +681,7 @@ def test_shared_layers_equal_one_at_a_time(case, mode, monkeypatch):
     """Interventions that touch only the last layer run the layers before it once per segment (``intervene``'s
     ``shared``: each segment given once, its rows repeated at the last layer's input); the losses equal each (mask,
     segment) run alone through the whole model."""
-    lm, L, H, S, K = case.lm, case.lm.n_layers, case.lm.n_heads, len(case.segments), 3
+    lm, L, H, K = case.lm, case.lm.n_layers, case.lm.n_heads, 3
     generator = torch.Generator().manual_seed(2)
     xi = torch.ones(K, L, H)
     xi[:, L - 1] = torch.tensor([0.0, 0.5, 1.0])[torch.randint(0, 3, (K, H), generator=generator)]
@@ -695,14 +702,7 @@ def test_shared_layers_equal_one_at_a_time(case, mode, monkeypatch):
                                       mode=mode).numpy()
     # the shared path ran: the model was given fewer rows than were scored
     assert all(g is not None and len(g) < len(rows) for rows, g in given)
-    want = np.empty((K, S))
-    with torch.no_grad():
-        for k in range(K):
-            for n in range(S):
-                test = (SinkTest(torch.from_numpy(case.segments.sinks[kind][n])[None], heads[k:k + 1], mode)
-                        if mode else None)
-                with intervene(lm, xi=xi[k:k + 1], sink=test):
-                    want[k, n] = float(row_losses(lm, case.segments, [n]))
+    want = _one_at_a_time(case, xi, heads, kind, mode)
     # tolerance: both sides float32, each within loss_tolerance of the exact loss (other batch shapes, other sums)
     np.testing.assert_allclose(got, want, rtol=0, atol=2 * loss_tolerance(case))
 
