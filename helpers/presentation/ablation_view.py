@@ -107,10 +107,11 @@ def prune_chart(result: dict, *, width: int = 440, height: int = 260):
     pick = alt.selection_point(fields=["order"], bind="legend")
     opacity = alt.condition(pick, alt.value(0.9), alt.value(0.15))
     x = alt.X("share:Q", title="Heads removed (%)")
-    band = alt.Chart(frame[frame["low"] != frame["high"]]).mark_area(opacity=0.2).encode(
-        x=x, y=alt.Y("low:Q", title=f"Loss ({result['loss']})"), y2="high:Q", color=color)
+    y = alt.Y("loss:Q", title="mean loss (nats)", scale=alt.Scale(zero=False))  # what the loss is: the page's Setup
+    band = alt.Chart(frame[frame["order"] == order[-1]]).mark_area(opacity=0.2).encode(  # the random orders' range
+        x=x, y=alt.Y("low:Q", title="mean loss (nats)", scale=alt.Scale(zero=False)), y2="high:Q", color=color)
     lines = alt.Chart(frame).mark_line(point=True).encode(
-        x=x, y=alt.Y("loss:Q"), color=color, opacity=opacity,
+        x=x, y=y, color=color, opacity=opacity,
         tooltip=["order:N", alt.Tooltip("share:Q", format=".0f", title="removed (%)"),
                  alt.Tooltip("loss:Q", format=".3f")]).add_params(pick)
     full = alt.Chart(pd.DataFrame({"y": [result["base_loss"]]})).mark_rule(strokeDash=[6, 4], color="black").encode(
