@@ -7,18 +7,11 @@ import argparse
 from typing import Mapping
 
 from helpers.ablation.run import PARTS, check_parts
-from helpers.pipeline.argtypes import max_length_int, positive_int
+from helpers.pipeline.argtypes import NameList, max_length_int, positive_int
 from helpers.pipeline.engine import add_execution_args
 from helpers.pipeline.options import Command, load, run_context
 
-
-def parts_list(text: str) -> tuple[str, ...]:
-    """``--parts``: comma-separated names of :data:`~helpers.ablation.run.PARTS` (an unknown one: one line naming
-    the choices, exit 2)."""
-    try:
-        return check_parts([p.strip() for p in text.split(",") if p.strip()])
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err).removeprefix("--parts ")) from None
+parts_list = NameList("--parts", check_parts)  # names of PARTS; an unknown one: one line naming them, exit 2
 
 
 def _ablate_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:

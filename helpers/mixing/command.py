@@ -7,19 +7,11 @@ import argparse
 from typing import Mapping
 
 from helpers.mixing.maps import METHODS, check_methods
-from helpers.pipeline.argtypes import IntRange, max_length_int, positive_int
+from helpers.pipeline.argtypes import IntRange, NameList, max_length_int, positive_int
 from helpers.pipeline.options import Command, load, run_context
 
 count_int = IntRange(0)  # a subset's size: 0 runs none
-
-
-def methods_list(text: str) -> tuple[str, ...]:
-    """``--methods``: comma-separated names of :data:`~helpers.mixing.maps.METHODS` (an unknown one: one line naming
-    the choices, exit 2)."""
-    try:
-        return check_methods([m.strip() for m in text.split(",") if m.strip()])
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err).removeprefix("--methods ")) from None
+methods_list = NameList("--methods", check_methods)  # names of METHODS; an unknown one: one line naming them, exit 2
 
 
 def _mixing_args(parser: argparse.ArgumentParser, defaults: Mapping) -> None:

@@ -44,6 +44,25 @@ class IntRange:
         return value
 
 
+class NameList:
+    """An option's comma-separated names (``--methods a,b``), checked by ``check(names) -> names``, whose
+    ``ValueError`` (it names ``option`` and the choices) becomes argparse's one-line error without the option's name
+    (argparse adds it)."""
+
+    def __init__(self, option: str, check):
+        self.option, self.check = option, check
+        self.__name__ = repr(self)
+
+    def __repr__(self) -> str:
+        return f"NameList({self.option})"
+
+    def __call__(self, text: str) -> tuple[str, ...]:
+        try:
+            return self.check([name.strip() for name in text.split(",") if name.strip()])
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err).removeprefix(f"{self.option} ")) from None
+
+
 class FloatRange:
     """A finite number in ``[minimum, maximum]`` (NaN and infinities are refused)."""
 
