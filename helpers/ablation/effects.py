@@ -131,14 +131,23 @@ def only_masks(n_layers: int, n_heads: int) -> torch.Tensor:
     return xi
 
 
-def per_layer(lm: LoadedModel, segments: Segments, masks: torch.Tensor, **kw) -> np.ndarray:
-    """``[layer, head, segment]``: :func:`intervention_losses` of ``masks`` ``[layer * head, ...]`` (``xi`` or, with
-    ``sink``, the heads tested), one batch of interventions per layer, each touching that layer only (so the layers
-    before it run once)."""
-    L, H = lm.n_layers, lm.n_heads
+def sink_masks(n_layers: int, n_heads: int) -> torch.Tensor:
+    """``[layer * head, layer, head]`` bool: sink-test heads ``k`` tests head ``k`` alone."""
+    return torch.eye(n_layers * n_heads, dtype=torch.bool).reshape(-1, n_layers, n_heads)
+
+
+def layer_losses(lm: LoadedModel, segments: Segments, masks: torch.Tensor, layer: int, **kw) -> np.ndarray:
+    """``[head, segment]``: :func:`intervention_losses` of ``layer``'s rows of ``masks`` ``[layer * head, layer, head]``
+    (``xi``, or with ``sink`` the heads tested), one batch touching that layer only (so the layers before it run
+    once per segment)."""
+    H = lm.n_heads
     key = "sink_heads" if "sink" in kw else "xi"
-    return np.stack([intervention_losses(lm, segments, **{key: masks[l * H:(l + 1) * H]}, **kw).numpy()
-                     for l in range(L)])
+    return intervention_losses(lm, segments, **{key: masks[layer * H:(layer + 1) * H]}, **kw).numpy()
+
+
+def per_layer(lm: LoadedModel, segments: Segments, masks: torch.Tensor, **kw) -> np.ndarray:
+    """``[layer, head, segment]``: :func:`layer_losses` of every layer."""
+    return np.stack([layer_losses(lm, segments, masks, layer, **kw) for layer in range(lm.n_layers)])
 
 
 def single_head_losses(lm: LoadedModel, segments: Segments, **kw) -> np.ndarray:
@@ -230,11 +239,14 @@ def prune_curve(lm: LoadedModel, segments: Segments, *, seeds: Sequence[int] = P
 def sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode: str, **kw) -> tuple[np.ndarray, np.ndarray]:
     """``(per head [layer, head, segment], every head at once [segment])``: the losses with the sink test ``mode``
     on the sink ``sink`` applied to one head, and to every head of every layer."""
-    L, H = lm.n_layers, lm.n_heads
-    per_head = per_layer(lm, segments, torch.eye(L * H, dtype=torch.bool).reshape(-1, L, H), sink=sink, mode=mode, **kw)
-    every = intervention_losses(lm, segments, sink_heads=torch.ones(1, L, H, dtype=torch.bool), sink=sink, mode=mode,
-                                **kw).numpy()[0]
-    return per_head, every
+    per_head = per_layer(lm, segments, sink_masks(lm.n_layers, lm.n_heads), sink=sink, mode=mode, **kw)
+    return per_head, every_head_sink_losses(lm, segments, sink, mode, **kw)
+
+
+def every_head_sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode: str, **kw) -> np.ndarray:
+    """``[segment]``: the losses with the sink test ``mode`` on ``sink`` applied to every head of every layer at once."""
+    heads = torch.ones(1, lm.n_layers, lm.n_heads, dtype=torch.bool)
+    return intervention_losses(lm, segments, sink_heads=heads, sink=sink, mode=mode, **kw).numpy()[0]
 
 
 @dataclass
@@ -291,15 +303,7 @@ def head_effects(lm: LoadedModel, sentences: Sequence[Sequence[str]], seed: int 
     for kind in segments.sinks:
         sinks[kind] = {}
         for mode in ("noop", "redirect"):
-            _, every = sink_losses_all(lm, segments, kind, mode)
-            sinks[kind][mode] = float((every - base).mean())
+            sinks[kind][mode] = float((every_head_sink_losses(lm, segments, kind, mode) - base).mean())
     return HeadEffects(segments.tokens, base, (removed - base).mean(-1), grads.mean(0), sinks, segments.kind,
                        {"removed": removed, "importance": grads})
 
-
-def sink_losses_all(lm: LoadedModel, segments: Segments, sink: str, mode: str) -> tuple[None, np.ndarray]:
-    """``(None, [segment])``: the sink test on every head of every layer at once (no per-head rows)."""
-    L, H = lm.n_layers, lm.n_heads
-    every = intervention_losses(lm, segments, sink_heads=torch.ones(1, L, H, dtype=torch.bool), sink=sink,
-                                mode=mode).numpy()[0]
-    return None, every

@@ -22,17 +22,19 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 from helpers.ablation import stats
 from helpers.ablation.effects import (
     PRUNE_SEEDS,
+    base_losses,
+    every_head_sink_losses,
     importance,
-    intervention_losses,
+    layer_losses,
     normalise_layers,
     only_masks,
     prune_curve,
     single_head_masks,
+    sink_masks,
 )
 from helpers.ablation.loss import Segments, prepare
 from helpers.context import RunContext
@@ -122,18 +124,15 @@ def run_task(lm: LoadedModel, shared: dict[str, Segments], task: tuple) -> np.nd
     L, H = lm.n_layers, lm.n_heads
     kind = task[0]
     if kind == "base":
-        return intervention_losses(lm, shared["main"], torch.ones(1, L, H)).numpy()
+        return base_losses(lm, shared["main"])[None]
     if kind == "single":
-        return intervention_losses(lm, shared["main"], single_head_masks(L, H)[task[1] * H:(task[1] + 1) * H]).numpy()
+        return layer_losses(lm, shared["main"], single_head_masks(L, H), task[1])
     if kind == "only":
-        return intervention_losses(lm, shared["detail"], only_masks(L, H)[task[1] * H:(task[1] + 1) * H]).numpy()
+        return layer_losses(lm, shared["detail"], only_masks(L, H), task[1])
     if kind == "sinks":
-        heads = torch.ones(1, L, H, dtype=torch.bool)
-        return intervention_losses(lm, shared["main"], sink_heads=heads, sink=task[1], mode=task[2]).numpy()
+        return every_head_sink_losses(lm, shared["main"], task[1], task[2])[None]
     if kind == "sink_heads":
-        heads = torch.zeros(H, L, H, dtype=torch.bool)
-        heads[torch.arange(H), task[3], torch.arange(H)] = True
-        return intervention_losses(lm, shared["detail"], sink_heads=heads, sink=task[1], mode=task[2]).numpy()
+        return layer_losses(lm, shared["detail"], sink_masks(L, H), task[3], sink=task[1], mode=task[2])
     raise ValueError(f"unknown ablation task {task!r}")
 
 
