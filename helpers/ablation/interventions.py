@@ -86,20 +86,27 @@ class _Active:
 _ACTIVE = _Active()
 
 
+def _edited(layer: int, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(heads [batch, head], edited weights)`` of the active sink test at ``layer`` (marked as reached), or ``None``
+    where it selects none of the layer's heads: what both routes to the weights apply."""
+    test = _ACTIVE.sink
+    _ACTIVE.seen.add(layer)
+    heads = test.heads[:, layer].to(weights.device)
+    if not bool(heads.any()):
+        return None
+    return heads, edit_weights(weights, test.sinks[:, : weights.shape[-1]].to(weights.device), heads, test.mode)
+
+
 def _interface_attention(module, query, key, value, attention_mask, *args, **kwargs):
     """The model's own eager attention, then the active sink test applied to its weights: ``(output [batch, token,
     head, d], weights [batch, head, query, key])``."""
     eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward")
     out, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
-    test, layer = _ACTIVE.sink, _ACTIVE.layer_of.get(id(module))
-    if test is None or layer is None:
+    layer = _ACTIVE.layer_of.get(id(module))
+    found = None if _ACTIVE.sink is None or layer is None else _edited(layer, weights)
+    if found is None:
         return out, weights
-    _ACTIVE.seen.add(layer)
-    heads = test.heads[:, layer].to(weights.device)
-    if not bool(heads.any()):
-        return out, weights
-    n = weights.shape[-1]
-    edited = edit_weights(weights, test.sinks[:, :n].to(weights.device), heads, test.mode)
+    heads, edited = found
     kv = _ACTIVE.kv_of.to(value.device)
     values = value.index_select(1, kv)                                  # [batch, head, key, d]: repeat_kv's grouping
     new = torch.matmul(edited.to(values.dtype), values).transpose(1, 2)  # [batch, token, head, d]
@@ -115,13 +122,17 @@ def _parts(model: nn.Module, layer: int):
         raise NotMaskable(str(err)) from None
 
 
-def _attention_module(model: nn.Module, layer: int) -> nn.Module:
-    """The module that owns ``layer``'s query projection (the one that calls the attention function)."""
-    query = _parts(model, layer).query
-    for module in model.modules():
-        if any(child is query for child in module.children()):
-            return module
-    raise NotMaskable(f"model type {model_type(model)!r}: layer {layer}'s attention module was not found")
+def _attention_modules(model: nn.Module) -> dict[int, nn.Module]:
+    """``{layer: the module that owns its query projection}`` (the one that calls the attention function), from one
+    walk over the model's modules."""
+    parent = {id(child): module for module in model.modules() for child in module.children()}
+    out = {}
+    for layer in range(int(model.config.num_hidden_layers)):
+        owner = parent.get(id(_parts(model, layer).query))
+        if owner is None:
+            raise NotMaskable(f"model type {model_type(model)!r}: layer {layer}'s attention module was not found")
+        out[layer] = owner
+    return out
 
 
 @contextmanager
@@ -158,7 +169,7 @@ def _sink_edits(model: nn.Module, test: SinkTest) -> Iterator[None]:
 
     n_layers = int(model.config.num_hidden_layers)
     kind = model_type(model)
-    modules = {layer: _attention_module(model, layer) for layer in range(n_layers)}
+    modules = _attention_modules(model)
     _ACTIVE.sink, _ACTIVE.seen = test, set()
     _ACTIVE.layer_of = {id(m): layer for layer, m in modules.items()}
     _ACTIVE.kv_of = kv_head_of(model.config)
@@ -193,12 +204,8 @@ def _sink_edits(model: nn.Module, test: SinkTest) -> Iterator[None]:
 
 def _dropout_hook(layer: int):
     def hook(_module, _args, weights):
-        test = _ACTIVE.sink
-        _ACTIVE.seen.add(layer)
-        heads = test.heads[:, layer].to(weights.device)
-        if not bool(heads.any()):
-            return weights
-        return edit_weights(weights, test.sinks[:, : weights.shape[-1]].to(weights.device), heads, test.mode)
+        found = _edited(layer, weights)
+        return weights if found is None else found[1]
     return hook
 
 
