@@ -491,19 +491,26 @@ def map_shards(lm, store, *, execution: Execution, task: StreamTask, payloads: S
                 partials.append(task(_counted(stream, bar), payload))
         return partials
     spec = ModelSpec.of(lm)
-    client, cluster = _client(execution)
-    try:
-        client.register_plugin(_worker_plugin_class()(spec), name=spec.name)
+    with _model_client(execution, spec) as client:
         run = uuid.uuid4().hex[:8]  # tasks of two calls on one cluster never share a key
         futures = [client.submit(_dask_stream, spec, lm.fingerprint(), shard, level, word_mode, batch_size, maps,
                                  task, payload, batches, key=f"stream-{number:05d}-{run}", pure=False)
                    for number, (shard, payload) in enumerate(zip(shards, payloads))]
-        results = _gather_in_order(futures, desc=f"{desc} shards on Dask", what="shard", progress=progress)
+        return _gather_in_order(futures, desc=f"{desc} shards on Dask", what="shard", progress=progress)
+
+
+@contextmanager
+def _model_client(execution: Execution, spec: ModelSpec):
+    """A Dask client for ``execution`` (:func:`_client`) whose workers hold ``spec``'s model (its plugin registered),
+    closed on exit with the local cluster it started, if any."""
+    client, cluster = _client(execution)
+    try:
+        client.register_plugin(_worker_plugin_class()(spec), name=spec.name)
+        yield client
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
-    return results
 
 
 def _counted(stream: Iterator, bar) -> Iterator:
@@ -540,9 +547,7 @@ def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
     store = plan.store
     spec = ModelSpec.of(lm)
     fingerprint = plan.meta["model_fingerprint"]
-    client, cluster = _client(execution)
-    try:
-        client.register_plugin(_worker_plugin_class()(spec), name=spec.name)
+    with _model_client(execution, spec) as client:
         run = hashlib.sha256(f"{plan.key}-{id(plan)}-{plan.start}".encode()).hexdigest()[:8]
         futures = [
             client.submit(_dask_shard, spec, fingerprint, plan.key, str(plan.shard_path(number)), shard,
@@ -553,10 +558,6 @@ def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
         ]
         results = _gather_in_order(futures, desc=f"{store.level}-level shards on Dask", what="shard",
                                    progress=progress)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
     computed = len(plan.todo)  # as a local run counts them, whichever task (or retry) wrote each
     partials = [partial for _, partial in results] if task is not None else []
     return finish_extraction(plan, computed), partials
@@ -584,15 +585,9 @@ def map_tasks(lm, *, execution: Execution | None, task: ModelTask, shared: Any, 
         return [task(lm, shared, p) for p in tqdm(payloads, desc=desc, disable=not progress)]
     spec = ModelSpec.of(lm)
     fingerprint = lm.fingerprint()
-    client, cluster = _client(execution)
-    try:
-        client.register_plugin(_worker_plugin_class()(spec), name=spec.name)
+    with _model_client(execution, spec) as client:
         held = client.scatter(shared, broadcast=True)
         run = uuid.uuid4().hex[:8]
         futures = [client.submit(_dask_task, spec, fingerprint, task, held, p, key=f"task-{k:05d}-{run}", pure=False)
                    for k, p in enumerate(payloads)]
         return _gather_in_order(futures, desc=f"{desc} on Dask", what="task", progress=progress)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
