@@ -119,10 +119,10 @@ def row_losses(lm: LoadedModel, segments: Segments, rows: Sequence[int], *,
         head = segments.head.to(lm.device)
         dtype = next(head.parameters()).dtype
         project = (lambda h: head(h.to(dtype)).to(h.dtype))
-    per_token = torch.cat([nn.functional.cross_entropy(project(hidden[where[i:i + LOGIT_ROWS, 0], where[i:i + LOGIT_ROWS, 1]]),
-                                                       labels[where[i:i + LOGIT_ROWS, 0], where[i:i + LOGIT_ROWS, 1]],
+    states, targets = hidden[scored], labels[scored]                         # [n, hidden], [n]: row-major, as where
+    per_token = torch.cat([nn.functional.cross_entropy(project(states[i:i + LOGIT_ROWS]), targets[i:i + LOGIT_ROWS],
                                                        reduction="none")
-                           for i in range(0, len(where), LOGIT_ROWS)]) if len(where) else hidden.new_zeros(0)
+                           for i in range(0, len(targets), LOGIT_ROWS)]) if len(targets) else hidden.new_zeros(0)
     sums = hidden.new_zeros(len(rows)).index_add(0, where[:, 0], per_token)
     counts = scored.sum(1).to(sums.dtype)
     return sums / counts.clamp(min=1)
