@@ -15,6 +15,7 @@ from helpers.syntax.run import run_heads, table1_relations
 from helpers.claims import (
     FIELDS,
     NOT_REPRODUCED,
+    RULE_FIELDS,
     PARTLY,
     REPRODUCED,
     Claim,
@@ -42,7 +43,7 @@ def test_verdict_and_interval_cap():
 
 def test_claim_layout_and_ids():
     c = Claim("det-head", "§4.2", "claim", "94.3", "90.0", float("nan"), PARTLY)
-    assert list(c.to_json()) == list(FIELDS) and c.value is None  # NaN is stored as "no value"
+    assert list(c.to_json()) == [*FIELDS, *RULE_FIELDS] and c.value is None  # NaN is stored as "no value"
     json.dumps(c.to_json())
     with pytest.raises(ValueError, match="verdict"):
         Claim("x", "§3", "c", "p", "o", 1.0, "maybe")
@@ -380,7 +381,7 @@ def test_claims_command_json(tiny_model_dir, toy_data, tmp_path):
     result = json.loads(out.read_text())
     assert set(result) == {"model", "claims"} and result["model"]
     rows = result["claims"]
-    assert all(list(r) == list(FIELDS) for r in rows)
+    assert all([k for k in r if k != "reason"] == [*FIELDS, *RULE_FIELDS] for r in rows)
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids))
     for wanted in ("prev-token-heads", "sep-attention-middle-layers", "det-head", "coref-head",
