@@ -385,6 +385,35 @@ def sink_layers(layer_share: np.ndarray, threshold: float = SINK_SHARE) -> np.nd
     return np.flatnonzero(np.asarray(layer_share) > threshold)
 
 
+SINK_NAMES = {"cls": "[CLS]", "sep": "[SEP]"}  # the special tokens a sink premise is about (a decoder's "cls": BOS)
+
+
+def sink_premise(layer_shares: dict[str, np.ndarray], kind: str, *, threshold: float = SINK_SHARE) -> str | None:
+    """The premise of a claim about a role of the token ``kind`` (``"sep"``, ``"cls"``) as a sink: ``None`` when it
+    holds (some layer gives more than ``threshold`` of its attention to ``kind``, ``layer_shares[kind]`` ``[layer]``
+    being each layer's mean share), else the reason the claim is not applicable, with the measured share.
+
+    >>> print(sink_premise({"sep": np.array([0.01, 0.02])}, "sep"))
+    [SEP] is not a sink of this model: it takes at most 0.02 of any layer's attention (a sink takes more than 0.25)
+    """
+    shares = np.asarray(layer_shares[kind], dtype=np.float64)
+    top = float(np.nanmax(shares)) if shares.size else float("nan")
+    if top > threshold:
+        return None
+    return (f"{SINK_NAMES.get(kind, kind)} is not a sink of this model: it takes at most {top:.2f} of any layer's "
+            f"attention (a sink takes more than {threshold:g})")
+
+
+def measured_sink(layer_shares: dict[str, np.ndarray], kinds=("cls", "sep")) -> str:
+    """The special token of ``kinds`` this model parks most attention on: the one whose largest layer-mean share
+    (``layer_shares[kind]`` ``[layer]``) is largest (a decoder has only ``"cls"``, its first position: pass
+    ``kinds=("cls",)``). Whether it is a sink at all is :func:`sink_premise`'s to say."""
+    present = [k for k in kinds if k in layer_shares and np.isfinite(np.asarray(layer_shares[k])).any()]
+    if not present:
+        raise ValueError(f"measured_sink: none of {kinds} has shares")
+    return max(present, key=lambda k: float(np.nanmax(layer_shares[k])))
+
+
 def gradient_ratio(grads: dict, kind: str, layers: np.ndarray) -> float:
     """Mean ``|dL/d alpha|`` for attention to ``kind`` over that to other tokens, in 0-based ``layers``
     (``grads``: ``{kind: [layer]}`` as :func:`helpers.surface.gradients.gradient_importance` returns);
