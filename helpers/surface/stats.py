@@ -424,6 +424,30 @@ def gradient_ratio(grads: dict, kind: str, layers: np.ndarray) -> float:
     return float(np.mean(np.asarray(grads[kind])[layers]) / np.mean(np.asarray(grads["other"])[layers]))
 
 
+def gradient_ratio_interval(grads: dict, kind: str, layers: np.ndarray, *, n_boot: int | None = None,
+                            seed: int = 0) -> tuple[float, float]:
+    """The 95 % interval of :func:`gradient_ratio` over the segments resampled (:mod:`helpers.core.bootstrap`):
+    ``grads["per_segment"]`` holds ``{kind: [segment, layer]}``, each segment's mean ``|dL/d alpha|`` (the gradients
+    of :func:`helpers.surface.gradients.gradient_importance` average them, segments counting equally). NaN ends
+    when ``layers`` is empty, the kind is absent (``None``: a decoder's [SEP]) or no per-segment values were kept.
+
+    >>> per = {"sep": np.array([[1.0], [3.0]]), "other": np.array([[2.0], [2.0]])}
+    >>> lo, hi = gradient_ratio_interval({"per_segment": per}, "sep", np.array([0]), n_boot=200)
+    >>> bool(0.5 <= lo <= 1.0 <= hi <= 1.5)
+    True
+    """
+    from helpers.core import bootstrap
+
+    per = grads.get("per_segment") or {}
+    layers = np.asarray(layers, dtype=int)
+    if len(layers) == 0 or per.get(kind) is None or per.get("other") is None:
+        return float("nan"), float("nan")
+    num = np.asarray(per[kind], dtype=np.float64)[:, layers].mean(-1)    # [segment]: the mean over the layers
+    den = np.asarray(per["other"], dtype=np.float64)[:, layers].mean(-1)
+    c = bootstrap.counts(len(num), seed=seed, **({} if n_boot is None else {"n_boot": n_boot}))
+    return bootstrap.percentile_interval(bootstrap.ratio_replicates(num, den, c))
+
+
 def sink_gradient(stats: SurfaceStats, grads: dict, kind: str = "cls") -> tuple[np.ndarray, float]:
     """``(layers, ratio)``: the layers where ``kind`` is a sink (:func:`sink_layers` of its layer means) and
     the :func:`gradient_ratio` there, the "no-op" test of §3.2 applied to the token a model parks attention on.
