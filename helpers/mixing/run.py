@@ -553,8 +553,9 @@ def run_mixing(lm: LoadedModel, ctx: RunContext | None = None, *, methods: Seque
 
 def summary_rows(results: dict[str, dict]) -> list[dict]:
     """The chapter's table: one row per method (§4.2 "all relations" held out, the relations whose unit beats the
-    offset baseline by :data:`SPECIALISED_MARGIN` points, §4.3 antecedent selection, §5 attention-only probe), then
-    the paper's weights-based numbers (BERT-base, WSJ / CoNLL-2012: :mod:`helpers.paper`)."""
+    offset baseline by :data:`SPECIALISED_MARGIN` points, §4.3 antecedent selection, §5 attention-only probe: the
+    mean over seeds with its interval and the seeds' sd), each score with its 95 % interval, then the paper's
+    weights-based numbers (BERT-base, WSJ / CoNLL-2012: :mod:`helpers.paper`)."""
     rows = []
     for m, r in results.items():
         rel = r.get("syntax", {}).get("relations", {})
@@ -565,7 +566,7 @@ def summary_rows(results: dict[str, dict]) -> list[dict]:
             "§4.2 baseline": f"{a['baseline_accuracy']:.1f}" if a else None,
             "§4.2 specialised": f"{specialised(rel)} of {len(rel) - 1}" if rel else None,
             "§4.3 antecedent": _scored(c["accuracy"], c["interval"], c["unit"]) if c.get("accuracy") is not None else None,
-            "§5 Attn probe UAS": f"{p['mean']:.1f} ± {p['sd']:.1f}" if p else None,
+            "§5 Attn probe UAS": _scored(p["mean"], p.get("interval"), f"sd {p['sd']:.1f}") if p else None,
         })
     row, coref = paper.TABLE1[ALL], paper.TABLE2[paper.COREF_HEAD_ROW]
     rows.append({"method": "paper: attention weights (BERT-base)", "unit": "head",
