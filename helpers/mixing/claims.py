@@ -17,8 +17,8 @@ level below is ours, named as such in the claim's ``paper`` text.
   was not chosen; its gain over the weights is paired on the same test items (sentences; documents, their mentions
   pooled; sentences within each probe seed, the seeds pooled), null 0, level :data:`IMPROVE_MARGIN` (ours).
 
-A claim whose statistic is undefined at these sizes (NaN, no interval, nothing scored) is not applicable, with
-its reason.
+A claim whose statistic is undefined at these sizes (NaN, no interval, nothing scored, fewer than
+:data:`MIN_UNITS` units to resample) is not applicable, with its reason.
 
 >>> rows = claims(scores)                                  # scores: helpers.mixing.run.run_mixing  # doctest: +SKIP
 >>> rows[0].id, rows[0].verdict                                                                    # doctest: +SKIP
@@ -43,6 +43,7 @@ CLOSE_R = 0.95         # "is the squared norm map": median row Pearson r in [CLO
 SAME_ARGMAX = 0.9      # ... and the rows' argmax the same in a share of rows in [SAME_ARGMAX, 1]
 IMPROVE_MARGIN = 1.0   # points (accuracy, UAS) by which a map must beat the weights to count as better ...
 NO_GAIN = 0.0          # ... against the null of no gain
+MIN_UNITS = 2          # an interval resamples at least this many units (over one unit it has no width: no verdict)
 WEIGHTS = "attention"  # the paper's map, what every other method is set against
 ROLLOUT = "rollout"
 
@@ -74,6 +75,18 @@ def judge_better(gain: float, interval) -> Judged:
     if interval is None:
         raise Undefined("the gain over the weights has no interval at these sizes")
     return effect(gain, interval, null=NO_GAIN, paper=IMPROVE_MARGIN, name="the gain over the weights")
+
+
+def too_few(n: int | None, unit: str) -> Undefined | None:
+    """The :class:`Undefined` of an interval over fewer than :data:`MIN_UNITS` resampled ``unit`` (one unit drawn
+    again and again gives an interval of no width, which would pass for certainty), else ``None``."""
+    if n is None or n >= MIN_UNITS:
+        return None
+    return Undefined(f"{n} {_plural(n, unit)} to resample at these sizes: an interval needs at least {MIN_UNITS}")
+
+
+def _plural(n: int, unit: str) -> str:
+    return unit if n != 1 else unit.rstrip("s")
 
 
 def sink_share(result: dict) -> float:
@@ -150,15 +163,17 @@ def _better(results: dict[str, dict], p: Probe) -> Claim:
         _, interval = p.gain(ours_items, their_items)
     except ValueError as exc:  # scored on different items: no paired comparison
         return not_applicable(p.id, p.section, text, paper, str(exc))
-    judged = judged_or_undefined(judge_better, gain, interval)
+    n = len(their_items["units"])
+    judged = too_few(n, p.resampled) or judged_or_undefined(judge_better, gain, interval)
     if isinstance(judged, Undefined):
         return claim(p.id, p.section, text, paper, "", None, judged, resampled=None, n=None)
-    seeds = f" within each of {len(their_items['correct'])} seeds, pooled" if p.id == "mixing-probe" else ""
+    seeds = len(their_items["correct"]) if p.id == "mixing-probe" else None
+    within = f" within each of {seeds} {_plural(seeds, 'seeds')}, pooled" if seeds else ""
     ours = (f"chosen on dev: {METHOD_NAMES[chosen]} ({p.dev(results[chosen]):.1f} on dev against the weights' "
             f"{_text(p.dev(results[WEIGHTS]))}); on test {mine:.1f}{p.unit} against the weights' {weights:.1f}{p.unit}: "
-            f"a gain of {gain:+.1f} points [{interval[0]:+.1f}, {interval[1]:+.1f}] (paired, {len(their_items['units'])} "
-            f"test {p.resampled} resampled{seeds})")
-    return claim(p.id, p.section, text, paper, ours, gain, judged, resampled=p.resampled, n=len(their_items["units"]))
+            f"a gain of {gain:+.1f} points [{interval[0]:+.1f}, {interval[1]:+.1f}] (paired, {n} test "
+            f"{_plural(n, p.resampled)} resampled{within})")
+    return claim(p.id, p.section, text, paper, ours, gain, judged, resampled=p.resampled, n=n)
 
 
 def _text(x) -> str:
@@ -176,7 +191,7 @@ def _rollout_sinks(results: dict[str, dict]) -> Claim:
     if ws and rs and ws["units"] == rs["units"]:
         _, interval = paired_ratio(rs["share"], ws["share"])
         n = len(ws["units"])
-    judged = judged_or_undefined(judge_erases, ratio, interval)
+    judged = too_few(n, "sentences") or judged_or_undefined(judge_erases, ratio, interval)
     ci = "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}] over {n} test sentences resampled"
     return claim("mixing-rollout-sinks", "beyond §3.2", text, paper,
                  f"share on the special positions {w:.2f} under weights, {r:.2f} under rollout: a ratio of "
@@ -186,8 +201,9 @@ def _rollout_sinks(results: dict[str, dict]) -> Claim:
 def _vz_heads_norms(squared: dict) -> Claim:
     r, same = squared["median_r"], squared.get("same_argmax")
     r_ci, same_ci = squared.get("median_r_interval"), squared.get("same_argmax_interval")
-    judged = judged_or_undefined(judge_squared_norms, r, r_ci, np.nan if same is None else same, same_ci)
     n = squared.get("sentences")
+    judged = too_few(n, "sentences") or judged_or_undefined(judge_squared_norms, r, r_ci, np.nan if same is None else same,
+                                                            same_ci)
     if r_ci is not None and same_ci is not None and same is not None:
         ours = (f"median r {r:.3f} [{r_ci[0]:.3f}, {r_ci[1]:.3f}], the same row argmax in {100 * same:.1f} % "
                 f"[{100 * same_ci[0]:.1f}, {100 * same_ci[1]:.1f}] of {squared['rows']} rows ({n} sentences resampled)")

@@ -189,3 +189,19 @@ def test_claims_leave_out_what_was_not_run():
         assert "scored for the weights at these sizes" in rows[claim_id].reason
     weights["coref"] = _method("attention", test_correct=[5, 5, 5, 5], dev=30.0)["coref"]
     assert "for any other map" in {c.id: c for c in mc.claims({"attention": weights, "rollout": rollout})}["mixing-coref"].reason
+
+
+def test_an_interval_over_one_unit_is_no_verdict():
+    """One document (or sentence) drawn again and again gives an interval of no width: not applicable, saying why;
+    two units are judged."""
+    results = _results()
+    for m in ("attention", "rollout"):
+        doc = results[m]["coref"]["per_document"]
+        results[m]["coref"]["per_document"] = {k: v[:1] for k, v in doc.items()}
+        results[m]["special_share_sentences"] = {k: v[:1] for k, v in results[m]["special_share_sentences"].items()}
+    results["value_zeroing_heads"]["squared_norms"]["sentences"] = 1
+    rows = {c.id: c for c in mc.claims(results)}
+    for claim_id, said in (("mixing-coref", "1 document to resample"), ("mixing-rollout-sinks", "1 sentence to resample"),
+                           ("mixing-vz-heads-norms", "1 sentence to resample")):
+        assert rows[claim_id].verdict == NOT_APPLICABLE and said in rows[claim_id].reason, claim_id
+    assert mc.too_few(mc.MIN_UNITS, "documents") is None and mc.too_few(mc.MIN_UNITS - 1, "documents") is not None
