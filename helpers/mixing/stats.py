@@ -104,24 +104,39 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], *, n_
     return float(num.sum() / den.sum()), bootstrap.percentile_interval(bootstrap.ratio_replicates(num, den, c))
 
 
-def median_replicates(values: np.ndarray, unit: np.ndarray, c: np.ndarray, *, chunk: int = 50) -> np.ndarray:
+def median_replicates(values: np.ndarray, unit: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``[n_boot]``: the median of ``values`` (one per row; ``unit[k]`` the unit, e.g. the sentence, of row ``k``)
     in each replicate of ``c`` ``[n_boot, n_units]``: each row weighted by how many times its unit was drawn, the
-    median of that replicated sample (``numpy.median``'s: the mean of the two middle values of an even count)."""
+    median of that replicated sample (``numpy.median``'s: the mean of the two middle values of an even count);
+    NaN for a replicate that draws no row.
+
+    The rows are sorted once; the weight of the first ``j + 1`` sorted rows in a replicate is ``c @ M[:, j]``
+    (``M[u, j]``: how many of them belong to unit ``u``), so each middle position is found by a binary search over
+    ``j``, every replicate at once (``n_units x rows`` integers of memory)."""
     values, unit = np.asarray(values, np.float64), np.asarray(unit, dtype=int)
+    c = np.asarray(c).astype(np.int64)
     order = np.argsort(values, kind="stable")
     v, u = values[order], unit[order]
-    out = np.empty(len(c))
-    for start in range(0, len(c), chunk):
-        w = c[start: start + chunk][:, u]                      # [chunk, row]: each sorted row's weight
-        cum = np.cumsum(w, axis=1)
-        n = cum[:, -1]
-        lo_k, hi_k = np.floor((n - 1) / 2), np.ceil((n - 1) / 2)  # 0-based positions of the middle of n values
-        lo = (cum <= lo_k[:, None]).sum(1)                      # the first sorted row whose cumulative weight passes k
-        hi = (cum <= hi_k[:, None]).sum(1)
-        out[start: start + chunk] = np.where(n > 0, 0.5 * (v[np.minimum(lo, len(v) - 1)] + v[np.minimum(hi, len(v) - 1)]),
-                                             np.nan)
-    return out
+    rows = len(v)
+    M = np.zeros((c.shape[1], rows), dtype=np.int64)
+    M[u, np.arange(rows)] = 1
+    np.cumsum(M, axis=1, out=M)                                  # [unit, j]: unit's rows among sorted 0 .. j
+    n = c @ M[:, -1] if rows else np.zeros(len(c), np.int64)     # each replicate's sample size
+
+    def position(k: np.ndarray) -> np.ndarray:
+        """The first sorted row ``j`` whose cumulative weight exceeds ``k`` (0-based position in the sample)."""
+        lo, hi = np.zeros(len(c), np.int64), np.full(len(c), max(rows - 1, 0), np.int64)
+        for _ in range(int(np.ceil(np.log2(max(rows, 2)))) + 1):
+            mid = (lo + hi) // 2
+            above = np.einsum("bu,ub->b", c, M[:, mid]) > k
+            hi, lo = np.where(above, mid, hi), np.where(above, lo, mid + 1)
+        return np.minimum(lo, max(rows - 1, 0))
+
+    with np.errstate(invalid="ignore"):
+        lo_k, hi_k = np.floor((n - 1) / 2), np.ceil((n - 1) / 2)  # the middle positions of n values
+    if not rows:
+        return np.full(len(c), np.nan)
+    return np.where(n > 0, 0.5 * (v[position(lo_k)] + v[position(hi_k)]), np.nan)
 
 
 def median_interval(values: Sequence[float], unit: Sequence[int], n_units: int, *, n_boot: int = BOOTSTRAP,

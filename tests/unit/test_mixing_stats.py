@@ -91,12 +91,13 @@ def test_median_replicates_is_the_median_of_the_replicated_sample(n_units, rows)
     values = rng.normal(size=rows).round(1)  # ties among values, as among r's
     unit = rng.integers(0, n_units, rows)
     unit[:n_units] = np.arange(n_units)  # every unit has a row
-    c = np.random.default_rng(9).integers(0, 3, size=(60, n_units)).astype(float)
+    c = np.random.default_rng(9).integers(0, 3, size=(60, n_units + 1)).astype(float)  # the last unit has no row
     c[0] = 0.0  # a replicate with nothing drawn: NaN
-    got = ms.median_replicates(values, unit, c, chunk=7)
-    assert math.isnan(got[0])
-    for k in range(1, len(c)):
-        sample = np.concatenate([values[unit == u].repeat(int(c[k, u])) for u in range(n_units)])
+    c[1, :-1] = 0.0  # ... or only the unit without rows
+    got = ms.median_replicates(values, unit, c)
+    assert math.isnan(got[0]) and math.isnan(got[1])
+    for k in range(2, len(c)):
+        sample = np.concatenate([values[unit == u].repeat(int(c[k, u])) for u in range(n_units + 1)])
         want = np.median(sample) if len(sample) else np.nan
         assert (math.isnan(want) and math.isnan(got[k])) or got[k] == pytest.approx(want, abs=1e-12), k
 
