@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from helpers.context import RunContext, data_folder, refresh_requested, takes_context
+from helpers.core import bootstrap
 from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch, encode_words
 from helpers.core.extract import bucket, model_inputs
 from helpers.core.models import LoadedModel
@@ -43,6 +44,7 @@ from helpers.data.corpora import corpus_files, file_digest
 from helpers.data.ontogum import load_coref
 from helpers.digest import code_digest
 from helpers.mixing.maps import METHODS, check_methods, mixing_batch
+from helpers.mixing.stats import median_interval, per_item, pooled_score
 from helpers.pipeline.extraction import encode_treebank
 from helpers.probe.stats import ProbeData, encoder_layout, predict, train_probe, uas
 from helpers import paper
@@ -59,6 +61,7 @@ BATCH = 16       # sentences per batched pass of the maps
 HEADS_BATCH = 2  # per-head value zeroing: heads x T reruns of each layer per sentence
 HEADS_SEED = 0   # per-head value zeroing's sentences on the CPU are drawn with this seed (heads_sample)
 DECIMALS = 4     # scores as written to JSON
+ITEM_DECIMALS = 6  # per-item shares as written to JSON (what the bootstraps resample)
 
 
 def unit_label(layer: int, head: int, n_heads: int) -> str:
@@ -76,8 +79,8 @@ def _r(x) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else round(float(x), DECIMALS)
 
 
-def _interval(ci) -> list | None:
-    return None if ci is None or not all(math.isfinite(c) for c in ci) else [round(float(c), 2) for c in ci]
+def _interval(ci, decimals: int = 2) -> list | None:
+    return None if ci is None or not all(math.isfinite(c) for c in ci) else [round(float(c), decimals) for c in ci]
 
 
 # ---------------------------------------------------------------------------------------------- maps
@@ -125,10 +128,13 @@ def squared_norm_agreement(vz: torch.Tensor, norms: torch.Tensor, mask: torch.Te
     """Add to ``acc`` (``{"r": [...], "same": int, "rows": int}``) the per-row comparison of per-head value zeroing
     ``vz [batch, layer, head, T, T]`` with the row-normalised squared norm map ``norms`` (book/methods.md,
     §Context-mixing maps): each visible row's Pearson r over the positions it sees (rows with a constant side are
-    left out) and whether the two rows' argmax agree."""
+    left out) and whether the two rows' argmax agree; per sentence (the unit its intervals resample): ``"r_unit"``
+    (each r's sentence, numbered in order of arrival), ``"same_by"`` and ``"rows_by"``."""
     rs, same, rows = acc.setdefault("r", []), acc.get("same", 0), acc.get("rows", 0)
+    r_unit, same_by, rows_by = acc.setdefault("r_unit", []), acc.setdefault("same_by", []), acc.setdefault("rows_by", [])
     vz, n2 = vz.double().cpu(), norms.double().cpu() ** 2
     for b in range(vz.shape[0]):
+        unit, first_r, same_before, rows_before = len(same_by), len(rs), same, rows
         t = int(mask[b].sum())
         a, c = vz[b, :, :, :t, :t], n2[b, :, :, :t, :t]
         c = c / c.sum(-1, keepdim=True).clamp_min(1e-300)
@@ -144,6 +150,9 @@ def squared_norm_agreement(vz: torch.Tensor, norms: torch.Tensor, mask: torch.Te
             rs.extend(((xc * yc).sum(-1)[ok] / den[ok]).tolist())
             same += int((x.argmax(-1) == y.argmax(-1)).sum())
             rows += x.shape[0]
+        r_unit.extend([unit] * (len(rs) - first_r))
+        same_by.append(same - same_before)
+        rows_by.append(rows - rows_before)
     acc["same"], acc["rows"] = same, rows
 
 
@@ -179,7 +188,9 @@ def syntax_relations(scores: HeadScores) -> list[str]:
 
 
 def score_syntax(maps_dev: dict, maps_test: dict, dev: list[Sentence], test: list[Sentence], *, causal: bool) -> dict:
-    """§4.2 for one method: :func:`held_out` on the word-level maps of GUM dev and test (``{index: map}``)."""
+    """§4.2 for one method: :func:`held_out` on the word-level maps of GUM dev and test (``{index: map}``), and
+    ``"per_sentence"``: the correct and counted words of each GUM test sentence (``"units"``: its index) under the
+    unit chosen on dev for all relations (:func:`helpers.mixing.stats.per_item`), for paired comparisons."""
     scored = {}
     for name, maps, sentences in (("dev", maps_dev, dev), ("test", maps_test, test)):
         scorer = HeadScorer(causal=causal)
@@ -187,8 +198,13 @@ def score_syntax(maps_dev: dict, maps_test: dict, dev: list[Sentence], test: lis
             scorer.update(maps[index], sentences[index], index=index)
         scored[name] = scorer.result()
     n_units = next(iter(maps_test.values())).shape[1]
-    return {"sentences": {"dev": len(maps_dev), "test": len(maps_test)},
-            "relations": held_out(scored["dev"], scored["test"], syntax_relations(scored["test"]), n_units)}
+    out = {"sentences": {"dev": len(maps_dev), "test": len(maps_test)},
+           "relations": held_out(scored["dev"], scored["test"], syntax_relations(scored["test"]), n_units)}
+    if ALL in out["relations"]:
+        chosen = scored["dev"].best(ALL)["_index"]
+        correct, total = scored["test"].head_correct(ALL, chosen)
+        out["per_sentence"] = per_item(np.arange(len(total)), correct, total)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- §4.3
@@ -229,7 +245,9 @@ def coref_windows(lm: LoadedModel, split: str, *, max_documents: int | None, max
 
 def score_coref(maps_dev: dict, maps_test: dict, windows: dict, *, causal: bool, n_boot: int = BOOTSTRAP) -> dict:
     """§4.3 for one method: the unit with the best antecedent selection on the dev windows, scored on the test
-    windows with a 95 % bootstrap interval over documents (``windows``: ``{split: (batch, queries)}``)."""
+    windows with a 95 % bootstrap interval over documents (``windows``: ``{split: (batch, queries)}``), and
+    ``"per_document"``: each test window's correct and evaluated mentions under that unit (``"units"``: the
+    window), for paired comparisons."""
     correct = {}
     for split, maps in (("dev", maps_dev), ("test", maps_test)):
         batch, queries = windows[split]
@@ -252,7 +270,8 @@ def score_coref(maps_dev: dict, maps_test: dict, windows: dict, *, causal: bool,
     return {"documents": {"dev": len(maps_dev), "test": len(maps_test)}, "mentions": int(test.shape[-1]),
             "unit": unit_label(int(l), int(h), dev.shape[1]), "dev_accuracy": _r(100 * acc_dev[l, h]),
             "accuracy": _r(100 * test[l, h].mean()),
-            "interval": _interval(bootstrap_interval(hits, total, n_boot=n_boot))}
+            "interval": _interval(bootstrap_interval(hits, total, n_boot=n_boot)),
+            "per_document": per_item(np.arange(n_docs), hits, total)}
 
 
 def coref_baselines(queries: dict[int, list]) -> dict[str, float | None]:
@@ -284,16 +303,38 @@ def probe_data(maps: dict[int, np.ndarray], examples: Sequence[Encoded], sentenc
 def score_probe(train: ProbeData, dev: ProbeData, test: ProbeData, *, seeds: Sequence[int], epochs: int,
                 device=None) -> dict:
     """§5 for one method: the attention-only probe trained once per seed, its epoch chosen on ``dev``; test UAS
-    (punctuation excluded) per seed, their mean and standard deviation."""
-    runs, dev_runs = [], []
+    (punctuation excluded) per seed, their mean and standard deviation, the mean's 95 % ``"interval"`` (test
+    sentences resampled within each seed, the seeds pooled: :func:`helpers.mixing.stats.pooled_score`) and
+    ``"per_sentence"``: each test sentence's correct and counted words per seed (``"correct"`` ``[seed][sentence]``;
+    ``"units"``: the sentences' ids), for paired comparisons."""
+    runs, dev_runs, correct = [], [], []
     for seed in seeds:
         model, info = train_probe("attn", train, dev, seed=seed, epochs=epochs, device=device)
-        runs.append(uas(predict(model, test, device=device), test))
+        logits = predict(model, test, device=device)
+        runs.append(uas(logits, test))
+        hits, total = sentence_uas(logits, test)
+        correct.append(hits)
         dev_runs.append(max(info["dev_uas"]))
+    names = test.names if len(test.names) == len(test) else list(range(len(test)))
+    items = [per_item(names, c, total) for c in correct]
+    per_sentence = {**items[0], "correct": [i["correct"] for i in items]}
+    _, interval = pooled_score(per_sentence)
     return {"sentences": {"train": len(train), "dev": len(dev), "test": len(test)}, "seeds": list(seeds),
             "epochs": epochs, "dev": [round(v, 2) for v in dev_runs], "runs": [round(v, 2) for v in runs],
             "mean": round(float(np.mean(runs)), 2),
-            "sd": round(float(np.std(runs, ddof=1)), 2) if len(runs) > 1 else 0.0}
+            "sd": round(float(np.std(runs, ddof=1)), 2) if len(runs) > 1 else 0.0,
+            "interval": _interval(interval), "per_sentence": per_sentence}
+
+
+def sentence_uas(logits: Sequence[np.ndarray], data: ProbeData) -> tuple[np.ndarray, np.ndarray]:
+    """``(correct, total)`` per sentence of :func:`helpers.probe.probes.uas` (greedy heads, punctuation excluded):
+    its score is ``100 * correct.sum() / total.sum()``."""
+    correct, total = np.zeros(len(logits), int), np.zeros(len(logits), int)
+    for k, (scores, heads, punct) in enumerate(zip(logits, data.heads, data.punct)):
+        keep = ~punct
+        correct[k] = int((scores.argmax(-1)[keep] == heads[keep]).sum())
+        total[k] = int(keep.sum())
+    return correct, total
 
 
 # ------------------------------------------------------------------------------------- the sinks
@@ -317,6 +358,24 @@ def special_shares(maps: dict[int, np.ndarray], examples: Sequence[Encoded]) -> 
         n += 1
     return {"first": None if first is None else [round(float(v) / n, DECIMALS) for v in first],
             "last": None if last is None else [round(float(v) / n, DECIMALS) for v in last]}
+
+
+def sentence_sink_shares(maps: dict[int, np.ndarray], examples: Sequence[Encoded]) -> dict[str, list]:
+    """``{"units": [example index], "share": [...]}``: each sentence's share of :func:`special_shares` summed over
+    the special positions, each position's share averaged over layers (rows normalised; every unit and visible
+    row); their mean over sentences is :func:`helpers.mixing.claims.sink_share` of :func:`special_shares`' output
+    (up to its rounding). The unit that the sinks' ratio resamples."""
+    units, shares = [], []
+    for ex in examples:
+        if ex.index not in maps:
+            continue
+        a = maps[ex.index].astype(np.float64)
+        total = a.sum(-1, keepdims=True)
+        a = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+        share = (a[..., 0].mean((1, 2)).mean() if ex.lead else 0.0) + (a[..., -1].mean((1, 2)).mean() if ex.trail else 0.0)
+        units.append(int(ex.index))
+        shares.append(round(float(share), ITEM_DECIMALS))
+    return {"units": units, "share": shares}
 
 
 # ------------------------------------------------------------------------------------------ the run
@@ -410,6 +469,7 @@ def score_methods(lm: LoadedModel, methods: Sequence[str], *, max_sentences: int
             result["syntax"] = score_syntax(got["treebank-dev"], got["treebank-test"], on["dev"][0], on["test"][0],
                                             causal=lm.causal)
             result["special_share"] = special_shares(got["treebank-test"], on["test"][1])
+            result["special_share_sentences"] = sentence_sink_shares(got["treebank-test"], on["test"][1])
         result["coref"] = {**score_coref(got["coref-dev"], got["coref-test"], windows, causal=lm.causal),
                            "baselines": baselines}
         if got["treebank-train"] and got["treebank-dev"] and got["treebank-test"]:
@@ -420,10 +480,28 @@ def score_methods(lm: LoadedModel, methods: Sequence[str], *, max_sentences: int
         if m == HEADS_METHOD:
             result["subset"] = {"everything": everything, "sentences": None if everything else heads_sentences,
                                 "documents": None if everything else heads_documents}
-            r = np.asarray(compare.get("r", []), dtype=np.float64)
-            result["squared_norms"] = {"rows": int(compare.get("rows", 0)), "median_r": _r(np.median(r)) if len(r) else None,
-                                       "same_argmax": _r(compare["same"] / compare["rows"]) if compare.get("rows") else None}
+            result["squared_norms"] = squared_norm_summary(compare)
         out[m] = result
+    return out
+
+
+def squared_norm_summary(acc: dict) -> dict:
+    """The JSON of :func:`squared_norm_agreement`'s ``acc``: rows compared, the median row r and the share of rows
+    with the same argmax, each with its 95 % interval over the sentences compared (resampled; the median of each
+    replicated sample: :func:`helpers.mixing.stats.median_interval`; the share a ratio of sums), and how many
+    sentences. ``None`` where no row was compared."""
+    r = np.asarray(acc.get("r", []), dtype=np.float64)
+    same, rows = np.asarray(acc.get("same_by", []), np.float64), np.asarray(acc.get("rows_by", []), np.float64)
+    n = len(rows)
+    out = {"rows": int(acc.get("rows", 0)), "median_r": _r(np.median(r)) if len(r) else None,
+           "same_argmax": _r(acc["same"] / acc["rows"]) if acc.get("rows") else None, "sentences": n,
+           "median_r_interval": None, "same_argmax_interval": None}
+    if len(r):
+        out["median_r_interval"] = _interval(median_interval(r, acc["r_unit"], n), DECIMALS)
+    if acc.get("rows"):
+        c = bootstrap.counts(n)
+        out["same_argmax_interval"] = _interval(bootstrap.percentile_interval(bootstrap.ratio_replicates(same, rows, c)),
+                                                DECIMALS)
     return out
 
 
@@ -475,8 +553,9 @@ def run_mixing(lm: LoadedModel, ctx: RunContext | None = None, *, methods: Seque
 
 def summary_rows(results: dict[str, dict]) -> list[dict]:
     """The chapter's table: one row per method (§4.2 "all relations" held out, the relations whose unit beats the
-    offset baseline by :data:`SPECIALISED_MARGIN` points, §4.3 antecedent selection, §5 attention-only probe), then
-    the paper's weights-based numbers (BERT-base, WSJ / CoNLL-2012: :mod:`helpers.paper`)."""
+    offset baseline by :data:`SPECIALISED_MARGIN` points, §4.3 antecedent selection, §5 attention-only probe: the
+    mean over seeds with its interval and the seeds' sd), each score with its 95 % interval, then the paper's
+    weights-based numbers (BERT-base, WSJ / CoNLL-2012: :mod:`helpers.paper`)."""
     rows = []
     for m, r in results.items():
         rel = r.get("syntax", {}).get("relations", {})
@@ -487,7 +566,7 @@ def summary_rows(results: dict[str, dict]) -> list[dict]:
             "§4.2 baseline": f"{a['baseline_accuracy']:.1f}" if a else None,
             "§4.2 specialised": f"{specialised(rel)} of {len(rel) - 1}" if rel else None,
             "§4.3 antecedent": _scored(c["accuracy"], c["interval"], c["unit"]) if c.get("accuracy") is not None else None,
-            "§5 Attn probe UAS": f"{p['mean']:.1f} ± {p['sd']:.1f}" if p else None,
+            "§5 Attn probe UAS": _scored(p["mean"], p.get("interval"), f"sd {p['sd']:.1f}") if p else None,
         })
     row, coref = paper.TABLE1[ALL], paper.TABLE2[paper.COREF_HEAD_ROW]
     rows.append({"method": "paper: attention weights (BERT-base)", "unit": "head",

@@ -35,6 +35,20 @@ def test_mixing_command_scores_each_method(tiny_model_dir, toy_data, tmp_path, m
     assert weights["inputs"]["test"]["read"] == weights["syntax"]["sentences"]["test"] + weights["inputs"]["test"]["skipped"]
     assert heads["squared_norms"]["rows"] > 0 and -1 <= heads["squared_norms"]["median_r"] <= 1
     assert len(weights["special_share"]["first"]) == len(weights["special_share"]["last"]) == 2  # the tiny BERT's layers
+    # what the claims' paired intervals read: per-item counts that add up to each score, and the probe's interval
+    per = weights["syntax"]["per_sentence"]
+    assert 100 * sum(per["correct"]) / sum(per["total"]) == pytest.approx(weights["syntax"]["relations"]["all"]["held_out_accuracy"], abs=1e-4)
+    assert per["units"] == rollout["syntax"]["per_sentence"]["units"]  # the same test sentences: pairs
+    docs = weights["coref"]["per_document"]
+    assert 100 * sum(docs["correct"]) / sum(docs["total"]) == pytest.approx(weights["coref"]["accuracy"], abs=1e-4)
+    probe = weights["probe"]["per_sentence"]
+    for s, run in enumerate(weights["probe"]["runs"]):
+        assert 100 * sum(probe["correct"][s]) / sum(probe["total"]) == pytest.approx(run, abs=0.005)
+    lo, hi = weights["probe"]["interval"]
+    assert lo <= weights["probe"]["mean"] <= hi
+    shares = weights["special_share_sentences"]
+    assert len(shares["units"]) == weights["syntax"]["sentences"]["test"]
+    assert heads["squared_norms"]["sentences"] == 1 and len(heads["squared_norms"]["median_r_interval"]) == 2
 
     # the weights' row is the syntax chapter's held-out row and the coreference chapter's dev-chosen head, on the
     # same sentences and documents, from their own records (maps from the extraction pipeline, not the mixing pass)

@@ -121,6 +121,86 @@ def test_squared_norm_agreement_against_a_loop():
             same += int(x.argmax() == y.argmax())
     assert np.allclose(sorted(got["r"]), sorted(want), rtol=0, atol=round_off(1.0, 4 * T, eps=np.finfo(np.float64).eps))
     assert got["same"] == same
+    # per sentence, the unit the intervals resample: each r's sentence, and each sentence's rows and agreements
+    assert got["r_unit"] == [0] * (L * H * T) + [1] * (L * H * (T - 1))
+    assert got["rows_by"] == [L * H * T, L * H * (T - 1)] and sum(got["same_by"]) == same
+    mr.squared_norm_agreement(vz, norms, mask, got)  # a second batch: its sentences numbered on
+    assert got["r_unit"][-1] == 3 and len(got["rows_by"]) == 4
+
+
+def test_squared_norm_summary_resamples_sentences():
+    from helpers.core.bootstrap import counts
+
+    rng = np.random.default_rng(3)
+    acc = {"r": rng.random(40).tolist(), "r_unit": sorted(rng.integers(0, 5, 40).tolist()),
+           "same_by": [3, 4, 1, 0, 6], "rows_by": [8, 8, 2, 3, 9], "same": 14, "rows": 30}
+    out = mr.squared_norm_summary(acc)
+    assert out["sentences"] == 5 and out["rows"] == 30
+    assert out["median_r"] == pytest.approx(np.median(acc["r"]), abs=5e-5)
+    assert out["same_argmax"] == pytest.approx(14 / 30, abs=5e-5)
+    r, unit = np.asarray(acc["r"]), np.asarray(acc["r_unit"])
+    medians, shares = [], []
+    for c in counts(5):  # one replicate at a time: the sentences drawn, their rows repeated
+        medians.append(np.median(np.concatenate([r[unit == u].repeat(int(k)) for u, k in enumerate(c)])))
+        shares.append((c * acc["same_by"]).sum() / (c * acc["rows_by"]).sum())
+    assert out["median_r_interval"] == pytest.approx(np.percentile(medians, [2.5, 97.5]), abs=5e-5)
+    assert out["same_argmax_interval"] == pytest.approx(np.percentile(shares, [2.5, 97.5]), abs=5e-5)
+    empty = mr.squared_norm_summary({})
+    assert empty["median_r"] is None and empty["median_r_interval"] is None and empty["same_argmax_interval"] is None
+
+
+def test_sentence_sink_shares_average_to_the_chapters_share():
+    from helpers.mixing.claims import sink_share
+
+    rng = np.random.default_rng(4)
+    maps = {0: rng.random((2, 3, 5, 5)), 2: rng.random((2, 3, 4, 4)) * 7, 3: rng.random((2, 3, 6, 6))}
+    examples = [_example(0, 3), _example(1, 4), _example(2, 2), _example(3, 4)]  # example 1 has no map
+    per = mr.sentence_sink_shares(maps, examples)
+    assert per["units"] == [0, 2, 3]
+    for u, share in zip(per["units"], per["share"]):  # the loop: each row's share on [CLS] and [SEP], averaged
+        a = maps[u]
+        rows = [a[l, h, i] / a[l, h, i].sum() for l in range(2) for h in range(3) for i in range(a.shape[-1])]
+        assert share == pytest.approx(np.mean([row[0] + row[-1] for row in rows]), abs=1e-6)
+    whole = sink_share({"special_share": mr.special_shares(maps, examples)})
+    assert np.mean(per["share"]) == pytest.approx(whole, abs=2e-4)  # special_shares rounds each layer to 4 decimals
+    decoder = mr.sentence_sink_shares({0: maps[0][..., :4, :4]}, [_example(0, 3, 1, 0)])  # BOS only
+    a = maps[0][..., :4, :4]
+    assert decoder["share"][0] == pytest.approx((a[..., 0] / a.sum(-1)).mean(), abs=1e-6)
+
+
+def test_sentence_uas_adds_up_to_the_probes_uas():
+    from helpers.probe.stats import ProbeData, uas
+
+    rng = np.random.default_rng(5)
+    lengths = [4, 1, 6]
+    heads = [rng.integers(0, n + 1, n) for n in lengths]
+    punct = [rng.random(n) < 0.3 for n in lengths]
+    punct[1][:] = True  # a sentence of punctuation alone: nothing counted
+    data = ProbeData([], heads, punct, [np.zeros((n, 0), np.float32) for n in lengths])
+    logits = [rng.normal(size=(n, n + 1)) for n in lengths]
+    correct, total = mr.sentence_uas(logits, data)
+    for k, n in enumerate(lengths):
+        keep = ~punct[k]
+        assert correct[k] == sum(int(logits[k][w].argmax() == heads[k][w]) for w in range(n) if keep[w])
+        assert total[k] == keep.sum()
+    assert 100 * correct.sum() / total.sum() == pytest.approx(uas(logits, data), abs=1e-12)
+
+
+def test_score_syntax_keeps_the_chosen_units_counts_per_sentence(toy_conllu):
+    from helpers.core.bootstrap import counts, percentile_interval, ratio_replicates
+
+    sentences = read_conllu(toy_conllu)
+    rng = np.random.default_rng(6)
+    maps = {k: {i: rng.random((2, 3, len(s) + 2, len(s) + 2)).astype(np.float32) for i, s in enumerate(sentences)}
+            for k in ("dev", "test")}
+    out = mr.score_syntax(maps["dev"], maps["test"], sentences, sentences, causal=False)
+    row, per = out["relations"][ALL], out["per_sentence"]
+    assert per["units"] == [i for i, s in enumerate(sentences) if any(h != 0 for h in s.heads)]
+    assert per["total"] == [sum(h != 0 for h in sentences[i].heads) for i in per["units"]]
+    correct, total = np.asarray(per["correct"], float), np.asarray(per["total"], float)
+    assert 100 * correct.sum() / total.sum() == pytest.approx(row["held_out_accuracy"], abs=5e-5)
+    c = counts(len(total))
+    assert percentile_interval(100 * ratio_replicates(correct, total, c)) == pytest.approx(row["held_out_ci"], abs=5e-3)
 
 
 # ------------------------------------------------------------------------------------ the command
