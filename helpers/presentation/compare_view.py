@@ -87,8 +87,12 @@ def sizes_note(results: list[ModelResult], ctx) -> str:
     return note
 
 
-def _claims(n: int) -> str:
-    return f"{n} claim" + ("" if n == 1 else "s")
+def _claims(n: int, verb: str | None = None) -> str:
+    """``"1 claim"``, ``"2 claims"``; with ``verb`` (its plural, "are", "depend"), the verb agreeing after it."""
+    text = f"{n} claim" + ("" if n == 1 else "s")
+    if verb is None:
+        return text
+    return f"{text} {verb if n != 1 else {'are': 'is', 'apply': 'applies'}.get(verb, verb + 's')}"
 
 
 def findings_text(results: list[ModelResult]) -> str:
@@ -102,20 +106,20 @@ def findings_text(results: list[ModelResult]) -> str:
     trained = [r for r in results if not r.card["random_init"]]
     controls = [r.card["name"] for r in results if r.card["random_init"]]
     parts = [f"Across the pre-trained models ({id_list([r.card['name'] for r in trained])}), "
-             f"{_claims(len(groups.shared))} {'is' if len(groups.shared) == 1 else 'are'} reproduced by every one of "
+             f"{_claims(len(groups.shared), 'are')} reproduced by every one of "
              f"them: {id_list(groups.shared)}. "
              + ("These look like properties of pre-trained transformers rather than of one model." if len(trained) > 1
                 else "With one pre-trained model, nothing can be said yet about other models."),
-             f"{_claims(len(groups.model_dependent))} depend on the model (reproduced by some, not by others): "
+             f"{_claims(len(groups.model_dependent), 'depend')} on the model (reproduced by some, not by others): "
              f"{id_list(groups.model_dependent)}.",
-             f"{_claims(len(groups.none))} {'is' if len(groups.none) == 1 else 'are'} reproduced by none of them: "
+             f"{_claims(len(groups.none), 'are')} reproduced by none of them: "
              f"{id_list(groups.none)}.",
              "Short of reproduced, " + "; ".join(
                  f"{r.card['name']} gives \"partly\" for {_claims(len(groups.partly[r.spec]))} "
                  f"({id_list(groups.partly[r.spec])}) and \"inconclusive\" for {_claims(len(groups.inconclusive[r.spec]))} "
                  f"({id_list(groups.inconclusive[r.spec])})" for r in trained) + "."]
     if groups.not_applicable:
-        parts.append(f"{_claims(len(groups.not_applicable))} apply to none of them: {id_list(groups.not_applicable)}.")
+        parts.append(f"{_claims(len(groups.not_applicable), 'apply')} to none of them: {id_list(groups.not_applicable)}.")
     if controls:
         parts.append(f"The random-init controls ({id_list(controls)}) reproduce {_claims(len(groups.random_too))} too: "
                      f"{id_list(groups.random_too)} (their own verdict is \"reproduced\" or \"partly\", and the "
@@ -129,7 +133,8 @@ def findings_text(results: list[ModelResult]) -> str:
         if groups.random_own_verdict:
             parts.append(f"For {_claims(len(groups.random_own_verdict))} a control's own verdict is \"reproduced\" or "
                          "\"partly\" but the two rows carry no intervals on a common scale, so that verdict alone "
-                         f"says the control reproduces them too: {id_list(groups.random_own_verdict)}.")
+                         f"says the control reproduces {'it' if len(groups.random_own_verdict) == 1 else 'them'} too: "
+                         f"{id_list(groups.random_own_verdict)}.")
     return " ".join(parts)
 
 
