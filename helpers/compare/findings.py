@@ -1,6 +1,6 @@
 """What holds across models (chapter "Comparing models"): the claims grouped by the pre-trained models' verdicts,
 each model's verdicts counted, and which claims the random-init controls reproduce too, judged on the
-trained-minus-random difference.
+trained-minus-random difference. Definitions: book/methods.md, §Verdicts across models.
 
 No verdict is made here: each model's verdict is its chapter's (:func:`helpers.results.all_claims`). Two things
 are read off them:

@@ -153,7 +153,8 @@ def random_table(results: list[ModelResult]):
     """The random-init controls' test, one row per claim a control gets "reproduced" or "partly" for, and per
     statistic it is judged on (a combined claim's parts one by one): ``claim | control | statistic | pre-trained |
     control | difference | reproduces too``, each number with its 95 % interval; "—" where the two rows carry no
-    interval on a common scale (then the control's own verdict decides: "own verdict only")."""
+    interval on a common scale (then the control's own verdict decides: "own verdict only"). Without such a claim
+    (or without a control), one row whose claim is "none"."""
     import pandas as pd
 
     from helpers.claims import interval_text
@@ -174,8 +175,8 @@ def random_table(results: list[ModelResult]):
                          "control's": interval_text(d.random, d.random_interval, ".3g"),
                          "difference": interval_text(d.estimate, d.interval, ".3g"),
                          "reproduces too": "no: pre-training adds to it" if d.learned else "yes" if t.too else "no"})
-    return pd.DataFrame(rows, columns=["claim", "control", "statistic", "pre-trained", "control's", "difference",
-                                       "reproduces too"])
+    columns = ["claim", "control", "statistic", "pre-trained", "control's", "difference", "reproduces too"]
+    return pd.DataFrame(rows or [{"claim": "none"}], columns=columns)
 
 
 def cost_table(results: list[ModelResult]):
