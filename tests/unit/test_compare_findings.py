@@ -227,3 +227,25 @@ def test_a_legacy_row_and_a_wrong_row():
     wrong = {**judged("x", 12.0, (11.0, 13.0)).to_json(), "verdict": PARTLY}  # the rule gives reproduced
     with pytest.raises(ValueError, match="verdict"):
         claim_from_json(wrong)
+
+
+def test_the_compare_json_carries_each_rows_rule():
+    """``compare --json``: each model's result keeps ``ours``, ``value`` and ``verdict`` first, then the rule's fields
+    as the claim's own row has them (a judged row, a row not applicable, a row without a rule)."""
+    from helpers.claims import FIELDS, RULE_FIELDS, check_row
+    from helpers.compare.run import compare_json
+
+    a = model("a", [judged("x", 12.0, (11.0, 13.0)), row("y", NA), row("z", P)])
+    ctrl = model("random:a", [judged("x", 5.0, (-1.0, 11.0))])
+    payload = compare_json([a, ctrl])
+    x, y, z = payload["claims"]
+    assert list(x["results"]) == ["a", "random:a"] and list(y["results"]) == ["a"]
+    for c in (x, y, z):
+        for spec, got in c["results"].items():
+            assert list(got) == ["ours", "value", "verdict", *RULE_FIELDS]
+            own = next(m for m in (a, ctrl) if m.spec == spec)
+            want = {k: v for k, v in next(r for r in own.claims if r.id == c["id"]).to_json().items() if k in got}
+            assert got == want
+    assert x["results"]["random:a"]["verdict"] == I and x["results"]["random:a"]["interval"] == [-1.0, 11.0]
+    check_row({**{k: x[k] for k in FIELDS if k in x}, **x["results"]["a"]})
+    assert y["results"]["a"]["rule"] is None and z["results"]["a"]["rule"] is None
