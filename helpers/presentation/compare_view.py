@@ -121,11 +121,15 @@ def findings_text(results: list[ModelResult]) -> str:
     if groups.not_applicable:
         parts.append(f"{_claims(len(groups.not_applicable), 'apply')} to none of them: {id_list(groups.not_applicable)}.")
     if controls:
-        parts.append(f"The random-init controls ({id_list(controls)}) reproduce {_claims(len(groups.random_too))} too: "
-                     f"{id_list(groups.random_too)} (their own verdict is \"reproduced\" or \"partly\", and the "
-                     "pre-trained model's statistic does not exceed theirs beyond chance); for these the verdict does "
-                     "not need pre-training (the pattern comes with the architecture or the input format, or the claim "
-                     "is a negative one that an untrained model satisfies too).")
+        if groups.random_too:
+            parts.append(f"The random-init controls ({id_list(controls)}) reproduce {_claims(len(groups.random_too))} "
+                         f"too: {id_list(groups.random_too)} (their own verdict is \"reproduced\" or \"partly\", and "
+                         "the pre-trained model's statistic does not exceed theirs beyond chance); for these the verdict "
+                         "does not need pre-training (the pattern comes with the architecture or the input format, or "
+                         "the claim is a negative one that an untrained model satisfies too).")
+        else:
+            parts.append(f"Judged on the difference of their statistics, the random-init controls ({id_list(controls)}) "
+                         "reproduce no claim too.")
         if groups.random_learned:
             parts.append(f"For {_claims(len(groups.random_learned))} a control's own verdict is \"reproduced\" or "
                          f"\"partly\", but pre-training adds to the pattern beyond chance: "
@@ -151,8 +155,8 @@ def verdict_table(results: list[ModelResult]):
 
 def random_table(results: list[ModelResult]):
     """The random-init controls' test, one row per claim a control gets "reproduced" or "partly" for, and per
-    statistic it is judged on (a combined claim's parts one by one): ``claim | control | statistic | pre-trained |
-    control | difference | reproduces too``, each number with its 95 % interval; "—" where the two rows carry no
+    statistic it is judged on (a combined claim's parts one by one): ``claim | control | its verdict | statistic |
+    pre-trained | control's | difference | reproduces too``, each number with its 95 % interval; "—" where the two rows carry no
     interval on a common scale (then the control's own verdict decides: "own verdict only"). Without such a claim
     (or without a control), one row whose claim is "none"."""
     import pandas as pd
@@ -165,7 +169,7 @@ def random_table(results: list[ModelResult]):
     for t in findings(results).tests:
         if t.verdict not in HOLDS_TOO:
             continue
-        base = {"claim": t.claim, "control": f"{names[t.control]} ({t.verdict})"}
+        base = {"claim": t.claim, "control": names[t.control], "its verdict": t.verdict}
         if not t.differences:
             rows.append({**base, "statistic": None, "pre-trained": None, "control's": None, "difference": None,
                          "reproduces too": "yes, on its own verdict only" if t.too else "no"})
@@ -175,7 +179,8 @@ def random_table(results: list[ModelResult]):
                          "control's": interval_text(d.random, d.random_interval, ".3g"),
                          "difference": interval_text(d.estimate, d.interval, ".3g"),
                          "reproduces too": "no: pre-training adds to it" if d.learned else "yes" if t.too else "no"})
-    columns = ["claim", "control", "statistic", "pre-trained", "control's", "difference", "reproduces too"]
+    columns = ["claim", "control", "its verdict", "statistic", "pre-trained", "control's", "difference",
+               "reproduces too"]
     return pd.DataFrame(rows or [{"claim": "none"}], columns=columns)
 
 

@@ -459,10 +459,7 @@ def test_the_comparisons_findings_paragraph_on_both_sides_of_each_branch():
         "Short of reproduced, a gives \"partly\" for 1 claim (c1) and \"inconclusive\" for 1 claim (c4); "
         "b gives \"partly\" for 2 claims (c3 and c4) and \"inconclusive\" for 0 claims (none). "
         "1 claim applies to none of them: c5. "
-        "The random-init controls (random:a) reproduce 0 claims too: none (their own verdict is \"reproduced\" or "
-        "\"partly\", and the pre-trained model's statistic does not exceed theirs beyond chance); for these the "
-        "verdict does not need pre-training (the pattern comes with the architecture or the input format, or the claim "
-        "is a negative one that an untrained model satisfies too). "
+        "Judged on the difference of their statistics, the random-init controls (random:a) reproduce no claim too. "
         "For 1 claim a control's own verdict is \"reproduced\" or \"partly\" but the two rows carry no intervals on "
         "a common scale, so that verdict alone says the control reproduces it too: c0.")
     one = [_model("a", False, [R, N, N])]
@@ -483,14 +480,17 @@ def test_the_comparisons_random_control_on_the_difference():
     a = _model("a", False, [(12.0, (11.0, 13.0)), (25.0, (24.0, 26.0)), (12.0, (11.0, 13.0))])
     ctrl = _model("random:a", True, [(11.0, (10.0, 12.0)), (5.0, (4.0, 6.0)), (1.0, (-1.0, 3.0))])
     text = findings_text([a, ctrl])
-    assert "The random-init controls (random:a) reproduce 1 claim too: c0 (" in text
+    assert ("The random-init controls (random:a) reproduce 1 claim too: c0 (their own verdict is \"reproduced\" or "
+            "\"partly\", and the pre-trained model's statistic does not exceed theirs beyond chance); for these the "
+            "verdict does not need pre-training (the pattern comes with the architecture or the input format, or the "
+            "claim is a negative one that an untrained model satisfies too).") in text
     assert "For 1 claim a control's own verdict is \"reproduced\" or \"partly\", but pre-training adds to the " \
            "pattern beyond chance: c1." in text and "no intervals" not in text
     frame = random_table([a, ctrl])
     assert frame.to_dict("records") == [
-        {"claim": "c0", "control": "random:a (reproduced)", "statistic": "estimate", "pre-trained": "12 [11, 13]",
+        {"claim": "c0", "control": "random:a", "its verdict": R, "statistic": "estimate", "pre-trained": "12 [11, 13]",
          "control's": "11 [10, 12]", "difference": "1 [-0.414, 2.41]", "reproduces too": "yes"},
-        {"claim": "c1", "control": "random:a (partly)", "statistic": "estimate", "pre-trained": "25 [24, 26]",
+        {"claim": "c1", "control": "random:a", "its verdict": P, "statistic": "estimate", "pre-trained": "25 [24, 26]",
          "control's": "5 [4, 6]", "difference": "20 [18.6, 21.4]", "reproduces too": "no: pre-training adds to it"}]
     counts = verdict_table([a, ctrl, _model("b", False, [I, NA])])
     assert counts.to_dict("index") == {
