@@ -760,3 +760,29 @@ def test_the_repository_has_a_recording_of_the_probes_naive_loop():
     record = performance.probe_naive_record()
     assert record is not None and set(performance.PROBES.values()) <= set(record["device"])
     assert record["recorded"].get("commit") and record["recorded"].get("machine")
+
+
+def test_a_chapters_claims_table_can_show_the_rules_fields():
+    """The chapter's claims table shows any field of a claim's JSON: the rule's numbers to 3 significant digits, an
+    interval as "[lo, hi]", a combined claim's parts, "—" where a row has none (not applicable, or no rule); an
+    unknown column is refused, naming it."""
+    from helpers.claims import Claim, claim, combined, effect, not_applicable, within
+    from helpers.presentation.book import claims_table
+
+    rows = [claim("a", "§3.1", "c", "p", "o", 1.0, effect(12.3456, (11.0, 13.0), null=0.0, paper=10.0),
+                  resampled="segments", n=40),
+            claim("b", "§3.1", "c", "p", "o", 1.0, combined(effect(12.0, (11.0, 13.0), null=0.0, paper=10.0, name="x"),
+                                                            within(0.5, (0.2, 2.0), low=0.0, high=1.0, name="y")),
+                  resampled="sentences", n=7),
+            not_applicable("c", "§3.2", "c", "p", "no [SEP]"), Claim("d", "§3.1", "c", "p", "o", 2.0, P)]
+    frame = claims_table(rows, columns=("verdict", "rule", "estimate", "interval", "paper_level", "parts", "n"))
+    assert frame.to_dict("index") == {
+        "a": {"verdict": R, "rule": "effect", "estimate": "12.3", "interval": "[11, 13]", "paper_level": "10",
+              "parts": "—", "n": 40},
+        "b": {"verdict": I, "rule": "combined", "estimate": "—", "interval": "—", "paper_level": "—",
+              "parts": "reproduced, inconclusive", "n": 7},
+        "c": {"verdict": NA, **dict.fromkeys(("rule", "estimate", "interval", "paper_level", "parts", "n"), "—")},
+        "d": {"verdict": P, **dict.fromkeys(("rule", "estimate", "interval", "paper_level", "parts", "n"), "—")}}
+    assert claims_table(rows).columns.tolist() == ["section", "claim", "paper", "ours", "verdict"]
+    with pytest.raises(ValueError, match="'nonsense'"):
+        claims_table(rows, columns=("verdict", "nonsense"))
