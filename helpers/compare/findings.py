@@ -206,8 +206,8 @@ def findings(results: Sequence["ModelResult"]) -> Findings:
             out.not_applicable.append(cid)
         elif applies:
             hits = [v == REPRODUCED for v in applies.values()]
-            out.shared.append(cid) if all(hits) else out.model_dependent.append(cid) if any(hits) \
-                else out.none.append(cid)
+            group = out.shared if all(hits) else out.model_dependent if any(hits) else out.none
+            group.append(cid)
         for spec, v in applies.items():
             if v == PARTLY:
                 out.partly[spec].append(cid)
