@@ -22,8 +22,9 @@ import re
 import sys
 from pathlib import Path
 
-from helpers.claims import VERDICTS
+from helpers.claims import check_row
 from helpers.presentation.performance import benchmarks_common, packed_over_floor
+from helpers.presentation.verdicts import VERDICT_MARKS, verdict_tally
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -62,29 +63,39 @@ def claims_recording(results: Path = RESULTS) -> dict:
 def claims_table(data: dict) -> str:
     """The tally of verdicts, the table ``§ | claim | paper | ours | verdict`` and where it was recorded.
 
+    The tally names every verdict, zeros included, then "not applicable" where any
+    (:func:`helpers.presentation.verdicts.verdict_tally`). Each verdict has its square of colour
+    (:data:`~helpers.presentation.verdicts.VERDICT_MARKS`, the colours of the book's tables: GitHub drops inline
+    styles). A row that carries its rule's fields (``rule``, ``estimate``, ``interval`` ...) must have the verdict
+    they give (:func:`helpers.claims.check_row`); a row recorded before rows carried them is shown as it is.
+
     An HTML table, each row on two lines: a recorded claim and our number are long sentences, and a Markdown
     row cannot be broken, so the longest would run past 200 characters."""
     claims = data["claims"]
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in verdicts_in(claims)}
-    tally = ", ".join(f"{n} {v}" for v, n in counts.items())
-    lines = [f"Of the paper's {len(claims)} claims tested on **{data['model']}**: {tally}.", "",
+    for c in claims:
+        if "rule" in c:
+            check_row(c)
+    lines = [f"Of the paper's {len(claims)} claims tested on **{data['model']}**: "
+             f"{verdict_tally(c['verdict'] for c in claims)}.", "",
              "<table>", "<tr><th>§</th><th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr>"]
     for c in claims:
         lines.append(f"<tr><td>{html_cell(c['section'].lstrip('§'))}</td><td>{html_cell(c['claim'])}</td>")
-        lines.append(f"  <td>{html_cell(c['paper'])}</td><td>{html_cell(c['ours'])}</td><td>{html_cell(c['verdict'])}</td></tr>")
+        lines.append(f"  <td>{html_cell(c['paper'])}</td><td>{html_cell(c['ours'])}</td>"
+                     f"<td>{verdict_cell(c['verdict'])}</td></tr>")
     lines += ["</table>", "", f"From the `claims --json` {recorded_line(data)}."]
     return "\n".join(lines)
+
+
+def verdict_cell(verdict: str) -> str:
+    """A verdict after its square of colour, joined by a no-break space: ``"🟦&nbsp;inconclusive"``."""
+    if verdict not in VERDICT_MARKS:
+        raise ValueError(f"verdict {verdict!r} is not one of {list(VERDICT_MARKS)}")
+    return f"{VERDICT_MARKS[verdict]}&nbsp;{html_cell(verdict)}"
 
 
 def html_cell(text) -> str:
     """An HTML table cell's text: escaped, line breaks and runs of spaces made one space."""
     return html.escape(" ".join(str(text).split()), quote=False)
-
-
-def verdicts_in(claims: list[dict]) -> list[str]:
-    """The verdicts in the usual order, then any other (there should be none)."""
-    seen = {c["verdict"] for c in claims}
-    return [v for v in VERDICTS if v in seen] + sorted(seen - set(VERDICTS))
 
 
 # ------------------------------------------------------------------------------ benchmarks/README.md: the builds

@@ -17,7 +17,7 @@ import gc
 import math
 from dataclasses import dataclass, field
 
-from helpers.claims import NOT_APPLICABLE, VERDICTS, Claim, by_id
+from helpers.claims import RULE_FIELDS, Claim, Judged, by_id
 from helpers.config import COMPARE_ENV  # comma-separated SPECs: the chapter's models (replaces the default list)
 from helpers.context import RunContext
 from helpers.results import PAPER_SECTIONS, covering
@@ -187,7 +187,33 @@ def cached_claims(lm, ctx: RunContext, **sizes) -> list[Claim]:
            "data": str(ctx.data_dir), "code": code_digest(all_claims)}
     rows = cached_json("compare-claims", key, lambda: [c.to_json() for c in all_claims(lm, ctx, **sizes)],
                        cache_root=ctx.cache_dir)
-    return [Claim(**row) for row in rows]
+    return [claim_from_json(row) for row in rows]
+
+
+def judged_from_json(row: dict) -> Judged | None:
+    """The :class:`~helpers.claims.Judged` of a claim's JSON ``row`` (or of one of its ``part_rows``), from its
+    rule's fields (:data:`~helpers.claims.RULE_FIELDS`); ``None`` for a row without a rule (not applicable, or
+    written before rows carried their rule)."""
+    if row.get("rule") is None:
+        return None
+
+    def pair(x):
+        return None if x is None else (float(x[0]), float(x[1]))
+
+    parts = row.get("part_rows")
+    return Judged(row["rule"], row["verdict"], estimate=row.get("estimate"), interval=pair(row.get("interval")),
+                  null=row.get("null"), paper_level=row.get("paper_level"), range=pair(row.get("range")),
+                  share=row.get("share"), parts=None if parts is None else tuple(judged_from_json(p) for p in parts),
+                  p_value=row.get("p_value"), name=row.get("name"))
+
+
+def claim_from_json(row: dict) -> Claim:
+    """The :class:`~helpers.claims.Claim` of its JSON ``row`` (:meth:`~helpers.claims.Claim.to_json`), with what its
+    rule read, so that ``claim_from_json(c.to_json()).to_json() == c.to_json()``; a row without the rule's fields
+    (written before rows carried them) gives a claim without them. The claim checks that its verdict follows from
+    its fields, as when it was made."""
+    return Claim(row["id"], row["section"], row["claim"], row["paper"], row["ours"], row["value"], row["verdict"],
+                 reason=row.get("reason"), judged=judged_from_json(row), resampled=row.get("resampled"), n=row.get("n"))
 
 
 def compare_model(spec: str, ctx: RunContext, *, seed: int = 0, figures: bool = True, claims: bool = True,
@@ -253,7 +279,8 @@ def compare_isolated(spec: str, ctx: RunContext, **kwargs) -> ModelResult:
 
 def compare_json(results: list[ModelResult]) -> dict:
     """The ``compare`` command's JSON: ``models`` and ``claims`` (every claim, in the paper's order, with
-    each model's ``ours``, ``value`` and ``verdict``)."""
+    each model's ``ours``, ``value`` and ``verdict``, then the fields of the rule that judged it,
+    :data:`helpers.claims.RULE_FIELDS`, as the ``claims`` command writes them: ``null`` where the rule has none)."""
     order: dict[str, Claim] = {}
     for r in results:
         for c in r.claims:
@@ -265,30 +292,12 @@ def compare_json(results: list[ModelResult]) -> dict:
         for r, table in zip(results, tables):
             c = table.get(cid)
             if c is not None:
-                res[r.spec] = {"ours": c.ours, "value": None if c.value is None else float(c.value), "verdict": c.verdict}
+                row = c.to_json()
+                res[r.spec] = {"ours": c.ours, "value": None if c.value is None else float(c.value), "verdict": c.verdict,
+                               **{k: row[k] for k in RULE_FIELDS}}
         claims.append({"id": cid, "section": section_key(first.section), "claim": first.claim, "paper": first.paper,
                        "results": res})
     return {"models": [r.to_json() for r in results], "claims": claims}
-
-
-def findings(results: list[ModelResult]) -> dict[str, list[str]]:
-    """The claims grouped by how the pre-trained models agree (from the verdicts, no new rule):
-    ``shared`` (reproduced, at least partly, by every pre-trained model), ``model_dependent`` (some
-    pre-trained models reproduce it at least partly, others not), ``none`` (reproduced by no pre-trained model), and
-    ``random_too`` (claims the random-init controls also reproduce at least partly: not learned). A claim "not
-    applicable" to a model (a decoder's [SEP] claims) counts for none of these: that model is left out of it."""
-    trained = [by_id(r.claims) for r in results if not r.card["random_init"]]
-    random = [by_id(r.claims) for r in results if r.card["random_init"]]
-    ids = list(dict.fromkeys(c.id for r in results for c in r.claims))
-    out: dict[str, list[str]] = {"shared": [], "model_dependent": [], "none": [], "random_too": []}
-    for cid in ids:
-        got = [t[cid].verdict for t in trained if cid in t and t[cid].verdict != NOT_APPLICABLE]
-        if got:
-            failed = [v == VERDICTS[-1] for v in got]
-            out["none" if all(failed) else "model_dependent" if any(failed) else "shared"].append(cid)
-        if any(t[cid].verdict not in (VERDICTS[-1], NOT_APPLICABLE) for t in random if cid in t):
-            out["random_too"].append(cid)
-    return out
 
 
 def id_list(ids: list[str]) -> str:

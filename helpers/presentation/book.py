@@ -10,15 +10,38 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from helpers.claims import FIELDS, Claim
+from helpers.claims import FIELDS, RULE_FIELDS, Claim
 
 
 def claims_table(claims: Iterable[Claim], *, columns: Sequence[str] = ("section", "claim", "paper", "ours", "verdict")):
-    """The claims as a pandas DataFrame indexed by id, for a chapter's summary (no NaN: missing is "—")."""
+    """The claims as a pandas DataFrame indexed by id, for a chapter's summary (no NaN: missing is "—").
+
+    ``columns`` are fields of a claim's JSON (:data:`helpers.claims.FIELDS`, then the rule's,
+    :data:`helpers.claims.RULE_FIELDS`: ``"rule"``, ``"interval"``, ``"null"``, ...); a pair (``interval``,
+    ``range``) is shown ``"[lo, hi]"`` and the numbers of the rule to 3 significant digits, a list of verdicts
+    (``parts``) joined by commas; a row without the field shows "—"."""
     import pandas as pd
 
-    frame = pd.DataFrame([c.to_json() for c in claims], columns=list(FIELDS)).set_index("id")
+    unknown = [c for c in columns if c not in (*FIELDS, *RULE_FIELDS) or c == "id"]
+    if unknown:
+        raise ValueError(f"claims_table: columns {unknown} are not fields of a claim (one of "
+                         f"{[f for f in (*FIELDS, *RULE_FIELDS) if f != 'id']})")
+    frame = pd.DataFrame([{k: _rule_cell(k, v) for k, v in c.to_json().items()} for c in claims],
+                         columns=[*FIELDS, *RULE_FIELDS], dtype=object).set_index("id")
     return frame[list(columns)].fillna(MISSING)
+
+
+def _rule_cell(key: str, value):
+    """A rule's field as a table shows it (see :func:`claims_table`); the claim's own fields unchanged."""
+    if value is None or key in FIELDS:
+        return value
+    if key in ("interval", "range"):
+        return f"[{value[0]:.3g}, {value[1]:.3g}]"
+    if key == "parts":
+        return ", ".join(value)
+    if key == "part_rows":
+        return ", ".join(f"{p.get('name')}: {p['verdict']}" for p in value)
+    return format(value, ".3g") if isinstance(value, float) else value
 
 
 def glue_claims(claims: Iterable[Claim]) -> None:

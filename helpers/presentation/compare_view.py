@@ -4,18 +4,18 @@ one function here and shows or glues what it returns.
 """
 from __future__ import annotations
 
-from helpers.claims import by_id
-from helpers.compare.run import DEPTH_STATISTICS, ModelResult, chapter_sizes, compare_json, findings, id_list, sizes_text
+from helpers.claims import NOT_APPLICABLE, VERDICTS, by_id
+from helpers.compare.findings import findings, verdict_counts
+from helpers.compare.run import DEPTH_STATISTICS, ModelResult, chapter_sizes, compare_json, id_list, sizes_text
+from helpers.presentation.verdicts import VERDICT_COLOURS, verdict_legend_html
 from helpers.presentation.views import altair_offline
 
 # ------------------------------------------------------------------------------- chapter views
 
-VERDICT_COLOURS = {"reproduced": "#c7e9c0", "partly": "#fdd0a2", "not reproduced": "#fcbba1", "not applicable": "#e0e0e0"}
-
 
 def compare_html(results: list[ModelResult]) -> str:
-    """Every claim x model as an HTML table: the paper's number, then each model's number with its
-    verdict on a coloured background (green reproduced, orange partly, red not)."""
+    """Every claim x model as an HTML table, after a legend of the colours: the paper's number, then each model's
+    number with its verdict on its colour (:data:`VERDICT_COLOURS`)."""
     from html import escape
 
     payload = compare_json(results)
@@ -34,7 +34,7 @@ def compare_html(results: list[ModelResult]) -> str:
                          f"<b>{escape(got['verdict'])}</b><br><small>{escape(value)}</small></td>")
         rows.append(f"<tr><td>§{escape(c['section'])}</td><td><code>{escape(c['id'])}</code><br>{escape(c['claim'])}</td>"
                     f"<td>{escape(c['paper'])}</td>{''.join(cells)}</tr>")
-    return (f"<table class='dataframe'><thead><tr><th>§</th><th>claim</th><th>paper (BERT-base)</th>{head}</tr></thead>"
+    return verdict_legend_html() + (f"<table class='dataframe'><thead><tr><th>§</th><th>claim</th><th>paper (BERT-base)</th>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
@@ -87,26 +87,101 @@ def sizes_note(results: list[ModelResult], ctx) -> str:
     return note
 
 
+def _claims(n: int, verb: str | None = None) -> str:
+    """``"1 claim"``, ``"2 claims"``; with ``verb`` (its plural, "are", "depend"), the verb agreeing after it."""
+    text = f"{n} claim" + ("" if n == 1 else "s")
+    if verb is None:
+        return text
+    return f"{text} {verb if n != 1 else {'are': 'is', 'apply': 'applies'}.get(verb, verb + 's')}"
+
+
 def findings_text(results: list[ModelResult]) -> str:
-    """The chapter's findings paragraph, from :func:`helpers.compare.run.findings`: the claims every pre-trained model
-    reproduces at least partly (and what that suggests, with more than one such model), those that depend on the
-    model, those none reproduces, and, with random-init controls among ``results``, the claims they reproduce too."""
+    """The chapter's findings paragraph, from :func:`helpers.compare.findings.findings`: the claims every pre-trained
+    model reproduces (and what that suggests, with more than one such model), those that depend on the model, those
+    none reproduces, each pre-trained model's "partly" and "inconclusive" claims (shown as themselves, never as
+    holding), those that apply to no pre-trained model (if any), and, with random-init controls among ``results``,
+    the claims they reproduce too, judged on the trained-minus-random difference (and, apart, those only their own
+    verdict speaks for, and those pre-training adds to)."""
     groups = findings(results)
-    trained = [r.card["name"] for r in results if not r.card["random_init"]]
+    trained = [r for r in results if not r.card["random_init"]]
     controls = [r.card["name"] for r in results if r.card["random_init"]]
-    parts = [f"Across the pre-trained models ({id_list(trained)}), "
-             f"{len(groups['shared'])} claims hold, at least partly, for every one of them: {id_list(groups['shared'])}. "
+    parts = [f"Across the pre-trained models ({id_list([r.card['name'] for r in trained])}), "
+             f"{_claims(len(groups.shared), 'are')} reproduced by every one of "
+             f"them: {id_list(groups.shared)}. "
              + ("These look like properties of pre-trained transformers rather than of one model." if len(trained) > 1
                 else "With one pre-trained model, nothing can be said yet about other models."),
-             f"{len(groups['model_dependent'])} claims depend on the model (reproduced by some, not by others): "
-             f"{id_list(groups['model_dependent'])}.",
-             f"{len(groups['none'])} claims hold for none of them: {id_list(groups['none'])}."]
+             f"{_claims(len(groups.model_dependent), 'depend')} on the model (reproduced by some, not by others): "
+             f"{id_list(groups.model_dependent)}.",
+             f"{_claims(len(groups.none), 'are')} reproduced by none of them: "
+             f"{id_list(groups.none)}.",
+             "Short of reproduced, " + "; ".join(
+                 f"{r.card['name']} gives \"partly\" for {_claims(len(groups.partly[r.spec]))} "
+                 f"({id_list(groups.partly[r.spec])}) and \"inconclusive\" for {_claims(len(groups.inconclusive[r.spec]))} "
+                 f"({id_list(groups.inconclusive[r.spec])})" for r in trained) + "."]
+    if groups.not_applicable:
+        parts.append(f"{_claims(len(groups.not_applicable), 'apply')} to none of them: {id_list(groups.not_applicable)}.")
     if controls:
-        parts.append(f"The random-init controls ({id_list(controls)}) also get \"reproduced\" or \"partly\" for "
-                     f"{len(groups['random_too'])} claims: {id_list(groups['random_too'])}; for these the verdict does not "
-                     "need pre-training (the pattern comes with the architecture or the input format, or the claim is a "
-                     "negative one that an untrained model satisfies too).")
+        if groups.random_too:
+            parts.append(f"The random-init controls ({id_list(controls)}) reproduce {_claims(len(groups.random_too))} "
+                         f"too: {id_list(groups.random_too)} (their own verdict is \"reproduced\" or \"partly\", and "
+                         "the pre-trained model's statistic does not exceed theirs beyond chance); for these the verdict "
+                         "does not need pre-training (the pattern comes with the architecture or the input format, or "
+                         "the claim is a negative one that an untrained model satisfies too).")
+        else:
+            parts.append(f"Judged on the difference of their statistics, the random-init controls ({id_list(controls)}) "
+                         "reproduce no claim too.")
+        if groups.random_learned:
+            parts.append(f"For {_claims(len(groups.random_learned))} a control's own verdict is \"reproduced\" or "
+                         f"\"partly\", but pre-training adds to the pattern beyond chance: "
+                         f"{id_list(groups.random_learned)}.")
+        if groups.random_own_verdict:
+            parts.append(f"For {_claims(len(groups.random_own_verdict))} a control's own verdict is \"reproduced\" or "
+                         "\"partly\" but the two rows carry no intervals on a common scale, so that verdict alone "
+                         f"says the control reproduces {'it' if len(groups.random_own_verdict) == 1 else 'them'} too: "
+                         f"{id_list(groups.random_own_verdict)}.")
     return " ".join(parts)
+
+
+def verdict_table(results: list[ModelResult]):
+    """``model | reproduced | partly | inconclusive | not reproduced | not applicable``: how many of its claims each
+    model gets each verdict for (:func:`helpers.compare.findings.verdict_counts`), one row per model."""
+    import pandas as pd
+
+    counts = verdict_counts(results)
+    frame = pd.DataFrame([{"model": r.card["name"], **counts[r.spec]} for r in results],
+                         columns=["model", *VERDICTS, NOT_APPLICABLE])
+    return frame.set_index("model")
+
+
+def random_table(results: list[ModelResult]):
+    """The random-init controls' test, one row per claim a control gets "reproduced" or "partly" for, and per
+    statistic it is judged on (a combined claim's parts one by one): ``claim | control | its verdict | statistic |
+    pre-trained | control's | difference | reproduces too``, each number with its 95 % interval; "—" where the two rows carry no
+    interval on a common scale (then the control's own verdict decides: "own verdict only"). Without such a claim
+    (or without a control), one row whose claim is "none"."""
+    import pandas as pd
+
+    from helpers.claims import interval_text
+    from helpers.compare.findings import HOLDS_TOO
+
+    names = {r.spec: r.card["name"] for r in results}
+    rows = []
+    for t in findings(results).tests:
+        if t.verdict not in HOLDS_TOO:
+            continue
+        base = {"claim": t.claim, "control": names[t.control], "its verdict": t.verdict}
+        if not t.differences:
+            rows.append({**base, "statistic": None, "pre-trained": None, "control's": None, "difference": None,
+                         "reproduces too": "yes, on its own verdict only" if t.too else "no"})
+        for d in t.differences:
+            rows.append({**base, "statistic": d.name or "estimate",
+                         "pre-trained": interval_text(d.trained, d.trained_interval, ".3g"),
+                         "control's": interval_text(d.random, d.random_interval, ".3g"),
+                         "difference": interval_text(d.estimate, d.interval, ".3g"),
+                         "reproduces too": "no: pre-training adds to it" if d.learned else "yes" if t.too else "no"})
+    columns = ["claim", "control", "its verdict", "statistic", "pre-trained", "control's", "difference",
+               "reproduces too"]
+    return pd.DataFrame(rows or [{"claim": "none"}], columns=columns)
 
 
 def cost_table(results: list[ModelResult]):

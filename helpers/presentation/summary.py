@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from helpers.claims import Claim
+from helpers.presentation.verdicts import verdict_tally
 from helpers.results import section_of
 
 
@@ -12,13 +13,23 @@ def chapter_of(claim: Claim) -> str:
 
 
 def claims_html(claims: list[Claim]) -> str:
-    """The claims as an HTML table with bold verdicts and links to the chapters' pages."""
+    """The claims as an HTML table, after a legend of the verdicts' colours, with bold verdicts on their colour
+    (:data:`helpers.presentation.verdicts.VERDICT_COLOURS`) and links to the chapters' pages."""
     from html import escape
 
     import pandas as pd
 
-    return pd.DataFrame([{"section": escape(c.section), "claim": escape(c.claim), "paper": escape(c.paper),
-                          "ours": escape(c.ours), "verdict": f"<b>{c.verdict}</b>",
-                          "chapter": f'<a href="{chapter_of(c)}.html">'
-                                     f'{escape(chapter_of(c).split("_", 1)[1].replace("_", " "))}</a>'}
-                         for c in claims]).to_html(escape=False, index=False)
+    from helpers.presentation.verdicts import VERDICT_COLOURS, verdict_legend_html
+
+    return verdict_legend_html() + pd.DataFrame([
+        {"section": escape(c.section), "claim": escape(c.claim), "paper": escape(c.paper), "ours": escape(c.ours),
+         "verdict": f'<span style="background:{VERDICT_COLOURS[c.verdict]};padding:0 0.3em"><b>{c.verdict}</b></span>',
+         "chapter": f'<a href="{chapter_of(c)}.html">{escape(chapter_of(c).split("_", 1)[1].replace("_", " "))}</a>'}
+        for c in claims]).to_html(escape=False, index=False)
+
+
+def tally_text(claims: list[Claim], model: str) -> str:
+    """``"Of the paper's 20 claims tested on MODEL: 13 reproduced, 5 partly, 0 inconclusive, 2 not reproduced."``
+    (:func:`helpers.presentation.verdicts.verdict_tally`: every verdict, then "not applicable" where any), the
+    README's sentence."""
+    return f"Of the paper's {len(claims)} claims tested on {model}: {verdict_tally(c.verdict for c in claims)}."

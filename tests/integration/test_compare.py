@@ -7,7 +7,7 @@ import pytest
 
 from helpers.compare import run as cmp
 from helpers.presentation import compare_view as view
-from helpers.claims import PARTLY, REPRODUCED, NOT_REPRODUCED, Claim
+from helpers.claims import INCONCLUSIVE, NOT_APPLICABLE, PARTLY, REPRODUCED, NOT_REPRODUCED, RULE_FIELDS, Claim, check_row
 from helpers.cli import main
 from helpers.context import RunContext
 
@@ -58,11 +58,19 @@ def _result(spec, random_init, verdicts):
 
 
 def test_findings_group_by_pretrained_verdicts():
-    a = _result("a", False, {"x": REPRODUCED, "y": REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY})
-    b = _result("b", False, {"x": PARTLY, "y": NOT_REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY})
-    r = _result("random:a", True, {"x": NOT_REPRODUCED, "y": NOT_REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY})
-    got = cmp.findings([a, b, r])
-    assert got == {"shared": ["x", "w"], "model_dependent": ["y"], "none": ["z"], "random_too": ["w"]}
+    """Only "reproduced" holds: a claim partly for one model is model-dependent, partly for both is reproduced by
+    none (and counted as partly for each); a control's own "partly" on rows without intervals is all there is to say
+    it reproduces a claim too (more in tests/unit/test_compare_findings.py)."""
+    from helpers.compare.findings import findings
+
+    a = _result("a", False, {"x": REPRODUCED, "y": REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY, "v": REPRODUCED})
+    b = _result("b", False, {"x": PARTLY, "y": NOT_REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY, "v": REPRODUCED})
+    r = _result("random:a", True, {"x": NOT_REPRODUCED, "y": NOT_REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY,
+                                   "v": INCONCLUSIVE})
+    got = findings([a, b, r])
+    assert (got.shared, got.model_dependent, got.none) == (["v"], ["x", "y"], ["z", "w"])
+    assert got.partly == {"a": ["w"], "b": ["x", "w"]} and got.inconclusive == {"a": [], "b": []}
+    assert got.random_own_verdict == ["w"] and got.random_too == [] and got.random_learned == []
     assert cmp.id_list(["x", "w", "y"]) == "x, w and y" and cmp.id_list([]) == "none"
 
 
@@ -88,9 +96,12 @@ def test_compare_command_equals_claims(tiny_model_dir, toy_data, tmp_path):
         assert list(row) == ["id", "section", "claim", "paper", "results"]
         assert row["section"] in cmp.SECTIONS and list(row["results"]) == specs
         for got in row["results"].values():
-            assert list(got) == ["ours", "value", "verdict"]
-            assert got["verdict"] in (REPRODUCED, PARTLY, NOT_REPRODUCED)
+            assert list(got) == ["ours", "value", "verdict", *RULE_FIELDS]  # the contract, extended by the rule's fields
+            assert got["verdict"] in (REPRODUCED, PARTLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_APPLICABLE)
             assert got["value"] is None or isinstance(got["value"], float)  # the contract: float|null
+            if got["rule"] is not None:  # a row judged by the convention: its verdict follows from the fields it carries
+                check_row({"id": row["id"], "section": row["section"], "claim": row["claim"], "paper": row["paper"],
+                           **got})
     assert [r["section"] for r in result["claims"]] == sorted((r["section"] for r in result["claims"]),
                                                               key=cmp.SECTIONS.index)
 
@@ -104,8 +115,7 @@ def test_compare_command_equals_claims(tiny_model_dir, toy_data, tmp_path):
         assert [c["id"] for c in alone] == [r["id"] for r in result["claims"]]
         for c, row in zip(alone, result["claims"]):
             assert cmp.section_key(c["section"]) == row["section"] and c["paper"] == row["paper"]
-            assert row["results"][spec] == \
-                {"ours": c["ours"], "value": c["value"], "verdict": c["verdict"]}, c["id"]
+            assert row["results"][spec] == {k: c[k] for k in ("ours", "value", "verdict", *RULE_FIELDS)}, c["id"]
 
 
 def test_isolated_compare_equals_in_process(tiny_model_dir, toy_data, tmp_path):
@@ -153,7 +163,7 @@ def test_compare_ci_sized_on_the_real_corpora(shared_data, tmp_path):
         alone = json.loads(single.read_text())["claims"]
         assert [c["id"] for c in alone] == [r["id"] for r in result["claims"]]
         for c, row in zip(alone, result["claims"]):
-            assert row["results"][spec] == {"ours": c["ours"], "value": c["value"], "verdict": c["verdict"]}, c["id"]
+            assert row["results"][spec] == {k: c[k] for k in ("ours", "value", "verdict", *RULE_FIELDS)}, c["id"]
 
 
 def test_relative_depth_and_charts():
@@ -173,6 +183,18 @@ def test_relative_depth_and_charts():
         chart.to_dict()
     html = view.compare_html([shallow, deep])
     assert html.count("<tr>") == 3 and view.VERDICT_COLOURS[NOT_REPRODUCED] in html
+
+
+def test_every_verdict_has_its_own_colour():
+    """Five verdicts, five colours; the comparison's table colours an inconclusive cell with inconclusive's, and
+    its legend names every verdict on its colour."""
+    assert set(view.VERDICT_COLOURS) == {REPRODUCED, PARTLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_APPLICABLE}
+    assert len(set(view.VERDICT_COLOURS.values())) == 5
+    a = _result("a", False, {"x": INCONCLUSIVE, "y": REPRODUCED})
+    html = view.compare_html([a])
+    assert f'<td style="background:{view.VERDICT_COLOURS[INCONCLUSIVE]}" title="o"><b>inconclusive</b>' in html
+    legend = html[:html.index("<table")]
+    assert all(f'background:{c};padding:0 0.4em">{v}</span>' in legend for v, c in view.VERDICT_COLOURS.items())
 
 
 def test_cached_claims_follow_the_code_of_every_layer_they_run(tmp_path):

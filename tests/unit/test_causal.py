@@ -342,6 +342,7 @@ def test_surface_claims_on_causal_statistics(decoders):
 
 def test_compare_findings_leave_a_not_applicable_model_out():
     from helpers.compare import run as cmp
+    from helpers.compare.findings import findings
 
     def result(spec, random_init, verdicts):
         claims = [Claim(cid, "§3.2", "c", "p", "o", None, v, "no [SEP]" if v == NOT_APPLICABLE else None)
@@ -352,8 +353,9 @@ def test_compare_findings_leave_a_not_applicable_model_out():
     decoder = result("gpt2", False, {"sep": NOT_APPLICABLE, "next": NOT_APPLICABLE})
     control = result("random:gpt2", True, {"sep": NOT_APPLICABLE, "next": NOT_APPLICABLE})
     # not "model_dependent" (the decoder did not fail it) and not "random_too" (the control did not pass it)
-    assert cmp.findings([encoder, decoder, control]) == {"shared": ["sep"], "model_dependent": [], "none": ["next"],
-                                                         "random_too": []}
+    got = findings([encoder, decoder, control])
+    assert (got.shared, got.model_dependent, got.none, got.not_applicable) == (["sep"], [], ["next"], [])
+    assert got.random_too == got.random_own_verdict == got.random_learned == [] and got.tests == []
 
 
 def test_coref_shard_task_scores_a_decoders_windows_as_the_local_run(decoders):

@@ -422,38 +422,98 @@ def test_the_norms_table1_is_the_cells():
 
 
 def _model(spec, random_init, verdicts, *, sizes=None):
-    """A model's result with one claim per verdict (``c0``, ``c1`` ...), 2 layers x 3 heads."""
-    from helpers.claims import Claim
+    """A model's result with one claim per verdict (``c0``, ``c1`` ...; an item that is a claim's estimate and
+    interval makes an effect claim of paper level 10 over a null of 0), 2 layers x 3 heads."""
+    from helpers.claims import NOT_APPLICABLE, Claim, claim, effect, not_applicable
     from helpers.compare.run import ModelResult
 
-    claims = [Claim(f"c{i}", "§3.1", "c", "p", "o", 1.0, v) for i, v in enumerate(verdicts)]
+    def one(i, v):
+        if isinstance(v, tuple):
+            return claim(f"c{i}", "§3.1", "c", "p", "o", v[0], effect(*v, null=0.0, paper=10.0), resampled="segments",
+                         n=40)
+        return not_applicable(f"c{i}", "§3.1", "c", "p", "no [SEP]") if v == NOT_APPLICABLE else \
+            Claim(f"c{i}", "§3.1", "c", "p", "o", 1.0, v)
+
+    claims = [one(i, v) for i, v in enumerate(verdicts)]
     return ModelResult(spec, {"name": spec, "layers": 2, "heads": 3, "random_init": random_init}, claims,
                        sizes=sizes or {}, seconds=12.5, peak_rss_gib=1.25)
 
 
-R, P, N = "reproduced", "partly", "not reproduced"
+R, P, I, N, NA = "reproduced", "partly", "inconclusive", "not reproduced", "not applicable"
 
 
 def test_the_comparisons_findings_paragraph_on_both_sides_of_each_branch():
-    """Two pre-trained models and a control: c0 and c3 hold for both (shared), c1 for one (model-dependent), c2 for
-    none; the control reproduces c0. One pre-trained model and no control: the other sentence, no control's."""
+    """Two pre-trained models and a control: c0 is reproduced by both (shared), c1 and c3 by one (model-dependent:
+    partly is not reproduced), c2 and c4 by none; c5 applies to neither; each model's partly and inconclusive named.
+    The control reproduces c0 on its own verdict alone (rows without intervals). One pre-trained model and no
+    control: the other sentence, no control's, no "apply to none" sentence."""
     from helpers.presentation.compare_view import findings_text
 
-    two = [_model("a", False, [R, P, N, R]), _model("b", False, [R, N, N, P]), _model("random:a", True, [P, N, N, N])]
+    two = [_model("a", False, [R, P, N, R, I, NA]), _model("b", False, [R, R, N, P, P, NA]),
+           _model("random:a", True, [P, N, N, N, N, NA])]
     assert findings_text(two) == (
-        "Across the pre-trained models (a and b), 2 claims hold, at least partly, for every one of them: c0 and c3. "
+        "Across the pre-trained models (a and b), 1 claim is reproduced by every one of them: c0. "
         "These look like properties of pre-trained transformers rather than of one model. "
-        "1 claims depend on the model (reproduced by some, not by others): c1. "
-        "1 claims hold for none of them: c2. "
-        "The random-init controls (random:a) also get \"reproduced\" or \"partly\" for 1 claims: c0; for these the "
-        "verdict does not need pre-training (the pattern comes with the architecture or the input format, or the claim "
-        "is a negative one that an untrained model satisfies too).")
+        "2 claims depend on the model (reproduced by some, not by others): c1 and c3. "
+        "2 claims are reproduced by none of them: c2 and c4. "
+        "Short of reproduced, a gives \"partly\" for 1 claim (c1) and \"inconclusive\" for 1 claim (c4); "
+        "b gives \"partly\" for 2 claims (c3 and c4) and \"inconclusive\" for 0 claims (none). "
+        "1 claim applies to none of them: c5. "
+        "Judged on the difference of their statistics, the random-init controls (random:a) reproduce no claim too. "
+        "For 1 claim a control's own verdict is \"reproduced\" or \"partly\" but the two rows carry no intervals on "
+        "a common scale, so that verdict alone says the control reproduces it too: c0.")
     one = [_model("a", False, [R, N, N])]
     assert findings_text(one) == (
-        "Across the pre-trained models (a), 1 claims hold, at least partly, for every one of them: c0. "
+        "Across the pre-trained models (a), 1 claim is reproduced by every one of them: c0. "
         "With one pre-trained model, nothing can be said yet about other models. "
         "0 claims depend on the model (reproduced by some, not by others): none. "
-        "2 claims hold for none of them: c1 and c2.")
+        "2 claims are reproduced by none of them: c1 and c2. "
+        "Short of reproduced, a gives \"partly\" for 0 claims (none) and \"inconclusive\" for 0 claims (none).")
+
+
+def test_the_comparisons_random_control_on_the_difference():
+    """Effect claims with intervals: the control reproduces c0 too (the difference's interval holds 0) and c1 only
+    by its own verdict, which pre-training exceeds (the difference's interval lies above 0); c2's control is not
+    reproduced (no row in the table). The paragraph, the table and the verdict counts."""
+    from helpers.presentation.compare_view import findings_text, random_table, verdict_table
+
+    a = _model("a", False, [(12.0, (11.0, 13.0)), (25.0, (24.0, 26.0)), (12.0, (11.0, 13.0))])
+    ctrl = _model("random:a", True, [(11.0, (10.0, 12.0)), (5.0, (4.0, 6.0)), (1.0, (-1.0, 3.0))])
+    text = findings_text([a, ctrl])
+    assert ("The random-init controls (random:a) reproduce 1 claim too: c0 (their own verdict is \"reproduced\" or "
+            "\"partly\", and the pre-trained model's statistic does not exceed theirs beyond chance); for these the "
+            "verdict does not need pre-training (the pattern comes with the architecture or the input format, or the "
+            "claim is a negative one that an untrained model satisfies too).") in text
+    assert "For 1 claim a control's own verdict is \"reproduced\" or \"partly\", but pre-training adds to the " \
+           "pattern beyond chance: c1." in text and "no intervals" not in text
+    frame = random_table([a, ctrl])
+    assert frame.to_dict("records") == [
+        {"claim": "c0", "control": "random:a", "its verdict": R, "statistic": "estimate", "pre-trained": "12 [11, 13]",
+         "control's": "11 [10, 12]", "difference": "1 [-0.414, 2.41]", "reproduces too": "yes"},
+        {"claim": "c1", "control": "random:a", "its verdict": P, "statistic": "estimate", "pre-trained": "25 [24, 26]",
+         "control's": "5 [4, 6]", "difference": "20 [18.6, 21.4]", "reproduces too": "no: pre-training adds to it"}]
+    counts = verdict_table([a, ctrl, _model("b", False, [I, NA])])
+    assert counts.to_dict("index") == {
+        "a": {R: 3, P: 0, I: 0, N: 0, NA: 0}, "random:a": {R: 1, P: 1, I: 0, N: 1, NA: 0},
+        "b": {R: 0, P: 0, I: 1, N: 0, NA: 1}}
+    nothing = random_table([a])  # no control: one row saying so
+    assert nothing["claim"].tolist() == ["none"] and nothing.drop(columns="claim").isna().all().all()
+
+
+def test_results_at_a_glance_colours_and_tally():
+    """Each verdict on its colour, after the legend; the tally names all four verdicts, then "not applicable"."""
+    from helpers.claims import Claim, not_applicable
+    from helpers.presentation.summary import claims_html, tally_text
+    from helpers.presentation.verdicts import VERDICT_COLOURS
+
+    claims = [Claim("prev-token-heads", "§3.1", "c", "p", "o", 1.0, I), Claim("det-head", "§4.2", "c", "p", "o", 1.0, R),
+              not_applicable("sep-self-attention", "§3.2", "c", "p", "no [SEP]")]
+    html = claims_html(claims)
+    assert html.startswith("<p><span") and html.count("</tr>") == 4  # the header and three claims
+    for c in claims:
+        assert f'<span style="background:{VERDICT_COLOURS[c.verdict]};padding:0 0.3em"><b>{c.verdict}</b></span>' in html
+    assert tally_text(claims, "m") == ("Of the paper's 3 claims tested on m: 1 reproduced, 0 partly, 1 inconclusive, "
+                                       "0 not reproduced, 1 not applicable.")
 
 
 def test_the_comparisons_models_sizes_and_cost():
@@ -700,3 +760,29 @@ def test_the_repository_has_a_recording_of_the_probes_naive_loop():
     record = performance.probe_naive_record()
     assert record is not None and set(performance.PROBES.values()) <= set(record["device"])
     assert record["recorded"].get("commit") and record["recorded"].get("machine")
+
+
+def test_a_chapters_claims_table_can_show_the_rules_fields():
+    """The chapter's claims table shows any field of a claim's JSON: the rule's numbers to 3 significant digits, an
+    interval as "[lo, hi]", a combined claim's parts, "—" where a row has none (not applicable, or no rule); an
+    unknown column is refused, naming it."""
+    from helpers.claims import Claim, claim, combined, effect, not_applicable, within
+    from helpers.presentation.book import claims_table
+
+    rows = [claim("a", "§3.1", "c", "p", "o", 1.0, effect(12.3456, (11.0, 13.0), null=0.0, paper=10.0),
+                  resampled="segments", n=40),
+            claim("b", "§3.1", "c", "p", "o", 1.0, combined(effect(12.0, (11.0, 13.0), null=0.0, paper=10.0, name="x"),
+                                                            within(0.5, (0.2, 2.0), low=0.0, high=1.0, name="y")),
+                  resampled="sentences", n=7),
+            not_applicable("c", "§3.2", "c", "p", "no [SEP]"), Claim("d", "§3.1", "c", "p", "o", 2.0, P)]
+    frame = claims_table(rows, columns=("verdict", "rule", "estimate", "interval", "paper_level", "parts", "n"))
+    assert frame.to_dict("index") == {
+        "a": {"verdict": R, "rule": "effect", "estimate": "12.3", "interval": "[11, 13]", "paper_level": "10",
+              "parts": "—", "n": 40},
+        "b": {"verdict": I, "rule": "combined", "estimate": "—", "interval": "—", "paper_level": "—",
+              "parts": "reproduced, inconclusive", "n": 7},
+        "c": {"verdict": NA, **dict.fromkeys(("rule", "estimate", "interval", "paper_level", "parts", "n"), "—")},
+        "d": {"verdict": P, **dict.fromkeys(("rule", "estimate", "interval", "paper_level", "parts", "n"), "—")}}
+    assert claims_table(rows).columns.tolist() == ["section", "claim", "paper", "ours", "verdict"]
+    with pytest.raises(ValueError, match="'nonsense'"):
+        claims_table(rows, columns=("verdict", "nonsense"))

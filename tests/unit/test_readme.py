@@ -33,7 +33,8 @@ def test_the_claims_table_has_every_recorded_claim():
     rows = re.findall(r"<tr><td>.*?</tr>", table, re.S)
     assert len(rows) == len(data["claims"]) > 0
     for row, claim in zip(rows, data["claims"]):
-        assert row.endswith(f"<td>{claim['verdict']}</td></tr>") and f"<td>{claim['section'].lstrip('§')}</td>" in row
+        assert row.endswith(f"<td>{readme_tables.verdict_cell(claim['verdict'])}</td></tr>")
+        assert f"<td>{claim['section'].lstrip('§')}</td>" in row
     # the full-size run of the default model, never the small configuration's
     assert data["recorded"]["commit"] and data["model_spec"] == "default" and data.get("small") is False
 
@@ -56,7 +57,45 @@ def test_a_changed_claims_recording_fails_the_check(tmp_path):
     newest.write_text(json.dumps(data))
     text = readme_tables.generated(results)[readme_tables.README]
     assert text != readme_tables.README.read_text(encoding="utf-8")
-    assert f"<td>{flipped}</td></tr>" in text
+    assert f"<td>{readme_tables.verdict_cell(flipped)}</td></tr>" in text
+
+
+def _recording(claims: list[dict]) -> dict:
+    return {"model": "m", "claims": claims, "model_spec": "default", "small": False,
+            "recorded": {"date": "2999-01-01", "commit": "abc", "command": "claims --json", "machine": {}}}
+
+
+def _row(cid: str, verdict: str, **rule) -> dict:
+    from helpers.claims import FIELDS, RULE_FIELDS
+
+    row = dict.fromkeys((*FIELDS, *RULE_FIELDS))
+    row.update(id=cid, section="§3.1", claim=f"claim {cid}", paper="p", ours="o", value=1.0, verdict=verdict, **rule)
+    return row
+
+
+def test_the_tally_counts_every_verdict_and_the_rows_carry_their_rules():
+    """Rows with the convention's fields (an "inconclusive", a "not applicable" with its reason, a "reproduced" and
+    a "partly" on their intervals): the sentence names all four verdicts, zeros included, then the one not
+    applicable; each verdict cell has its colour's square. A row whose verdict does not follow from its fields is
+    refused; an old row without them is shown as it is."""
+    effect = dict(rule="effect", null=0.0, paper_level=10.0, resampled="segments", n=40)
+    rows = [_row("a", "reproduced", estimate=12.0, interval=[11.0, 13.0], **effect),
+            _row("b", "partly", estimate=5.0, interval=[1.0, 8.0], **effect),
+            _row("c", "inconclusive", estimate=5.0, interval=[-1.0, 11.0], **effect),
+            {**_row("d", "not applicable"), "reason": "[SEP] is no sink", "ours": "not applicable: [SEP] is no sink"},
+            {k: v for k, v in _row("e", "reproduced").items() if k in ("id", "section", "claim", "paper", "ours",
+                                                                         "value", "verdict")}]
+    table = readme_tables.claims_table(_recording(rows))
+    assert table.startswith("Of the paper's 5 claims tested on **m**: 2 reproduced, 1 partly, 1 inconclusive, "
+                            "0 not reproduced, 1 not applicable.\n")
+    for verdict in ("reproduced", "partly", "inconclusive", "not applicable"):
+        assert f"<td>{readme_tables.VERDICT_MARKS[verdict]}&nbsp;{verdict}</td></tr>" in table
+    assert len(set(readme_tables.VERDICT_MARKS.values())) == 5
+    wrong = _row("f", "reproduced", estimate=5.0, interval=[-1.0, 11.0], **effect)  # holds the null: inconclusive
+    with pytest.raises(ValueError, match="does not follow"):
+        readme_tables.claims_table(_recording([*rows, wrong]))
+    without = [r for r in rows if r["verdict"] != "not applicable"]
+    assert "0 not reproduced." in readme_tables.claims_table(_recording(without))  # "not applicable" only where any
 
 
 def test_a_newer_build_recording_fails_the_check(tmp_path):
