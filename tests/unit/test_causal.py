@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.claims import NOT_APPLICABLE, VERDICTS, Claim, not_applicable
+from helpers.claims import NOT_APPLICABLE, RULE_FIELDS, VERDICTS, Claim, not_applicable
 from helpers.core.encoding import encode_ids, encode_words
 from helpers.core.extract import attention_for
 from helpers.core.models import load_model
@@ -313,7 +313,8 @@ def test_not_applicable_claims_say_why_and_keep_the_encoder_layout():
     assert c.verdict == NOT_APPLICABLE and NOT_APPLICABLE not in VERDICTS and c.value is None
     assert c.to_json()["reason"] == "no query sees the next token" and c.to_json()["ours"].startswith("not applicable")
     plain = Claim("x", "§3.1", "c", "p", "o", 1.0, "reproduced")
-    assert list(plain.to_json()) == ["id", "section", "claim", "paper", "ours", "value", "verdict"]
+    assert [k for k in plain.to_json()][:7] == ["id", "section", "claim", "paper", "ours", "value", "verdict"]
+    assert all(c.to_json()[k] is None for k in RULE_FIELDS)  # a claim not applicable carries its rule's fields as null
     with pytest.raises(ValueError, match="says why"):
         Claim("x", "§3.1", "c", "p", "o", None, NOT_APPLICABLE)
     with pytest.raises(ValueError, match="says why"):
