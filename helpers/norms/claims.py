@@ -128,6 +128,19 @@ def improved_relations(table1: list[dict]) -> list[str]:
     return [row["relation"] for row in table1 if row["change"] >= IMPROVE_MARGIN]
 
 
+def parse_groups(table1: list[dict]) -> dict[str, list[str]]:
+    """The relations of ``table1`` by where their paired change's interval lies against :data:`IMPROVE_MARGIN`:
+    ``"better"`` (wholly above it: norm maps better beyond doubt), ``"within"`` (at or below it) and
+    ``"undecided"`` (across it); a row without an interval is in none."""
+    out: dict[str, list[str]] = {"better": [], "within": [], "undecided": []}
+    for row in table1:
+        iv = row.get("change_interval")
+        if iv is None:
+            continue
+        out["better" if iv[0] > IMPROVE_MARGIN else "within" if iv[1] <= IMPROVE_MARGIN else "undecided"].append(row["relation"])
+    return out
+
+
 def _layers(layers) -> str:
     return ", ".join(str(int(l) + 1) for l in layers)
 
@@ -199,8 +212,8 @@ def _parse_claim(table1: list[dict]) -> Claim:
     changed = [row["relation"] for row in table1 if not row["same_head"]]
     changes = [(row["relation"], row["change"], row.get("change_interval")) for row in table1]
     judged = judged_or_undefined(judge_parse, changes)
-    above = [r for r, _, iv in changes if iv is not None and iv[0] > IMPROVE_MARGIN]
-    open_ = [r for r, _, iv in changes if iv is not None and iv[0] <= IMPROVE_MARGIN < iv[1]]
+    groups = parse_groups(table1)
+    above, open_ = groups["better"], groups["undecided"]
     top = max(table1, key=lambda row: row["change"])
     return claim("norms-parse", "beyond §4.2", "norm maps find no better single-head parser than weight maps (Table 1)",
                  "not tested (weights only); ours: no relation better by more than "

@@ -357,6 +357,17 @@ def test_norms_parse_rule_both_sides():
         no.judge_parse([same, ("obj", 0.5, None)])
 
 
+def test_norms_parse_groups_both_sides():
+    """Relations by where their interval lies against the margin: the chapter's lists and the rule's parts agree."""
+    m = no.IMPROVE_MARGIN
+    rows = [{"relation": r, "change": 0.0, "change_interval": iv} for r, iv in
+            (("a", [m + EPS, 3.0]), ("b", [m, 3.0]), ("c", [-1.0, m]), ("d", [-1.0, m + EPS]))]
+    assert no.parse_groups(rows) == {"better": ["a"], "within": ["c"], "undecided": ["b", "d"]}
+    parts = no.judge_parse([(r["relation"], r["change"], r["change_interval"]) for r in rows]).parts
+    assert [p.verdict for p in parts] == [NOT_REPRODUCED, "inconclusive", REPRODUCED, "inconclusive"]
+    assert no.parse_groups([{"relation": "x", "change": 1.0}]) == {"better": [], "within": [], "undecided": []}
+
+
 def test_norms_premises_both_ways():
     """[SEP] and [CLS]: a sink (more than SINK_SHARE of some layer); "." and ",": some layer at least
     PUNCT_CONCENTRATION times what uniform attention gives them; else the reason, with the measured share."""
