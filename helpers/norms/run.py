@@ -99,12 +99,13 @@ def table1_comparison(weights: HeadScores, norms: HeadScores, relations: list[st
     (:func:`paired_change`; ``sentences``: how many)."""
     rows = []
     w_table, n_table = weights.table(), norms.table()
+    draws = bootstrap.counts(weights.n_sentences, n_boot=n_boot, seed=seed)  # the same draws for every relation
     for relation in relations:
         if relation not in w_table or relation not in n_table:
             continue
         w, n = w_table[relation], n_table[relation]
         interval = paired_change(weights, norms, relation, weights.best(relation)["_index"],
-                                 norms.best(relation)["_index"], n_boot=n_boot, seed=seed)
+                                 norms.best(relation)["_index"], counts=draws)
         rows.append({"relation": relation, "count": w["count"],
                      "weights_head": w["best_head"], "weights_direction": w["direction"], "weights_accuracy": w["accuracy"],
                      "norms_head": n["best_head"], "norms_direction": n["direction"], "norms_accuracy": n["accuracy"],
@@ -116,12 +117,13 @@ def table1_comparison(weights: HeadScores, norms: HeadScores, relations: list[st
 
 
 def paired_change(weights: HeadScores, norms: HeadScores, relation: str, weights_index: tuple, norms_index: tuple, *,
-                  n_boot: int = bootstrap.BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
+                  n_boot: int = bootstrap.BOOTSTRAP, seed: int = 0, counts: np.ndarray | None = None) -> tuple[float, float]:
     """The 95 % interval of the change in accuracy (points) on ``relation`` from the weight maps' head
     ``weights_index`` to the norm maps' head ``norms_index`` (each ``(direction, layer, head)``), paired: both
     heads are scored on the same words, and each replicate draws the sentences once for both,
     ``100 * (sum correct_norms - sum correct_weights) / sum words`` over the drawn sentences. Both scores must come
-    from the same words (the same treebank and sentences), else ``ValueError``."""
+    from the same words (the same treebank and sentences), else ``ValueError``. ``counts``: the draws
+    (:func:`helpers.core.bootstrap.counts` over the sentences), made here from ``n_boot`` and ``seed`` when not given."""
     def labels(scores: HeadScores) -> np.ndarray:  # each word's relation by name (shards may number them apart)
         return np.asarray(scores.relations, dtype=object)[scores.word_relation]
 
@@ -131,7 +133,7 @@ def paired_change(weights: HeadScores, norms: HeadScores, relation: str, weights
                          "the same treebank and sentences)")
     c_w, total = weights.head_correct(relation, weights_index)
     c_n, _ = norms.head_correct(relation, norms_index)
-    c = bootstrap.counts(len(total), n_boot=n_boot, seed=seed)
+    c = bootstrap.counts(len(total), n_boot=n_boot, seed=seed) if counts is None else counts
     with np.errstate(invalid="ignore", divide="ignore"):
         diff = 100.0 * (bootstrap.sums(c_n, c) - bootstrap.sums(c_w, c)) / bootstrap.sums(total, c)
     return bootstrap.percentile_interval(diff)

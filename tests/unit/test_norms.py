@@ -482,3 +482,44 @@ def test_sharded_pass_keeps_the_segments_of_one_pass(tiny_lm):
         np.testing.assert_allclose(getattr(sharded, name), getattr(reference, name), rtol=0, atol=round_off(1.0))
     np.testing.assert_allclose(sharded.share_intervals("norms"), reference.share_intervals("norms"), rtol=0,
                                atol=round_off(1.0))  # as above: the same draws over the same segments
+
+
+def _head_scores(rng, word_relation, word_sentence, n_sentences):
+    from helpers.syntax.stats import HeadScores, OFFSETS
+
+    n = len(word_relation)
+    return HeadScores(["all", "det", "obj"], np.asarray(word_relation), np.asarray(word_sentence),
+                      rng.random((2, 2, 3, n)) < 0.5, rng.random((len(OFFSETS), n)) < 0.3, n_sentences)
+
+
+def test_paired_change_against_a_slow_loop():
+    """Table 1's change from the weight maps' head to the norm maps' head, paired: each replicate's sentences listed
+    and the correct words of both heads counted over them, one by one; the rows of the comparison carry it."""
+    from helpers.norms.run import paired_change, table1_comparison
+
+    rng = np.random.default_rng(8)
+    n_sentences = 7
+    sentence = np.sort(rng.integers(0, n_sentences, 60))
+    relation = rng.integers(1, 3, 60)  # det or obj (every word is also in "all")
+    weights, norms = (_head_scores(rng, relation, sentence, n_sentences) for _ in range(2))
+    w_index, n_index = (0, 1, 2), (1, 0, 1)
+    n_boot, seed = 300, 2
+    draws = np.random.default_rng(seed).integers(0, n_sentences, size=(n_boot, n_sentences))
+    changes = []
+    for d in draws:
+        words = [i for s in d for i in np.flatnonzero((sentence == s) & (relation == 1))]  # det's words, repeats kept
+        c_w = sum(bool(weights.word_correct[w_index][i]) for i in words)
+        c_n = sum(bool(norms.word_correct[n_index][i]) for i in words)
+        changes.append(100.0 * (c_n - c_w) / len(words) if words else np.nan)
+    want = np.nanpercentile(changes, [2.5, 97.5])
+    got = paired_change(weights, norms, "det", w_index, n_index, n_boot=n_boot, seed=seed)
+    # tolerance: exact counts divided once in float64, then interpolated
+    np.testing.assert_allclose(got, want, rtol=0, atol=round_off(100.0, 4, eps=EPS64))
+    rows = table1_comparison(weights, norms, ["det", "obj"])
+    assert [r["relation"] for r in rows] == ["det", "obj"] and rows[0]["sentences"] == n_sentences
+    row = rows[0]
+    lo, hi = row["change_interval"]
+    assert lo <= row["change"] <= hi  # the change of the best heads lies within its interval here
+    shifted = _head_scores(rng, relation, np.roll(sentence, 1), n_sentences)
+    with pytest.raises(ValueError, match="same words"):
+        paired_change(weights, shifted, "det", w_index, n_index)
