@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers.context import RunContext, takes_context
+from helpers.core import bootstrap
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
-from helpers.core import bootstrap
 from helpers.data.cache import cached_arrays, cached_json
 from helpers.digest import code_digest
 from helpers.norms.stats import NormSegments, NormStats, norm_statistics

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from helpers.context import RunContext, takes_context
+from helpers.core import bootstrap
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import bucket, forward_parts
 from helpers.core.models import LoadedModel, load_model
@@ -91,8 +92,6 @@ class SinksReport:
             "norm_first_token_share": r(self.norms), "norm_sink_rate": round(sink_rate(self.norms, epsilon), DECIMALS),
         }
         if self.segments is not None:
-            from helpers.core import bootstrap
-
             seg = self.segments
             out.update({
                 "first_token_share_interval": r(seg.share_intervals("weights")),
