@@ -92,7 +92,7 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
 
     from helpers.cluster.run import distances_key
     from helpers.data.cache import cached_json
-    from helpers.norms.run import stats_key as norms_key
+    from helpers.norms.run import keep_segments, stats_key as norms_key
     from helpers.norms.stats import kind_masks
     from helpers.pipeline.segments import build_segments
     from helpers.reduce import reduce_shards, stage_device
@@ -125,7 +125,9 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
     if "distances" in accs:
         values["distances"] = {"distance": accs["distances"].result().tolist(), "tokens": accs["distances"].tokens}
     if "norms" in accs:
-        values["norms"] = accs["norms"].result().to_cache()
+        norm_stats = accs["norms"].result()
+        values["norms"] = norm_stats.to_cache()
+        keep_segments(norm_stats, keys["norms"][1], cache_root)  # each segment's shares, for the intervals
     for name, value in values.items():
         kind, key = keys[name]
         cached_json(kind, key, lambda value=value: value, cache_root=cache_root)

@@ -2,7 +2,8 @@
 
 Segments (the surface chapter's, :func:`helpers.pipeline.segments.build_segments`) -> one streaming
 pass of weights and norms -> per-head shares of [CLS], [SEP], "." / "," and other tokens under both,
-and their Spearman correlation (cached) -> claims. Table 1 is re-scored on word-level norm maps
+and their Spearman correlation (cached), each segment's shares kept beside them for bootstrap intervals
+(:func:`cached_norm_statistics`) -> claims. Table 1 is re-scored on word-level norm maps
 (cached like weight maps). Shared by the chapter and ``python -m helpers norms --json OUT``, whose
 JSON layout is a contract (see :func:`norms_json`).
 
@@ -16,11 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from helpers.context import RunContext, takes_context
+from helpers.core import bootstrap
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
-from helpers.data.cache import cached_json
+from helpers.data.cache import cached_arrays, cached_json
 from helpers.digest import code_digest
-from helpers.norms.stats import NormStats, norm_statistics
+from helpers.norms.stats import NormSegments, NormStats, norm_statistics
 from helpers.pipeline.extraction import encode_treebank, one_pass_store
 from helpers.pipeline.segments import SEGMENTS, build_segments
 from helpers.reduce import merge_all, stage_device
@@ -50,10 +52,38 @@ def run_norms(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: int
     data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
                            cache_root=cache_root)
-    stats = NormStats.from_cache(cached_json(
-        "norm-stats", stats_key(lm, batch), lambda: norm_statistics(lm, batch, progress=progress, execution=execution).to_cache(),
-        cache_root=cache_root))
+    stats = cached_norm_statistics(lm, batch, cache_root=cache_root,
+                                   compute=lambda: norm_statistics(lm, batch, progress=progress, execution=execution))
     return NormsReport(lm.label, batch.summary(), stats, batch)
+
+
+SEGMENTS_KIND = "norm-segments"  # the cache's name for each segment's shares (an .npz beside "norm-stats")
+
+
+def keep_segments(stats: NormStats, key: dict, cache_root=None) -> None:
+    """Write ``stats``' per-segment shares (:class:`~helpers.norms.stats.NormSegments`) to the cache under ``key``
+    (the key of its ``norm-stats``), as :func:`cached_norm_statistics` reads them: what the shared segment pass
+    (:mod:`helpers.segment_pass`) calls beside writing the means."""
+    cached_arrays(SEGMENTS_KIND, key, stats.segments.to_arrays, cache_root=cache_root, refresh=True)
+
+
+def cached_norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, compute, cache_root=None) -> NormStats:
+    """The norm statistics of ``batch`` from the cache (the means, ``norm-stats``, JSON; each segment's shares,
+    :data:`SEGMENTS_KIND`, an ``.npz`` of float32: 32 bytes a segment and head), else ``compute()``'s
+    (a :class:`~helpers.norms.stats.NormStats`), both kept: a cache missing either computes both again. The
+    segments are attached as float32 either way, so a cold and a warm run give the same intervals."""
+    key = stats_key(lm, batch)
+    made: dict = {}
+
+    def fresh() -> NormStats:
+        if "stats" not in made:
+            made["stats"] = compute()
+        return made["stats"]
+
+    arrays = cached_arrays(SEGMENTS_KIND, key, lambda: fresh().segments.to_arrays(), cache_root=cache_root)
+    stats = NormStats.from_cache(cached_json("norm-stats", key, lambda: fresh().to_cache(), cache_root=cache_root))
+    stats.segments = NormSegments.from_arrays(arrays)
+    return stats
 
 
 def norms_json(report: NormsReport) -> dict:
@@ -61,21 +91,52 @@ def norms_json(report: NormsReport) -> dict:
     return {"model": report.model, **report.stats.to_json()}
 
 
-def table1_comparison(weights: HeadScores, norms: HeadScores, relations: list[str]) -> list[dict]:
-    """Per relation: the best head under weight maps and under norm maps, their accuracies and the change."""
+def table1_comparison(weights: HeadScores, norms: HeadScores, relations: list[str], *, n_boot: int = bootstrap.BOOTSTRAP,
+                      seed: int = 0) -> list[dict]:
+    """Per relation: the best head under weight maps and under norm maps (each chosen on these words, as the
+    paper's Table 1 chose), their accuracies and the change in points, with the change's 95 % interval
+    (``change_interval``): a paired comparison on the same words, the sentences resampled
+    (:func:`paired_change`; ``sentences``: how many)."""
     rows = []
     w_table, n_table = weights.table(), norms.table()
+    draws = bootstrap.counts(weights.n_sentences, n_boot=n_boot, seed=seed)  # the same draws for every relation
     for relation in relations:
         if relation not in w_table or relation not in n_table:
             continue
         w, n = w_table[relation], n_table[relation]
+        interval = paired_change(weights, norms, relation, weights.best(relation)["_index"],
+                                 norms.best(relation)["_index"], counts=draws)
         rows.append({"relation": relation, "count": w["count"],
                      "weights_head": w["best_head"], "weights_direction": w["direction"], "weights_accuracy": w["accuracy"],
                      "norms_head": n["best_head"], "norms_direction": n["direction"], "norms_accuracy": n["accuracy"],
                      "change": round(n["accuracy"] - w["accuracy"], 4),
                      "same_head": (w["best_head"], w["direction"]) == (n["best_head"], n["direction"]),
-                     "baseline_accuracy": w["baseline_accuracy"]})
+                     "baseline_accuracy": w["baseline_accuracy"],
+                     "change_interval": [round(float(x), 4) for x in interval], "sentences": weights.n_sentences})
     return rows
+
+
+def paired_change(weights: HeadScores, norms: HeadScores, relation: str, weights_index: tuple, norms_index: tuple, *,
+                  n_boot: int = bootstrap.BOOTSTRAP, seed: int = 0, counts: np.ndarray | None = None) -> tuple[float, float]:
+    """The 95 % interval of the change in accuracy (points) on ``relation`` from the weight maps' head
+    ``weights_index`` to the norm maps' head ``norms_index`` (each ``(direction, layer, head)``), paired: both
+    heads are scored on the same words, and each replicate draws the sentences once for both,
+    ``100 * (sum correct_norms - sum correct_weights) / sum words`` over the drawn sentences. Both scores must come
+    from the same words (the same treebank and sentences), else ``ValueError``. ``counts``: the draws
+    (:func:`helpers.core.bootstrap.counts` over the sentences), made here from ``n_boot`` and ``seed`` when not given."""
+    def labels(scores: HeadScores) -> np.ndarray:  # each word's relation by name (shards may number them apart)
+        return np.asarray(scores.relations, dtype=object)[scores.word_relation]
+
+    if not (np.array_equal(weights.word_sentence, norms.word_sentence)
+            and np.array_equal(labels(weights), labels(norms))):
+        raise ValueError("paired_change: the weight and norm scores are not of the same words (score both maps on "
+                         "the same treebank and sentences)")
+    c_w, total = weights.head_correct(relation, weights_index)
+    c_n, _ = norms.head_correct(relation, norms_index)
+    c = bootstrap.counts(len(total), n_boot=n_boot, seed=seed) if counts is None else counts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diff = 100.0 * (bootstrap.sums(c_n, c) - bootstrap.sums(c_w, c)) / bootstrap.sums(total, c)
+    return bootstrap.percentile_interval(diff)
 
 
 def same_predictions(weights: HeadScores, norms: HeadScores) -> np.ndarray:

@@ -27,19 +27,23 @@ other token, under ``M = alpha`` (rows sum to 1: the surface chapter's statistic
 (a row whose norms are all 0 adds 0 to every kind). Special tokens are found by role
 (``tokenizer.cls_token_id`` / ``sep_token_id``, see :func:`helpers.surface.stats.token_masks`). The
 Spearman correlation between weights and norms of a head is taken over the ``n * n`` query-key pairs
-of each segment (ties ranked by their mean rank) and averaged over segments. In words, with the no-op test:
-book/methods.md, §Attention norms.
+of each segment (ties ranked by their mean rank) and averaged over segments. Each segment's shares are kept too
+(:class:`NormSegments`, ``[segment, kind, layer, head]``), with the share uniform attention would give each kind,
+for percentile bootstrap intervals over segments (:mod:`helpers.core.bootstrap`): a mean share's interval, and that
+of a ratio of the norm share to the weight share in chosen layers (a ratio of sums over the resampled segments). In
+words, with the no-op test: book/methods.md, §Attention norms.
 
 >>> for example, attn, norms in iter_weights_and_norms(lm, batch):     # doctest: +SKIP
 ...     acc.update(attn, norms, kind_masks(lm.tokenizer, example.input_ids))
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 
 import numpy as np
 
+from helpers.core import bootstrap
 from helpers.core.encoding import EncodedBatch
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
@@ -75,6 +79,21 @@ def kind_shares(maps: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
     totals = M.sum(-1)  # [layer, head, query]
     safe = np.where(totals > 0, totals, 1.0)
     return np.stack([(M[..., masks[k]].sum(-1) / safe).mean(-1) for k in KINDS])
+
+
+def uniform_shares(masks: dict[str, np.ndarray]) -> np.ndarray:
+    """``[kind]``: the shares of :data:`KINDS` that uniform attention gives one input, per query row averaged over
+    rows: each kind's share of the tokens, or for causal masks (a decoder's) of each row's visible prefix
+    (row ``i`` sees keys ``0..i``). What "large weights" on a kind are set against (the punctuation claim's premise)."""
+    causal = bool(masks.get("causal", False))
+    out = []
+    for k in KINDS:
+        m = np.asarray(masks[k], dtype=np.float64)
+        if causal:
+            out.append(float((np.cumsum(m) / np.arange(1, len(m) + 1)).mean()))
+        else:
+            out.append(float(m.mean()))
+    return np.asarray(out)
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:
@@ -289,16 +308,85 @@ def batch_spearman(a, b, lengths, *, torch_ranks: bool | None = None) -> np.ndar
     return out
 
 
+SEGMENT_DTYPE = np.float32  # each segment's shares as kept and cached (a mean of them is float64)
+
+
+@dataclass
+class NormSegments:
+    """Each segment's values behind :class:`NormStats`, for its bootstrap intervals over segments (the unit
+    resampled): ``weights`` and ``norms`` ``[segment, kind, layer, head]`` (:func:`kind_shares`), ``uniform``
+    ``[segment, kind]`` (:func:`uniform_shares`), segments in the order of their example ``index`` ``[segment]``,
+    float32 (:data:`SEGMENT_DTYPE`: as cached, whether computed now or read back, so every run gives the same
+    intervals). Replicates are ``n_boot`` draws of the segments (:func:`helpers.core.bootstrap.counts`, ``seed``),
+    the same draws for every statistic."""
+
+    index: np.ndarray
+    weights: np.ndarray
+    norms: np.ndarray
+    uniform: np.ndarray
+    n_boot: int = bootstrap.BOOTSTRAP
+    seed: int = 0
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        """``[n_boot, segment]``: how many times each segment is drawn in each replicate."""
+        return bootstrap.counts(len(self), n_boot=self.n_boot, seed=self.seed)
+
+    def share_intervals(self, measure: str) -> np.ndarray:
+        """``[kind, layer, head, 2]``: the 95 % interval of each head's mean share under ``measure`` ("weights" or
+        "norms")."""
+        return self._share_intervals[measure]
+
+    @cached_property
+    def _share_intervals(self) -> dict[str, np.ndarray]:
+        return {m: np.asarray(bootstrap.percentile_interval(bootstrap.mean_replicates(getattr(self, m), self.counts)))
+                for m in ("weights", "norms")}
+
+    def layer_share_intervals(self, measure: str) -> np.ndarray:
+        """``[kind, layer, 2]``: the 95 % interval of each layer's mean share over heads under ``measure``."""
+        values = getattr(self, measure).astype(np.float64).mean(-1)  # [segment, kind, layer]
+        return np.asarray(bootstrap.percentile_interval(bootstrap.mean_replicates(values, self.counts)))
+
+    def ratio_parts(self, kind: str, layers) -> tuple[np.ndarray, np.ndarray]:
+        """``(norms, weights)`` ``[segment]``: each segment's share of ``kind`` under norms and under weights, averaged
+        over the heads of 0-based ``layers``: the sums over segments whose ratio :func:`shrink_ratio` is."""
+        k, layers = KINDS.index(kind), np.asarray(layers, dtype=int)
+        return tuple(getattr(self, m)[:, k][:, layers].astype(np.float64).mean((1, 2)) for m in ("norms", "weights"))
+
+    def ratio_interval(self, kind: str, layers) -> tuple[float, float]:
+        """The 95 % interval of :func:`shrink_ratio` (the norm share over the weight share of ``kind`` in 0-based
+        ``layers``) over the resampled segments: NaN ends when ``layers`` is empty or no replicate is defined."""
+        if len(np.atleast_1d(layers)) == 0:
+            return float("nan"), float("nan")
+        num, den = self.ratio_parts(kind, layers)
+        return bootstrap.percentile_interval(bootstrap.ratio_replicates(num, den, self.counts))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """What the cache keeps (``.npz``): ``index``, ``weights``, ``norms``, ``uniform``."""
+        return {"index": np.asarray(self.index, dtype=np.int64), "weights": self.weights.astype(SEGMENT_DTYPE),
+                "norms": self.norms.astype(SEGMENT_DTYPE), "uniform": self.uniform.astype(SEGMENT_DTYPE)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> "NormSegments":
+        return cls(np.asarray(arrays["index"]), np.asarray(arrays["weights"], SEGMENT_DTYPE),
+                   np.asarray(arrays["norms"], SEGMENT_DTYPE), np.asarray(arrays["uniform"], SEGMENT_DTYPE))
+
+
 @dataclass
 class NormStats:
     """Per-head means over segments: ``weights`` and ``norms`` shares ``[kind, layer, head]`` (kinds as
-    :data:`KINDS`) and ``spearman`` ``[layer, head]``."""
+    :data:`KINDS`) and ``spearman`` ``[layer, head]``; ``segments``, each segment's values (:class:`NormSegments`),
+    for intervals (``None`` where they were not kept)."""
 
     weights: np.ndarray
     norms: np.ndarray
     spearman: np.ndarray
     n_segments: int
     causal: bool = False  # the statistics of causal maps (a decoder's): no [SEP], whose shares are absent
+    segments: NormSegments | None = field(default=None, compare=False, repr=False)
 
     def share(self, measure: str, kind: str) -> np.ndarray:
         """``[layer, head]`` share of ``kind`` under ``measure`` ("weights" or "norms")."""
@@ -308,22 +396,62 @@ class NormStats:
         """``[layer]`` mean over heads."""
         return self.share(measure, kind).mean(axis=1)
 
+    def share_interval(self, measure: str, kind: str) -> np.ndarray:
+        """``[layer, head, 2]``: the 95 % interval of :meth:`share` over the resampled segments (NaN without
+        :attr:`segments`)."""
+        if self.segments is None:
+            return np.full((*self.spearman.shape, 2), np.nan)
+        return self.segments.share_intervals(measure)[KINDS.index(kind)]
+
+    def layer_share_interval(self, measure: str, kind: str) -> np.ndarray:
+        """``[layer, 2]``: the 95 % interval of :meth:`layer_share` over the resampled segments."""
+        if self.segments is None:
+            return np.full((self.spearman.shape[0], 2), np.nan)
+        return self.segments.layer_share_intervals(measure)[KINDS.index(kind)]
+
+    def uniform_share(self, kind: str) -> float:
+        """The mean share of ``kind`` under uniform attention (:func:`uniform_shares`; NaN without :attr:`segments`)."""
+        if self.segments is None:
+            return float("nan")
+        return float(self.segments.uniform[:, KINDS.index(kind)].astype(np.float64).mean())
+
     def to_json(self) -> dict:
-        """``{"segments", "heads": {"L-H": {"weights", "norms", "spearman"}}, "layers": {"1": {...}}}``."""
+        """``{"segments", "heads": {"L-H": {"weights", "norms", "spearman"}}, "layers": {"1": {...}}}``; with
+        :attr:`segments`, every head's and layer's row gains ``"interval": {"weights": {kind: [lo, hi]}, "norms":
+        ...}`` (95 % over the resampled segments) and the whole ``"bootstrap": {"resampled", "n", "replicates",
+        "level"}``."""
         kinds = [k for k in KINDS if not (self.causal and k in CAUSAL_ABSENT)]
 
-        def row(w, n, s):
-            return {"weights": {k: round(float(v), 6) for k, v in zip(KINDS, w) if k in kinds},
-                    "norms": {k: round(float(v), 6) for k, v in zip(KINDS, n) if k in kinds},
-                    "spearman": None if not np.isfinite(s) else round(float(s), 6)}
+        def shares(values):
+            return {k: round(float(v), 6) for k, v in zip(KINDS, values) if k in kinds}
+
+        def spans(values):  # [kind, 2]
+            return {k: [round(float(v[0]), 6), round(float(v[1]), 6)] for k, v in zip(KINDS, values) if k in kinds}
+
+        def row(w, n, s, interval=None):
+            out = {"weights": shares(w), "norms": shares(n), "spearman": None if not np.isfinite(s) else round(float(s), 6)}
+            if interval is not None:
+                out["interval"] = {"weights": spans(interval[0]), "norms": spans(interval[1])}
+            return out
         n_layers, n_heads = self.spearman.shape
-        heads = {head_label(l, h): row(self.weights[:, l, h], self.norms[:, l, h], self.spearman[l, h])
+        seg = self.segments
+        heads_iv = None if seg is None else (seg.share_intervals("weights"), seg.share_intervals("norms"))
+        layers_iv = None if seg is None else (seg.layer_share_intervals("weights"), seg.layer_share_intervals("norms"))
+        heads = {head_label(l, h): row(self.weights[:, l, h], self.norms[:, l, h], self.spearman[l, h],
+                                       None if seg is None else (heads_iv[0][:, l, h], heads_iv[1][:, l, h]))
                  for l in range(n_layers) for h in range(n_heads)}
         with np.errstate(invalid="ignore"):
             spear = [np.nanmean(s) if np.isfinite(s).any() else np.nan for s in self.spearman]
-        layers = {str(l + 1): row(self.weights[:, l].mean(-1), self.norms[:, l].mean(-1), spear[l]) for l in range(n_layers)}
+        layers = {str(l + 1): row(self.weights[:, l].mean(-1), self.norms[:, l].mean(-1), spear[l],
+                                  None if seg is None else (layers_iv[0][:, l], layers_iv[1][:, l]))
+                  for l in range(n_layers)}
         out = {"segments": self.n_segments, "heads": heads, "layers": layers}
-        return {**out, "undefined": dict(CAUSAL_ABSENT)} if self.causal else out
+        if self.causal:
+            out["undefined"] = dict(CAUSAL_ABSENT)
+        if seg is not None:
+            out["bootstrap"] = {"resampled": "segments", "n": len(seg), "replicates": seg.n_boot,
+                                "level": bootstrap.LEVEL}
+        return out
 
     def to_cache(self) -> dict:
         out = {"weights": self.weights.tolist(), "norms": self.norms.tolist(),
@@ -375,7 +503,10 @@ def layer_ratios(stats: NormStats, grads: dict, kinds: tuple[str, ...] = ("sep",
 @dataclass
 class NormAccumulator:
     """Streaming means of :func:`kind_shares` (weights and norms) and :func:`spearman_per_head` per segment
-    (``update``, ``merge``, ``result``: the protocol of :class:`helpers.reduce.Accumulator`)."""
+    (``update``, ``merge``, ``result``: the protocol of :class:`helpers.reduce.Accumulator`), and each segment's
+    shares kept (``rows``: ``(index, weights, norms, uniform)``) for :class:`NormSegments`: a merge appends another
+    partial's rows, and the result orders them by example index, so a sharded or distributed run keeps the same
+    segments in the same order as one pass."""
 
     weights: np.ndarray | float = 0.0
     norms: np.ndarray | float = 0.0
@@ -384,23 +515,27 @@ class NormAccumulator:
     count: int = 0
     causal: bool = False  # set by a causal segment (its masks say so)
     device: str | None = None  # an accelerator computes each segment's statistics (torch); None: NumPy on the CPU
+    rows: list = field(default_factory=list)  # per segment: (example index or None, weights, norms, uniform)
 
-    def update(self, attn: np.ndarray, norms: np.ndarray, masks: dict[str, np.ndarray]) -> None:
-        """Add one segment's weight and norm maps ``[layer, head, query, key]`` with its :func:`kind_masks`."""
+    def update(self, attn: np.ndarray, norms: np.ndarray, masks: dict[str, np.ndarray], index: int | None = None) -> None:
+        """Add one segment's weight and norm maps ``[layer, head, query, key]`` with its :func:`kind_masks` (and its
+        example ``index``, which orders the kept rows; ``None``: the order of arrival)."""
         self.causal = self.causal or bool(masks.get("causal", False))
         if self.device is None:
             shares, spearman = kind_shares, spearman_per_head
         else:
             shares = lambda maps, masks: kind_shares_on(maps, masks, self.device)  # noqa: E731
             spearman = lambda a, b: spearman_per_head_on(a, b, self.device)  # noqa: E731
-        self.weights = self.weights + shares(attn, masks)
-        self.norms = self.norms + shares(norms, masks)
+        w, n = shares(attn, masks), shares(norms, masks)
+        self.weights = self.weights + w
+        self.norms = self.norms + n
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = spearman(attn, norms)
         finite = np.isfinite(rho)
         self.spearman_sum = self.spearman_sum + np.where(finite, rho, 0.0)
         self.spearman_count = self.spearman_count + finite
         self.count += 1
+        self.rows.append((index, w, n, uniform_shares(masks)))
 
     add = update  # the name before the shared protocol
 
@@ -414,10 +549,13 @@ class NormAccumulator:
             weights, norms = weights.to(self.device), norms.to(self.device)
         self.add_statistics(batch_kind_shares(weights, batch.lengths, masks),
                             batch_kind_shares(norms, batch.lengths, masks),
-                            batch_spearman(weights, norms, batch.lengths), masks)
+                            batch_spearman(weights, norms, batch.lengths), masks,
+                            [ex.index for ex in batch.examples])
 
-    def add_statistics(self, weights: np.ndarray, norms: np.ndarray, spearman: np.ndarray, masks: list[dict]) -> None:
-        """Add per-segment shares ``[batch, kind, layer, head]`` and Spearman ``[batch, layer, head]``, in order."""
+    def add_statistics(self, weights: np.ndarray, norms: np.ndarray, spearman: np.ndarray, masks: list[dict],
+                       indices: list[int] | None = None) -> None:
+        """Add per-segment shares ``[batch, kind, layer, head]`` and Spearman ``[batch, layer, head]``, in order
+        (``indices``: the segments' example indices, kept with their rows)."""
         for k, mask in enumerate(masks):
             self.causal = self.causal or bool(mask.get("causal", False))
             self.weights = self.weights + weights[k]
@@ -426,6 +564,7 @@ class NormAccumulator:
             self.spearman_sum = self.spearman_sum + np.where(finite, spearman[k], 0.0)
             self.spearman_count = self.spearman_count + finite
             self.count += 1
+            self.rows.append((None if indices is None else indices[k], weights[k], norms[k], uniform_shares(mask)))
 
     def merge(self, other: "NormAccumulator") -> "NormAccumulator":
         """Add ``other``'s segments (another shard's partial) to this accumulator, in place; returns it."""
@@ -435,14 +574,29 @@ class NormAccumulator:
         self.spearman_count = self.spearman_count + other.spearman_count
         self.count += other.count
         self.causal = self.causal or other.causal
+        self.rows.extend(other.rows)
         return self
+
+    def segments(self) -> NormSegments:
+        """The kept rows as :class:`NormSegments`, ordered by example index (by arrival where an index is
+        missing)."""
+        rows = self.rows
+        if rows and all(r[0] is not None for r in rows):
+            rows = sorted(rows, key=lambda r: r[0])
+            index = np.asarray([r[0] for r in rows], dtype=np.int64)
+        else:
+            index = np.arange(len(rows), dtype=np.int64)
+        return NormSegments(index, np.asarray([r[1] for r in rows], SEGMENT_DTYPE),
+                            np.asarray([r[2] for r in rows], SEGMENT_DTYPE),
+                            np.asarray([r[3] for r in rows], SEGMENT_DTYPE))
 
     def result(self) -> NormStats:
         if self.count == 0:
             raise ValueError("no segments were added")
         with np.errstate(invalid="ignore", divide="ignore"):
             spearman = np.where(self.spearman_count > 0, self.spearman_sum / np.maximum(self.spearman_count, 1), np.nan)
-        return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count, self.causal)
+        return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count, self.causal,
+                         self.segments())
 
 
 def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False,

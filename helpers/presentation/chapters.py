@@ -312,15 +312,20 @@ def behaviour_counts(heads: "pd.DataFrame") -> tuple[int, str]:
 def norms_table1(rows: list[dict]) -> "pd.DataFrame":
     """The norms chapter's Table 1, indexed by ``relation``, from :func:`helpers.norms.run.table1_comparison`'s
     ``rows``: the count; under weight maps and under norm maps, the best head with its direction (``5-2 dep→head``)
-    and its accuracy; the change and the baseline; numbers rounded to 0.1."""
+    and its accuracy; the change, its paired 95 % interval where the rows carry one (``[-0.4, 2.1]``), and the
+    baseline; numbers rounded to 0.1."""
     import pandas as pd
+
+    def interval(r) -> dict:
+        iv = r.get("change_interval")
+        return {} if iv is None else {"change: 95% interval": f"[{iv[0]:.1f}, {iv[1]:.1f}]"}
 
     frame = pd.DataFrame([{"relation": r["relation"], "count": r["count"],
                            "weights: head": f"{r['weights_head']} {DIRECTION_ARROWS[r['weights_direction']]}",
                            "weights: accuracy": r["weights_accuracy"],
                            "norms: head": f"{r['norms_head']} {DIRECTION_ARROWS[r['norms_direction']]}",
                            "norms: accuracy": r["norms_accuracy"],
-                           "change": r["change"], "baseline": r["baseline_accuracy"]} for r in rows])
+                           "change": r["change"], **interval(r), "baseline": r["baseline_accuracy"]} for r in rows])
     return frame.set_index("relation").round(1)
 
 

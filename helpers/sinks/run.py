@@ -4,7 +4,8 @@ The segments are those ``python -m helpers segments`` writes for the same model 
 an encoder's ``[CLS] A [SEP] B [SEP]``, a decoder's ``BOS A B`` (no [SEP]; ``--no-bos``: ``A B``), at most 128
 tokens. Each batch's weights and norm maps come from one forward pass and are reduced at once
 (:mod:`helpers.sinks.stats`): no map is kept, none is written to the cache. The per-head shares are cached as
-JSON, keyed by the model (its fingerprint holds the BOS setting), the encoded segments and this code.
+JSON, each input's beside them (an ``.npz`` of float32, for the bootstrap intervals over segments), keyed by the
+model (its fingerprint holds the BOS setting), the encoded segments and this code.
 
 >>> report = run_sinks(lm, n_segments=20)                               # doctest: +SKIP
 >>> report.to_json(epsilon=0.3)["sink_rate"]                            # doctest: +SKIP
@@ -17,17 +18,19 @@ import numpy as np
 import torch
 
 from helpers.context import RunContext, takes_context
+from helpers.core import bootstrap
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import bucket, forward_parts
 from helpers.core.models import LoadedModel, load_model
 from helpers.core.norm_maps import forward_weights_and_norms
-from helpers.data.cache import cached_json
+from helpers.data.cache import cached_arrays, cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
 from helpers.digest import code_digest
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, build_segments, segments_key
 from helpers.sinks.stats import (
     EPSILON,
     FirstPositionAccumulator,
+    SegmentShares,
     first_position_shares,
     sink_rate,
     sink_rate_by_layer,
@@ -40,7 +43,8 @@ def first_position_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_siz
                               progress: bool = False) -> dict:
     """``{"weights", "norms": [layer][head] lists, "inputs"}``: mean ``alpha_1`` over the inputs of ``batch``, from
     attention weights and from norm maps, one forward pass per batch (length-bucketed, cut by
-    :func:`helpers.core.extract.forward_parts`), every layer and head at once."""
+    :func:`helpers.core.extract.forward_parts`), every layer and head at once; ``"segments"``: each input's
+    (:class:`~helpers.sinks.stats.SegmentShares`, not JSON: :func:`run_sinks` caches it apart)."""
     from tqdm.auto import tqdm
 
     acc = FirstPositionAccumulator()
@@ -50,11 +54,13 @@ def first_position_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_siz
             for part in forward_parts(lm, group):
                 attn, norms = forward_weights_and_norms(lm, part)
                 lengths = torch.tensor([len(ex) for ex in part])
-                acc.update(first_position_shares(attn, lengths), first_position_shares(norms, lengths, normalise=True))
+                acc.update(first_position_shares(attn, lengths), first_position_shares(norms, lengths, normalise=True),
+                           [ex.index for ex in part])
                 del attn, norms
                 bar.update(len(part))
     result = acc.result()
-    return {"weights": result["weights"].tolist(), "norms": result["norms"].tolist(), "inputs": result["inputs"]}
+    return {"weights": result["weights"].tolist(), "norms": result["norms"].tolist(), "inputs": result["inputs"],
+            "segments": acc.segments()}
 
 
 @dataclass
@@ -67,19 +73,33 @@ class SinksReport:
     batch: EncodedBatch
     weights: np.ndarray
     norms: np.ndarray
+    segments: SegmentShares | None = None  # each input's alpha_1, for the intervals (None: not kept)
 
     def to_json(self, *, epsilon: float = EPSILON) -> dict:
-        """The JSON of ``python -m helpers sinks`` (a contract: exactly these keys). ``segments``: how many segments
-        were measured (as ``surface``, ``cluster`` and ``norms`` count them); ``bos``: whether the inputs start with a
-        special token that is not a word (a decoder's BOS; an encoder's [CLS] always)."""
+        """The JSON of ``python -m helpers sinks`` (a contract: these keys, in this order; later keys are added,
+        never removed). ``segments``: how many segments were measured (as ``surface``, ``cluster`` and ``norms``
+        count them); ``bos``: whether the inputs start with a special token that is not a word (a decoder's BOS; an
+        encoder's [CLS] always). With the per-input values (:attr:`segments`): the 95 % intervals over the
+        resampled segments of ``first_token_share`` and ``norm_first_token_share`` (``[layer][head][lo, hi]``) and
+        of ``sink_rate`` (``[lo, hi]``, the rate of each replicate's means), and ``bootstrap``: ``{"resampled",
+        "n", "replicates", "level"}``."""
         r = lambda x: np.round(np.asarray(x, dtype=np.float64), DECIMALS).tolist()  # noqa: E731
-        return {
+        out = {
             "model": self.model, "causal": self.causal, "bos": self.bos, "segments": len(self.batch.examples),
             "tokens": segment_tokens(self.batch), "epsilon": epsilon,
             "first_token_share": r(self.weights), "sink_rate": round(sink_rate(self.weights, epsilon), DECIMALS),
             "sink_rate_by_layer": r(sink_rate_by_layer(self.weights, epsilon)),
             "norm_first_token_share": r(self.norms), "norm_sink_rate": round(sink_rate(self.norms, epsilon), DECIMALS),
         }
+        if self.segments is not None:
+            seg = self.segments
+            out.update({
+                "first_token_share_interval": r(seg.share_intervals("weights")),
+                "norm_first_token_share_interval": r(seg.share_intervals("norms")),
+                "sink_rate_interval": r(bootstrap.percentile_interval(seg.rate_replicates(epsilon))),
+                "bootstrap": {"resampled": "segments", "n": len(seg), "replicates": seg.n_boot, "level": bootstrap.LEVEL},
+            })
+        return out
 
 
 def without_bos(lm: LoadedModel) -> LoadedModel:
@@ -105,8 +125,17 @@ def run_sinks(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: int
     data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
                            data_dir=data_dir, cache_root=cache_root)
-    shares = cached_json("sinks", sinks_key(lm, batch, segments_from),
-                         lambda: first_position_statistics(lm, batch, batch_size=batch_size, progress=progress),
+    key = sinks_key(lm, batch, segments_from)
+    made: dict = {}
+
+    def fresh() -> dict:
+        if "shares" not in made:
+            made["shares"] = first_position_statistics(lm, batch, batch_size=batch_size, progress=progress)
+        return made["shares"]
+
+    # each input's alpha_1 (float32, .npz) beside the means (JSON): a cache missing either computes both again
+    arrays = cached_arrays("sinks-segments", key, lambda: fresh()["segments"].to_arrays(), cache_root=cache_root)
+    shares = cached_json("sinks", key, lambda: {k: v for k, v in fresh().items() if k != "segments"},
                          cache_root=cache_root)
     return SinksReport(lm.label, lm.causal, lm.bos if lm.causal else True, batch,
-                       np.asarray(shares["weights"]), np.asarray(shares["norms"]))
+                       np.asarray(shares["weights"]), np.asarray(shares["norms"]), SegmentShares.from_arrays(arrays))

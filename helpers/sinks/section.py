@@ -53,8 +53,10 @@ def _claims(report: SinksSectionReport) -> list[Claim]:
     """The chapter's claims; a decoder run without BOS (``--no-bos``) has nothing to set its no-BOS run against, so
     it makes no claim about it."""
     sinks, lm = report.sinks, report.lm
-    no_bos = report.no_bos.weights if lm.causal and lm.bos else None
-    return sinks_claims.claims(sinks.weights, sinks.norms, report.surface.gradients, no_bos, causal=lm.causal)
+    no_bos = report.no_bos if lm.causal and lm.bos else None
+    return sinks_claims.claims(sinks.weights, sinks.norms, report.surface.gradients,
+                               None if no_bos is None else no_bos.weights, causal=lm.causal, segments=sinks.segments,
+                               no_bos_segments=None if no_bos is None else no_bos.segments)
 
 
 _SETTINGS = {"seed": 0, "segments_from": DEFAULT_SOURCE, "batch_size": 32}  # §3's segments (the same draw)

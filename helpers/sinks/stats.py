@@ -16,8 +16,11 @@ The norm-based counterpart replaces ``A`` by the norm map ``N = ||alpha f(x)||``
 averaged over queries instead (a row of zero norms adds 0), as the norms chapter's shares are.
 
 Shapes: a padded batch of maps ``[batch, layer, head, query, key]`` and the inputs' lengths ``[batch]``; per
-head ``[layer, head]``; per layer ``[layer]``. Code is 0-based (position 1 of the papers is index 0). In words:
-book/methods.md, §Attention sinks.
+head ``[layer, head]``; per layer ``[layer]``. Code is 0-based (position 1 of the papers is index 0). Each input's
+``alpha_1`` is kept too (:class:`SegmentShares`, ``[segment, layer, head]``), for percentile bootstrap intervals over
+the segments (:mod:`helpers.core.bootstrap`): a sink rate recomputed from each replicate's means, a ratio of the norm
+share to the weight share as a ratio of sums, and a run without BOS paired with the run with it on the same segments.
+In words: book/methods.md, §Attention sinks.
 
 >>> acc = FirstPositionAccumulator()
 >>> acc.update(first_position_shares(attn, lengths), first_position_shares(norms, lengths, normalise=True))  # doctest: +SKIP
@@ -25,8 +28,13 @@ book/methods.md, §Attention sinks.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
+
 import numpy as np
 import torch
+
+from helpers.core import bootstrap
 
 EPSILON = 0.3  # Gu et al. (2025): a head whose alpha_1 exceeds it is a sink head
 
@@ -51,15 +59,19 @@ def first_position_shares(maps: torch.Tensor, lengths: torch.Tensor | np.ndarray
 
 class FirstPositionAccumulator:
     """Sums of per-input ``alpha_1`` ``[layer, head]`` from weights and from norms, and the count of inputs; a
-    deterministic :meth:`merge` (the protocol of :mod:`helpers.reduce`)."""
+    deterministic :meth:`merge` (the protocol of :mod:`helpers.reduce`). Each input's values are kept too
+    (``rows``), with its example index, for :class:`SegmentShares`."""
 
     def __init__(self) -> None:
         self.weights: np.ndarray | None = None
         self.norms: np.ndarray | None = None
         self.count = 0
+        self.rows: list[tuple] = []  # per input: (example index or None, weights [layer, head], norms [layer, head])
 
-    def update(self, weights: torch.Tensor | np.ndarray, norms: torch.Tensor | np.ndarray) -> None:
-        """Add a batch of per-input shares, each ``[batch, layer, head]`` (:func:`first_position_shares`)."""
+    def update(self, weights: torch.Tensor | np.ndarray, norms: torch.Tensor | np.ndarray,
+               indices: list[int] | None = None) -> None:
+        """Add a batch of per-input shares, each ``[batch, layer, head]`` (:func:`first_position_shares`), with the
+        inputs' example ``indices`` (``None``: ordered by arrival)."""
         w = np.asarray(weights.detach().cpu() if isinstance(weights, torch.Tensor) else weights, dtype=np.float64)
         n = np.asarray(norms.detach().cpu() if isinstance(norms, torch.Tensor) else norms, dtype=np.float64)
         if self.weights is None:
@@ -67,6 +79,8 @@ class FirstPositionAccumulator:
         self.weights += w.sum(0)
         self.norms += n.sum(0)
         self.count += w.shape[0]
+        for b in range(w.shape[0]):
+            self.rows.append((None if indices is None else int(indices[b]), w[b], n[b]))
 
     def merge(self, other: "FirstPositionAccumulator") -> "FirstPositionAccumulator":
         if other.weights is not None:
@@ -75,13 +89,105 @@ class FirstPositionAccumulator:
             self.weights += other.weights
             self.norms += other.norms
             self.count += other.count
+            self.rows.extend(other.rows)
         return self
+
+    def segments(self) -> "SegmentShares":
+        """The kept rows as :class:`SegmentShares`, ordered by example index (by arrival where one is missing)."""
+        rows = self.rows
+        if rows and all(r[0] is not None for r in rows):
+            rows = sorted(rows, key=lambda r: r[0])
+            index = np.asarray([r[0] for r in rows], dtype=np.int64)
+        else:
+            index = np.arange(len(rows), dtype=np.int64)
+        return SegmentShares(index, np.asarray([r[1] for r in rows], SEGMENT_DTYPE),
+                             np.asarray([r[2] for r in rows], SEGMENT_DTYPE))
 
     def result(self) -> dict:
         """``{"weights", "norms"}``: mean ``alpha_1`` over inputs, ``[layer, head]``; ``{"inputs"}``: their count."""
         if not self.count:
             raise ValueError("no input to measure the attention to the first position on (no segment fits)")
         return {"weights": self.weights / self.count, "norms": self.norms / self.count, "inputs": self.count}
+
+
+SEGMENT_DTYPE = np.float32  # each input's alpha_1 as kept and cached (the means are float64 sums)
+
+
+@dataclass
+class SegmentShares:
+    """Each input's ``alpha_1`` behind the means, for bootstrap intervals over segments (the unit resampled):
+    ``weights`` and ``norms`` ``[segment, layer, head]``, segments in the order of their example ``index``
+    ``[segment]``, float32 (:data:`SEGMENT_DTYPE`, as cached, so a cold and a warm run give the same intervals).
+    Replicates are ``n_boot`` draws of the segments (:func:`helpers.core.bootstrap.counts`, ``seed``)."""
+
+    index: np.ndarray
+    weights: np.ndarray
+    norms: np.ndarray
+    n_boot: int = bootstrap.BOOTSTRAP
+    seed: int = 0
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        """``[n_boot, segment]``: how many times each segment is drawn in each replicate."""
+        return bootstrap.counts(len(self), n_boot=self.n_boot, seed=self.seed)
+
+    def mean_replicates(self, measure: str = "weights") -> np.ndarray:
+        """``[n_boot, layer, head]``: mean ``alpha_1`` under ``measure`` in each replicate."""
+        return bootstrap.mean_replicates(getattr(self, measure), self.counts)
+
+    def share_intervals(self, measure: str = "weights") -> np.ndarray:
+        """``[layer, head, 2]``: the 95 % interval of each head's mean ``alpha_1`` under ``measure``."""
+        return np.asarray(bootstrap.percentile_interval(self.mean_replicates(measure)))
+
+    def rate_replicates(self, epsilon: float = EPSILON, layers=None) -> np.ndarray:
+        """``[n_boot]``: the sink rate (:func:`sink_rate`) of each replicate's means, over 0-based ``layers``
+        (default every layer)."""
+        means = self.mean_replicates("weights")
+        if layers is not None:
+            means = means[:, np.asarray(layers, dtype=int)]
+        return (means > epsilon).reshape(len(means), -1).mean(-1)
+
+    def ratio_interval(self, layers) -> tuple[float, float]:
+        """The 95 % interval of the mean ``alpha_1`` under norms over that under weights in 0-based ``layers`` (a
+        ratio of sums over the resampled segments); NaN ends when ``layers`` is empty."""
+        layers = np.asarray(layers, dtype=int)
+        if len(layers) == 0:
+            return float("nan"), float("nan")
+        num, den = (getattr(self, m)[:, layers].astype(np.float64).mean((1, 2)) for m in ("norms", "weights"))
+        return bootstrap.percentile_interval(bootstrap.ratio_replicates(num, den, self.counts))
+
+    def paired(self, other: "SegmentShares") -> tuple["SegmentShares", "SegmentShares"]:
+        """``self`` and ``other`` cut to the segments both hold (by example index), in one order: the units of a
+        paired comparison (the run without BOS reads the same segments as the run with it)."""
+        common = np.intersect1d(self.index, other.index)
+        if not len(common):
+            raise ValueError("paired: the two runs share no segment (they read different segments)")
+
+        def cut(s: "SegmentShares") -> "SegmentShares":
+            at = np.searchsorted(s.index, common)
+            return SegmentShares(common, s.weights[at], s.norms[at], self.n_boot, self.seed)
+        return cut(self), cut(other)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """What the cache keeps (``.npz``): ``index``, ``weights``, ``norms``."""
+        return {"index": np.asarray(self.index, dtype=np.int64), "weights": self.weights.astype(SEGMENT_DTYPE),
+                "norms": self.norms.astype(SEGMENT_DTYPE)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> "SegmentShares":
+        return cls(np.asarray(arrays["index"]), np.asarray(arrays["weights"], SEGMENT_DTYPE),
+                   np.asarray(arrays["norms"], SEGMENT_DTYPE))
+
+
+def kept_replicates(with_bos: SegmentShares, without_bos: SegmentShares, epsilon: float = EPSILON) -> np.ndarray:
+    """``[n_boot]``: the sink rate without BOS over the sink rate with it, in each replicate of the segments both
+    runs read, drawn once for both (paired); NaN where a replicate has no sink head with BOS."""
+    a, b = with_bos.paired(without_bos)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return b.rate_replicates(epsilon) / a.rate_replicates(epsilon)
 
 
 def sink_heads(share: np.ndarray, epsilon: float = EPSILON) -> np.ndarray:

@@ -18,7 +18,9 @@ from helpers.core.model_extras import EXTRAS, Extra, install_extra
 import tiny_decoders as td
 
 SINKS_KEYS = {"model", "causal", "bos", "segments", "tokens", "epsilon", "first_token_share", "sink_rate",
-              "sink_rate_by_layer", "norm_first_token_share", "norm_sink_rate"}
+              "sink_rate_by_layer", "norm_first_token_share", "norm_sink_rate",
+              # the layout gains keys, never loses one: the 95 % intervals over the resampled segments
+              "first_token_share_interval", "norm_first_token_share_interval", "sink_rate_interval", "bootstrap"}
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +47,10 @@ def test_sinks_json_contract_on_the_segments_of_segments(llama_dir, toy_data, tm
     assert share.shape == (td.LLAMA_LAYERS, td.LLAMA_HEADS) and np.array(out["norm_first_token_share"]).shape == share.shape
     assert out["sink_rate"] == pytest.approx((share > 0.25).mean(), abs=1e-6)
     assert out["sink_rate_by_layer"] == pytest.approx((share > 0.25).mean(1).tolist(), abs=1e-6)
+    interval = np.array(out["first_token_share_interval"])
+    assert interval.shape == (*share.shape, 2) and out["bootstrap"]["n"] == out["segments"]
+    assert (interval[..., 0] <= share + 1e-6).all() and (share <= interval[..., 1] + 1e-6).all()  # 6 decimals
+    assert out["sink_rate_interval"][0] <= out["sink_rate"] <= out["sink_rate_interval"][1]
     rc, segs, err = _run(capsys, "segments", *common)
     assert rc == 0, err
     assert out["tokens"] == segs["segment_tokens"] and out["segments"] == len(segs["segments"])

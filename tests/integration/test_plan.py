@@ -54,6 +54,13 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     assert json.dumps(run_norms(tiny_lm, ctx, n_segments=n, max_length=L).stats.to_cache(), sort_keys=True) == \
         json.dumps(norms, sort_keys=True)
     assert {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")} == before
+    # the pass kept each segment's norm shares too (the intervals'), read back without a model pass, as the separate run's
+    kept = sorted((shared / "artifacts").glob("norm-segments-*.npz"))
+    assert len(kept) == 1
+    stamp = kept[0].stat().st_mtime_ns
+    assert json.dumps(run_norms(tiny_lm, ctx, n_segments=n, max_length=L).stats.to_json(), sort_keys=True) == \
+        json.dumps(run_norms(tiny_lm, alone, n_segments=n, max_length=L).stats.to_json(), sort_keys=True)
+    assert kept[0].stat().st_mtime_ns == stamp
 
 
 def test_claims_pass_over_the_segments_once(tiny_lm, toy_data, tmp_path, monkeypatch):

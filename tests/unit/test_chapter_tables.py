@@ -416,6 +416,9 @@ def test_the_norms_table1_is_the_cells():
     pd.testing.assert_frame_equal(frame, old)
     assert frame.loc["all"].tolist() == [500, "5-2 dep→head", 40.0, "4-11 head→dep", 42.2, 2.1, 30.0]
     assert frame.loc["nsubj", "change"] == 33.3 and frame.loc["det", "weights: head"] == "5-2 head→dep"
+    paired = chapters.norms_table1([{**r, "change_interval": [r["change"] - 1.04, r["change"] + 2.06]} for r in table1])
+    assert list(paired.columns) == [*old.columns[:6], "change: 95% interval", "baseline"]
+    assert paired.loc["all", "change: 95% interval"] == "[1.1, 4.2]" and paired.drop(columns="change: 95% interval").equals(old)
 
 
 # ------------------------------------------------------------------------------- the comparison (chapter 08)

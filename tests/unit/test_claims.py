@@ -309,49 +309,154 @@ def test_probe_claims_from_constructed_result():
 # ------------------------------------------------------------------------ beyond the paper: norms
 
 
-def test_norms_rules_both_sides():
+def test_norms_shrink_rule_both_sides():
+    """An effect on the norm/weight share ratio: null 1 (norms follow weights), level SHRINK_RATIO; a ratio whose
+    interval holds 1 is never "partly"."""
+    from helpers.claims import INCONCLUSIVE, Undefined
+
     r = no.SHRINK_RATIO
-    assert no.verdict_shrink(r - EPS) == REPRODUCED and no.verdict_shrink(r + EPS) == PARTLY
-    assert no.verdict_shrink(1.0 - EPS) == PARTLY and no.verdict_shrink(1.0 + EPS) == NOT_REPRODUCED
-    assert no.verdict_shrink(float("nan")) == NOT_REPRODUCED
+    v = lambda ratio, lo, hi: no.judge_shrink(ratio, (lo, hi)).verdict  # noqa: E731
+    assert v(r, r - 0.1, 1 - EPS) == REPRODUCED and v(r + EPS, r - 0.1, 1 - EPS) == PARTLY  # below 1: the level decides
+    assert v(0.9, 0.8, 1 - EPS) == PARTLY and v(0.9, 0.8, 1.0) != PARTLY  # the interval's top reaching 1 holds the null
+    assert v(0.99, 0.95, 1.03) == NOT_REPRODUCED  # the interval holds 1 and cannot reach the level
+    assert v(0.9, r, 1.2) == INCONCLUSIVE and v(0.9, r + EPS, 1.2) == NOT_REPRODUCED  # holds both, or only the null
+    with pytest.raises(Undefined):
+        no.judge_shrink(float("nan"), (0.1, 0.2))
+    with pytest.raises(Undefined):
+        no.judge_shrink(0.3, (float("nan"), 0.2))
+
+
+def test_norms_noop_rule_both_sides():
+    """Two effects (gradient ratio, norm/weight ratio), each null 1 and level NOOP_RATIO, combined."""
+    from helpers.claims import INCONCLUSIVE
+
     n = no.NOOP_RATIO
-    assert no.verdict_noop(n - EPS, n - EPS) == REPRODUCED
-    assert no.verdict_noop(n + EPS, n - EPS) == PARTLY and no.verdict_noop(n - EPS, n + EPS) == PARTLY
-    assert no.verdict_noop(n + EPS, n + EPS) == NOT_REPRODUCED
-    relations = 12
-    partly = int(relations * no.PARSE_PARTLY)  # 3 of 12
-    assert no.verdict_parse(0, relations) == REPRODUCED and no.verdict_parse(1, relations) == PARTLY
-    assert no.verdict_parse(partly, relations) == PARTLY and no.verdict_parse(partly + 1, relations) == NOT_REPRODUCED
+    ok, above, holds_null = (n, (n - 0.1, n + 0.1)), (n + EPS, (n - 0.1, 0.9)), (0.8, (n - 0.1, 1.1))
+    v = lambda g, r: no.judge_noop(g[0], g[1], r[0], r[1]).verdict  # noqa: E731
+    assert v(ok, ok) == REPRODUCED and v(ok, above) == PARTLY and v(above, ok) == PARTLY
+    assert v(ok, holds_null) == INCONCLUSIVE and v(holds_null, above) == INCONCLUSIVE
+    assert v(ok, (0.9, (n + EPS, 1.1))) == NOT_REPRODUCED  # one part holds the null and cannot reach the level
+    judged = no.judge_noop(*ok, *above)
+    assert [p.name for p in judged.parts] == ["gradient ratio", "norm/weight share ratio"]
 
 
-def _norm_stats(weights_sep: float, norms_sep: float):
-    """2 layers x 2 heads: [SEP] gets ``weights_sep`` of the weights and ``norms_sep`` of the norms in layer 2."""
-    from helpers.norms.stats import KINDS, NormStats
+def test_norms_parse_rule_both_sides():
+    """Each relation's paired change within [CHANGE_FLOOR, IMPROVE_MARGIN], combined: holds when every interval lies
+    at or below the margin, fails when one lies wholly above it, else inconclusive."""
+    from helpers.claims import INCONCLUSIVE, Undefined
 
-    w, n = np.zeros((len(KINDS), 2, 2)), np.zeros((len(KINDS), 2, 2))
-    sep, other = KINDS.index("sep"), KINDS.index("other")
-    w[sep, 1], n[sep, 1] = weights_sep, norms_sep
-    w[other], n[other] = 1 - w[sep], 1 - n[sep]
-    return NormStats(w, n, np.full((2, 2), 0.5), n_segments=3)
+    m = no.IMPROVE_MARGIN
+    same = ("det", 0.0, (0.0, 0.0))  # the same head, the same predictions: no change at all
+    v = lambda *rows: no.judge_parse(rows).verdict  # noqa: E731
+    assert v(same, ("obj", 0.5, (-1.0, m))) == REPRODUCED
+    assert v(same, ("obj", 0.5, (-1.0, m + EPS))) == INCONCLUSIVE
+    assert v(same, ("obj", 2.0, (m, 3.0))) == INCONCLUSIVE
+    assert v(same, ("obj", 2.0, (m + EPS, 3.0)), ("amod", 0.5, (-1.0, 2.0))) == NOT_REPRODUCED  # one relation is better
+    assert v(("x", -50.0, (no.CHANGE_FLOOR, -20.0))) == REPRODUCED  # much worse is no better
+    with pytest.raises(Undefined):
+        no.judge_parse([same, ("obj", 0.5, None)])
+
+
+def test_norms_parse_groups_both_sides():
+    """Relations by where their interval lies against the margin: the chapter's lists and the rule's parts agree."""
+    m = no.IMPROVE_MARGIN
+    rows = [{"relation": r, "change": 0.0, "change_interval": iv} for r, iv in
+            (("a", [m + EPS, 3.0]), ("b", [m, 3.0]), ("c", [-1.0, m]), ("d", [-1.0, m + EPS]))]
+    assert no.parse_groups(rows) == {"better": ["a"], "within": ["c"], "undecided": ["b", "d"]}
+    parts = no.judge_parse([(r["relation"], r["change"], r["change_interval"]) for r in rows]).parts
+    assert [p.verdict for p in parts] == [NOT_REPRODUCED, "inconclusive", REPRODUCED, "inconclusive"]
+    assert no.parse_groups([{"relation": "x", "change": 1.0}]) == {"better": [], "within": [], "undecided": []}
+
+
+def test_norms_premises_both_ways():
+    """[SEP] and [CLS]: a sink (more than SINK_SHARE of some layer); "." and ",": some layer at least
+    PUNCT_CONCENTRATION times what uniform attention gives them; else the reason, with the measured share."""
+    from helpers.surface.stats import SINK_SHARE
+
+    assert no.shrink_premise(_norm_stats(SINK_SHARE + EPS, 0.1), "sep") is None
+    reason = no.shrink_premise(_norm_stats(SINK_SHARE, 0.1), "sep")
+    assert "[SEP] is not a sink" in reason and f"{SINK_SHARE:.2f}" in reason
+    u = 0.1
+    assert no.punct_premise(np.array([0.05, no.PUNCT_CONCENTRATION * u]), u) is None
+    reason = no.punct_premise(np.array([0.05, no.PUNCT_CONCENTRATION * u - EPS]), u)
+    assert "no large weights" in reason and "0.20" in reason and "0.10" in reason
+    assert "no per-segment" in no.punct_premise(np.array([0.5]), float("nan"))
+
+
+def _norm_stats(weights_sep: float, norms_sep: float, *, spread: float = 0.0, segments: int = 8, punct: float = 0.1):
+    """2 layers x 2 heads over ``segments`` segments: [SEP] gets ``weights_sep`` of the weights and ``norms_sep`` of
+    the norms in layer 2 (each segment within ``spread`` of them, in turn above and below), "." and "," get
+    ``punct`` of the weights and norms in layer 1 against 0.1 under uniform attention; the rest goes to other
+    tokens. Per-segment values kept, so the claims have intervals."""
+    from helpers.norms.stats import KINDS, NormSegments, NormStats
+
+    sep, other, punct_k = KINDS.index("sep"), KINDS.index("other"), KINDS.index("punct")
+    w, n = np.zeros((segments, len(KINDS), 2, 2)), np.zeros((segments, len(KINDS), 2, 2))
+    sign = np.where(np.arange(segments) % 2 == 0, 1.0, -1.0)[:, None]
+    w[:, sep, 1], n[:, sep, 1] = weights_sep + spread * sign, norms_sep + spread * sign
+    w[:, punct_k, 0], n[:, punct_k, 0] = punct, punct
+    w[:, other], n[:, other] = 1 - w[:, sep] - w[:, punct_k], 1 - n[:, sep] - n[:, punct_k]
+    uniform = np.zeros((segments, len(KINDS)))
+    uniform[:, punct_k], uniform[:, other] = 0.1, 0.9
+    seg = NormSegments(np.arange(segments), w.astype(np.float32), n.astype(np.float32), uniform.astype(np.float32))
+    return NormStats(w.mean(0), n.mean(0), np.full((2, 2), 0.5), n_segments=segments, segments=seg)
 
 
 def test_norms_claims_are_claim_records():
-    """The chapter's verdicts are the claim model's (no "holds"), decided by the rules above."""
-    stats = _norm_stats(0.6, 0.1)  # ratio 1/6 in layer 2: small norms
-    grads = {"sep": [1.0, 0.2], "cls": [1.0, 1.0], "punct": [1.0, 1.0], "other": [1.0, 1.0]}
-    table1 = [{"relation": r, "change": c, "same_head": c == 0} for r, c in
-              (("det", 0.0), ("obj", no.IMPROVE_MARGIN), ("nsubj", 0.5), ("amod", 0.0))]
+    """The chapter's verdicts are the convention's, decided by the rules above, every row checked; premises that
+    fail and undefined numbers make rows not applicable, with their reasons."""
+    from helpers.claims import INCONCLUSIVE, NOT_APPLICABLE, check_row
+
+    stats = _norm_stats(0.6, 0.1, spread=0.05)  # ratio 1/6 in layer 2: small norms
+    grads = {"sep": [1.0, 0.2], "cls": [1.0, 1.0], "punct": [1.0, 1.0], "other": [1.0, 1.0],
+             "per_segment": {"sep": np.array([[1.0, 0.1], [1.0, 0.3]] * 4), "other": np.ones((8, 2))}}
+    table1 = [{"relation": r, "change": c, "same_head": c == 0, "change_interval": iv, "sentences": 30} for r, c, iv in
+              (("det", 0.0, [0.0, 0.0]), ("obj", no.IMPROVE_MARGIN, [-0.5, 2.5]), ("nsubj", 0.5, [-0.5, 0.9]))]
     got = {c.id: c for c in no.claims(stats, grads, table1)}
     assert list(got) == ["norm-shrink-sep", "norm-shrink-cls", "norm-shrink-punct", "noop-agreement", "norms-parse"]
-    assert all(isinstance(c, Claim) and c.verdict in (REPRODUCED, PARTLY, NOT_REPRODUCED) for c in got.values())
+    for c in got.values():
+        check_row(c.to_json())
     # tolerance: a ratio of constructed floats (relative 1e-6)
-    assert got["norm-shrink-sep"].value == pytest.approx(0.1 / 0.6) and got["norm-shrink-sep"].verdict == REPRODUCED
-    assert got["norm-shrink-cls"].value is None and got["norm-shrink-cls"].verdict == NOT_REPRODUCED  # no weight: NaN
-    assert "[SEP]" in got["noop-agreement"].claim and "layers 2" in got["noop-agreement"].ours
-    assert got["noop-agreement"].value == pytest.approx(0.2) and got["noop-agreement"].verdict == REPRODUCED  # as above
-    assert got["norms-parse"].value == 1 and got["norms-parse"].verdict == PARTLY  # 1 of 4 relations, at the bar
-    assert "obj" in got["norms-parse"].ours
+    sep = got["norm-shrink-sep"]
+    assert sep.value == pytest.approx(0.1 / 0.6) and sep.verdict == REPRODUCED and "[0.1" in sep.ours
+    assert (sep.resampled, sep.n) == ("segments", 8) and sep.to_json()["null"] == 1.0
+    assert got["norm-shrink-cls"].verdict == NOT_APPLICABLE and "takes at most 0.00" in got["norm-shrink-cls"].reason
+    punct = got["norm-shrink-punct"]  # 0.1 in layer 1 against 0.1 under uniform attention: no large weights
+    assert punct.verdict == NOT_APPLICABLE and "0.10 under uniform" in punct.reason
+    noop = got["noop-agreement"]
+    assert "[SEP]" in noop.claim and "layers 2" in noop.ours and noop.to_json()["rule"] == "combined"
+    assert noop.value == pytest.approx(0.2) and noop.verdict == REPRODUCED  # as above
+    parse = got["norms-parse"]
+    assert parse.value == 1 and parse.verdict == INCONCLUSIVE and parse.to_json()["parts"] == [
+        REPRODUCED, INCONCLUSIVE, REPRODUCED]  # obj's interval reaches above the margin
+    assert (parse.resampled, parse.n) == ("sentences", 30) and "obj" in parse.ours
     assert [c.id for c in no.claims(stats)] == ["norm-shrink-sep", "norm-shrink-cls", "norm-shrink-punct"]
+    # punctuation with large weights (twice uniform attention's) is judged
+    assert no.claims(_norm_stats(0.6, 0.1, punct=0.25))[2].verdict != NOT_APPLICABLE
+
+
+def test_norms_claims_not_applicable_with_reasons():
+    """No sink, no per-segment gradients, no per-segment shares, a NaN: never a verdict, always a reason."""
+    from helpers.claims import NOT_APPLICABLE, check_row
+    from helpers.surface.stats import SINK_SHARE
+
+    means = {"sep": [1.0, 0.2], "cls": [1.0, 1.0], "punct": [1.0, 1.0], "other": [1.0, 1.0]}
+    rows = {c.id: c for c in no.claims(_norm_stats(0.6, 0.1, spread=0.05), means)}
+    assert rows["noop-agreement"].verdict == NOT_APPLICABLE and "no per-segment gradients" in rows["noop-agreement"].reason
+    weak = {c.id: c for c in no.claims(_norm_stats(SINK_SHARE, 0.1), {**means, "per_segment": {"sep": np.ones((8, 2)),
+                                                                                               "other": np.ones((8, 2))}})}
+    assert weak["noop-agreement"].verdict == NOT_APPLICABLE and "no sink to test" in weak["noop-agreement"].reason
+    assert f"{SINK_SHARE:.2f}" in weak["noop-agreement"].reason and weak["norm-shrink-sep"].verdict == NOT_APPLICABLE
+    bare = _norm_stats(0.6, 0.1)
+    bare.segments = None  # read from a cache without its segments
+    row = no.claims(bare)[0]
+    assert row.verdict == NOT_APPLICABLE and "no per-segment" in row.reason
+    nan = _norm_stats(0.6, 0.1)
+    nan.segments.norms[:] = np.nan  # every replicate undefined: the interval is NaN
+    row = no.claims(nan)[0]
+    assert row.verdict == NOT_APPLICABLE and "undefined" in row.reason
+    for r in [*rows.values(), *weak.values(), row]:
+        check_row(r.to_json())
 
 
 # -------------------------------------------------------------------------------- §6 clustering

@@ -195,7 +195,7 @@ def test_an_encoding_edit_recomputes_the_surface_statistics(tiny_model_dir, fake
     assert stored() == kept  # read back, not recomputed
 
 
-NORM_RESULT = "return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count, self.causal)"
+NORM_RESULT = "return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count, self.causal,"
 
 
 def _norms_json(package_root: Path, model: Path, data: Path, cache: Path, out: Path) -> dict:

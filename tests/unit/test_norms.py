@@ -191,12 +191,20 @@ def test_accumulator_round_trips_and_json_layout():
     np.testing.assert_array_equal(again.norms, stats.norms)
     np.testing.assert_array_equal(again.spearman, stats.spearman)
     payload = stats.to_json()
-    assert set(payload) == {"segments", "heads", "layers"} and payload["segments"] == 3
+    # the layout of before the intervals, then the keys they add (the layout only gains keys)
+    assert list(payload) == ["segments", "heads", "layers", "bootstrap"] and payload["segments"] == 3
+    assert payload["bootstrap"] == {"resampled": "segments", "n": 3, "replicates": 1000, "level": 0.95}
     assert set(payload["heads"]) == {f"{l}-{h}" for l in (1, 2) for h in (1, 2, 3)} and set(payload["layers"]) == {"1", "2"}
     row = payload["heads"]["2-3"]
-    assert set(row) == {"weights", "norms", "spearman"} and set(row["weights"]) == set(KINDS)
+    assert list(row) == ["weights", "norms", "spearman", "interval"] and set(row["weights"]) == set(KINDS)
     # tolerance: the JSON keeps 6 decimals
     assert row["norms"]["sep"] == pytest.approx(stats.norms[KINDS.index("sep"), 1, 2], rel=0, abs=decimals(6))
+    lo, hi = row["interval"]["norms"]["sep"]
+    assert lo - decimals(6) <= row["norms"]["sep"] <= hi + decimals(6)  # 3 segments: the mean lies within their range
+    layer = payload["layers"]["2"]["interval"]["weights"]["cls"]
+    np.testing.assert_allclose(layer, stats.layer_share_interval("weights", "cls")[1], rtol=0, atol=decimals(6))  # as above
+    bare = NormStats.from_cache(stats.to_cache()).to_json()  # read back without its segments: the layout of before
+    assert list(bare) == ["segments", "heads", "layers"] and list(bare["heads"]["2-3"]) == ["weights", "norms", "spearman"]
 
 
 def test_word_level_norm_maps_use_the_weight_conversion(tiny_lm):
@@ -232,7 +240,8 @@ def test_norms_command_writes_the_contract(tiny_model_dir, fake_data, tmp_path):
                "--cache-dir", str(tmp_path / "c"), "--json", str(out), "--quiet"])
     assert rc == 0
     result = json.loads(out.read_text())
-    assert set(result) == {"model", "segments", "heads", "layers"} and result["segments"] >= 1
+    assert list(result) == ["model", "segments", "heads", "layers", "bootstrap"] and result["segments"] >= 1
+    assert result["bootstrap"]["n"] == result["segments"] and result["bootstrap"]["resampled"] == "segments"
     assert len(result["heads"]) == 2 * 4 and set(result["layers"]) == {"1", "2"}
     for row in result["heads"].values():
         # tolerance: float64 shares that sum to 1, each written with 6 decimals
@@ -309,3 +318,208 @@ def test_layer_ratios_are_the_chapters_two_measures():
     np.testing.assert_array_equal(got["gradient, [SEP]"], [2.0, 0.25])  # exact: ratios of constructed floats
     np.testing.assert_array_equal(got["norm/weight, [SEP]"][1], 0.25)  # as above
     assert np.isnan(got["norm/weight, [SEP]"][0]) and np.isnan(got["norm/weight, [CLS]"]).all()
+
+
+# ------------------------------------------------------------------- each segment's values and their intervals
+
+
+def _constructed_segments(rng, lengths, *, causal=False):
+    """``(attn, norms, masks)`` per segment: random rows (causal: lower-triangular), kinds at fixed places."""
+    out = []
+    for n in lengths:
+        attn = rng.dirichlet(np.ones(n), size=(2, 3, n))
+        if causal:
+            attn = np.tril(attn)
+            attn /= attn.sum(-1, keepdims=True)
+        eye = np.eye(n, dtype=bool)
+        masks = {"cls": eye[0], "sep": np.zeros(n, bool) if causal else eye[n - 1], "punct": eye[1] | eye[n // 2],
+                 "other": ~(eye[0] | eye[1] | eye[n // 2] | (np.zeros(n, bool) if causal else eye[n - 1]))}
+        if causal:
+            masks["causal"] = np.True_
+        out.append((attn, attn * rng.random(n), masks))
+    return out
+
+
+def _uniform_reference(masks) -> np.ndarray:
+    """Slow loops: each kind's share under uniform attention, row by row (a causal row ``i`` over keys ``0..i``)."""
+    from helpers.norms.stats import KINDS
+
+    n = len(masks["cls"])
+    causal = bool(masks.get("causal", False))
+    out = []
+    for k in KINDS:
+        total = 0.0
+        for i in range(n):
+            keys = range(i + 1) if causal else range(n)
+            total += sum(1.0 for j in keys if masks[k][j]) / len(keys)
+        out.append(total / n)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_kept_rows_are_each_segments_shares_in_index_order(causal):
+    """Each segment's kind shares (weights and norms) and uniform shares are kept, ordered by example index
+    whatever the order of arrival; merged partials keep the same rows, exactly."""
+    from helpers.norms.stats import SEGMENT_DTYPE, uniform_shares
+
+    rng = np.random.default_rng(11)
+    segments = _constructed_segments(rng, (5, 7, 4, 6, 5), causal=causal)
+    arrival = [3, 0, 4, 1, 2]
+    acc = NormAccumulator()
+    for i in arrival:
+        acc.update(*segments[i], index=i)
+    seg = acc.result().segments
+    assert seg.index.tolist() == [0, 1, 2, 3, 4] and seg.weights.dtype == SEGMENT_DTYPE
+    for i, (attn, norms, masks) in enumerate(segments):
+        # exact up to the float32 the rows are kept in: the same float64 shares, rounded once
+        np.testing.assert_array_equal(seg.weights[i], kind_shares(attn, masks).astype(SEGMENT_DTYPE))
+        np.testing.assert_array_equal(seg.norms[i], kind_shares(norms, masks).astype(SEGMENT_DTYPE))
+        # tolerance: float64 sums of at most n * n terms of at most 1, then float32
+        np.testing.assert_allclose(uniform_shares(masks), _uniform_reference(masks), rtol=0,
+                                   atol=round_off(1.0, len(masks["cls"]) ** 2, eps=EPS64))
+        np.testing.assert_allclose(seg.uniform[i], _uniform_reference(masks), rtol=0, atol=round_off(1.0))  # float32, once
+    merged = NormAccumulator()
+    for chunk in ([1, 4], [], [0], [3, 2]):  # shards' partials, merged in order
+        part = NormAccumulator()
+        for i in chunk:
+            part.update(*segments[i], index=i)
+        merged.merge(part)
+    other = merged.result().segments
+    for name in ("index", "weights", "norms", "uniform"):
+        np.testing.assert_array_equal(getattr(other, name), getattr(seg, name))
+
+
+def test_share_and_ratio_intervals_against_a_slow_loop():
+    """The intervals of NormSegments (draw counts, one product) against a slow loop over the same draws: each
+    replicate's segments listed, their mean share and their ratio of summed shares computed one by one, the 2.5th
+    and 97.5th percentiles taken with numpy."""
+    from helpers.norms.stats import NormSegments
+
+    rng = np.random.default_rng(4)
+    S, n_boot, seed = 9, 300, 5
+    w = rng.dirichlet(np.ones(len(KINDS)), size=(S, 2, 3)).transpose(0, 3, 1, 2).astype(np.float32)  # [S, kind, l, h]
+    n = (w * rng.random(w.shape)).astype(np.float32)
+    seg = NormSegments(np.arange(S), w, n, rng.random((S, len(KINDS))).astype(np.float32), n_boot=n_boot, seed=seed)
+    draws = np.random.default_rng(seed).integers(0, S, size=(n_boot, S))  # the draws of bootstrap.counts
+    slow = np.array([w[d].astype(np.float64).mean(0) for d in draws])  # [n_boot, kind, layer, head]
+    lo, hi = np.percentile(slow, [2.5, 97.5], axis=0)
+    got = seg.share_intervals("weights")
+    # tolerance: the same S float64 terms of at most 1 summed in another order, then interpolated
+    np.testing.assert_allclose(got[..., 0], lo, rtol=0, atol=round_off(1.0, S, eps=EPS64))
+    np.testing.assert_allclose(got[..., 1], hi, rtol=0, atol=round_off(1.0, S, eps=EPS64))  # as above
+    layer_slow = np.percentile(slow.mean(-1), [2.5, 97.5], axis=0)  # [2, kind, layer]
+    np.testing.assert_allclose(np.moveaxis(seg.layer_share_intervals("weights"), -1, 0), layer_slow, rtol=0,
+                               atol=round_off(1.0, S * 3, eps=EPS64))  # as above, over 3 heads too
+    k, layers = KINDS.index("sep"), [1]
+    ratios = []
+    for d in draws:
+        num = sum(float(n[i, k, l, h]) for i in d for l in layers for h in range(3))
+        den = sum(float(w[i, k, l, h]) for i in d for l in layers for h in range(3))
+        ratios.append(num / den)
+    want = np.percentile(ratios, [2.5, 97.5])
+    # tolerance: ratios of sums of S * 3 float64 terms, of size about 1 (each side's round-off, relative)
+    np.testing.assert_allclose(seg.ratio_interval("sep", layers), want, rtol=4 * round_off(1.0, S * 3, eps=EPS64), atol=0)
+    assert all(np.isnan(seg.ratio_interval("sep", [])))  # no layer: no ratio
+
+
+def test_norm_statistics_and_their_segments_are_cached_together(tiny_lm, tmp_path):
+    """The means (JSON) and each segment's shares (.npz) are computed once and read back; a cold and a warm run give
+    the same intervals; a cache that lost either computes both again."""
+    from helpers.norms.run import SEGMENTS_KIND, cached_norm_statistics, stats_key
+    from helpers.data.cache import artifact_path
+
+    batch = encode_ids([[2, 5, 9, 3, 7, 8, 3], [2, 6, 3, 11, 3], [2, 12, 13, 14, 3, 5, 3]])
+    rng = np.random.default_rng(6)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        acc = NormAccumulator()
+        for i, (attn, norms, masks) in enumerate(_constructed_segments(rng, (5, 6, 4))):
+            acc.update(attn, norms, masks, index=i)
+        return acc.result()
+
+    cold = cached_norm_statistics(tiny_lm, batch, compute=compute, cache_root=tmp_path)
+    warm = cached_norm_statistics(tiny_lm, batch, compute=compute, cache_root=tmp_path)
+    assert len(calls) == 1 and warm.n_segments == cold.n_segments == 3
+    np.testing.assert_array_equal(warm.segments.norms, cold.segments.norms)  # exact: float32 kept as float32
+    assert json.dumps(warm.to_json()) == json.dumps(cold.to_json())  # the same intervals, cold or warm
+    artifact_path(SEGMENTS_KIND, stats_key(tiny_lm, batch), ".npz", tmp_path).unlink()
+    cached_norm_statistics(tiny_lm, batch, compute=compute, cache_root=tmp_path)
+    assert len(calls) == 2
+
+
+def test_sharded_pass_keeps_the_segments_of_one_pass(tiny_lm):
+    """The sharded path (each shard's partial made apart, as on a Dask worker: pickled there and back, then merged
+    in shard order) keeps the segments, in index order, of one accumulator fed every segment in one pass; the
+    intervals are then the same."""
+    import pickle
+
+    from helpers.core.norm_maps import iter_weights_and_norms
+    from helpers.norms.stats import norm_statistics
+    from helpers.pipeline.extraction import plan_extraction
+    import helpers.norms.stats as ns
+
+    rng = np.random.default_rng(3)
+    ids = [[2, *rng.integers(5, 23, int(rng.integers(1, 12))), 3, *rng.integers(5, 23, int(rng.integers(1, 12))), 3]
+           for _ in range(300)]
+    batch = encode_ids(ids, max_length=32)
+    assert len(plan_extraction(tiny_lm, batch, level="token", cache=False).shards) == 2
+    one = NormAccumulator()
+    for ex, attn, nm in iter_weights_and_norms(tiny_lm, batch):
+        one.update(attn, nm, kind_masks(tiny_lm.tokenizer, ex.input_ids), index=ex.index)
+    reference = one.result().segments
+    merge = NormAccumulator.merge
+    travelled = lambda self, other: merge(self, pickle.loads(pickle.dumps(other)))  # noqa: E731
+    try:
+        ns.NormAccumulator.merge = travelled  # every partial crosses a process boundary before it is merged
+        sharded = norm_statistics(tiny_lm, batch).segments
+    finally:
+        ns.NormAccumulator.merge = merge
+    assert sharded.index.tolist() == reference.index.tolist() == sorted(ex.index for ex in batch.examples)
+    for name in ("weights", "norms", "uniform"):
+        # tolerance: the batched shares sum the same float64 terms in another order, then are rounded to float32 once
+        np.testing.assert_allclose(getattr(sharded, name), getattr(reference, name), rtol=0, atol=round_off(1.0))
+    np.testing.assert_allclose(sharded.share_intervals("norms"), reference.share_intervals("norms"), rtol=0,
+                               atol=round_off(1.0))  # as above: the same draws over the same segments
+
+
+def _head_scores(rng, word_relation, word_sentence, n_sentences):
+    from helpers.syntax.stats import HeadScores, OFFSETS
+
+    n = len(word_relation)
+    return HeadScores(["all", "det", "obj"], np.asarray(word_relation), np.asarray(word_sentence),
+                      rng.random((2, 2, 3, n)) < 0.5, rng.random((len(OFFSETS), n)) < 0.3, n_sentences)
+
+
+def test_paired_change_against_a_slow_loop():
+    """Table 1's change from the weight maps' head to the norm maps' head, paired: each replicate's sentences listed
+    and the correct words of both heads counted over them, one by one; the rows of the comparison carry it."""
+    from helpers.norms.run import paired_change, table1_comparison
+
+    rng = np.random.default_rng(8)
+    n_sentences = 7
+    sentence = np.sort(rng.integers(0, n_sentences, 60))
+    relation = rng.integers(1, 3, 60)  # det or obj (every word is also in "all")
+    weights, norms = (_head_scores(rng, relation, sentence, n_sentences) for _ in range(2))
+    w_index, n_index = (0, 1, 2), (1, 0, 1)
+    n_boot, seed = 300, 2
+    draws = np.random.default_rng(seed).integers(0, n_sentences, size=(n_boot, n_sentences))
+    changes = []
+    for d in draws:
+        words = [i for s in d for i in np.flatnonzero((sentence == s) & (relation == 1))]  # det's words, repeats kept
+        c_w = sum(bool(weights.word_correct[w_index][i]) for i in words)
+        c_n = sum(bool(norms.word_correct[n_index][i]) for i in words)
+        changes.append(100.0 * (c_n - c_w) / len(words) if words else np.nan)
+    want = np.nanpercentile(changes, [2.5, 97.5])
+    got = paired_change(weights, norms, "det", w_index, n_index, n_boot=n_boot, seed=seed)
+    # tolerance: exact counts divided once in float64, then interpolated
+    np.testing.assert_allclose(got, want, rtol=0, atol=round_off(100.0, 4, eps=EPS64))
+    rows = table1_comparison(weights, norms, ["det", "obj"])
+    assert [r["relation"] for r in rows] == ["det", "obj"] and rows[0]["sentences"] == n_sentences
+    row = rows[0]
+    lo, hi = row["change_interval"]
+    assert lo <= row["change"] <= hi  # the change of the best heads lies within its interval here
+    shifted = _head_scores(rng, relation, np.roll(sentence, 1), n_sentences)
+    with pytest.raises(ValueError, match="same words"):
+        paired_change(weights, shifted, "det", w_index, n_index)

@@ -1,17 +1,21 @@
-"""The chapter on attention sinks: its claims on both sides of every threshold, its tables and per-layer series against
-obvious computations written here, the choice of its decoder, and its section's run on a tiny random decoder (the
-shares without BOS from a model loaded again without BOS, checked against a slow loop over its maps)."""
+"""The chapter on attention sinks: its rules on both sides of every boundary, its bootstrap replicates against slow
+loops over the same draws, its claims on constructed shares (premises, NaN and missing values not applicable), its
+tables and per-layer series against obvious computations written here, the choice of its decoder, and its section's
+run on a tiny random decoder (the shares without BOS from a model loaded again without BOS, checked against a slow
+loop over its maps)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from helpers.claims import NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from helpers.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED, Undefined, check_row
 from helpers.presentation import chapters
 from helpers.sinks import claims as sc
+from helpers.sinks.stats import SegmentShares
 from helpers.surface.stats import SINK_SHARE
 
 import tiny_decoders as td
+from tolerances import EPS64
 
 
 @pytest.fixture(scope="module")
@@ -20,27 +24,32 @@ def llama_dir(tmp_path_factory):
 
 # ------------------------------------------------------------------------------------ rules
 
+EPS = 1e-9  # a step just across a boundary
+
 
 def test_upper_layers_rule_on_both_sides():
-    assert sc.verdict_upper(sc.UPPER_RATE + 0.01) == REPRODUCED
-    assert sc.verdict_upper(sc.UPPER_RATE) == PARTLY
-    assert sc.verdict_upper(sc.UPPER_PARTLY + 0.01) == PARTLY
-    assert sc.verdict_upper(sc.UPPER_PARTLY) == NOT_REPRODUCED
+    """A share rule: the share of replicates whose upper-layer sink rate exceeds UPPER_RATE."""
+    assert sc.judge_upper(0.95, 0.6).verdict == REPRODUCED and sc.judge_upper(0.95 - EPS, 0.6).verdict == INCONCLUSIVE
+    assert sc.judge_upper(0.05 + EPS, 0.4).verdict == INCONCLUSIVE and sc.judge_upper(0.05, 0.4).verdict == NOT_REPRODUCED
+    assert sc.judge_upper(0.5, 0.4).estimate == 0.4 and sc.judge_upper(0.5, 0.4).rule == "share"
 
 
 def test_noop_rule_on_both_sides():
-    assert sc.verdict_noop(sc.NOOP_RATIO) == REPRODUCED
-    assert sc.verdict_noop(sc.NOOP_RATIO + 0.01) == PARTLY
-    assert sc.verdict_noop(1.0) == NOT_REPRODUCED
-    assert sc.verdict_noop(float("nan")) == NOT_REPRODUCED
+    """An effect on the ratio: null 1, level NOOP_RATIO; an interval holding 1 is never "partly"."""
+    n = sc.NOOP_RATIO
+    v = lambda r, lo, hi: sc.judge_noop(r, (lo, hi)).verdict  # noqa: E731
+    assert v(n, n - 0.1, 1 - EPS) == REPRODUCED and v(n + EPS, n - 0.1, 1 - EPS) == PARTLY
+    assert v(0.9, n, 1.0) == INCONCLUSIVE and v(0.9, n + EPS, 1.0) == NOT_REPRODUCED
+    with pytest.raises(Undefined):
+        sc.judge_noop(float("nan"), (0.1, 0.2))
 
 
 def test_kept_rule_on_both_sides():
-    assert sc.verdict_kept(0.8, 0.8 * sc.KEPT_RATIO) == REPRODUCED
-    assert sc.verdict_kept(0.8, 0.8 * sc.KEPT_RATIO - 0.01) == PARTLY
-    assert sc.verdict_kept(0.8, 0.8 * sc.KEPT_PARTLY) == PARTLY
-    assert sc.verdict_kept(0.8, 0.8 * sc.KEPT_PARTLY - 0.01) == NOT_REPRODUCED
-    assert sc.verdict_kept(0.0, 0.5) == NOT_REPRODUCED  # no sink with BOS: nothing to take over
+    """An effect on the kept share: null 0 (no sink left without BOS), level KEPT_RATIO."""
+    k = sc.KEPT_RATIO
+    v = lambda kept, lo, hi: sc.judge_kept(kept, (lo, hi)).verdict  # noqa: E731
+    assert v(k, EPS, 1.0) == REPRODUCED and v(k - EPS, EPS, 1.0) == PARTLY
+    assert v(0.5, 0.0, k) == INCONCLUSIVE and v(0.3, 0.0, k - EPS) == NOT_REPRODUCED
 
 
 def test_layer_ranges_are_one_based_runs():
@@ -51,6 +60,73 @@ def test_layer_ranges_are_one_based_runs():
 def test_upper_layers_are_the_upper_half():
     assert sc.upper_layers(30).tolist() == list(range(15, 30))
     assert sc.upper_layers(5).tolist() == [2, 3, 4]
+
+
+# ------------------------------------------------------------------------------------ intervals
+
+
+def _per_segment(weights: np.ndarray, n_segments: int = 10, spread: float = 0.02, seed: int = 0) -> SegmentShares:
+    """``n_segments`` inputs whose alpha_1 lies within ``spread`` of ``weights`` ``[layer, head]`` (norms a tenth
+    of them), centred on it (each segment above, the next as far below)."""
+    rng = np.random.default_rng(seed)
+    noise = rng.uniform(-spread, spread, size=(n_segments // 2, *weights.shape))
+    w = weights + np.concatenate([noise, -noise])
+    return SegmentShares(np.arange(n_segments), w.astype(np.float32), (w / 10).astype(np.float32))
+
+
+def test_rate_ratio_and_kept_replicates_against_a_slow_loop():
+    """SegmentShares' replicates (draw counts, one product) against slow loops over the same draws: each replicate's
+    mean alpha_1 per head, its sink rate, its ratio of summed norms to summed weights, and the kept share of two runs
+    drawn together."""
+    from helpers.sinks.stats import kept_replicates
+
+    rng = np.random.default_rng(2)
+    S, n_boot, seed = 8, 200, 3
+    w = rng.random((S, 3, 4)).astype(np.float32)
+    seg = SegmentShares(np.arange(S), w, (w * rng.random(w.shape)).astype(np.float32), n_boot=n_boot, seed=seed)
+    bare = SegmentShares(np.arange(S), (w * 0.8).astype(np.float32), w, n_boot=n_boot, seed=seed)
+    draws = np.random.default_rng(seed).integers(0, S, size=(n_boot, S))  # the draws of bootstrap.counts
+    means = np.array([seg.weights[d].astype(np.float64).mean(0) for d in draws])
+    # tolerance: means of S float64 terms below 1 summed in another order; rates compared away from the threshold
+    np.testing.assert_allclose(seg.mean_replicates(), means, rtol=0, atol=4 * S * EPS64)
+    rates = np.array([np.mean([m[l, h] > 0.5 for l in range(1, 3) for h in range(4)]) for m in means])
+    near = np.abs(means - 0.5).min() < 1e-9  # no mean at the threshold: the rates are exact
+    assert not near and seg.rate_replicates(0.5, [1, 2]).tolist() == rates.tolist()
+    ratios = [sum(float(seg.norms[i, l, h]) for i in d for l in (0, 2) for h in range(4)) /
+              sum(float(seg.weights[i, l, h]) for i in d for l in (0, 2) for h in range(4)) for d in draws]
+    np.testing.assert_allclose(seg.ratio_interval([0, 2]), np.percentile(ratios, [2.5, 97.5]),
+                               rtol=4 * 8 * S * EPS64, atol=0)  # as above, relative, over 8 heads
+    kept = []
+    for d in draws:
+        with_bos = np.mean(seg.weights[d].astype(np.float64).mean(0) > 0.5)
+        without = np.mean(bare.weights[d].astype(np.float64).mean(0) > 0.5)
+        kept.append(without / with_bos if with_bos > 0 else np.nan)
+    np.testing.assert_array_equal(kept_replicates(seg, bare, 0.5), np.array(kept))  # exact: the same counts
+    shifted = SegmentShares(np.arange(2, S + 2), bare.weights, bare.norms)  # the runs share segments 2 .. S-1 only
+    a, b = seg.paired(shifted)
+    assert a.index.tolist() == b.index.tolist() == list(range(2, S))
+    np.testing.assert_array_equal(b.weights, bare.weights[: S - 2])
+
+
+def test_accumulator_keeps_each_input_in_index_order():
+    from helpers.sinks.stats import FirstPositionAccumulator
+
+    rng = np.random.default_rng(1)
+    w, n = rng.random((5, 2, 3)), rng.random((5, 2, 3))
+    one = FirstPositionAccumulator()
+    one.update(w[[3, 0]], n[[3, 0]], [3, 0])
+    one.update(w[[4, 1, 2]], n[[4, 1, 2]], [4, 1, 2])
+    part_a, part_b = FirstPositionAccumulator(), FirstPositionAccumulator()
+    part_a.update(w[[1, 4]], n[[1, 4]], [1, 4])
+    part_b.update(w[[0, 2, 3]], n[[0, 2, 3]], [0, 2, 3])
+    merged = FirstPositionAccumulator().merge(part_a).merge(part_b)
+    for acc in (one, merged):
+        seg = acc.segments()
+        assert seg.index.tolist() == [0, 1, 2, 3, 4]
+        np.testing.assert_array_equal(seg.weights, w.astype(np.float32))  # exact: float64 kept as float32
+        np.testing.assert_array_equal(seg.norms, n.astype(np.float32))
+    # tolerance: the same 5 float64 terms summed in another grouping
+    np.testing.assert_allclose(merged.result()["weights"], one.result()["weights"], rtol=0, atol=4 * 5 * EPS64)
 
 
 # ------------------------------------------------------------------------------------ claims
@@ -65,29 +141,58 @@ def _shares(n_layers=4, n_heads=3):
 
 def test_claims_on_constructed_shares():
     weights, norms = _shares()
-    grads = {"cls": [1.0, 1.0, 0.1, 0.2], "other": [1.0, 1.0, 1.0, 1.0]}
+    seg = _per_segment(weights)
+    grads = {"cls": [1.0, 1.0, 0.1, 0.2], "other": [1.0, 1.0, 1.0, 1.0],
+             "per_segment": {"cls": np.tile([1.0, 1.0, 0.1, 0.2], (10, 1)) * np.linspace(0.9, 1.1, 10)[:, None],
+                             "other": np.ones((10, 4))}}
     no_bos = weights.copy()
     no_bos[3] = 0.1  # one layer loses its sinks: rate 3/12 of 6/12
-    rows = {c.id: c for c in sc.claims(weights, norms, grads, no_bos, causal=True)}
+    bare = _per_segment(no_bos, seed=1)
+    rows = {c.id: c for c in sc.claims(weights, norms, grads, no_bos, causal=True, segments=seg, no_bos_segments=bare)}
     assert list(rows) == ["sink-upper-layers", "sink-noop-norms", "sink-noop-gradients", "sink-without-bos"]
+    for c in rows.values():
+        check_row(c.to_json())
+        assert c.resampled == "segments" and c.n == 10
     assert rows["sink-upper-layers"].value == 1.0 and rows["sink-upper-layers"].verdict == REPRODUCED
+    assert rows["sink-upper-layers"].to_json()["share"] == 1.0
     assert sc.sink_layers_of(weights).tolist() == [2, 3]  # layer means 0.8 > SINK_SHARE
     assert rows["sink-noop-norms"].value == pytest.approx(0.1) and rows["sink-noop-norms"].verdict == REPRODUCED
     assert rows["sink-noop-gradients"].value == pytest.approx(0.15) and "layers 3-4" in rows["sink-noop-gradients"].ours
-    assert rows["sink-without-bos"].value == pytest.approx(0.25) and rows["sink-without-bos"].verdict == PARTLY
+    assert rows["sink-noop-gradients"].verdict == REPRODUCED
+    kept = rows["sink-without-bos"]
+    assert kept.value == pytest.approx(0.25) and kept.to_json()["estimate"] == pytest.approx(0.5)
+    assert kept.verdict == PARTLY  # half the rate kept, every replicate above 0: short of KEPT_RATIO
 
 
 def test_claims_without_a_sink_say_so_without_nan():
     weights = np.full((4, 3), SINK_SHARE / 2)
-    rows = {c.id: c for c in sc.claims(weights, weights, {"cls": [1] * 4, "other": [1] * 4}, weights, causal=True)}
-    assert rows["sink-noop-norms"].value is None and rows["sink-noop-norms"].verdict == NOT_REPRODUCED
-    assert "no sink layer" in rows["sink-noop-norms"].ours and "nan" not in rows["sink-noop-gradients"].ours.lower()
-    assert rows["sink-without-bos"].verdict == NOT_REPRODUCED
+    seg = _per_segment(weights, spread=0.01)
+    grads = {"cls": [1] * 4, "other": [1] * 4, "per_segment": {"cls": np.ones((10, 4)), "other": np.ones((10, 4))}}
+    rows = {c.id: c for c in sc.claims(weights, weights, grads, weights, causal=True, segments=seg, no_bos_segments=seg)}
+    for name in ("sink-noop-norms", "sink-noop-gradients"):
+        assert rows[name].value is None and rows[name].verdict == NOT_APPLICABLE
+        assert "no sink layer" in rows[name].reason and f"{SINK_SHARE / 2:.2f}" in rows[name].reason
+    assert rows["sink-upper-layers"].verdict == NOT_REPRODUCED  # no replicate has a sink head
+    assert rows["sink-without-bos"].verdict == NOT_APPLICABLE and "no sink head with BOS" in rows["sink-without-bos"].reason
+    for c in rows.values():
+        check_row(c.to_json())
+        assert "nan" not in c.ours.lower()
+
+
+def test_claims_without_per_segment_values_are_not_applicable():
+    weights, norms = _shares()
+    seg = _per_segment(weights)
+    means = {"cls": [1.0, 1.0, 0.1, 0.2], "other": [1.0] * 4}
+    rows = {c.id: c for c in sc.claims(weights, norms, means, weights, causal=True, segments=seg, no_bos_segments=None)}
+    assert rows["sink-noop-gradients"].verdict == NOT_APPLICABLE and "no per-segment gradients" in rows["sink-noop-gradients"].reason
+    assert rows["sink-without-bos"].verdict == NOT_APPLICABLE and "without BOS" in rows["sink-without-bos"].reason
+    bare = {c.id: c for c in sc.claims(weights, norms, None, None, causal=True)}
+    assert all(c.verdict == NOT_APPLICABLE and "no per-segment" in c.reason for c in bare.values())
 
 
 def test_an_encoder_has_no_claim_without_bos():
     weights, norms = _shares()
-    rows = {c.id: c for c in sc.claims(weights, norms, None, None, causal=False)}
+    rows = {c.id: c for c in sc.claims(weights, norms, None, None, causal=False, segments=_per_segment(weights))}
     assert "sink-noop-gradients" not in rows and rows["sink-without-bos"].verdict == NOT_APPLICABLE
 
 
