@@ -11,12 +11,15 @@ scored with the gradient analysis's masked-LM head (§3.2: the surface report's 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from helpers.ablation import claims as ablation_claims
 from helpers.ablation.command import COMMAND
 from helpers.ablation.run import PARTS, TREEBANK, paper_heads, run_ablation, sink_shares, summarise
 from helpers.ablation.stats import PERMUTATIONS
 from helpers.claims import Claim
 from helpers.section import Section, SectionReport, Sizes, input_report, part
+from helpers.surface.stats import SINK_SHARE
 
 # The book's sizes on the CPU, chosen so that the chapter (the book's encoder, then the decoder's subset) adds at most
 # 15 % to the default book's cold build: every intervention is a forward pass of a sentence (72 single-head removals,
@@ -32,7 +35,11 @@ DECODER_CPU = {"parts": ("importance", "sinks"), "max_sentences": 8}
 JSON_KEYS = ("model", "loss", "loss_head", "treebank", "segments", "detail_segments", "tokens", "parts", "n_layers",
              "n_heads", "head_index", "base_loss", "delta", "delta_interval", "delta_relative", "importance",
              "importance_normalised", "only", "only_layer_min", "prune", "sinks", "sink_share", "spearman",
-             "paper_heads", "settings", "claims")
+             "paper_heads", "settings", "claims",
+             # issue 61: the relative changes' denominators, Michel's count and the loss's scale, mean ablation, the
+             # matched control and the tests on each sink's heads, and whether each token is a sink of the model
+             "detail_base_loss", "delta_significant", "delta_mean", "delta_mean_interval", "delta_mean_relative",
+             "loss_scale", "sinks_control", "sink_sets", "sink_premise")
 # ``everything``: every sentence runs every part (``None``: on an accelerator, not on the CPU; a size given: not).
 _SETTINGS = {"parts": PARTS, "seed": 0, "n_perm": PERMUTATIONS, "paper_heads": True, "everything": None}
 
@@ -61,7 +68,16 @@ class AblationSectionReport(SectionReport):
         every = self.everything
         return run_ablation(self.lm, ctx, max_sentences=None if every else s["max_sentences"],
                             detail_sentences=None if every else s["detail_sentences"], parts=s["parts"],
-                            seed=s["seed"], max_length=s["max_length"], head=head)
+                            seed=s["seed"], max_length=s["max_length"], head=head, sink_heads=self.sink_heads)
+
+    @property
+    def sink_heads(self) -> dict | None:
+        """``{kind: [layer][head] bool}``: the heads that put more than :data:`~helpers.surface.stats.SINK_SHARE` of
+        their attention on each sink (§3's statistics), where the sink tests on a sink's heads are run; ``None``
+        where the shares are not read (``--no-paper-heads``)."""
+        if self.shares is None:
+            return None
+        return {k: (np.asarray(v) > SINK_SHARE).tolist() for k, v in self.shares.items()}
 
     @part
     def heads(self) -> dict[str, list[tuple[int, int]]]:
@@ -75,7 +91,8 @@ class AblationSectionReport(SectionReport):
 
     @part
     def summary(self) -> dict:
-        return summarise(self.raw, self.heads, n_perm=self.settings["n_perm"], seed=self.settings["seed"])
+        return summarise(self.raw, self.heads, n_perm=self.settings["n_perm"], seed=self.settings["seed"],
+                         shares=self.shares)
 
     def to_json(self) -> dict:
         """The keys of :data:`JSON_KEYS`, in that order (docs/command_line.md)."""
@@ -97,7 +114,7 @@ def decoder_settings(lm) -> dict:
 
 
 def _claims(report: AblationSectionReport) -> list[Claim]:
-    return ablation_claims.claims(report.summary, report.raw, causal=report.lm.causal)
+    return ablation_claims.claims(report.summary, report.raw, causal=report.lm.causal, seed=report.settings["seed"])
 
 
 SECTION = Section(
