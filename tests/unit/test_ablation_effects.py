@@ -995,3 +995,31 @@ def test_held_out_prune_curves_fit_on_one_fold_and_score_the_other(cases):
     np.testing.assert_allclose(out["random"][0], want, rtol=0, atol=tol)
     with pytest.raises(ValueError, match="at least 2 segments"):
         effects.held_out_prune_curves(lm, effects.pick(case.segments, [0]))
+
+
+def test_the_loss_scale_against_counting_and_the_reference(cases, toy_data):
+    """The loss's scale: the unigram loss of each segment's targets, against counting GUM dev's tokens by hand (each
+    sentence encoded alone, add-one over the vocabulary); every head removed, against the reference with every
+    head's context zeroed."""
+    import math
+
+    from helpers.ablation.run import UNIGRAM_TREEBANK, run_task, unigram_losses
+    from helpers.context import RunContext
+    from helpers.data.corpora import load_treebank
+
+    case = cases("bert")
+    ctx = RunContext.from_env(data_dir=toy_data, cache_dir=toy_data / "cache", small=False)
+    got = unigram_losses(case.lm, ctx, case.segments)
+    counts: dict[int, int] = {}
+    for sentence in load_treebank(UNIGRAM_TREEBANK, data_dir=toy_data):
+        for token in encode_words(case.lm.tokenizer, [sentence.words]).examples[0].input_ids:
+            counts[int(token)] = counts.get(int(token), 0) + 1
+    total, vocab = sum(counts.values()), len(case.lm.tokenizer)
+    for n, labels in enumerate(case.segments.labels):
+        targets = [int(y) for y in labels if y != IGNORE]
+        want = sum(-math.log((counts.get(y, 0) + 1) / (total + vocab)) for y in targets) / len(targets)
+        assert got[n] == pytest.approx(want, rel=0, abs=round_off(want, len(targets), eps=EPS64))
+    L, H = case.lm.n_layers, case.lm.n_heads
+    removed = run_task(case.lm, {"main": case.segments}, ("all_removed",))[0]
+    want = _single(case, [(layer, head) for layer in range(L) for head in range(H)])
+    np.testing.assert_allclose(removed, want, rtol=0, atol=loss_tolerance(case))
