@@ -74,8 +74,9 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def _ci(x: float, interval, fmt: str = "+.2%") -> str:
-    return f"{x:{fmt}} [{interval[0]:{fmt}}, {interval[1]:{fmt}}]"
+def _ci(x: float, interval) -> str:
+    """``"+4.25 % [+1.92 %, +6.85 %]"``: a share of the loss with its interval."""
+    return f"{100 * x:+.2f} % [{100 * interval[0]:+.2f} %, {100 * interval[1]:+.2f} %]"
 
 
 # ------------------------------------------------------------------------------------ the statistics

@@ -199,12 +199,14 @@ def sink_set_rows(result: dict) -> list[dict]:
 
 
 def scale_note(result: dict) -> str:
-    """The loss's scale on the chapter's sentences: the full model's, every head removed, and the unigram loss
-    (token frequencies alone), in nats."""
+    """The loss's scale on the chapter's sentences: the full model's, every head removed (and what that costs, as a
+    share of the loss), and the unigram loss (token frequencies alone), in nats."""
     scale = result.get("loss_scale") or {}
-    parts = [f"{scale.get('base', result['base_loss']):.2f} nats with every head"]
+    base = scale.get("base", result["base_loss"])
+    parts = [f"{base:.2f} nats with every head"]
     if scale.get("every_head_removed") is not None:
-        parts.append(f"{scale['every_head_removed']:.2f} with every head removed")
+        parts.append(f"{scale['every_head_removed']:.2f} with every head removed "
+                     f"({100 * (scale['every_head_removed'] / base - 1):+.1f} % of the loss)")
     if scale.get("unigram") is not None:
         parts.append(f"{scale['unigram']:.2f} for token frequencies alone (the unigram loss)")
     return ", ".join(parts)
@@ -309,15 +311,14 @@ def sizes_note(result: dict) -> str:
     return text + ". On an accelerator every part runs on every sentence."
 
 
-def _num(x: float, percent: bool) -> str:
-    return f"{100 * x:+.2f} %" if percent else f"{x:.3g}"
-
-
-def rule_note(row: dict, *, percent: bool = False) -> str:
+def rule_note(row: dict, *, percent: bool = False, fmt: str = ".2f") -> str:
     """What a claim's rule read, in words, from its JSON row (:meth:`helpers.claims.Claim.to_json`): a share of
     resampled sets, an estimate with its interval against the null and the level asked, an interval against a
     range, or a combined claim's parts each with its verdict; a claim not applicable: its reason. ``percent``:
-    the estimates are shares of the loss."""
+    the estimates are shares of the loss (else numbers in ``fmt``)."""
+    def _num(x: float, percent: bool) -> str:
+        return f"{100 * x:+.2f} %" if percent else format(x, fmt)
+
     rule = row.get("rule")
     if rule is None:
         return f"not applicable: {row.get('reason')}"
@@ -335,7 +336,7 @@ def rule_note(row: dict, *, percent: bool = False) -> str:
         low, high = row["range"]
         return (f"{_num(row['estimate'], percent)} [{_num(lo, percent)}, {_num(hi, percent)}] against the range "
                 f"[{_num(low, percent)}, {_num(high, percent)}]")
-    return "; ".join(f"{p['name']}: {rule_note(p, percent=percent)}, {p['verdict']}" for p in row["part_rows"])
+    return "; ".join(f"{p['name']}: {rule_note(p, percent=percent, fmt=fmt)}, {p['verdict']}" for p in row["part_rows"])
 
 
 def mean_ablation_note(result: dict, little: float) -> str:

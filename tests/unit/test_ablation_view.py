@@ -161,8 +161,8 @@ def test_notes_on_the_scale_the_count_and_mean_ablation():
     result = _result(loss_scale={"base": BASE, "unigram": 7.5, "every_head_removed": 8.25},
                      delta_significant={"raise": 3, "lower": 1, "heads": 6},
                      delta_mean_relative=[[0.0, 0.002, 0.3], [0.0, 0.0, 0.5]])
-    assert view.scale_note(result) == ("4.00 nats with every head, 8.25 with every head removed, 7.50 for token "
-                                       "frequencies alone (the unigram loss)")
+    assert view.scale_note(result) == ("4.00 nats with every head, 8.25 with every head removed (+106.2 % of the "
+                                       "loss), 7.50 for token frequencies alone (the unigram loss)")
     assert view.significant_note(result).startswith("4 of 6 heads have an interval that excludes 0 (3 raise")
     note = view.mean_ablation_note(result, 0.01)
     assert "66.7 % of heads cost at most 1 %" in note and "(zeroed: 16.7 %)" in note
@@ -182,5 +182,6 @@ def test_rule_note_says_what_each_rule_read():
     assert view.rule_note(row) == "it holds in 50.0 % of the resampled sets of sentences"
     row = claim("x", "s", "t", "p", "o", 1.0, effect(30.0, (5.0, 40.0), null=0.0, paper=25.0, p_value=0.01),
                 resampled="sentences", n=5).to_json()
-    assert view.rule_note(row).endswith("permutation p = 0.01")
+    assert view.rule_note(row, fmt="+.1f") == ("+30.0 [+5.0, +40.0] against +0.0 (no effect) and +25.0 asked, "
+                                               "permutation p = 0.01")
     assert view.rule_note(not_applicable("x", "s", "t", "p", "why").to_json()) == "not applicable: why"
