@@ -3,10 +3,13 @@ intervention of :mod:`helpers.ablation.effects` on GUM test sentences, cached, a
 intervals, importance, all-but-one, the pruning curve, the sink tests, the paper's heads among all heads).
 
 The run is cut into independent tasks (:func:`tasks`): the base loss, each layer's single-head removals, each
-layer's all-but-one, each sink test on every head at once, each layer's per-head sink tests. They run in this process
-or, with ``--workers``/``--address``, one Dask task each (:func:`helpers.pipeline.engine.map_tasks`); the same tasks
-with the same batches either way, so the results are identical. Importance and the pruning curve (each step's
-importance depends on the last) run in this process.
+layer's all-but-one, each sink test on every head at once, each layer's per-head sink tests, the matched control
+(a random content token's value term removed) and the sink tests on each sink's heads, each layer's mean ablations,
+every head removed. They run in this process or, with ``--workers``/``--address``, one Dask task each
+(:func:`helpers.pipeline.engine.map_tasks`); the same tasks with the same batches either way, so the results are
+identical (the control's positions and the heads' mean contexts are drawn and computed here and handed to the
+tasks). Importance and the held-out pruning curves (each step's importance depends on the last) run in this
+process, and so does the unigram loss (the loss's scale).
 
 Sizes: ``max_sentences`` sentences (GUM test, those of at least :data:`MIN_WORDS` words, in corpus order) for the
 single-head effects, importance, the pruning curve and the all-heads sink tests; the first ``detail_sentences`` of
