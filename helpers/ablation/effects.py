@@ -22,14 +22,14 @@ length go together, so padding stays small.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 import torch
 
 from helpers.ablation.interventions import SinkTest, first_layer, intervene
-from helpers.ablation.loss import Segments, padded, prepare, row_losses
+from helpers.ablation.loss import IGNORE, Segments, padded, prepare, row_losses
 from helpers.core.encoding import MAX_LENGTH
 from helpers.core.models import LoadedModel
 from helpers.core.threads import FIXED_THREADS, torch_threads
@@ -38,6 +38,8 @@ ROW_TOKENS = 16 * 128 * 6 * 384  # tokens x layers x hidden of one forward pass 
 GRAD_TOKENS = 8 * 128 * 6 * 384  # the same for a backward pass, which keeps every layer's activations
 PRUNE_STEP = 0.1                 # the pruning curve removes ceil(10 % of all heads) a step (Michel et al. §4)
 PRUNE_SEEDS = (0, 1, 2)          # the random orders beside it
+PRUNE_FOLDS = 2                  # the held-out pruning curve: the order fitted on one fold scores the other
+CONTROL_DRAWS = 5                # the no-op test's matched control: random content tokens per segment (one pass each)
 
 
 def rows_per_pass(lm: LoadedModel, length: int, *, budget: int = ROW_TOKENS) -> int:
@@ -67,7 +69,7 @@ def passes(lm: LoadedModel, segments: Segments, K: int, *, budget: int = ROW_TOK
 
 def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | None = None, *,
                         sink_heads: torch.Tensor | None = None, sink: str | None = None, mode: str | None = None,
-                        budget: int = ROW_TOKENS) -> torch.Tensor:
+                        budget: int = ROW_TOKENS, fill: torch.Tensor | None = None) -> torch.Tensor:
     """``[K, segment]``: the loss of every segment under each of ``K`` interventions, float64 on the CPU.
 
     ``xi`` ``[K, layer, head]`` (head masks; ``None``: all ones); ``sink_heads`` ``[K, layer, head]`` bool with
@@ -75,7 +77,8 @@ def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | 
     intervention. The ``K x N`` rows run in passes of :func:`rows_per_pass` rows, segment by segment in length order
     (the copies of one segment side by side). The layers before the first one an intervention touches run once per
     segment (``intervene``'s ``shared``): a layer's single-head removals cost its own and the later layers' time.
-    The passes: :func:`passes`."""
+    The passes: :func:`passes`. ``fill`` ``[layer, head, d]``: a removed head's context is replaced by it rather than
+    zeroed (mean ablation, :func:`mean_contexts`)."""
     L = lm.n_layers
     K = (xi if xi is not None else sink_heads).shape[0]
     start_layer = first_layer(xi, sink_heads)  # the layers before it run once per segment, not once per copy
@@ -91,7 +94,7 @@ def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | 
                 test = SinkTest(padded([segments.sinks[sink][n] for n in rows], width, False), sink_heads[ks], mode)
             given, repeats = _runs(rows)  # each segment once, repeated at the first layer an intervention touches
             shared = (start_layer, torch.tensor(repeats)) if 0 < start_layer < L else None
-            with intervene(lm, xi=mask, sink=test, shared=shared):
+            with intervene(lm, xi=mask, sink=test, shared=shared, fill=fill):
                 losses = row_losses(lm, segments, rows, given=given if shared else None).double().cpu()
             for (n, k), value in zip(chunk, losses):
                 out[k, n] = value
@@ -197,24 +200,24 @@ def prune_steps(n_heads_total: int, step: float = PRUNE_STEP) -> list[int]:
     return counts
 
 
-def prune_curve(lm: LoadedModel, segments: Segments, *, seeds: Sequence[int] = PRUNE_SEEDS,
-                step: float = PRUNE_STEP) -> dict:
-    """Michel et al. §4's pruning curve: ``{"removed": [count], "shares": [share], "importance": [loss],
-    "order": [flattened heads in removal order], "random": [[loss] per seed]}``, the mean loss after each step.
-
-    By importance: each step removes the heads still present with the lowest layer-normalised importance,
-    recomputed on the pruned model (pruned heads' importance counts as 0 in the normalisation). Random: the same
-    steps in a random order per seed (``np.random.default_rng(seed).permutation``), all steps of all seeds as one
-    batch of masks."""
+def _recomputed_order(lm: LoadedModel, fit: Segments, counts: Sequence[int],
+                      score: Segments | None = None) -> tuple[list[int], np.ndarray, np.ndarray | None]:
+    """Michel et al.'s order, recomputed on ``fit``: ``(order, in-sample losses [step, len(fit)], held-out losses
+    [step, len(score)] or None)``. Each step removes the heads still present with the lowest layer-normalised
+    importance on ``fit``, recomputed on the pruned model (pruned heads' importance counts as 0 in the
+    normalisation; ties to the lower flattened index); the losses are those after each step's removals (``counts``,
+    heads removed in all), on ``fit`` (the importance passes') and, under the same masks, on ``score``."""
     L, H = lm.n_layers, lm.n_heads
     total = L * H
-    counts = prune_steps(total, step)
     xi = torch.ones(L, H)
     order: list[int] = []
-    curve = []
+    inside = np.empty((len(counts), len(fit)))
+    held = None if score is None else np.empty((len(counts), len(score)))
     for i, count in enumerate(counts):
-        grads, losses = importance(lm, segments, xi)
-        curve.append(float(losses.mean()))
+        grads, losses = importance(lm, fit, xi)
+        inside[i] = losses
+        if score is not None:
+            held[i] = intervention_losses(lm, score, xi[None].clone())[0].numpy()
         if i + 1 == len(counts):
             break
         scores = grads.mean(0) * xi.numpy()                      # removed heads count as 0
@@ -224,16 +227,105 @@ def prune_curve(lm: LoadedModel, segments: Segments, *, seeds: Sequence[int] = P
         order.extend(chosen)
         for k in chosen:
             xi.view(-1)[k] = 0.0
+    return order, inside, held
+
+
+def _order_masks(order: Sequence[int], counts: Sequence[int], n_layers: int, n_heads: int) -> torch.Tensor:
+    """``[step, layer, head]``: after step ``i`` the first ``counts[i]`` heads of ``order`` (flattened) removed."""
     masks = []
-    for seed in seeds:
-        perm = np.random.default_rng(seed).permutation(total)
-        for count in counts:
-            m = torch.ones(total)
-            m[torch.from_numpy(perm[:count])] = 0.0
-            masks.append(m.view(L, H))
-    random = intervention_losses(lm, segments, torch.stack(masks)).mean(1).numpy().reshape(len(seeds), len(counts))
+    for count in counts:
+        m = torch.ones(n_layers * n_heads)
+        m[torch.as_tensor(list(order[:count]), dtype=torch.long)] = 0.0
+        masks.append(m.view(n_layers, n_heads))
+    return torch.stack(masks)
+
+
+def prune_curve(lm: LoadedModel, segments: Segments, *, seeds: Sequence[int] = PRUNE_SEEDS,
+                step: float = PRUNE_STEP) -> dict:
+    """Michel et al. §4's pruning curve: ``{"removed": [count], "shares": [share], "importance": [loss],
+    "order": [flattened heads in removal order], "random": [[loss] per seed]}``, the mean loss after each step.
+
+    By importance: each step removes the heads still present with the lowest layer-normalised importance,
+    recomputed on the pruned model (pruned heads' importance counts as 0 in the normalisation). Random: the same
+    steps in a random order per seed (``np.random.default_rng(seed).permutation``), all steps of all seeds as one
+    batch of masks. The importance and the curve come from the same segments (the chapter's held-out curves:
+    :func:`held_out_prune_curves`)."""
+    L, H = lm.n_layers, lm.n_heads
+    total = L * H
+    counts = prune_steps(total, step)
+    order, inside, _ = _recomputed_order(lm, segments, counts)
+    curve = [float(x) for x in inside.mean(1)]
+    random = random_order_losses(lm, segments, counts, seeds).mean(-1)
     return {"removed": counts, "shares": [c / total for c in counts], "importance": curve, "order": order,
             "random": random.tolist(), "seeds": list(seeds)}
+
+
+def random_order_losses(lm: LoadedModel, segments: Segments, counts: Sequence[int],
+                        seeds: Sequence[int] = PRUNE_SEEDS) -> np.ndarray:
+    """``[seed, step, segment]``: the losses after each step of ``counts`` heads removed in a random order per seed
+    (``np.random.default_rng(seed).permutation`` of the flattened heads), all as one batch of masks."""
+    L, H = lm.n_layers, lm.n_heads
+    masks = torch.cat([_order_masks(np.random.default_rng(seed).permutation(L * H).tolist(), counts, L, H)
+                       for seed in seeds])
+    return intervention_losses(lm, segments, masks).numpy().reshape(len(seeds), len(counts), len(segments))
+
+
+def folds_of(n_segments: int, n_folds: int = PRUNE_FOLDS) -> np.ndarray:
+    """``[segment]``: each segment's fold, ``k % n_folds`` in corpus order (the folds interleave, so that no fold
+    is one document)."""
+    return np.arange(n_segments) % n_folds
+
+
+def pick(segments: Segments, indices: Sequence[int]) -> Segments:
+    """The segments at ``indices``, in that order."""
+    idx = [int(i) for i in indices]
+    return replace(segments, examples=[segments.examples[i] for i in idx],
+                   labels=[segments.labels[i] for i in idx],
+                   sinks={k: [v[i] for i in idx] for k, v in segments.sinks.items()},
+                   tokens=[segments.tokens[i] for i in idx])
+
+
+def held_out_prune_curves(lm: LoadedModel, segments: Segments, *, single: np.ndarray | None = None,
+                          seeds: Sequence[int] = PRUNE_SEEDS, step: float = PRUNE_STEP,
+                          n_folds: int = PRUNE_FOLDS) -> dict:
+    """Michel et al. §4's pruning curve with the order fitted on other segments than those it is scored on
+    (cross-fitting): the segments split into ``n_folds`` interleaved folds (:func:`folds_of`); the order of fold
+    ``f`` is recomputed importance on fold ``f`` (:func:`_recomputed_order`) and scores the segments of the next
+    fold, so every segment's curve comes from an order fitted without it. Beside it the same with the order of the
+    measured single-head effect ``D`` (``single`` ``[layer, head, segment]``: the losses with each head removed,
+    minus the base loss; the heads with the lowest ``D`` on the fold first, fixed), and the random orders on every
+    segment. Returns per segment ``[step, segment]``: ``"held_out"`` (importance, held out), ``"in_sample"`` (each
+    order on its own fold: what the curve would be without holding out), ``"by_delta"`` (``None`` without
+    ``single``), ``"random"`` ``[seed, step, segment]``; and ``"removed"``, ``"shares"``, ``"orders"`` and
+    ``"delta_orders"`` (per fold, flattened heads in removal order), ``"folds"`` ``[segment]``, ``"seeds"``."""
+    L, H = lm.n_layers, lm.n_heads
+    total = L * H
+    counts = prune_steps(total, step)
+    S = len(segments)
+    if S < n_folds:
+        raise ValueError(f"a held-out pruning curve needs at least {n_folds} segments (one a fold), got {S}")
+    fold = folds_of(S, n_folds)
+    members = [np.flatnonzero(fold == f) for f in range(n_folds)]
+    parts = [pick(segments, m) for m in members]
+    held = np.empty((len(counts), S))
+    inside = np.empty((len(counts), S))
+    by_delta = None if single is None else np.empty((len(counts), S))
+    orders, delta_orders = [], []
+    for f in range(n_folds):
+        g = (f + 1) % n_folds                                   # the fold this fold's order scores
+        order, ins, out = _recomputed_order(lm, parts[f], counts, parts[g])
+        orders.append(order)
+        inside[:, members[f]] = ins
+        held[:, members[g]] = out
+        if single is not None:
+            d = np.asarray(single, dtype=np.float64)[..., members[f]].mean(-1).ravel()
+            d_order = sorted(range(total), key=lambda k: (d[k], k))
+            delta_orders.append(d_order)
+            by_delta[:, members[g]] = intervention_losses(lm, parts[g], _order_masks(d_order, counts, L, H)).numpy()
+    random = random_order_losses(lm, segments, counts, seeds)
+    return {"removed": counts, "shares": [c / total for c in counts], "held_out": held, "in_sample": inside,
+            "by_delta": by_delta, "random": random, "orders": orders, "delta_orders": delta_orders or None,
+            "folds": fold.tolist(), "seeds": list(seeds)}
 
 
 def sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode: str, **kw) -> tuple[np.ndarray, np.ndarray]:
@@ -247,6 +339,81 @@ def every_head_sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode:
     """``[segment]``: the losses with the sink test ``mode`` on ``sink`` applied to every head of every layer at once."""
     heads = torch.ones(1, lm.n_layers, lm.n_heads, dtype=torch.bool)
     return intervention_losses(lm, segments, sink_heads=heads, sink=sink, mode=mode, **kw).numpy()[0]
+
+
+def head_set_sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode: str, heads, **kw) -> np.ndarray:
+    """``[segment]``: the losses with the sink test ``mode`` on ``sink`` applied to the heads ``heads`` ``[layer,
+    head]`` (bool) at once."""
+    chosen = torch.as_tensor(np.asarray(heads, dtype=bool)).reshape(1, lm.n_layers, lm.n_heads)
+    return intervention_losses(lm, segments, sink_heads=chosen, sink=sink, mode=mode, **kw).numpy()[0]
+
+
+def content_positions(lm: LoadedModel, segments: Segments, draw: int, *, seed: int = 0) -> list[np.ndarray]:
+    """Per segment ``[token]`` bool: one content token drawn at random (``np.random.default_rng((seed, draw))``,
+    segment by segment in order), the matched control of the no-op test: a token that is no sink of
+    ``segments.sinks`` ([CLS], [SEP], BOS), not "." or "," and, for an encoder, not one of the masked-LM's
+    prediction positions (its input there is not the word). A segment with no such token falls back to any token
+    that is no sink; one with none has no position (the control then edits nothing in it)."""
+    from helpers.surface.stats import token_masks
+
+    rng = np.random.default_rng((seed, draw))
+    out = []
+    for n, tokens in enumerate(segments.tokens):
+        size = len(segments.examples[n])
+        sink = np.zeros(size, bool)
+        for masks in segments.sinks.values():
+            sink |= np.asarray(masks[n], bool)[:size]
+        ids = np.asarray(lm.tokenizer.convert_tokens_to_ids(tokens))
+        punct = token_masks(lm.tokenizer, ids, causal=lm.causal)["punct"][:size]
+        candidates = ~sink & ~punct
+        if not lm.causal:
+            candidates &= np.asarray(segments.labels[n]) == IGNORE
+        if not candidates.any():
+            candidates = ~sink
+        where = np.flatnonzero(candidates)
+        chosen = np.zeros(size, bool)
+        if where.size:
+            chosen[where[rng.integers(where.size)]] = True
+        out.append(chosen)
+    return out
+
+
+def control_segments(lm: LoadedModel, segments: Segments, draws: int = CONTROL_DRAWS, *, seed: int = 0) -> Segments:
+    """``segments`` whose ``sinks`` are the matched control's positions instead: ``{"content0": ..., ...}``, one
+    random content token per segment for each of ``draws`` draws (:func:`content_positions`); the no-op test on
+    ``"contentD"`` removes that token's value term, as the no-op test removes a sink's."""
+    return replace(segments, sinks={f"content{d}": content_positions(lm, segments, d, seed=seed)
+                                    for d in range(draws)})
+
+
+def mean_contexts(lm: LoadedModel, segments: Segments, *, budget: int = ROW_TOKENS) -> torch.Tensor:
+    """``[layer, head, d]`` float32: each head's mean context vector (before the output projection) over every token
+    of ``segments`` (padding left out; an encoder's input as the loss sees it, with its masking), every head
+    present: what mean ablation puts in place of a removed head's context (``fill`` of
+    :func:`intervention_losses`)."""
+    from helpers.ablation.interventions import recording_contexts
+    from helpers.core.extract import model_inputs
+
+    sums: dict[int, torch.Tensor] = {}
+    count: dict[int, int] = {}
+    with torch.inference_mode(), torch_threads(FIXED_THREADS):
+        for chunk in passes(lm, segments, 1, budget=budget):
+            inputs = model_inputs(lm, [segments.examples[n] for n, _ in chunk])
+            if lm.causal:
+                inputs["use_cache"] = False
+            with recording_contexts(lm, inputs["attention_mask"].bool()) as rec:
+                lm.model(**inputs)
+            for layer, value in rec["sums"].items():
+                sums[layer] = sums.get(layer, 0) + value
+                count[layer] = count.get(layer, 0) + rec["count"][layer]
+    return torch.stack([sums[layer] / count[layer] for layer in range(lm.n_layers)]).float()
+
+
+def mean_ablation_losses(lm: LoadedModel, segments: Segments, fill: torch.Tensor | None = None, **kw) -> np.ndarray:
+    """``[layer, head, segment]``: each segment's loss with that head's context replaced by its mean (``fill``,
+    default :func:`mean_contexts` of ``segments``), the other heads intact."""
+    fill = mean_contexts(lm, segments) if fill is None else fill
+    return per_layer(lm, segments, single_head_masks(lm.n_layers, lm.n_heads), fill=fill, **kw)
 
 
 @dataclass

@@ -136,9 +136,12 @@ def _attention_modules(model: nn.Module) -> dict[int, nn.Module]:
 
 
 @contextmanager
-def _head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0) -> Iterator[None]:
+def _head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0,
+               fill: torch.Tensor | None = None) -> Iterator[None]:
     """``xi [batch, layer, head]`` multiplies each head's context, through a pre-hook on each output projection of the
-    layers from ``from_layer`` on (those before it must be all ones: :func:`intervene` checks)."""
+    layers from ``from_layer`` on (those before it must be all ones: :func:`intervene` checks). With ``fill``
+    ``[layer, head, d]`` the context becomes ``xi z + (1 - xi) fill`` (``fill`` a head's mean context: mean
+    ablation)."""
     n_heads = int(model.config.num_attention_heads)
     handles = []
 
@@ -147,6 +150,9 @@ def _head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0) -> Itera
             (z, *rest) = args
             scale = xi[:, layer].to(device=z.device, dtype=z.dtype)      # [batch, head]
             shaped = z.reshape(*z.shape[:-1], n_heads, -1) * scale[:, None, :, None]
+            if fill is not None:
+                mean = fill[layer].to(device=z.device, dtype=z.dtype)    # [head, d]
+                shaped = shaped + (1 - scale)[:, None, :, None] * mean[None, None]
             return (shaped.reshape(z.shape), *rest)
         return hook
 
@@ -265,25 +271,61 @@ def _expanded(model: nn.Module, from_layer: int, repeats: torch.Tensor) -> Itera
 
 @contextmanager
 def intervene(lm_or_model, *, xi: torch.Tensor | None = None, sink: SinkTest | None = None,
-              shared: tuple[int, torch.Tensor] | None = None) -> Iterator[None]:
+              shared: tuple[int, torch.Tensor] | None = None, fill: torch.Tensor | None = None) -> Iterator[None]:
     """Run the forward passes inside the block with the head mask ``xi`` ``[batch, layer, head]`` and/or the sink
     test ``sink`` (:class:`SinkTest`) applied; hooks are removed on exit, also after an error.
 
     ``shared = (layer, repeats)``: the pass is given each segment once (``len(repeats)`` rows) and its rows are
     repeated ``repeats`` times at the input of ``layer`` (``xi`` and ``sink`` have the repeated rows): the layers
-    before it, which no intervention may touch (checked), run once per segment."""
+    before it, which no intervention may touch (checked), run once per segment.
+
+    ``fill`` ``[layer, head, d]`` (with ``xi``): a removed head's context is replaced by ``fill`` rather than zeroed,
+    ``xi z + (1 - xi) fill`` (mean ablation, with ``fill`` each head's mean context: :func:`mean_contexts`)."""
     model = getattr(lm_or_model, "model", lm_or_model)
     start = 0 if shared is None else shared[0]
     if shared is not None and first_layer(xi, None if sink is None else sink.heads) < start:
         raise ValueError(f"shared layers: an intervention touches a layer before layer {start}")
+    if fill is not None and xi is None:
+        raise ValueError("fill: a head's context is filled where xi removes it; pass xi too")
     with ExitStack() as stack:
         if xi is not None:
             expected = (int(model.config.num_hidden_layers), int(model.config.num_attention_heads))
             if tuple(xi.shape[1:]) != expected:
                 raise ValueError(f"xi: expected [batch, {expected[0]}, {expected[1]}], got {list(xi.shape)}")
-            stack.enter_context(_head_mask(model, xi, start))
+            if fill is not None and tuple(fill.shape[:2]) != expected:
+                raise ValueError(f"fill: expected [{expected[0]}, {expected[1]}, d], got {list(fill.shape)}")
+            stack.enter_context(_head_mask(model, xi, start, fill))
         if sink is not None:
             stack.enter_context(_sink_edits(model, sink))
         if shared is not None and start > 0:
             stack.enter_context(_expanded(model, start, shared[1]))
         yield
+
+
+@contextmanager
+def recording_contexts(lm_or_model, valid: torch.Tensor) -> Iterator[dict]:
+    """Inside the block, every forward pass adds each head's context vectors ``z`` (before the output projection) at
+    the positions ``valid`` ``[batch, token]`` (bool: the tokens that are not padding) to ``sums`` ``[layer, head, d]``
+    (float64, on the CPU) and their number to ``count``: yields ``{"sums": {layer: tensor}, "count": {layer: int}}``.
+    The mean context of a head (mean ablation's fill) is ``sums / count``."""
+    model = getattr(lm_or_model, "model", lm_or_model)
+    n_heads = int(model.config.num_attention_heads)
+    out: dict = {"sums": {}, "count": {}}
+    handles = []
+
+    def hook_for(layer: int):
+        def hook(_module, args):
+            z = args[0]
+            keep = valid.to(z.device)[:, : z.shape[1]]
+            picked = z[keep].double().reshape(-1, n_heads, z.shape[-1] // n_heads)   # [n, head, d]
+            out["sums"][layer] = out["sums"].get(layer, 0) + picked.sum(0).cpu()
+            out["count"][layer] = out["count"].get(layer, 0) + int(picked.shape[0])
+        return hook
+
+    try:
+        for layer in range(int(model.config.num_hidden_layers)):
+            handles.append(_parts(model, layer).output.register_forward_pre_hook(hook_for(layer)))
+        yield out
+    finally:
+        for h in handles:
+            h.remove()

@@ -11,28 +11,39 @@ scored with the gradient analysis's masked-LM head (§3.2: the surface report's 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from helpers.ablation import claims as ablation_claims
 from helpers.ablation.command import COMMAND
 from helpers.ablation.run import PARTS, TREEBANK, paper_heads, run_ablation, sink_shares, summarise
 from helpers.ablation.stats import PERMUTATIONS
 from helpers.claims import Claim
 from helpers.section import Section, SectionReport, Sizes, input_report, part
+from helpers.surface.stats import SINK_SHARE
 
-# The book's sizes on the CPU, chosen so that the chapter (the book's encoder, then the decoder's subset) adds at most
-# 15 % to the default book's cold build: every intervention is a forward pass of a sentence (72 single-head removals,
-# 72 all-but-one, 4 x 72 per-head sink tests for a 6 x 12 encoder, the pruning curve's 10 importance passes); measured
-# on the 2-core CPU, 40 and 10 sentences cost about 300 processor seconds beside other work, so about 180 s here. On
-# an accelerator every sentence of GUM test runs every part. The small ones for the notebook tests.
+# The book's sizes on the CPU, chosen so that the chapter (the book's encoder, then the decoder's subset) stays within
+# 15 % of the default book's cold build: every intervention is a forward pass of a sentence (72 single-head removals
+# and 72 mean ablations, 72 all-but-one, 4 x 72 per-head sink tests for a 6 x 12 encoder, the held-out pruning curve's
+# 10 importance passes and 30 forward passes, the sink tests and their matched controls on every head and on the
+# sinks' heads). Measured on the shared 2-core CPU (issue 61): the encoder's run at these sizes costs about 57
+# processor seconds (37 before the held-out curve, mean ablation and the controls), the decoder's about 100. On an
+# accelerator every sentence of GUM test runs every part. The small ones for the notebook tests.
 FULL = {"max_sentences": 24, "detail_sentences": 6}
 SMALL = {"max_sentences": 4, "detail_sentences": 2}
 # What the chapter's decoder runs on the CPU beside the book's encoder (a 30 x 9 decoder like SmolLM2 costs about 20
-# times the default encoder a sentence): importance, the pruning curve and the sink tests on every head at once.
-DECODER_CPU = {"parts": ("importance", "sinks"), "max_sentences": 8}
+# times the default encoder a sentence): the single-head effects, importance, the sink tests on every head, on BOS's
+# heads and per head, on 4 sentences (2 for the per-head tests): about 100 processor seconds for SmolLM2. All but
+# one, the pruning curve and mean ablation are the encoder's only.
+DECODER_CPU = {"parts": ("single", "importance", "sinks", "sink_heads"), "max_sentences": 4, "detail_sentences": 2}
 # The ``ablate`` JSON's keys, in order (each sink's share beside the sink tests); a decoder's adds ``"causal"``.
 JSON_KEYS = ("model", "loss", "loss_head", "treebank", "segments", "detail_segments", "tokens", "parts", "n_layers",
              "n_heads", "head_index", "base_loss", "delta", "delta_interval", "delta_relative", "importance",
              "importance_normalised", "only", "only_layer_min", "prune", "sinks", "sink_share", "spearman",
-             "paper_heads", "settings", "claims")
+             "paper_heads", "settings", "claims",
+             # issue 61: the relative changes' denominators, Michel's count and the loss's scale, mean ablation, the
+             # matched control and the tests on each sink's heads, and whether each token is a sink of the model
+             "detail_base_loss", "delta_significant", "delta_mean", "delta_mean_interval", "delta_mean_relative",
+             "loss_scale", "sinks_control", "sink_sets", "sink_premise")
 # ``everything``: every sentence runs every part (``None``: on an accelerator, not on the CPU; a size given: not).
 _SETTINGS = {"parts": PARTS, "seed": 0, "n_perm": PERMUTATIONS, "paper_heads": True, "everything": None}
 
@@ -61,7 +72,16 @@ class AblationSectionReport(SectionReport):
         every = self.everything
         return run_ablation(self.lm, ctx, max_sentences=None if every else s["max_sentences"],
                             detail_sentences=None if every else s["detail_sentences"], parts=s["parts"],
-                            seed=s["seed"], max_length=s["max_length"], head=head)
+                            seed=s["seed"], max_length=s["max_length"], head=head, sink_heads=self.sink_heads)
+
+    @property
+    def sink_heads(self) -> dict | None:
+        """``{kind: [layer][head] bool}``: the heads that put more than :data:`~helpers.surface.stats.SINK_SHARE` of
+        their attention on each sink (§3's statistics), where the sink tests on a sink's heads are run; ``None``
+        where the shares are not read (``--no-paper-heads``)."""
+        if self.shares is None:
+            return None
+        return {k: (np.asarray(v) > SINK_SHARE).tolist() for k, v in self.shares.items()}
 
     @part
     def heads(self) -> dict[str, list[tuple[int, int]]]:
@@ -75,7 +95,8 @@ class AblationSectionReport(SectionReport):
 
     @part
     def summary(self) -> dict:
-        return summarise(self.raw, self.heads, n_perm=self.settings["n_perm"], seed=self.settings["seed"])
+        return summarise(self.raw, self.heads, n_perm=self.settings["n_perm"], seed=self.settings["seed"],
+                         shares=self.shares)
 
     def to_json(self) -> dict:
         """The keys of :data:`JSON_KEYS`, in that order (docs/command_line.md)."""
@@ -97,7 +118,7 @@ def decoder_settings(lm) -> dict:
 
 
 def _claims(report: AblationSectionReport) -> list[Claim]:
-    return ablation_claims.claims(report.summary, report.raw, causal=report.lm.causal)
+    return ablation_claims.claims(report.summary, report.raw, causal=report.lm.causal, seed=report.settings["seed"])
 
 
 SECTION = Section(

@@ -106,3 +106,54 @@ def largest_share_within(shares: Sequence[float], losses: Sequence[float], limit
 def distinct(heads: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """``heads`` without repeats, sorted by layer then head."""
     return sorted(set((int(l), int(h)) for l, h in heads))
+
+
+# ------------------------------------------------------------------ issue 61: sets against the same layers, replicates
+
+
+def layer_expected_mean(scores: np.ndarray, heads: Sequence[tuple[int, int]]) -> float:
+    """The expected mean score of a random set drawn as :func:`layer_matched_p` draws them (for each head of
+    ``heads``, a head of its own layer): the mean over ``heads`` of their layers' mean scores; NaN for no head."""
+    heads = list(dict.fromkeys(heads))
+    if not heads:
+        return float("nan")
+    layer_means = np.asarray(scores, dtype=np.float64).mean(1)
+    return float(np.mean([layer_means[l] for l, _ in heads]))
+
+
+def layer_matched_p(scores: np.ndarray, heads: Sequence[tuple[int, int]], *, n_perm: int = PERMUTATIONS,
+                    seed: int = 0) -> float:
+    """One-sided p-value that ``heads`` have a larger mean score than random sets drawn from the same layers: for
+    each layer, as many distinct heads of that layer as ``heads`` hold there (uniformly, ``default_rng(seed)``),
+    ``(1 + #{random mean >= observed}) / (1 + n_perm)``; NaN for an empty set. A set that holds every head of its
+    layers is every random set: ``p = 1``."""
+    heads = list(dict.fromkeys((int(l), int(h)) for l, h in heads))
+    if not heads:
+        return float("nan")
+    s = np.asarray(scores, dtype=np.float64)
+    n_heads = s.shape[1]
+    observed = float(np.mean([s[l, h] for l, h in heads]))
+    rng = np.random.default_rng(seed)
+    total = np.zeros(n_perm)
+    for layer in sorted({l for l, _ in heads}):
+        k = sum(1 for l, _ in heads if l == layer)
+        picks = np.argsort(rng.random((n_perm, n_heads)), axis=1)[:, :k]      # k distinct heads of the layer
+        total += s[layer][picks].sum(1)
+    random = total / len(heads)
+    return float((1 + np.sum(random >= observed - 1e-12 * max(1.0, abs(observed)))) / (1 + n_perm))
+
+
+def percentiles_replicates(scores: np.ndarray) -> np.ndarray:
+    """:func:`percentiles` of each replicate ``scores`` ``[n_boot, layer, head]`` (each replicate's heads ranked
+    among themselves), ``[n_boot, layer, head]``."""
+    s = np.asarray(scores, dtype=np.float64)
+    flat = s.reshape(len(s), -1)
+    ordered = np.sort(flat, axis=1)
+    ranks = np.stack([np.searchsorted(row, values, side="right") for row, values in zip(ordered, flat)])
+    return (100.0 * ranks / flat.shape[1]).reshape(s.shape)
+
+
+def spearman_replicates(x: np.ndarray, y_replicates: np.ndarray) -> np.ndarray:
+    """``[n_boot]``: Spearman's rho of the fixed scores ``x`` (flattened) with each replicate of ``y`` (``[n_boot,
+    ...]``, flattened per replicate); NaN where either is constant."""
+    return np.array([spearman(x, y) for y in np.asarray(y_replicates)])

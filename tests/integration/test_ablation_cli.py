@@ -15,6 +15,7 @@ import pytest
 from helpers.ablation.interventions import NotMaskable
 from helpers.ablation.run import MIN_WORDS, PARTS
 from helpers.ablation.section import JSON_KEYS, SECTION
+from helpers.claims import check_row
 from helpers.cli import main
 
 import tiny_decoders as td
@@ -23,10 +24,13 @@ TESTS = Path(__file__).resolve().parents[1]
 L, H = 2, 4  # the tiny BERT's layers and heads (tests/conftest.py)
 SIZES = ["--max-sentences", "3", "--detail-sentences", "2", "--max-length", "60", "--permutations", "200"]
 CLAIM_IDS = ["ablation-single-heads", "ablation-one-head-layers", "ablation-pruning", "ablation-paper-heads",
-             "ablation-sink-noop", "ablation-importance-ranks"]
-PAPER_KINDS = {"syntax", "coref", "positional", "broad", "all"}
+             "ablation-sink-noop", "ablation-sink-noop-measured", "ablation-importance-ranks"]
+PAPER_KINDS = {"syntax", "coref", "positional", "broad", "specialised", "all"}
 PAPER_ENTRY = ["heads", "delta_percentiles", "delta_mean_percentile", "delta_p", "importance_percentiles",
-               "importance_mean_percentile", "importance_p"]
+               "importance_mean_percentile", "importance_p", "delta_expected_percentile", "delta_gain",
+               "delta_gain_interval", "delta_p_layers"]
+PRUNE_KEYS = ["shares", "removed", "importance", "order", "random_mean", "random_min", "random_max", "seeds",
+              "in_sample", "by_delta", "orders", "folds"]
 
 
 def _ablate(model, data, cache, out, *extra) -> dict:
@@ -95,15 +99,17 @@ def _check_common(out: dict, n_layers: int, n_heads: int) -> None:
     assert np.all(np.asarray(out["importance"]) >= 0)
 
     prune = out["prune"]
-    assert list(prune) == ["shares", "removed", "importance", "order", "random_mean", "random_min", "random_max",
-                           "seeds"]
+    assert list(prune) == PRUNE_KEYS  # the layout of before, extended (issue 61: the held-out curves)
     total = n_layers * n_heads
     assert prune["removed"][0] == 0 and prune["removed"][-1] == total and prune["seeds"] == [0, 1, 2]
     assert prune["shares"] == [k / total for k in prune["removed"]]
     labels = {f"{l + 1}-{h + 1}" for l in range(n_layers) for h in range(n_heads)}
     assert sorted(prune["order"]) == sorted(labels)  # every head once, 1-based labels, in removal order
-    curves = [prune[k] for k in ("importance", "random_mean", "random_min", "random_max")]
+    curves = [prune[k] for k in ("importance", "random_mean", "random_min", "random_max", "in_sample", "by_delta")]
     assert all(len(c) == len(prune["removed"]) for c in curves)
+    assert prune["folds"] == [k % 2 for k in range(out["segments"])] and len(prune["orders"]) == 2
+    assert prune["order"] == prune["orders"][0] and all(sorted(o) == sorted(labels) for o in prune["orders"])
+    assert prune["by_delta"][0] == pytest.approx(base, rel=1e-5) and prune["in_sample"][0] == pytest.approx(base, rel=1e-5)
     assert np.all(np.asarray(prune["random_min"]) <= np.asarray(prune["random_mean"]) + 1e-12)
     assert np.all(np.asarray(prune["random_mean"]) <= np.asarray(prune["random_max"]) + 1e-12)
     # nothing removed is the full model, in every order (other batches of the same rows: float32 passes)
@@ -118,7 +124,24 @@ def _check_common(out: dict, n_layers: int, n_heads: int) -> None:
             assert test["all_interval"][0] <= test["all"] <= test["all_interval"][1]
     assert list(out["spearman"]) == ["rho", "interval"] and -1 <= out["spearman"]["rho"] <= 1
     assert [c["id"] for c in out["claims"]] == CLAIM_IDS
+    for row in out["claims"]:
+        check_row(row)  # every verdict follows from its row's own fields
     assert out["settings"]["n_perm"] == 200 and out["settings"]["everything"] is False
+
+    # issue 61: every relative change over the same sentences' loss; Michel's count; the loss's scale; mean ablation
+    assert out["detail_base_loss"] > 0
+    sig = out["delta_significant"]
+    assert sig["heads"] == n_layers * n_heads and sig["raise"] == int(np.sum(lo > 0)) and sig["lower"] == int(np.sum(hi < 0))
+    scale = out["loss_scale"]
+    assert scale["base"] == base and scale["unigram"] > 0
+    assert scale["every_head_removed"] == pytest.approx(prune["random_mean"][-1], rel=1e-5)  # the curves' last point
+    for key in ("delta_mean", "delta_mean_relative"):
+        assert _shape(out[key]) == per_head, key
+    assert _shape(out["delta_mean_interval"]) == (*per_head, 2)
+    control = out["sinks_control"]
+    assert list(control) == ["change", "interval", "relative", "relative_interval"]
+    assert control["interval"][0] <= control["change"] <= control["interval"][1]
+    assert control["relative_interval"][0] <= control["relative"] <= control["relative_interval"][1]
 
 
 def _check_paper_heads(out: dict) -> None:
@@ -137,8 +160,13 @@ def _check_paper_heads(out: dict) -> None:
             assert all(entry[k] is None for k in PAPER_ENTRY[1:])
     assert sorted(heads["all"]["heads"]) == sorted(union)
     assert len(heads["coref"]["heads"]) == 1
+    assert set(heads["specialised"]["heads"]) <= set(heads["syntax"]["heads"])
     row = {c["id"]: c for c in out["claims"]}["ablation-paper-heads"]
-    assert row["value"] == heads["all"]["delta_mean_percentile"]
+    if heads["specialised"]["heads"]:  # judged on the heads past the syntax chapter's margin
+        assert row["value"] == heads["specialised"]["delta_mean_percentile"]
+        assert row["p_value"] == heads["specialised"]["delta_p_layers"]
+    else:
+        assert row["verdict"] == "not applicable" and "margin" in row["reason"]
 
 
 def test_encoder_json_layout(encoder):
@@ -152,7 +180,18 @@ def test_encoder_json_layout(encoder):
     np.testing.assert_array_equal(out["only_layer_min"], np.min(out["only"], axis=1))
     _check_paper_heads(out)
     assert out["settings"]["paper_heads"] is True
-    assert all(c.get("reason") is None for c in out["claims"])  # every claim applies to a 2 x 4 encoder
+    # the tiny random BERT parks no attention on [SEP] or [CLS]: the sink claims say so, with the measured share
+    premise = out["sink_premise"]
+    assert set(premise) == {"measured", "sep", "cls"} and premise["measured"] in ("sep", "cls")
+    assert all(premise[k]["reason"] is not None for k in ("sep", "cls")), premise  # at most 0.25 of any layer's
+    rows = {c["id"]: c for c in out["claims"]}
+    sep, measured = rows["ablation-sink-noop"], rows["ablation-sink-noop-measured"]
+    assert sep["verdict"] == "not applicable" and sep["reason"] == premise["sep"]["reason"]
+    assert f"{premise['sep']['layer_max']:.2f}" in sep["reason"]
+    assert measured["verdict"] == "not applicable"
+    assert ("measured sink is [SEP]" if premise["measured"] == "sep" else "is not a sink") in measured["reason"]
+    applicable = {"ablation-single-heads", "ablation-one-head-layers", "ablation-pruning", "ablation-importance-ranks"}
+    assert all(rows[i].get("reason") is None for i in applicable)  # these apply to any 2 x 4 encoder
 
 
 def test_a_cached_rerun_writes_the_same_bytes(encoder, tiny_model_dir, data, tmp_path):
@@ -175,13 +214,24 @@ def test_decoder_json_layout(name, save, paper, data, tmp_path):
     _check_common(out, 2, 4)
     assert out["loss"].startswith("next-token loss") and out["loss_head"] is None
     assert set(out["sinks"]) == {"bos"}
-    sink = {c["id"]: c for c in out["claims"]}["ablation-sink-noop"]
-    assert "BOS" in sink["claim"] and sink["verdict"] != "not applicable"
+    rows = {c["id"]: c for c in out["claims"]}
+    assert rows["ablation-sink-noop"]["verdict"] == "not applicable" and "no [SEP]" in rows["ablation-sink-noop"]["reason"]
+    measured = rows["ablation-sink-noop-measured"]
     if paper:
         assert set(out["sink_share"]) == {"bos"} and _shape(out["sink_share"]["bos"]) == (2, 4)
         _check_paper_heads(out)
+        premise = out["sink_premise"]
+        assert premise["measured"] == "bos" and "BOS" in measured["claim"]
+        if premise["bos"]["reason"] is None and out["sink_sets"]:        # BOS a sink, with heads over the share
+            assert measured["rule"] == "combined" and len(measured["parts"]) == 3
+            entry = out["sink_sets"]["bos"]
+            assert measured["value"] == pytest.approx(100 * entry["noop"]["relative"])
+        else:
+            assert measured["verdict"] == "not applicable"
     else:
         assert out["paper_heads"] is None and out["sink_share"] is None
+        assert out["sink_premise"] is None and out["sink_sets"] is None
+        assert measured["verdict"] == "not applicable" and "--no-paper-heads" in measured["reason"]
 
 
 def test_one_head_per_layer_has_no_all_but_one(tiny_model_dir, data, tmp_path):
@@ -305,3 +355,34 @@ def test_two_workers_same_json_as_local(encoder, tiny_model_dir, data, tmp_path)
     assert (tmp_path / "dask.json").read_bytes() == local.read_bytes()
     assert dist["paper_heads"] is None and dist["sink_share"] is None
     assert {c["id"]: c for c in dist["claims"]}["ablation-paper-heads"]["verdict"] == "not applicable"
+
+
+def test_two_workers_same_losses_with_a_sinks_heads(data, tmp_path):
+    """The tasks the command reaches only with the paper's heads read (the sink tests on a sink's heads and their
+    matched control), with the heads given, and mean ablation: ``run_ablation`` on a two-worker Dask cluster returns
+    the losses of this process, byte for byte (the control's positions and the mean contexts are drawn and computed
+    here, then handed to the workers)."""
+    pytest.importorskip("distributed", reason="Dask distributed is not installed (pip install -r "
+                                              "requirements-distributed.txt)")
+    import dask
+
+    from helpers.ablation.run import run_ablation
+    from helpers.context import RunContext
+    from helpers.core.models import load_model
+    from helpers.pipeline.engine import Execution
+
+    lm = load_model(str(td.save_gpt2(tmp_path / "gpt2")))
+    heads = {"bos": [[True, False, True, False], [False, False, False, True]]}
+
+    def run(cache, execution=None) -> dict:
+        ctx = RunContext.from_env(data_dir=data, cache_dir=cache, small=False, execution=execution)
+        return run_ablation(lm, ctx, max_sentences=3, detail_sentences=2, max_length=60, sink_heads=heads,
+                            parts=("sinks", "mean"), draws=2)
+
+    local = run(tmp_path / "local")
+    with dask.config.set({"distributed.comm.timeouts.connect": "300s"}):
+        dist = run(tmp_path / "dask", Execution.resolve(engine=None, workers=2, address=None))
+    assert json.dumps(dist) == json.dumps(local)
+    sets = local["sink_sets"]["bos"]
+    assert sets["heads"] == heads["bos"] and _shape(sets["control"]) == (2, 3) and _shape(sets["noop"]) == (3,)
+    assert _shape(local["control"]["all"]) == (2, 3) and _shape(local["mean"]) == (2, 4, 3)

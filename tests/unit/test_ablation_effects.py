@@ -213,11 +213,14 @@ class Reference:
         self.tokenizer = lm.tokenizer
         self.memo: dict = {}
         self.largest_logit = 0.0  # the largest |logit| of the passes so far
+        self.positions: dict[str, list[set[int]]] = {}  # sink kinds given by position (the matched control's)
 
     def sinks(self, n: int, kind: str) -> set[int]:
         """Sink positions of segment ``n``, read off its (unmasked) tokens: a decoder's first, an encoder's
         ``[SEP]``/``[CLS]`` (``</s>``/``<s>`` for MPNet)."""
         tokens = self.segments.tokens[n]
+        if kind in self.positions:
+            return self.positions[kind][n]
         if kind == "bos":
             assert tokens[0] == self.tokenizer.bos_token
             return {0}
@@ -231,21 +234,25 @@ class Reference:
             return [(t, int(ids[t + 1])) for t in range(len(ids) - 1)]
         return [(t, int(y)) for t, y in enumerate(self.segments.labels[n]) if y != IGNORE]
 
-    def loss(self, n: int, *, scale: dict | None = None, sink: tuple | None = None) -> float:
-        """Segment ``n``'s loss with each head ``(layer, head)`` of ``scale`` multiplied by its factor and the sink
-        test ``sink = (sink kind, heads {(layer, head)}, mode)`` applied."""
+    def loss(self, n: int, *, scale: dict | None = None, sink: tuple | None = None, fill: dict | None = None) -> float:
+        """Segment ``n``'s loss with each head ``(layer, head)`` of ``scale`` multiplied by its factor, each head of
+        ``fill`` given that context vector at every position instead of its own (``{(layer, head): [d]}``: mean
+        ablation) and the sink test ``sink = (sink kind, heads {(layer, head)}, mode)`` applied."""
         key = (n, tuple(sorted((scale or {}).items())),
-               None if sink is None else (sink[0], tuple(sorted(sink[1])), sink[2]))
+               None if sink is None else (sink[0], tuple(sorted(sink[1])), sink[2]),
+               tuple(sorted((k, tuple(np.asarray(v).tolist())) for k, v in (fill or {}).items())))
         if key not in self.memo:
-            self.memo[key] = self._loss(n, scale or {}, sink)
+            self.memo[key] = self._loss(n, scale or {}, sink, fill or {})
         return self.memo[key]
 
-    def _loss(self, n, scale, sink) -> float:
+    def _loss(self, n, scale, sink, fill) -> float:
         ids = torch.from_numpy(self.segments.examples[n].input_ids)[None]
         edit = None if sink is None else (self.sinks(n, sink[0]), set(sink[1]), sink[2])
         calls: list[int] = []
         handles = [attention_parts(self.model, layer).output.register_forward_pre_hook(self._scaling(head, factor))
                    for (layer, head), factor in scale.items()]
+        handles += [attention_parts(self.model, layer).output.register_forward_pre_hook(self._filling(head, vector))
+                    for (layer, head), vector in fill.items()]
         try:
             with torch.no_grad(), self._hand_attention(edit, calls):
                 hidden = self.model(input_ids=ids).last_hidden_state[0]          # [token, hidden]
@@ -261,6 +268,39 @@ class Reference:
             total += float(top + torch.log(torch.exp(row - top).sum()) - row[y])
             self.largest_logit = max(self.largest_logit, float(row.abs().max()))
         return total / len(targets)
+
+    def mean_context(self) -> np.ndarray:
+        """``[layer, head, d]`` float64: each head's context vector averaged over every token of every segment (the
+        full model; a hook of its own on each output projection, one segment at a time)."""
+        sums: dict[int, np.ndarray] = {}
+        count = 0
+        for n in range(len(self.segments)):
+            ids = torch.from_numpy(self.segments.examples[n].input_ids)[None]
+            seen: dict[int, torch.Tensor] = {}
+            handles = [attention_parts(self.model, layer).output.register_forward_pre_hook(
+                lambda _m, args, layer=layer: seen.__setitem__(layer, args[0][0].clone()))
+                for layer in range(self.n_layers)]
+            try:
+                with torch.no_grad(), self._hand_attention(None, []):
+                    self.model(input_ids=ids)
+            finally:
+                for h in handles:
+                    h.remove()
+            for layer, z in seen.items():                       # [token, head * d]
+                total = np.zeros(z.shape[-1])
+                for t in range(z.shape[0]):
+                    total += z[t].numpy()
+                sums[layer] = sums.get(layer, 0) + total
+            count += ids.shape[1]
+        return np.stack([sums[layer].reshape(self.n_heads, -1) / count for layer in range(self.n_layers)])
+
+    def _filling(self, head: int, vector):
+        def hook(_module, args):
+            z = args[0].clone()                                                  # [batch, token, head * d]
+            d = z.shape[-1] // self.n_heads
+            z[..., head * d:(head + 1) * d] = torch.as_tensor(np.asarray(vector), dtype=z.dtype)
+            return (z, *args[1:])
+        return hook
 
     def _scaling(self, head: int, factor: float):
         def hook(_module, args):
@@ -829,3 +869,157 @@ def test_an_encoder_loss_with_a_given_head_does_not_claim_the_checkpoint_head(ca
     case = cases("bert")
     assert "checkpoint" not in effects.head_effects(case.lm, SENTENCES[:1], head=case.head).kind
     assert "fitted" in effects.head_effects(case.lm, SENTENCES[:1], head=case.head, head_source="fitted head").kind
+
+
+# ------------------------------------------------------------------------------------- issue 61's additions
+
+
+def test_head_effects_is_the_packages(cases):
+    """``from helpers.ablation import head_effects`` (the contract of the Python API) is the function the reference
+    checks above (test_head_effects_assembles_the_reference)."""
+    from helpers.ablation import head_effects
+
+    assert head_effects is effects.head_effects
+    case = cases("gpt2")
+    out = head_effects(case.lm, SENTENCES[:1])
+    np.testing.assert_allclose(out.loss, case.base()[:1], rtol=0, atol=loss_tolerance(case))
+
+
+def test_mean_contexts_are_the_reference_mean(case):
+    """``mean_contexts`` ``[layer, head, d]``: each head's context averaged over every token of every segment (the
+    segments batched with padding, which is left out), against the float64 reference's, one token at a time.
+    Tolerance: a context is a float32 sum over the tokens of values of the size of the largest |z|, through the
+    layers below it (``loss_tolerance``'s count of terms and depth)."""
+    got = effects.mean_contexts(case.lm, case.segments).double().numpy()
+    want = case.ref.mean_context()
+    depth = case.lm.n_layers + 1
+    tol = round_off(np.abs(want).max() + 1.0, longest_sum(case.lm, case.segments) * depth)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+
+
+def test_mean_ablation_replaces_a_head_by_its_mean(case):
+    """``mean_ablation_losses`` ``[layer, head, segment]`` against the reference with that head's context replaced,
+    at every position, by the same vector (the reference's float64 mean, as float32); it differs from zeroing."""
+    L, H, S = case.lm.n_layers, case.lm.n_heads, len(case.segments)
+    fill = torch.from_numpy(case.ref.mean_context()).float()
+    got = effects.mean_ablation_losses(case.lm, case.segments, fill)
+    want = np.array([[[case.ref.loss(n, fill={(layer, head): fill[layer, head].double().numpy()}) for n in range(S)]
+                      for head in range(H)] for layer in range(L)])
+    tol = loss_tolerance(case)
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+    zeroed = np.array([[_single(case, [(layer, head)]) for head in range(H)] for layer in range(L)])
+    assert np.abs(want - zeroed).max() > 10 * tol  # the mean is not zero: the comparison can tell them apart
+
+
+def test_content_positions_are_one_word_token_each(cases):
+    """The matched control's positions: one per segment, never a sink, never "." or ",", never an encoder's masked
+    position; seeded (the same draw twice), and the draws differ."""
+    for kind in ("bert", "gpt2"):
+        case = cases(kind)
+        draws = [effects.content_positions(case.lm, case.segments, d, seed=0) for d in range(4)]
+        assert [p.tolist() for p in effects.content_positions(case.lm, case.segments, 0, seed=0)] == \
+               [p.tolist() for p in draws[0]]
+        for n in range(len(case.segments)):
+            sinks = set().union(*(case.ref.sinks(n, k) for k in SINKS[kind]))
+            for d in draws:
+                (where,) = np.flatnonzero(d[n])
+                token = case.segments.tokens[n][where]
+                assert where not in sinks and token.lstrip("Ġ▁") not in (".", ",")
+                if not case.lm.causal:
+                    assert case.segments.labels[n][where] == IGNORE
+        assert len({tuple(np.flatnonzero(d[n])[0] for n in range(len(case.segments))) for d in draws}) > 1
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+def test_the_control_and_a_head_set_against_the_reference(cases, kind):
+    """The no-op test on a random content token (the matched control) and the sink tests on a set of heads at once
+    (``head_set_sink_losses``) against the reference's hand-edited attention on the same positions and heads."""
+    case = cases(kind)
+    L, H, S = case.lm.n_layers, case.lm.n_heads, len(case.segments)
+    chosen = np.zeros((L, H), bool)
+    chosen[0, 1] = chosen[L - 1, 0] = chosen[L - 1, H - 1] = True
+    heads = {(int(l), int(h)) for l, h in zip(*np.nonzero(chosen))}
+    tol = loss_tolerance(case)
+    control = effects.control_segments(case.lm, case.segments, 2, seed=0)
+    for d in range(2):
+        name = f"content{d}"
+        case.ref.positions[name] = [set(np.flatnonzero(p).tolist()) for p in control.sinks[name]]
+        got = effects.head_set_sink_losses(case.lm, control, name, "noop", chosen)
+        want = np.array([case.ref.loss(n, sink=(name, heads, "noop")) for n in range(S)])
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol, err_msg=name)
+        assert np.abs(want - case.base()).max() > 10 * tol
+    sink = SINKS[kind][0]
+    for mode in MODES:
+        got = effects.head_set_sink_losses(case.lm, case.segments, sink, mode, chosen)
+        want = np.array([case.ref.loss(n, sink=(sink, heads, mode)) for n in range(S)])
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol, err_msg=mode)
+
+
+def test_held_out_prune_curves_fit_on_one_fold_and_score_the_other(cases):
+    """The cross-fitted pruning curves against the reference: the folds interleave; the first step of each fold's
+    order removes the heads of lowest layer-normalised importance on that fold alone; every step's losses are the
+    reference's on the OTHER fold's segments (held out) and on its own (in sample) with that order's heads removed;
+    the measured-D order is the fold's own ``D`` ascending, scored on the other fold; the random orders per segment
+    follow their permutations."""
+    case = cases("gpt2")
+    lm, L, H, S = case.lm, case.lm.n_layers, case.lm.n_heads, len(case.segments)
+    single = np.array([[_single(case, [(layer, head)]) for head in range(H)] for layer in range(L)]) - case.base()
+    out = effects.held_out_prune_curves(lm, case.segments, single=single, seeds=(0,))
+    assert out["folds"] == [0, 1, 0][:S] and out["removed"] == effects.prune_steps(L * H)
+    members = [[n for n in range(S) if out["folds"][n] == f] for f in (0, 1)]
+    tol = loss_tolerance(case)
+    gtol = max(gradient_tolerance(case, n) for n in range(S))
+    g = case.gradients()["g"]
+    loss = lambda n, removed: case.ref.loss(n, scale={divmod(k, H): 0.0 for k in removed})  # noqa: E731
+    for f in (0, 1):
+        other = members[1 - f]
+        order = out["orders"][f]
+        assert sorted(order) == list(range(L * H))
+        scores = np.abs(g[members[f]]).mean(0)                              # [L, H]: the fold's importance
+        norms = np.linalg.norm(scores, axis=1)
+        normalised = (scores / norms[:, None]).ravel()
+        slack = (2 * gtol / norms[:, None]).repeat(H, 1).ravel()
+        first = order[:out["removed"][1]]
+        assert all(normalised[k] - slack[k] <= min(normalised + slack) for k in first), (f, first)
+        d = single[..., members[f]].mean(-1).ravel()
+        assert out["delta_orders"][f] == sorted(range(L * H), key=lambda k: (d[k], k))
+        for i, count in enumerate(out["removed"]):
+            for n in other:
+                assert abs(out["held_out"][i, n] - loss(n, order[:count])) <= tol, (f, i, n)
+                assert abs(out["by_delta"][i, n] - loss(n, out["delta_orders"][f][:count])) <= tol, (f, i, n)
+            for n in members[f]:
+                assert abs(out["in_sample"][i, n] - loss(n, order[:count])) <= tol, (f, i, n)
+    perm = np.random.default_rng(0).permutation(L * H)
+    want = np.array([[loss(n, perm[:count].tolist()) for n in range(S)] for count in out["removed"]])
+    np.testing.assert_allclose(out["random"][0], want, rtol=0, atol=tol)
+    with pytest.raises(ValueError, match="at least 2 segments"):
+        effects.held_out_prune_curves(lm, effects.pick(case.segments, [0]))
+
+
+def test_the_loss_scale_against_counting_and_the_reference(cases, toy_data):
+    """The loss's scale: the unigram loss of each segment's targets, against counting GUM dev's tokens by hand (each
+    sentence encoded alone, add-one over the vocabulary); every head removed, against the reference with every
+    head's context zeroed."""
+    import math
+
+    from helpers.ablation.run import UNIGRAM_TREEBANK, run_task, unigram_losses
+    from helpers.context import RunContext
+    from helpers.data.corpora import load_treebank
+
+    case = cases("bert")
+    ctx = RunContext.from_env(data_dir=toy_data, cache_dir=toy_data / "cache", small=False)
+    got = unigram_losses(case.lm, ctx, case.segments)
+    counts: dict[int, int] = {}
+    for sentence in load_treebank(UNIGRAM_TREEBANK, data_dir=toy_data):
+        for token in encode_words(case.lm.tokenizer, [sentence.words]).examples[0].input_ids:
+            counts[int(token)] = counts.get(int(token), 0) + 1
+    total, vocab = sum(counts.values()), len(case.lm.tokenizer)
+    for n, labels in enumerate(case.segments.labels):
+        targets = [int(y) for y in labels if y != IGNORE]
+        want = sum(-math.log((counts.get(y, 0) + 1) / (total + vocab)) for y in targets) / len(targets)
+        assert got[n] == pytest.approx(want, rel=0, abs=round_off(want, len(targets), eps=EPS64))
+    L, H = case.lm.n_layers, case.lm.n_heads
+    removed = run_task(case.lm, {"main": case.segments}, ("all_removed",))[0]
+    want = _single(case, [(layer, head) for layer in range(L) for head in range(H)])
+    np.testing.assert_allclose(removed, want, rtol=0, atol=loss_tolerance(case))
