@@ -24,6 +24,7 @@ def reference(attn, masks):
     """Slow loops over heads, rows and columns, written from the definitions in the docstring."""
     L, H, n, _ = attn.shape
     sep, cls, punct = masks["sep"], masks["cls"], masks["punct"]
+    cls_row = [i for i in range(n) if cls[i]][0]
     out = {k: np.zeros((L, H)) for k in STATISTICS}
     for l in range(L):
         for h in range(H):
@@ -39,6 +40,8 @@ def reference(attn, masks):
                 for j in range(n):
                     if cls[j]:
                         out["cls"][l, h] += a[i, j] / n
+                        if i == cls_row:  # the row of [CLS] on [CLS]
+                            out["cls_cls"][l, h] += a[i, j]
                     if sep[j]:
                         out["sep"][l, h] += a[i, j] / n
                         if sep[i]:
