@@ -335,6 +335,16 @@ class SurfaceStats:
         per_head.update({k: np.full(shape, np.nan) for k in undefined})
         return cls(per_head, payload["uniform_entropy"], payload["n_segments"], undefined)
 
+    @classmethod
+    def from_segments(cls, per_segment: dict[str, np.ndarray], segment_uniform, undefined: dict | None = None
+                      ) -> "SurfaceStats":
+        """The statistics of segments given by their values ``{statistic: [segment, layer, head]}`` and uniform
+        entropies ``[segment]``: the means over segments, each counting once (constructed statistics in tests)."""
+        per = {k: np.asarray(v, dtype=np.float64) for k, v in per_segment.items()}
+        uniform = np.asarray(segment_uniform, dtype=np.float64)
+        return cls({k: v.mean(0) for k, v in per.items()}, float(uniform.mean()), len(uniform), dict(undefined or {}),
+                   per_segment=per, segment_uniform=uniform)
+
     SEGMENT_UNIFORM = "__uniform__"  # the name of ``segment_uniform`` among :meth:`segment_arrays`
 
     def segment_arrays(self) -> dict[str, np.ndarray]:
@@ -379,16 +389,19 @@ class SurfaceAccumulator:
 
     def update(self, attn: np.ndarray, masks: dict[str, np.ndarray]) -> None:
         """Add one segment's ``[layer, head, query, key]`` map with its :func:`token_masks`."""
-        values = segment_statistics(attn, masks)
-        self._add(values, uniform_entropy(attn.shape[-1], causal=bool(masks.get("causal", False))), masks)
+        causal = self._check(masks)
+        self._add(segment_statistics(attn, masks), uniform_entropy(attn.shape[-1], causal=causal), masks)
 
     add = update  # the name before the shared protocol
 
-    def _add(self, values: dict[str, np.ndarray], log_n: float, masks: dict) -> None:
+    def _check(self, masks: dict) -> bool:
         causal = bool(masks.get("causal", False))
         if self.count and causal != self.causal:
             raise ValueError("a causal and a bidirectional segment in one accumulator")
-        self.causal = causal
+        return causal
+
+    def _add(self, values: dict[str, np.ndarray], log_n: float, masks: dict) -> None:
+        self.causal = self._check(masks)
         for name, value in values.items():
             self.sums[name] = self.sums.get(name, 0.0) + value
             self.segments.setdefault(name, []).append(np.array(value, dtype=np.float64))
@@ -483,7 +496,8 @@ def gradient_ratio(grads: dict, kind: str, layers: np.ndarray) -> float:
     layers = np.asarray(layers, dtype=int)
     if len(layers) == 0:
         return float("nan")
-    return float(np.mean(np.asarray(grads[kind])[layers]) / np.mean(np.asarray(grads["other"])[layers]))
+    with np.errstate(divide="ignore", invalid="ignore"):  # no gradient for other tokens: inf or NaN, not applicable
+        return float(np.mean(np.asarray(grads[kind])[layers]) / np.mean(np.asarray(grads["other"])[layers]))
 
 
 def gradient_ratio_interval(grads: dict, kind: str, layers: np.ndarray, *, n_boot: int | None = None,
