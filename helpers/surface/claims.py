@@ -146,6 +146,33 @@ def _layer_shares(stats: SurfaceStats) -> dict[str, np.ndarray]:
     return {k: stats.layer_means(k) for k in ("cls", "sep") if k not in stats.undefined}
 
 
+def sink_of(stats: SurfaceStats) -> tuple[str, str]:
+    """``(kind, name)``: the model's measured sink (:func:`~helpers.surface.stats.measured_sink` of [CLS] and [SEP],
+    a decoder's first position alone), what the rows ``sink-*`` are judged on, and its name in words."""
+    shares = _layer_shares(stats)
+    kind = measured_sink(shares, tuple(shares))
+    return kind, _sink_name(stats, kind)
+
+
+def evidence(c: Claim) -> str:
+    """What a §3 claim's rule read, as the predicate of a sentence whose subject is the claim's statement or
+    statistic, for the chapter's prose: the share of the resamples in which the statement holds (rule ``share``),
+    the estimate with its 95 % interval (``within``, ``effect``), or why the claim is not applicable (with the
+    statistic, where it was measured).
+
+    >>> evidence(claim("x", "§3.1", "c", "p", "o", 1.0, share(0.97), resampled="segments", n=40))
+    'holds in 97% of 1000 resamples of the 40 segments'
+    """
+    j = c.judged
+    if j is None:
+        measured = "" if c.value is None else f"is {c.value:.3f}, but "
+        return f"{measured}is not judged here: {c.reason}"
+    if j.rule == "share":
+        return f"holds in {j.share:.0%} of {bootstrap.BOOTSTRAP} resamples of the {c.n} {c.resampled}"
+    lo, hi = j.interval
+    return f"is {j.estimate:.3f}, 95% interval [{lo:.3f}, {hi:.3f}] over {c.n} resampled {c.resampled}"
+
+
 def _premise_fails(cid: str, text: str, paper_text: str, reason: str, value: float, measured: str) -> Claim:
     """A claim about a role of [SEP] where [SEP] is not a sink of the model: not applicable, with the ``reason``;
     its statistic is still measured and kept (``value``, and ``measured`` in words), judged by no rule."""
@@ -221,8 +248,7 @@ def _sep_self(stats: SurfaceStats, boot: SegmentReplicates, shares: dict) -> Cla
 
 def _sink_self(stats: SurfaceStats, boot: SegmentReplicates, shares: dict) -> Claim:
     cid = "sink-self-attention"
-    kind = measured_sink(shares, tuple(shares))
-    name = _sink_name(stats, kind)
+    kind, name = sink_of(stats)
     text = f"at this model's measured sink ({name}), heads attend >{SEP_SELF:.0%} to it (§3.2's [SEP] claim)"
     paper_text = f">{SEP_SELF:.0%}, for [SEP]"
     if stats.causal:
@@ -290,8 +316,7 @@ def _sep_gradient(stats: SurfaceStats, grads: dict, shares: dict) -> Claim:
 
 def _sink_gradient(stats: SurfaceStats, grads: dict, shares: dict) -> Claim:
     cid = "sink-gradient-small"
-    kind = measured_sink(shares, tuple(shares))
-    name = _sink_name(stats, kind)
+    kind, name = sink_of(stats)
     text = f"gradients for attention to this model's measured sink ({name}) are small where it takes most attention"
     paper_text = f"very small from layer {paper.SEP_GRADIENT_SMALL_FROM.value} on, for [SEP]"
     reason = sink_premise(shares, kind)

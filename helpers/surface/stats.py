@@ -542,7 +542,8 @@ class SegmentReplicates:
     counting once per draw, as in the means. Replicates are ``[n_boot, ...]``; each array is computed once.
 
     >>> boot = SegmentReplicates(stats)                       # doctest: +SKIP
-    >>> boot.layer_means("sep").shape                         # [n_boot, layer]
+    >>> boot.layer_means("sep").shape    # [n_boot, layer]       # doctest: +SKIP
+    (1000, 6)
     """
 
     def __init__(self, stats: SurfaceStats, *, n_boot: int | None = None, seed: int = 0):

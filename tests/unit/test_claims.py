@@ -498,5 +498,10 @@ def test_claims_command_json(tiny_model_dir, toy_data, tmp_path):
     for wanted in ("prev-token-heads", "sep-attention-middle-layers", "det-head", "coref-head",
                    "probe-attn-words-best", "same-layer-heads-alike"):
         assert wanted in ids
-    assert {r["verdict"] for r in rows} <= {REPRODUCED, PARTLY, NOT_REPRODUCED}
+    from helpers.claims import NOT_APPLICABLE, VERDICTS, check_row
+
+    assert {r["verdict"] for r in rows} <= {*VERDICTS, NOT_APPLICABLE}
+    for r in rows:
+        if r["section"].startswith(su.PAPER_SECTION):  # §3's rows on the convention: each follows from its fields
+            check_row(r)
     assert all(r["value"] is None or isinstance(r["value"], (int, float)) for r in rows)
