@@ -161,14 +161,14 @@ def evidence(c: Claim) -> str:
     statistic, where it was measured).
 
     >>> evidence(claim("x", "§3.1", "c", "p", "o", 1.0, share(0.97), resampled="segments", n=40))
-    'holds in 97% of 1000 resamples of the 40 segments'
+    'holds in 97% of the resamples of the 40 segments'
     """
     j = c.judged
     if j is None:
         measured = "" if c.value is None else f"is {c.value:.3f}, but "
         return f"{measured}is not judged here: {c.reason}"
     if j.rule == "share":
-        return f"holds in {j.share:.0%} of {bootstrap.BOOTSTRAP} resamples of the {c.n} {c.resampled}"
+        return f"holds in {j.share:.0%} of the resamples of the {c.n} {c.resampled}"
     lo, hi = j.interval
     return f"is {j.estimate:.3f}, 95% interval [{lo:.3f}, {hi:.3f}] over {c.n} resampled {c.resampled}"
 
