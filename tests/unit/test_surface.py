@@ -275,3 +275,37 @@ def test_sink_gradient_is_the_ratio_in_the_sink_layers():
     assert gradient_ratio(grads, "cls", layers) == ratio
     layers, ratio = sink_gradient(SurfaceStats({k: np.zeros((4, 2)) for k in STATISTICS}, 3.0, 1), grads)
     assert len(layers) == 0 and np.isnan(ratio)  # no sink: no ratio (the chapter says "none")
+
+
+def test_cached_statistics_keep_each_segments_values(tiny_lm, tmp_path, monkeypatch):
+    """The cache keeps the means (JSON) and each segment's values (an .npz beside them) under one key: read back
+    together without a pass, equal to what the pass computed; either file missing, both are computed again."""
+    from helpers.core.encoding import encode_ids
+    from helpers.surface import run
+
+    rng = np.random.default_rng(2)
+    batch = encode_ids([[2, *rng.integers(5, 23, 4 + k % 5), 3, *rng.integers(5, 23, 3), 3] for k in range(7)],
+                       max_length=32)
+    first = run.cached_surface_statistics(tiny_lm, batch, cache_root=tmp_path)
+    assert first.per_segment["prev"].shape == (7, tiny_lm.n_layers, tiny_lm.n_heads)
+    (npz,) = (tmp_path / "artifacts").glob("surface-stats-segments-*.npz")
+    passes = []
+    real = run.reduce_shards  # the pass of surface_statistics (the function itself names the cache key's code)
+    monkeypatch.setattr(run, "reduce_shards", lambda *a, **k: passes.append(1) or real(*a, **k))
+    again = run.cached_surface_statistics(tiny_lm, batch, cache_root=tmp_path)
+    assert passes == [] and again.to_json() == first.to_json()
+    assert all(np.array_equal(again.per_segment[k], v) for k, v in first.per_segment.items())
+    assert np.array_equal(again.segment_uniform, first.segment_uniform)
+    # each segment's values are those of one accumulator fed the segments in the batch's order
+    from helpers.core.extract import iter_attention
+    from helpers.surface.stats import token_masks
+
+    one = SurfaceAccumulator()
+    for ex, attn in sorted(iter_attention(tiny_lm, batch, level="token"), key=lambda item: item[0].index):
+        one.update(attn, token_masks(tiny_lm.tokenizer, ex.input_ids))
+    for name, values in one.result().per_segment.items():
+        # the same maps (the pass's batches are iter_attention's) and the same arithmetic: bit for bit
+        np.testing.assert_array_equal(first.per_segment[name], values, err_msg=name)
+    npz.unlink()
+    run.cached_surface_statistics(tiny_lm, batch, cache_root=tmp_path)
+    assert passes == [1] and npz.exists()
