@@ -253,7 +253,7 @@ def _sink_self(stats: SurfaceStats, boot: SegmentReplicates, shares: dict) -> Cl
     paper_text = f">{SEP_SELF:.0%}, for [SEP]"
     if stats.causal:
         return not_applicable(cid, SPECIAL_TOKENS, text, paper_text, stats.undefined["cls_cls"])
-    reason = sink_premise(shares, kind)
+    reason = sink_premise(shares, kind, name=name)
     if reason:
         return not_applicable(cid, SPECIAL_TOKENS, text, paper_text, reason)
     return _self_claim(cid, text, paper_text, kind, stats, boot)
@@ -319,7 +319,7 @@ def _sink_gradient(stats: SurfaceStats, grads: dict, shares: dict) -> Claim:
     kind, name = sink_of(stats)
     text = f"gradients for attention to this model's measured sink ({name}) are small where it takes most attention"
     paper_text = f"very small from layer {paper.SEP_GRADIENT_SMALL_FROM.value} on, for [SEP]"
-    reason = sink_premise(shares, kind)
+    reason = sink_premise(shares, kind, name=name)
     if reason:
         return not_applicable(cid, SPECIAL_TOKENS, text, paper_text, reason)
     layers = sink_layers(shares[kind])

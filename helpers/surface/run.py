@@ -195,8 +195,9 @@ def run_surface(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: i
                                   segments_from=segments_from)
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
-        grads = cached_gradients({**key, "grad": grad_batch.digest(), "head": {k: v for k, v in mlm.items() if k != "cached"},
-                                  "seed": seed, "grad_code": code_digest(gradient_importance)},
+        fitted = {k: v for k, v in mlm.items() if k != "cached"}
+        grads = cached_gradients({**key, "grad": grad_batch.digest(), "head": fitted, "seed": seed,
+                                  "grad_code": code_digest(gradient_importance)},
                                  lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
                                  cache_root=cache_root)
     return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch, segments_from)

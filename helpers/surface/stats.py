@@ -463,10 +463,12 @@ def sink_layers(layer_share: np.ndarray, threshold: float = SINK_SHARE) -> np.nd
 SINK_NAMES = {"cls": "[CLS]", "sep": "[SEP]"}  # the special tokens a sink premise is about (a decoder's "cls": BOS)
 
 
-def sink_premise(layer_shares: dict[str, np.ndarray], kind: str, *, threshold: float = SINK_SHARE) -> str | None:
+def sink_premise(layer_shares: dict[str, np.ndarray], kind: str, *, threshold: float = SINK_SHARE,
+                 name: str | None = None) -> str | None:
     """The premise of a claim about a role of the token ``kind`` (``"sep"``, ``"cls"``) as a sink: ``None`` when it
     holds (some layer gives more than ``threshold`` of its attention to ``kind``, ``layer_shares[kind]`` ``[layer]``
-    being each layer's mean share), else the reason the claim is not applicable, with the measured share.
+    being each layer's mean share), else the reason the claim is not applicable, with the measured share. ``name``:
+    the token in words (default :data:`SINK_NAMES`; a decoder's ``"cls"`` is its first position).
 
     >>> print(sink_premise({"sep": np.array([0.01, 0.02])}, "sep"))
     [SEP] is not a sink of this model: it takes at most 0.02 of any layer's attention (a sink takes more than 0.25)
@@ -475,8 +477,8 @@ def sink_premise(layer_shares: dict[str, np.ndarray], kind: str, *, threshold: f
     top = float(np.nanmax(shares)) if shares.size else float("nan")
     if top > threshold:
         return None
-    return (f"{SINK_NAMES.get(kind, kind)} is not a sink of this model: it takes at most {top:.2f} of any layer's "
-            f"attention (a sink takes more than {threshold:g})")
+    return (f"{name or SINK_NAMES.get(kind, kind)} is not a sink of this model: it takes at most {top:.2f} of any "
+            f"layer's attention (a sink takes more than {threshold:g})")
 
 
 def measured_sink(layer_shares: dict[str, np.ndarray], kinds=("cls", "sep")) -> str:
