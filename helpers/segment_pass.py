@@ -96,8 +96,8 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
     from helpers.norms.stats import kind_masks
     from helpers.pipeline.segments import build_segments
     from helpers.reduce import reduce_shards, stage_device
+    from helpers.surface.run import cached_statistics, segment_masks, store_statistics
     from helpers.surface.run import stats_key as surface_key
-    from helpers.surface.stats import token_masks
 
     data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
@@ -107,21 +107,27 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
         keys["distances"] = ("js-distances", distances_key(lm, batch))
     if norms:
         keys["norms"] = ("norm-stats", norms_key(lm, batch))
-    parts = tuple(name for name, (kind, key) in keys.items() if _cached(kind, key, cache_root) is None)
+    def missing(name: str) -> bool:  # the §3 statistics are two files: the means and each segment's values
+        kind, key = keys[name]
+        if name == "surface":
+            return cached_statistics(key, cache_root=cache_root) is None
+        return _cached(kind, key, cache_root) is None
+
+    parts = tuple(name for name in keys if missing(name))
     if not parts:
         return []
     with_norms = "norms" in parts
 
     def extras(ex) -> tuple:
-        return (token_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),
+        return (segment_masks(lm, ex),
                 kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal) if with_norms else None)
 
     accs = reduce_shards(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts, stage_device(lm)),
                          extras=extras,
                          maps="weights+norms" if with_norms else "weights", progress=progress).result()
     values = {}
-    if "surface" in accs:
-        values["surface"] = accs["surface"].result().to_json()
+    if "surface" in accs:  # the means and each segment's values (helpers.surface.run.store_statistics)
+        store_statistics(keys["surface"][1], accs["surface"].result(), cache_root=cache_root)
     if "distances" in accs:
         values["distances"] = {"distance": accs["distances"].result().tolist(), "tokens": accs["distances"].tokens}
     if "norms" in accs:

@@ -58,8 +58,11 @@ def gradient_importance(lm: LoadedModel, head: nn.Module, batch: EncodedBatch, *
 
     ``batch_size``: segments per backward pass (default :func:`gradient_batch_size`).
 
-    Returns ``{"sep": [layer], "punct": [layer], "cls": [layer], "other": [layer], "segments": int}``; a segment
-    without "." or "," adds nothing to ``punct``.
+    Returns ``{"sep": [layer], "punct": [layer], "cls": [layer], "other": [layer], "segments": int,
+    "per_segment": {kind: [segment, layer]}}``; a segment without "." or "," adds nothing to ``punct`` (its row of
+    ``per_segment["punct"]`` is NaN). ``per_segment`` holds each segment's mean ``|dL/d alpha|`` per layer, segments
+    in the order of their index in ``batch`` (what the intervals resample:
+    :func:`helpers.surface.stats.gradient_ratio_interval`); a decoder's ``"sep"`` is ``None`` there too.
     """
     if lm.causal:
         groups = bucket(batch.examples, batch_size=batch_size or gradient_batch_size(lm))
@@ -80,6 +83,7 @@ def _importance(lm: LoadedModel, head: nn.Module, groups, labels_of, original, n
 
     sums = {k: np.zeros(lm.n_layers) for k in KINDS}
     counts = {k: 0 for k in KINDS}
+    rows: dict[int, dict[str, np.ndarray]] = {}  # each segment's [layer] per kind, by its index
     for group in tqdm(groups, desc="gradients", disable=not progress):
         # parameters keep requires_grad, but only the attention gradients are taken
         with torch.enable_grad():
@@ -107,11 +111,30 @@ def _importance(lm: LoadedModel, head: nn.Module, groups, labels_of, original, n
             per_key = g[b, :, :, :n, :n].mean(axis=(1, 2))  # [layer, key]
             kinds = {"sep": masks["sep"], "punct": masks["punct"], "cls": masks["cls"],
                      "other": ~(masks["sep"] | masks["punct"] | masks["cls"])}
-            for kind, mask in kinds.items():
-                if mask.any():
-                    sums[kind] += per_key[:, mask].mean(axis=1)
-                    counts[kind] += 1
-    return {**{k: (sums[k] / max(counts[k], 1)).tolist() for k in KINDS}, "segments": n_segments}
+            rows[ex.index] = _add_segment(per_key, kinds, sums, counts)
+    return {**{k: (sums[k] / max(counts[k], 1)).tolist() for k in KINDS}, "segments": n_segments,
+            "per_segment": _per_segment(rows, KINDS, lm.n_layers)}
+
+
+def _add_segment(per_key: np.ndarray, kinds: dict[str, np.ndarray], sums: dict, counts: dict) -> dict[str, np.ndarray]:
+    """Add one segment's mean ``|dL/d alpha|`` over the keys of each kind (``per_key [layer, key]``, ``kinds``
+    ``{kind: key mask}``) to ``sums`` and ``counts``; returns the segment's ``{kind: [layer]}`` (NaN for a kind it
+    does not have)."""
+    row = {}
+    for kind, mask in kinds.items():
+        if mask.any():
+            row[kind] = per_key[:, mask].mean(axis=1)
+            sums[kind] += row[kind]
+            counts[kind] += 1
+        else:
+            row[kind] = np.full(per_key.shape[0], np.nan)
+    return row
+
+
+def _per_segment(rows: dict[int, dict[str, np.ndarray]], kinds, n_layers: int) -> dict[str, np.ndarray]:
+    """``{kind: [segment, layer]}`` float64, segments ordered by their index."""
+    order = sorted(rows)
+    return {k: np.array([rows[i][k] for i in order], dtype=np.float64).reshape(len(order), n_layers) for k in kinds}
 
 
 def next_token_loss(logits: torch.Tensor, input_ids: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
@@ -138,6 +161,7 @@ def _next_token_importance(lm: LoadedModel, groups, n_segments: int, *, progress
     kinds = ("punct", "cls", "other")
     sums = {k: np.zeros(lm.n_layers) for k in kinds}
     counts = {k: 0 for k in kinds}
+    rows: dict[int, dict[str, np.ndarray]] = {}  # each segment's [layer] per kind, by its index
     for group in tqdm(groups, desc="gradients", disable=not progress):
         inputs = model_inputs(lm, group)
         with torch.enable_grad():
@@ -151,8 +175,6 @@ def _next_token_importance(lm: LoadedModel, groups, n_segments: int, *, progress
             masks = token_masks(lm.tokenizer, ex.input_ids, causal=True)
             per_key = visible_key_means(g[b, :, :, :n, :n])  # [layer, key]
             of = {"punct": masks["punct"] & ~masks["cls"], "cls": masks["cls"], "other": ~(masks["punct"] | masks["cls"])}
-            for kind, mask in of.items():
-                if mask.any():
-                    sums[kind] += per_key[:, mask].mean(axis=1)
-                    counts[kind] += 1
-    return {"sep": None, **{k: (sums[k] / max(counts[k], 1)).tolist() for k in kinds}, "segments": n_segments}
+            rows[ex.index] = _add_segment(per_key, of, sums, counts)
+    return {"sep": None, **{k: (sums[k] / max(counts[k], 1)).tolist() for k in kinds}, "segments": n_segments,
+            "per_segment": {"sep": None, **_per_segment(rows, kinds, lm.n_layers)}}

@@ -20,7 +20,7 @@ from torch import nn
 from helpers.context import RunContext, takes_context
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
-from helpers.data.cache import cached_json
+from helpers.data.cache import cached_arrays, cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
 from helpers.digest import code_digest
 from helpers.pipeline.engine import Execution
@@ -32,12 +32,13 @@ from helpers.pipeline.segments import (
     segments_key,
 )
 from helpers.reduce import reduce_shards
-from helpers.surface.gradients import gradient_importance
+from helpers.surface.gradients import KINDS, gradient_importance
 from helpers.surface.mlm import mlm_head
 from helpers.surface.stats import (
     SPECIALIST_THRESHOLD,
     SurfaceAccumulator,
     SurfaceStats,
+    self_attention,
     token_masks,
 )
 
@@ -64,8 +65,66 @@ class SurfaceReport:
             "segment_tokens": segment_tokens(self.batch), **s.to_json(),
             "layer_means": {k: s.layer_means(k).round(6).tolist() for k in s.per_head if k not in s.undefined},
             "prev_heads": s.heads_above("prev"), "next_heads": None if "next" in s.undefined else s.heads_above("next"),
-            "threshold": SPECIALIST_THRESHOLD, "gradients": self.gradients, "mlm_head": self.mlm,
+            "threshold": SPECIALIST_THRESHOLD, "gradients": gradients_json(self.gradients), "mlm_head": self.mlm,
         }
+
+
+def gradients_json(grads: dict | None) -> dict | None:
+    """The gradients as the JSON shows them: the means per layer, without each segment's values
+    (``per_segment``, kept in the cache beside them)."""
+    return None if grads is None else {k: v for k, v in grads.items() if k != "per_segment"}
+
+
+class _Missing(Exception):
+    pass
+
+
+def _missing():
+    raise _Missing
+
+
+def _store(kind: str, key: dict, parts: tuple[dict, dict[str, np.ndarray]], cache_root) -> tuple[dict, dict]:
+    """Store ``parts`` = ``(value, arrays)`` under ``key``, whatever the cache holds: the JSON ``value``
+    (:func:`~helpers.data.cache.cached_json`, ``kind``) and, beside it, each segment's values (``arrays``, an ``.npz``:
+    :func:`~helpers.data.cache.cached_arrays`, ``kind + "-segments"``); returns ``parts``."""
+    value, arrays = parts
+    cached_arrays(f"{kind}-segments", key, lambda: arrays, cache_root=cache_root, refresh=True)
+    cached_json(kind, key, lambda: value, cache_root=cache_root, refresh=True)
+    return value, arrays
+
+
+def _cached_with_segments(kind: str, key: dict, compute, *, cache_root) -> tuple[dict, dict[str, np.ndarray]]:
+    """``(value, arrays)`` stored under ``key`` (:func:`_store`); ``compute()`` gives both, once, when the cache
+    lacks either (or a refresh is asked)."""
+    try:
+        return (cached_json(kind, key, _missing, cache_root=cache_root),
+                cached_arrays(f"{kind}-segments", key, _missing, cache_root=cache_root))
+    except _Missing:
+        return _store(kind, key, compute(), cache_root)
+
+
+def _statistics_parts(stats: SurfaceStats) -> tuple[dict, dict[str, np.ndarray]]:
+    return stats.to_json(), stats.segment_arrays()
+
+
+def _statistics_from(parts: tuple[dict, dict[str, np.ndarray]]) -> SurfaceStats:
+    value, arrays = parts
+    return SurfaceStats.from_json(value).with_segments(arrays)
+
+
+def cached_statistics(key: dict, *, cache_root=None) -> SurfaceStats | None:
+    """The §3 statistics cached under ``key`` (:func:`stats_key`), with each segment's values; ``None`` when the
+    cache lacks either (what :func:`helpers.segment_pass.segment_statistics` checks before its pass)."""
+    try:
+        return _statistics_from(_cached_with_segments("surface-stats", key, _missing, cache_root=cache_root))
+    except _Missing:
+        return None
+
+
+def store_statistics(key: dict, stats: SurfaceStats, *, cache_root=None) -> SurfaceStats:
+    """Store ``stats`` (with each segment's values) under ``key`` (:func:`stats_key`), whatever the cache holds;
+    returns them as a later read gives them (the means rounded as the JSON keeps them)."""
+    return _statistics_from(_store("surface-stats", key, _statistics_parts(stats), cache_root))
 
 
 def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False,
@@ -75,9 +134,14 @@ def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int 
     The segments are cut into the cache's shards and each shard's maps are made and reduced here or, with
     a distributed ``execution``, on a worker; the partials are merged in shard order
     (:func:`helpers.reduce.reduce_shards`), so both give the same numbers."""
-    return reduce_shards(lm, batch, SurfaceAccumulator,
-                         extras=lambda ex: (token_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),),
+    return reduce_shards(lm, batch, SurfaceAccumulator, extras=lambda ex: (segment_masks(lm, ex),),
                          batch_size=batch_size, execution=execution, progress=progress).result()
+
+
+def segment_masks(lm: LoadedModel, example) -> dict[str, np.ndarray]:
+    """The :func:`~helpers.surface.stats.token_masks` of one segment, with its index in the batch (``"segment"``),
+    by which :class:`~helpers.surface.stats.SurfaceAccumulator` orders each segment's values."""
+    return {**token_masks(lm.tokenizer, example.input_ids, causal=lm.causal), "segment": int(example.index)}
 
 
 def stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
@@ -91,10 +155,11 @@ def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_
                               cache_root: str | os.PathLike | None = None, progress: bool = False,
                               execution: Execution | None = None) -> SurfaceStats:
     """:func:`surface_statistics`, cached on disk (keyed by the model's weights, the encoded segments and their
-    construction; not by where they were computed: both engines give the same result)."""
-    return SurfaceStats.from_json(cached_json(
+    construction; not by where they were computed: both engines give the same result): the means as JSON and each
+    segment's values beside them (an ``.npz``), read back together."""
+    return _statistics_from(_cached_with_segments(
         "surface-stats", stats_key(lm, batch, segments_from),
-        lambda: surface_statistics(lm, batch, progress=progress, execution=execution).to_json(),
+        lambda: _statistics_parts(surface_statistics(lm, batch, progress=progress, execution=execution)),
         cache_root=cache_root))
 
 
@@ -121,20 +186,34 @@ def run_surface(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: i
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
         mlm = dict(LM_HEAD_SOURCE)
-        grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": mlm, "seed": seed,
-                                                  "grad_code": code_digest(gradient_importance)},
-                            lambda: gradient_importance(lm, None, grad_batch, seed=seed, progress=progress),
-                            cache_root=cache_root)
+        grads = cached_gradients({**key, "grad": grad_batch.digest(), "head": mlm, "seed": seed,
+                                  "grad_code": code_digest(gradient_importance)},
+                                 lambda: gradient_importance(lm, None, grad_batch, seed=seed, progress=progress),
+                                 cache_root=cache_root)
     elif gradients:
         head, mlm = gradient_head(lm, ctx, n_segments=n_segments, seed=seed, max_length=max_length,
                                   segments_from=segments_from)
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
-        grads = cached_json("surface-gradients", {**key, "grad": grad_batch.digest(), "head": {k: v for k, v in mlm.items() if k != "cached"}, "seed": seed,
-                                                  "grad_code": code_digest(gradient_importance)},
-                            lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
-                            cache_root=cache_root)
+        fitted = {k: v for k, v in mlm.items() if k != "cached"}
+        grads = cached_gradients({**key, "grad": grad_batch.digest(), "head": fitted, "seed": seed,
+                                  "grad_code": code_digest(gradient_importance)},
+                                 lambda: gradient_importance(lm, head, grad_batch, seed=seed, progress=progress),
+                                 cache_root=cache_root)
     return SurfaceReport(lm.label, batch.summary(), stats, grads, mlm, batch, segments_from)
+
+
+def cached_gradients(key: dict, compute, *, cache_root=None) -> dict:
+    """The gradients (:func:`~helpers.surface.gradients.gradient_importance`, ``compute()``) cached under ``key``:
+    the means per layer as JSON and each segment's values (``per_segment``) beside them, read back together as
+    ``{..., "per_segment": {kind: [segment, layer]}}`` (a decoder's ``"sep"``: ``None``)."""
+    def parts() -> tuple[dict, dict[str, np.ndarray]]:
+        grads = compute()
+        return gradients_json(grads), {k: v for k, v in grads["per_segment"].items() if v is not None}
+
+    value, arrays = _cached_with_segments("surface-gradients", key, parts, cache_root=cache_root)
+    return {**value, "per_segment": {k: (np.asarray(arrays[k], dtype=np.float64) if k in arrays else None)
+                                     for k in KINDS}}
 
 
 def gradient_head(lm: LoadedModel, ctx: RunContext, *, n_segments: int = SEGMENTS, seed: int = 0,
@@ -150,10 +229,8 @@ def gradient_head(lm: LoadedModel, ctx: RunContext, *, n_segments: int = SEGMENT
 
 def sep_self_attention(stats: SurfaceStats) -> tuple[float, int]:
     """``(attention from [SEP] to [SEP], layers)``: the mean over the half of the layers (at least one)
-    with the most attention to [SEP]."""
-    sep_layers = stats.layer_means("sep")
-    top = np.argsort(sep_layers)[::-1][: max(1, len(sep_layers) // 2)]
-    return float(stats.per_head["sep_sep"][top].mean()), len(top)
+    with the most attention to [SEP] (:func:`~helpers.surface.stats.self_attention` of ``"sep"``)."""
+    return self_attention(stats, "sep")
 
 
 # Figure 1's patterns: each panel's name and the statistic whose highest head it draws.

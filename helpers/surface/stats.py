@@ -17,19 +17,24 @@ statistic      numerator                                                  denomi
 ``rest_sep``   sum over i != [SEP], j = [SEP]                              n - number of [SEP]
 ``entropy``    mean_i H(A'[i])                                             (a mean)
 ``entropy_cls``  H(A'[0]), the row of [CLS]                                (one row)
+``cls_cls``    sum_j A[0, j] over j = [CLS]  ([CLS] to itself)              (one row)
 =============  =========================================================  =================
 
 Every row counts, including [CLS], [SEP] and the edge rows that have no neighbour (they add 0 to
 ``next``/``prev`` but stay in ``n``), as in the original. Entropy is in nats of the smoothed row
 ``A' = 0.9999 A + 0.0001 / n``; the original computed this in float16, where 0.9999 rounds to 1.0;
 we compute in float64 with 0.9999 as written. ``uniform_entropy`` is the mean over segments of
-``log n``, the entropy of uniform attention.
+``log n``, the entropy of uniform attention. ``cls_cls`` (the row of [CLS] on [CLS] itself) is ours: the
+counterpart of ``sep_sep`` for a model whose sink is [CLS] (the paper has none).
+
+The accumulator keeps each segment's values too (:attr:`SurfaceStats.per_segment`), so that every §3 statistic
+can be bootstrapped over segments (:class:`SegmentReplicates`).
 
 Under a causal mask (a decoder: query ``i`` sees keys ``0..i``, its prefix; :data:`CAUSAL_DEFINITIONS`) the
 first position (BOS, or the first word's first token without it) takes [CLS]'s place in ``cls``; ``sep``,
 ``sep_sep`` and ``rest_sep`` are absent (no [SEP]), ``next`` is undefined (no query sees its next token) and
-``entropy_cls`` too (the first position sees only itself): they are NaN in memory and left out of the JSON,
-each with its reason under ``undefined``. Entropy is set against the uniform over the visible prefix: row ``i``
+``entropy_cls`` and ``cls_cls`` too (the first position sees only itself): they are NaN in memory and left out of
+the JSON, each with its reason under ``undefined``. Entropy is set against the uniform over the visible prefix: row ``i``
 is smoothed over its ``i + 1`` visible keys, ``A' = 0.9999 A + 0.0001 / (i + 1)``, and ``uniform_entropy`` is
 the mean over segments of the mean over rows of ``log(i + 1)``.
 
@@ -42,16 +47,17 @@ the mean over segments of the mean over rows of ``log(i + 1)``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from helpers import paper
+from helpers.core import bootstrap
 from helpers.core.encoding import special_token_ids
 from helpers.core.labels import head_label
 
 STATISTICS: tuple[str, ...] = (
-    "self", "prev", "next", "cls", "sep", "punct", "sep_sep", "rest_sep", "entropy", "entropy_cls",
+    "self", "prev", "next", "cls", "sep", "punct", "sep_sep", "rest_sep", "entropy", "entropy_cls", "cls_cls",
 )
 ENTROPY_SMOOTHING = 1e-4  # A' = (1 - s) A + s / n, as in the original notebook
 SPECIALIST_THRESHOLD = paper.POSITION_SHARE.value  # §3.1: "put >50% of their attention on the previous / next token"
@@ -69,6 +75,7 @@ CAUSAL_DEFINITIONS: dict[str, str] = {
     "rest_sep": "absent: a decoder's input has no [SEP]",
     "next": "undefined: under a causal mask no query sees the next token",
     "entropy_cls": "undefined: under a causal mask the first position sees only itself",
+    "cls_cls": "undefined: under a causal mask the first position sees only itself",
 }
 
 
@@ -116,6 +123,7 @@ def causal_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[st
         "rest_sep": nan,
         "entropy": entropy.mean(-1),
         "entropy_cls": nan,
+        "cls_cls": nan,
     }
 
 
@@ -153,6 +161,7 @@ def segment_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[s
         "rest_sep": to_sep[..., ~sep].sum(-1) / max(int((~sep).sum()), 1),
         "entropy": entropy.mean(-1),
         "entropy_cls": entropy[..., cls_row],
+        "cls_cls": A[..., cls_row, :][..., cls].sum(-1),
     }
 
 
@@ -222,10 +231,12 @@ def _encoder_group(A, masks: list[dict]) -> dict:
         raise ValueError("segment has no [SEP] token: surface statistics need the [CLS] A [SEP] B [SEP] layout")
     f = A.dtype
     to_sep = _to_keys(A, sep)  # [G, layer, head, query]
-    to_cls = _to_keys(A, cls).sum(-1)
+    cls_rows = _to_keys(A, cls)  # [G, layer, head, query]: each row's weight on [CLS]
+    to_cls = cls_rows.sum(-1)
     to_punct = _to_keys(A, punct).sum(-1)
     entropy = _row_entropy((1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / n)
     rows = cls.to(f).argmax(-1)  # the first [CLS] (0 when there is none, as segment_statistics)
+    row_of = rows[:, None, None, None].expand(*entropy.shape[:3], 1)
     sep_rows, rest_rows = sep[:, None, None, :].to(f), (~sep)[:, None, None, :].to(f)
     return {
         "self": A.diagonal(0, -2, -1).sum(-1) / n,
@@ -237,7 +248,8 @@ def _encoder_group(A, masks: list[dict]) -> dict:
         "sep_sep": (to_sep * sep_rows).sum(-1) / n_sep[:, None, None].to(f),
         "rest_sep": (to_sep * rest_rows).sum(-1) / (n - n_sep).clamp(min=1)[:, None, None].to(f),
         "entropy": entropy.mean(-1),
-        "entropy_cls": entropy.gather(-1, rows[:, None, None, None].expand(*entropy.shape[:3], 1)).squeeze(-1),
+        "entropy_cls": entropy.gather(-1, row_of).squeeze(-1),
+        "cls_cls": cls_rows.gather(-1, row_of).squeeze(-1),
     }
 
 
@@ -263,6 +275,7 @@ def _causal_group(A, masks: list[dict]) -> dict:
         "rest_sep": nan,
         "entropy": _row_entropy(smoothed).mean(-1),
         "entropy_cls": nan,
+        "cls_cls": nan,
     }
 
 
@@ -270,12 +283,17 @@ def _causal_group(A, masks: list[dict]) -> dict:
 class SurfaceStats:
     """Per-head averages ``[layer, head]`` over ``n_segments`` segments, and the uniform entropy; ``undefined``
     names the statistics a causal map does not have, with the reason (their ``per_head`` is NaN; empty for an
-    encoder)."""
+    encoder). ``per_segment`` holds each segment's values ``{statistic: [segment, layer, head]}`` and
+    ``segment_uniform`` each segment's uniform entropy ``[segment]`` (segments in the order of their index in
+    the batch), what the claims' intervals resample (:class:`SegmentReplicates`); ``None`` when only the means
+    are known (:meth:`from_json`: the JSON keeps the means; :meth:`with_segments` adds the cached arrays)."""
 
     per_head: dict[str, np.ndarray]
     uniform_entropy: float
     n_segments: int
     undefined: dict[str, str] = field(default_factory=dict)
+    per_segment: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    segment_uniform: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def causal(self) -> bool:
@@ -317,29 +335,80 @@ class SurfaceStats:
         per_head.update({k: np.full(shape, np.nan) for k in undefined})
         return cls(per_head, payload["uniform_entropy"], payload["n_segments"], undefined)
 
+    @classmethod
+    def from_segments(cls, per_segment: dict[str, np.ndarray], segment_uniform, undefined: dict | None = None
+                      ) -> "SurfaceStats":
+        """The statistics of segments given by their values ``{statistic: [segment, layer, head]}`` and uniform
+        entropies ``[segment]``: the means over segments, each counting once (constructed statistics in tests)."""
+        per = {k: np.asarray(v, dtype=np.float64) for k, v in per_segment.items()}
+        uniform = np.asarray(segment_uniform, dtype=np.float64)
+        return cls({k: v.mean(0) for k, v in per.items()}, float(uniform.mean()), len(uniform), dict(undefined or {}),
+                   per_segment=per, segment_uniform=uniform)
+
+    SEGMENT_UNIFORM = "__uniform__"  # the name of ``segment_uniform`` among :meth:`segment_arrays`
+
+    def segment_arrays(self) -> dict[str, np.ndarray]:
+        """Each segment's values as arrays for an ``.npz`` (:func:`helpers.data.cache.cached_arrays`): every
+        defined statistic ``[segment, layer, head]`` and the uniform entropies under :data:`SEGMENT_UNIFORM`."""
+        if self.per_segment is None:
+            raise ValueError("these statistics keep no per-segment values (made from the JSON of the means)")
+        return {**{k: v for k, v in self.per_segment.items() if k not in self.undefined},
+                self.SEGMENT_UNIFORM: np.asarray(self.segment_uniform)}
+
+    def with_segments(self, arrays: dict[str, np.ndarray]) -> "SurfaceStats":
+        """These statistics with each segment's values (:meth:`segment_arrays`), checked against ``n_segments``
+        and ``per_head``'s shape; the undefined statistics NaN, as in ``per_head``."""
+        arrays = dict(arrays)
+        uniform = np.asarray(arrays.pop(self.SEGMENT_UNIFORM), dtype=np.float64)
+        shape = (self.n_segments, *next(iter(self.per_head.values())).shape)
+        per = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
+        per.update({k: np.full(shape, np.nan) for k in self.undefined})
+        bad = sorted(k for k, v in per.items() if v.shape != shape) + sorted(set(self.per_head) - set(per))
+        if bad or uniform.shape != (self.n_segments,):
+            raise ValueError(f"per-segment statistics {bad or ['uniform entropy']} do not fit {self.n_segments} "
+                             f"segments of shape {shape[1:]}: recompute them (a stale cache entry)")
+        return replace(self, per_segment=per, segment_uniform=uniform)
+
 
 @dataclass
 class SurfaceAccumulator:
     """Streaming mean of :func:`segment_statistics` (``update`` one segment at a time, ``merge`` partials,
-    then ``result``: the protocol of :class:`helpers.reduce.Accumulator`)."""
+    then ``result``: the protocol of :class:`helpers.reduce.Accumulator`), keeping each segment's values too.
+
+    A segment's masks may carry its index in the batch (``masks["segment"]``, what the passes add): the result then
+    orders the per-segment values by it, whatever order the shards and their passes fed them in; without it they
+    stay in the order fed. The sums, and so the means, are those of the order fed (merged in shard order)."""
 
     sums: dict[str, np.ndarray] = field(default_factory=dict)
     log_n: float = 0.0
     count: int = 0
     causal: bool = False  # set by the first causal segment (its masks say so)
+    segments: dict[str, list] = field(default_factory=dict)   # each segment's [layer, head] per statistic, as fed
+    log_ns: list = field(default_factory=list)                # each segment's uniform entropy, as fed
+    order: list = field(default_factory=list)                 # each segment's index (masks["segment"]) or None
 
     def update(self, attn: np.ndarray, masks: dict[str, np.ndarray]) -> None:
         """Add one segment's ``[layer, head, query, key]`` map with its :func:`token_masks`."""
+        causal = self._check(masks)
+        self._add(segment_statistics(attn, masks), uniform_entropy(attn.shape[-1], causal=causal), masks)
+
+    add = update  # the name before the shared protocol
+
+    def _check(self, masks: dict) -> bool:
         causal = bool(masks.get("causal", False))
         if self.count and causal != self.causal:
             raise ValueError("a causal and a bidirectional segment in one accumulator")
-        self.causal = causal
-        for name, value in segment_statistics(attn, masks).items():
-            self.sums[name] = self.sums.get(name, 0.0) + value
-        self.log_n += uniform_entropy(attn.shape[-1], causal=causal)
-        self.count += 1
+        return causal
 
-    add = update  # the name before the shared protocol
+    def _add(self, values: dict[str, np.ndarray], log_n: float, masks: dict) -> None:
+        self.causal = self._check(masks)
+        for name, value in values.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value
+            self.segments.setdefault(name, []).append(np.array(value, dtype=np.float64))
+        self.log_n += log_n
+        self.log_ns.append(log_n)
+        self.order.append(masks.get("segment"))
+        self.count += 1
 
     def update_batch(self, batch, extras: list[tuple]) -> None:
         """Add a :class:`~helpers.core.extract.MapBatch` of segments (its ``weights``, on their device) with one
@@ -352,13 +421,7 @@ class SurfaceAccumulator:
         """Add per-segment statistics ``{name: [batch, layer, head]}`` (:func:`batch_statistics`), in order."""
         for b, n in enumerate(lengths):
             causal = bool(masks[b].get("causal", False))
-            if self.count and causal != self.causal:
-                raise ValueError("a causal and a bidirectional segment in one accumulator")
-            self.causal = causal
-            for name, value in values.items():
-                self.sums[name] = self.sums.get(name, 0.0) + value[b]
-            self.log_n += uniform_entropy(n, causal=causal)
-            self.count += 1
+            self._add({name: value[b] for name, value in values.items()}, uniform_entropy(n, causal=causal), masks[b])
 
     def merge(self, other: "SurfaceAccumulator") -> "SurfaceAccumulator":
         """Add ``other``'s segments (e.g. another shard's partial, see :func:`helpers.reduce.reduce_shards`)
@@ -369,15 +432,27 @@ class SurfaceAccumulator:
         self.causal = self.causal or other.causal
         for name, value in other.sums.items():
             self.sums[name] = self.sums.get(name, 0.0) + value
+        for name, values in other.segments.items():
+            self.segments.setdefault(name, []).extend(values)
         self.log_n += other.log_n
+        self.log_ns.extend(other.log_ns)
+        self.order.extend(other.order)
         self.count += other.count
         return self
 
     def result(self) -> SurfaceStats:
         if self.count == 0:
             raise ValueError("no segments were added")
+        known = [i for i in self.order if i is not None]
+        if known and len(known) < len(self.order):
+            raise ValueError("some segments carry their index (masks['segment']) and some do not")
+        if len(set(known)) < len(known):
+            raise ValueError("a segment index (masks['segment']) was added twice")
+        rank = np.argsort(np.asarray(known), kind="stable") if known else np.arange(self.count)
         return SurfaceStats({k: v / self.count for k, v in self.sums.items()}, self.log_n / self.count, self.count,
-                            dict(CAUSAL_DEFINITIONS) if self.causal else {})
+                            dict(CAUSAL_DEFINITIONS) if self.causal else {},
+                            per_segment={k: np.stack(v)[rank] for k, v in self.segments.items()},
+                            segment_uniform=np.asarray(self.log_ns, dtype=np.float64)[rank])
 
 
 def sink_layers(layer_share: np.ndarray, threshold: float = SINK_SHARE) -> np.ndarray:
@@ -388,10 +463,12 @@ def sink_layers(layer_share: np.ndarray, threshold: float = SINK_SHARE) -> np.nd
 SINK_NAMES = {"cls": "[CLS]", "sep": "[SEP]"}  # the special tokens a sink premise is about (a decoder's "cls": BOS)
 
 
-def sink_premise(layer_shares: dict[str, np.ndarray], kind: str, *, threshold: float = SINK_SHARE) -> str | None:
+def sink_premise(layer_shares: dict[str, np.ndarray], kind: str, *, threshold: float = SINK_SHARE,
+                 name: str | None = None) -> str | None:
     """The premise of a claim about a role of the token ``kind`` (``"sep"``, ``"cls"``) as a sink: ``None`` when it
     holds (some layer gives more than ``threshold`` of its attention to ``kind``, ``layer_shares[kind]`` ``[layer]``
-    being each layer's mean share), else the reason the claim is not applicable, with the measured share.
+    being each layer's mean share), else the reason the claim is not applicable, with the measured share. ``name``:
+    the token in words (default :data:`SINK_NAMES`; a decoder's ``"cls"`` is its first position).
 
     >>> print(sink_premise({"sep": np.array([0.01, 0.02])}, "sep"))
     [SEP] is not a sink of this model: it takes at most 0.02 of any layer's attention (a sink takes more than 0.25)
@@ -400,8 +477,8 @@ def sink_premise(layer_shares: dict[str, np.ndarray], kind: str, *, threshold: f
     top = float(np.nanmax(shares)) if shares.size else float("nan")
     if top > threshold:
         return None
-    return (f"{SINK_NAMES.get(kind, kind)} is not a sink of this model: it takes at most {top:.2f} of any layer's "
-            f"attention (a sink takes more than {threshold:g})")
+    return (f"{name or SINK_NAMES.get(kind, kind)} is not a sink of this model: it takes at most {top:.2f} of any "
+            f"layer's attention (a sink takes more than {threshold:g})")
 
 
 def measured_sink(layer_shares: dict[str, np.ndarray], kinds=("cls", "sep")) -> str:
@@ -421,7 +498,8 @@ def gradient_ratio(grads: dict, kind: str, layers: np.ndarray) -> float:
     layers = np.asarray(layers, dtype=int)
     if len(layers) == 0:
         return float("nan")
-    return float(np.mean(np.asarray(grads[kind])[layers]) / np.mean(np.asarray(grads["other"])[layers]))
+    with np.errstate(divide="ignore", invalid="ignore"):  # no gradient for other tokens: inf or NaN, not applicable
+        return float(np.mean(np.asarray(grads[kind])[layers]) / np.mean(np.asarray(grads["other"])[layers]))
 
 
 def gradient_ratio_interval(grads: dict, kind: str, layers: np.ndarray, *, n_boot: int | None = None,
@@ -436,8 +514,6 @@ def gradient_ratio_interval(grads: dict, kind: str, layers: np.ndarray, *, n_boo
     >>> bool(0.5 <= lo <= 1.0 <= hi <= 1.5)
     True
     """
-    from helpers.core import bootstrap
-
     per = grads.get("per_segment") or {}
     layers = np.asarray(layers, dtype=int)
     if len(layers) == 0 or per.get(kind) is None or per.get("other") is None:
@@ -456,3 +532,95 @@ def sink_gradient(stats: SurfaceStats, grads: dict, kind: str = "cls") -> tuple[
     """
     layers = sink_layers(stats.layer_means(kind))
     return layers, gradient_ratio(grads, kind, layers)
+
+
+# ------------------------------------------------------------------ intervals: the segments resampled
+
+
+class SegmentReplicates:
+    """Bootstrap replicates of the §3 statistics over segments (:mod:`helpers.core.bootstrap`): each replicate
+    draws ``n_segments`` segments with replacement (:func:`~helpers.core.bootstrap.counts`, ``n_boot`` replicates,
+    ``seed``) and recomputes a statistic from the drawn segments' values (``stats.per_segment``), every segment
+    counting once per draw, as in the means. Replicates are ``[n_boot, ...]``; each array is computed once.
+
+    >>> boot = SegmentReplicates(stats)                       # doctest: +SKIP
+    >>> boot.layer_means("sep").shape    # [n_boot, layer]       # doctest: +SKIP
+    (1000, 6)
+    """
+
+    def __init__(self, stats: SurfaceStats, *, n_boot: int | None = None, seed: int = 0):
+        if stats.per_segment is None:
+            raise ValueError("the §3 intervals need each segment's statistics (SurfaceStats.per_segment): read the "
+                             "statistics with helpers.surface.run.cached_surface_statistics, which keeps them")
+        self.stats = stats
+        self.n_boot = bootstrap.BOOTSTRAP if n_boot is None else n_boot
+        self.counts = bootstrap.counts(stats.n_segments, n_boot=self.n_boot, seed=seed)  # [n_boot, segment]
+        self._heads: dict[str, np.ndarray] = {}
+
+    def head_means(self, statistic: str) -> np.ndarray:
+        """``[n_boot, layer, head]``: each replicate's mean over its drawn segments."""
+        if statistic not in self._heads:
+            self._heads[statistic] = bootstrap.mean_replicates(self.stats.per_segment[statistic], self.counts)
+        return self._heads[statistic]
+
+    def layer_means(self, statistic: str) -> np.ndarray:
+        """``[n_boot, layer]``: each replicate's mean over heads (as :meth:`SurfaceStats.layer_means`)."""
+        return self.head_means(statistic).mean(-1)
+
+    def uniform_entropy(self) -> np.ndarray:
+        """``[n_boot]``: each replicate's mean uniform entropy (``log n``, or its causal form)."""
+        return bootstrap.mean_replicates(self.stats.segment_uniform, self.counts)
+
+
+def share_some_head_above(boot: SegmentReplicates, statistic: str, threshold: float = SPECIALIST_THRESHOLD) -> float:
+    """The share of replicates in which some head's mean ``statistic`` exceeds ``threshold`` (§3.1: "some head
+    puts more than half of its attention on the previous token")."""
+    return bootstrap.share_holding((boot.head_means(statistic) > threshold).any(axis=(1, 2)))
+
+
+def share_some_layer_above(boot: SegmentReplicates, statistic: str, threshold: float) -> float:
+    """The share of replicates in which some layer's mean ``statistic`` (over its heads) exceeds ``threshold``."""
+    return bootstrap.share_holding((boot.layer_means(statistic) > threshold).any(axis=1))
+
+
+def share_broadest_layer(boot: SegmentReplicates, layer: int = 0) -> float:
+    """The share of replicates in which the 0-based ``layer`` has the highest mean entropy of all layers."""
+    return bootstrap.share_holding(boot.layer_means("entropy").argmax(axis=1) == layer)
+
+
+SELF_STATISTIC = {"sep": "sep_sep", "cls": "cls_cls"}  # a sink kind's attention from itself to itself
+
+
+def top_layers(layer_shares: np.ndarray) -> np.ndarray:
+    """0-based indices of the half of the layers (at least one) with the largest ``layer_shares`` ``[layer]``,
+    largest first."""
+    shares = np.asarray(layer_shares)
+    return np.argsort(shares)[::-1][: max(1, len(shares) // 2)]
+
+
+def self_attention(stats: SurfaceStats, kind: str) -> tuple[float, int]:
+    """``(share, layers)``: the attention of the token ``kind`` (``"sep"``, ``"cls"``) to its own kind
+    (:data:`SELF_STATISTIC`: [SEP] to any [SEP], [CLS] to itself), the mean over the half of the layers (at least
+    one) that give ``kind`` the most attention (:func:`top_layers`), and how many layers that is."""
+    top = top_layers(stats.layer_means(kind))
+    return float(stats.per_head[SELF_STATISTIC[kind]][top].mean()), len(top)
+
+
+def self_attention_replicates(boot: SegmentReplicates, kind: str) -> np.ndarray:
+    """``[n_boot]``: :func:`self_attention` in each replicate, its layers chosen again in each (the choice of the
+    layers is part of the statistic)."""
+    shares, own = boot.layer_means(kind), boot.layer_means(SELF_STATISTIC[kind])
+    k = max(1, shares.shape[1] // 2)
+    top = np.argsort(shares, axis=1)[:, ::-1][:, :k]
+    return np.take_along_axis(own, top, axis=1).mean(axis=1)
+
+
+def cls_entropy_fraction(stats: SurfaceStats) -> float:
+    """The last layer's mean entropy from [CLS] as a fraction of the uniform entropy (§3.3: "attends broadly")."""
+    return float(stats.layer_means("entropy_cls")[-1] / stats.uniform_entropy)
+
+
+def cls_entropy_fraction_replicates(boot: SegmentReplicates) -> np.ndarray:
+    """``[n_boot]``: :func:`cls_entropy_fraction` in each replicate (a ratio of the drawn segments' sums)."""
+    last = boot.stats.per_segment["entropy_cls"][:, -1].mean(-1)  # [segment]: the last layer, mean over heads
+    return bootstrap.ratio_replicates(last, boot.stats.segment_uniform, boot.counts)

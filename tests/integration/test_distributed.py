@@ -416,6 +416,13 @@ def test_segment_statistics_on_a_cluster_same_json_as_local(command, tiny_model_
     # the cached statistics at full float64 precision (the JSON keeps 6 decimals), under the same keys
     cached = {p.name: p.read_bytes() for p in (tmp_path / "cache-local" / "artifacts").glob("*.json")}
     assert cached and cached == {p.name: p.read_bytes() for p in (tmp_path / "cache-dask" / "artifacts").glob("*.json")}
+    # each segment's values kept beside them (the §3 statistics' intervals), the same arrays under the same keys
+    arrays = {p.name: dict(np.load(p)) for p in (tmp_path / "cache-local" / "artifacts").glob("*.npz")}
+    assert arrays or command != "surface"
+    for name, local_arrays in arrays.items():
+        dask_arrays = dict(np.load(tmp_path / "cache-dask" / "artifacts" / name))
+        assert set(dask_arrays) == set(local_arrays)
+        assert all(np.array_equal(dask_arrays[k], v) for k, v in local_arrays.items())
 
 
 def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, tmp_path, cluster):

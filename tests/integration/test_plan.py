@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from helpers.context import RunContext
 from helpers.plan import book_passes
 from helpers.segment_pass import segment_statistics
@@ -47,8 +49,11 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     assert len(files) == 3
     # the chapters read them back (no model pass: the cached files are not rewritten), equal to the separate runs
     before = {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")}
-    assert json.dumps(run_surface(tiny_lm, ctx, n_segments=n, max_length=L, gradients=False).stats.to_json(),
-                      sort_keys=True) == json.dumps(surface, sort_keys=True)
+    shared_stats = run_surface(tiny_lm, ctx, n_segments=n, max_length=L, gradients=False).stats
+    assert json.dumps(shared_stats.to_json(), sort_keys=True) == json.dumps(surface, sort_keys=True)
+    separate_stats = run_surface(tiny_lm, alone, n_segments=n, max_length=L, gradients=False).stats
+    for name, values in separate_stats.per_segment.items():  # each segment's values too, in the same order
+        assert np.array_equal(shared_stats.per_segment[name], values, equal_nan=True), name
     again = run_cluster(tiny_lm, surface_of(shared), ctx, n_segments=n, max_length=L, n_perm=10)
     assert again.distance.tolist() == cluster.distance.tolist() and again.tokens == cluster.tokens
     assert json.dumps(run_norms(tiny_lm, ctx, n_segments=n, max_length=L).stats.to_cache(), sort_keys=True) == \

@@ -164,6 +164,8 @@ def test_the_segment_accumulator_fed_batches_equals_it_fed_examples(causal):
     assert s_new.undefined == s_old.undefined
     for name, value in s_old.per_head.items():
         _close(s_new.per_head[name], value, 4 * max(LENGTHS) ** 2)
+        _close(s_new.per_segment[name], s_old.per_segment[name], 4 * max(LENGTHS) ** 2)  # each segment's, in order
+    assert np.array_equal(s_new.segment_uniform, s_old.segment_uniform)
     n_new, n_old = batched["norms"].result(), single["norms"].result()
     _close(n_new.weights, n_old.weights, 4 * max(LENGTHS))
     _close(n_new.norms, n_old.norms, 4 * max(LENGTHS))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.claims import NOT_APPLICABLE, RULE_FIELDS, VERDICTS, Claim, not_applicable
+from helpers.claims import FIELDS, NOT_APPLICABLE, RULE_FIELDS, VERDICTS, Claim, not_applicable
 from helpers.core.encoding import encode_ids, encode_words
 from helpers.core.extract import attention_for
 from helpers.core.models import load_model
@@ -211,6 +211,7 @@ def test_next_token_gradients_against_autograd_on_one_input(decoders, kind):
     assert got["sep"] is None and got["segments"] == len(WORDS)
     sums = {k: np.zeros(lm.n_layers) for k in ("punct", "cls", "other")}
     counts = dict.fromkeys(sums, 0)
+    rows = {}  # each segment's [layer] per kind, by its index (NaN for a kind it lacks)
     for ex in batch.examples:
         ids = torch.from_numpy(ex.input_ids)[None]
         with torch.enable_grad():
@@ -220,6 +221,7 @@ def test_next_token_gradients_against_autograd_on_one_input(decoders, kind):
             grads = torch.autograd.grad(loss, out.attentions)
         masks = token_masks(lm.tokenizer, ex.input_ids, causal=True)
         kinds = {"punct": masks["punct"] & ~masks["cls"], "cls": masks["cls"], "other": ~(masks["punct"] | masks["cls"])}
+        rows[ex.index] = {name: np.full(lm.n_layers, np.nan) for name in kinds}
         for name, mask in kinds.items():
             if not mask.any():
                 continue
@@ -229,11 +231,16 @@ def test_next_token_gradients_against_autograd_on_one_input(decoders, kind):
                 per_key = [np.mean([g[h, i, j] for h in range(g.shape[0]) for i in range(j, len(ex))])
                            for j in range(len(ex)) if mask[j]]
                 sums[name][layer] += np.mean(per_key)
+                rows[ex.index][name][layer] = np.mean(per_key)
+    assert got["per_segment"]["sep"] is None
     for name in sums:
         want = sums[name] / counts[name]
         assert np.all(want > 0)
         # float64 passes of one segment against batches of two, averaged in another order
         np.testing.assert_allclose(got[name], want, rtol=0, atol=float64_passes(want))
+        each = np.array([rows[i][name] for i in sorted(rows)])  # [segment, layer], by index
+        # as above, one segment's mean
+        np.testing.assert_allclose(got["per_segment"][name], each, rtol=0, atol=float64_passes(np.nan_to_num(each)))
 
 
 # ------------------------------------------------------------------------------------ §6, §4.3, §5
@@ -313,7 +320,7 @@ def test_not_applicable_claims_say_why_and_keep_the_encoder_layout():
     assert c.verdict == NOT_APPLICABLE and NOT_APPLICABLE not in VERDICTS and c.value is None
     assert c.to_json()["reason"] == "no query sees the next token" and c.to_json()["ours"].startswith("not applicable")
     plain = Claim("x", "§3.1", "c", "p", "o", 1.0, "reproduced")
-    assert [k for k in plain.to_json()][:7] == ["id", "section", "claim", "paper", "ours", "value", "verdict"]
+    assert list(plain.to_json()) == [*FIELDS, *RULE_FIELDS]  # the rule's fields, null for a claim without one
     assert all(c.to_json()[k] is None for k in RULE_FIELDS)  # a claim not applicable carries its rule's fields as null
     with pytest.raises(ValueError, match="says why"):
         Claim("x", "§3.1", "c", "p", "o", None, NOT_APPLICABLE)
@@ -322,23 +329,32 @@ def test_not_applicable_claims_say_why_and_keep_the_encoder_layout():
 
 
 def test_surface_claims_on_causal_statistics(decoders):
-    from helpers.surface.claims import _claims, claims
+    from helpers.claims import check_row
+    from helpers.surface.claims import claims
     from helpers.surface.run import SurfaceReport
+    from helpers.surface.stats import sink_layers
 
     lm = decoders["llama"]
     ids = _segment(lm)
     (attn,) = attention_for(lm, encode_ids([ids]), level="token")
     acc = SurfaceAccumulator()
-    acc.update(_sharpen(attn, 2), token_masks(lm.tokenizer, ids, causal=True))
+    for _ in range(2):  # two segments (the same): enough to resample
+        acc.update(_sharpen(attn, 2), token_masks(lm.tokenizer, ids, causal=True))
     stats = acc.result()
-    grads = {"sep": None, "punct": [1.0, 1.0], "cls": [0.1, 0.1], "other": [1.0, 1.0], "segments": 1}
+    per = {"sep": None, "punct": np.ones((2, 2)), "cls": np.full((2, 2), 0.1), "other": np.ones((2, 2))}
+    grads = {"sep": None, "punct": [1.0, 1.0], "cls": [0.1, 0.1], "other": [1.0, 1.0], "segments": 2, "per_segment": per}
     report = SurfaceReport("tiny", {}, stats, grads, None, encode_ids([ids]))
-    rows = {c.id: c for c in claims(report)}
+    rows = {c.id: c for c in claims(report, n_boot=20)}
     na = {"next-token-heads", "sep-attention-middle-layers", "sep-self-attention", "cls-broad-last-layer",
-          "sep-gradient-small"}
-    assert {k for k, c in rows.items() if c.verdict == NOT_APPLICABLE} == na
+          "sep-gradient-small", "sink-self-attention"}
+    first_is_sink = len(sink_layers(stats.layer_means("cls"))) > 0
+    assert {k for k, c in rows.items() if c.verdict == NOT_APPLICABLE} == na | (set() if first_is_sink else
+                                                                               {"sink-gradient-small"})
     assert all(rows[k].reason for k in na) and rows["next-token-heads"].reason == CAUSAL_DEFINITIONS["next"]
-    assert [c.id for c in _claims(stats, grads)] == list(rows)  # the same claims, in the same order
+    assert rows["sink-self-attention"].reason == CAUSAL_DEFINITIONS["cls_cls"]  # the first position sees only itself
+    assert "(the first position)" in rows["sink-gradient-small"].claim
+    for c in rows.values():
+        check_row(c.to_json())
 
 
 def test_compare_findings_leave_a_not_applicable_model_out():

@@ -108,12 +108,29 @@ def test_paper_rows_by_name_and_probe_rows_mapped():
     assert paper.table3("Attn + words (original misalignment)") is None  # ours only: no paper row
 
 
+def _surface_stats(L=4, H=2, S=20, *, seed=0, causal=False, **values):
+    """Constructed §3 statistics of ``S`` segments: every statistic 0 in every segment but those given in
+    ``values`` (``{statistic: [segment, layer, head]``, or anything that broadcasts to it), uniform entropy 3."""
+    from helpers.surface.stats import CAUSAL_DEFINITIONS, STATISTICS, SurfaceStats
+
+    per = {k: np.broadcast_to(np.asarray(values.get(k, 0.0), dtype=float), (S, L, H)).copy() for k in STATISTICS}
+    undefined = {k: v for k, v in CAUSAL_DEFINITIONS.items()} if causal else {}
+    for k in undefined:
+        per[k][:] = np.nan
+    return SurfaceStats.from_segments(per, np.full(S, 3.0), undefined)
+
+
+def _gradients(L=4, S=20, **kinds):
+    """Constructed gradients: each kind's per-segment ``[segment, layer]`` (1 where not given), and their means."""
+    per = {k: np.broadcast_to(np.asarray(kinds.get(k, 1.0), dtype=float), (S, L)).copy()
+           for k in ("sep", "punct", "cls", "other")}
+    return {**{k: v.mean(0).tolist() for k, v in per.items()}, "segments": S, "per_segment": per}
+
+
 def test_surface_claims_show_the_papers_numbers():
     """The "paper" column is built from helpers.paper: the texts the book and `claims` have always shown."""
-    from helpers.surface.stats import STATISTICS, SurfaceStats
-
-    stats = SurfaceStats({k: np.zeros((4, 2)) for k in STATISTICS}, uniform_entropy=3.0, n_segments=1)
-    got = {c.id: c for c in su._claims(stats, {"sep": [1.0] * 4, "other": [1.0] * 4})}
+    stats = _surface_stats(sep=0.6)  # [SEP] a sink: its rows are judged
+    got = {c.id: c for c in su.claims(su.SurfaceReport("toy", {}, stats, _gradients(), None, None), n_boot=50)}
     assert got["prev-token-heads"].paper == "4 (layers 2, 4, 7, 8)"
     assert got["next-token-heads"].paper == "5 (layers 1, 2, 2, 3, 6)"
     assert got["prev-token-heads"].claim == "heads with >50% attention on the previous token"
@@ -122,55 +139,149 @@ def test_surface_claims_show_the_papers_numbers():
     assert got["broad-attention-lower-layers"].paper == "layer 1 (Figure 4)"
     assert got["cls-broad-last-layer"].paper == "3.89 nats (128-token segments)"
     assert got["sep-gradient-small"].paper == "very small from layer 5 on"
+    assert got["sink-gradient-small"].paper == "very small from layer 5 on, for [SEP]"
+    assert got["sink-self-attention"].paper == ">90%, for [SEP]" and "([SEP])" in got["sink-self-attention"].claim
 
 
 # ---------------------------------------------------------------------------------- §3 surface
 
 
 def test_surface_rules_both_sides():
-    t = su.POSITION_PARTLY
-    assert su.verdict_position_heads(1, 0.6) == REPRODUCED
-    assert su.verdict_position_heads(0, t + EPS) == PARTLY
-    assert su.verdict_position_heads(0, t - EPS) == NOT_REPRODUCED
-    for rule, full, part in ((su.verdict_sep_layers, su.SEP_MAJORITY, su.SEP_MAJORITY_PARTLY),
-                             (su.verdict_sep_self, su.SEP_SELF, su.SEP_SELF_PARTLY)):
-        assert rule(full + EPS) == REPRODUCED and rule(full - EPS) == PARTLY
-        assert rule(part + EPS) == PARTLY and rule(part - EPS) == NOT_REPRODUCED
-    assert su.verdict_broad_lower_layers(0, 6) == REPRODUCED
-    assert su.verdict_broad_lower_layers(2, 6) == PARTLY and su.verdict_broad_lower_layers(3, 6) == NOT_REPRODUCED
-    u = 4.0
-    b = su.BROAD_ENTROPY_FRACTION
-    assert su.verdict_cls_broad(b * u + EPS, u, 10.0) == REPRODUCED
-    assert su.verdict_cls_broad(b * u - EPS, u, 1.0) == PARTLY
-    assert su.verdict_cls_broad(1.0 - EPS, u, 1.0) == NOT_REPRODUCED
-    g = su.GRADIENT_SMALL
-    assert su.verdict_sep_gradient(g - EPS) == REPRODUCED and su.verdict_sep_gradient(g + EPS) == PARTLY
-    assert su.verdict_sep_gradient(1.0 + EPS) == NOT_REPRODUCED
+    """Each §3 rule on both sides of each of its boundaries: the share of replicates (0.95, 0.05), the ranges of
+    the levels (the paper's 90 %, the broad fraction of the uniform entropy) and the gradient ratio's null (1) and
+    level (GRADIENT_SMALL, ours)."""
+    from helpers.claims import INCONCLUSIVE
+
+    for rule in (lambda x: su.position_heads(x, 0.6), lambda x: su.sep_layers(x, 0.6),
+                 lambda x: su.broadest_is_first(x, 1)):
+        assert rule(0.95).verdict == REPRODUCED and rule(0.95 - EPS).verdict == INCONCLUSIVE
+        assert rule(0.05 + EPS).verdict == INCONCLUSIVE and rule(0.05).verdict == NOT_REPRODUCED
+    for rule, low in ((su.self_attended, su.SEP_SELF), (su.cls_broad, su.BROAD_ENTROPY_FRACTION)):
+        assert su.SELF_RANGE[1] == su.CLS_BROAD_RANGE[1] == 1.0  # a share, a fraction: at most all of it
+        assert rule(low + 0.02, (low, low + 0.04)).verdict == REPRODUCED
+        assert rule(low + 0.02, (low - EPS, low + 0.04)).verdict == INCONCLUSIVE
+        assert rule(low - 0.02, (low - 0.04, low - EPS)).verdict == NOT_REPRODUCED
+        assert rule(1.0, (1.0 - 0.02, 1.0 + EPS)).verdict == INCONCLUSIVE  # out of the range above
+        assert rule(low, (low, 1.0)).fields()["range"] == [low, 1.0]
+    g, null = su.GRADIENT_SMALL, su.GRADIENT_NULL
+    assert su.gradient_small(g, (g - 0.1, null - EPS)).verdict == REPRODUCED        # below the null, at the level
+    assert su.gradient_small(g + EPS, (g - 0.1, null - EPS)).verdict == PARTLY      # below the null, short of it
+    assert su.gradient_small(g + EPS, (g, null)).verdict == INCONCLUSIVE             # holds the null and the level
+    assert su.gradient_small(0.8, (g + EPS, null)).verdict == NOT_REPRODUCED          # holds the null, not the level
+    assert su.gradient_small(1.2, (1.1, 1.3)).verdict == NOT_REPRODUCED
+    assert su.gradient_small(0.4, (0.3, 0.6)).fields() == {
+        "rule": "effect", "estimate": 0.4, "interval": [0.3, 0.6], "null": null, "paper_level": g, "range": None,
+        "share": None, "parts": None, "part_rows": None, "p_value": None}
 
 
-def test_surface_claims_ids_from_constructed_stats():
-    from helpers.surface.stats import STATISTICS, SurfaceStats
+def test_surface_share_statistics_on_both_sides_of_their_thresholds():
+    """The discrete statements on constructed segments: a head (a layer) exactly at the threshold is not above
+    it in any replicate, one a step above is in every replicate; the broadest layer is layer 1 or not."""
+    from helpers.surface.stats import (SPECIALIST_THRESHOLD, SegmentReplicates, share_broadest_layer,
+                                       share_some_head_above, share_some_layer_above)
 
-    per_head = {k: np.zeros((4, 2)) for k in STATISTICS}
-    per_head["prev"][1, 1] = 0.3  # strongest previous-token head between the partly threshold and 50%
-    per_head["sep"][2] = 0.3
-    per_head["entropy"][1] = 2.0
-    stats = SurfaceStats(per_head, uniform_entropy=3.0, n_segments=1)
-    grads = {"sep": [1.0, 1.0, 0.1, 0.1], "other": [1.0, 1.0, 1.0, 1.0]}
-    report = su.SurfaceReport("toy", {}, stats, grads, None, None)
-    got = {c.id: c for c in su.claims(report)}
+    t = SPECIALIST_THRESHOLD
+    at, above = (SegmentReplicates(_surface_stats(prev=v, sep=v), n_boot=50) for v in (t, t + EPS))
+    assert share_some_head_above(at, "prev") == 0.0 and share_some_head_above(above, "prev") == 1.0
+    assert share_some_layer_above(at, "sep", su.SEP_MAJORITY) == 0.0
+    assert share_some_layer_above(above, "sep", su.SEP_MAJORITY) == 1.0
+    entropy = np.zeros((20, 4, 2))
+    entropy[:, 0] = 2.0
+    assert share_broadest_layer(SegmentReplicates(_surface_stats(entropy=entropy), n_boot=50)) == 1.0
+    entropy[:, 1] = 2.0 + EPS
+    assert share_broadest_layer(SegmentReplicates(_surface_stats(entropy=entropy), n_boot=50)) == 0.0
+
+
+def test_surface_claims_from_constructed_stats_follow_their_fields():
+    """Ids, order, values and verdicts on constructed segments; every row's verdict follows from its fields."""
+    from helpers.claims import INCONCLUSIVE, NOT_APPLICABLE, check_row
+
+    rng = np.random.default_rng(0)
+    S = 40
+    prev = np.zeros((S, 4, 2))
+    prev[:, 1, 1] = np.where(np.arange(S) < S // 2, 0.9, 0.1) + rng.normal(0, 0.01, S)  # mean ~0.5: undecided
+    nxt = np.zeros((S, 4, 2))
+    nxt[:, 0, 0] = 0.8                                                  # a next-token head in every segment
+    cls = np.zeros((S, 4, 2))
+    cls[:, 1:3] = 0.4                                                   # [CLS] the sink of layers 2 and 3
+    cls_cls = np.zeros((S, 4, 2))
+    cls_cls[:, 1:3] = 0.95
+    entropy = np.ones((S, 4, 2))
+    entropy[:, 1] = 2.0                                                 # layer 2 the broadest
+    entropy_cls = np.zeros((S, 4, 2))
+    entropy_cls[:, -1] = 2.9                                            # of log n = 3: broad
+    stats = _surface_stats(S=S, prev=prev, next=nxt, cls=cls, cls_cls=cls_cls, sep=0.02, sep_sep=0.1,
+                           entropy=entropy, entropy_cls=entropy_cls)
+    cls_g = np.ones((S, 4))
+    cls_g[:, 1:3] = 0.1 + rng.uniform(0, 0.02, (S, 2))                 # small where [CLS] is a sink
+    grads = _gradients(S=S, cls=cls_g, sep=0.7)
+    rows = su.claims(su.SurfaceReport("toy", {}, stats, grads, None, None), n_boot=200)
+    got = {c.id: c for c in rows}
     assert list(got) == ["prev-token-heads", "next-token-heads", "sep-attention-middle-layers", "sep-self-attention",
-                         "broad-attention-lower-layers", "cls-broad-last-layer", "sep-gradient-small"]
-    assert got["prev-token-heads"].verdict == PARTLY and got["next-token-heads"].verdict == NOT_REPRODUCED
-    # tolerance: a ratio of constructed floats (pytest.approx: relative 1e-6)
-    assert got["sep-attention-middle-layers"].verdict == PARTLY and got["sep-attention-middle-layers"].value == pytest.approx(0.3)
-    assert got["broad-attention-lower-layers"].verdict == PARTLY and got["broad-attention-lower-layers"].value == 2
-    # tolerance: a ratio of constructed floats (relative 1e-6)
-    assert got["sep-gradient-small"].value == pytest.approx(0.1) and got["sep-gradient-small"].verdict == REPRODUCED
-    # the surface command's JSON keeps its claim/paper/ours/verdict rows
+                         "sink-self-attention", "broad-attention-lower-layers", "cls-broad-last-layer",
+                         "sep-gradient-small", "sink-gradient-small"]
+    for c in rows:
+        check_row(c.to_json())
+        assert c.verdict == NOT_APPLICABLE or (c.resampled == "segments" and c.n == S)
+    assert got["prev-token-heads"].verdict == INCONCLUSIVE and 0.05 < got["prev-token-heads"].judged.share < 0.95
+    assert got["next-token-heads"].verdict == REPRODUCED and got["next-token-heads"].value == 1
+    assert got["sep-attention-middle-layers"].verdict == NOT_REPRODUCED
+    # tolerance: a mean of equal constructed floats (relative 1e-12)
+    assert got["sep-attention-middle-layers"].value == pytest.approx(0.02, rel=1e-12)
+    # [SEP] is no sink here: its role claims are not applicable, with the measured share, their statistic kept
+    for cid in ("sep-self-attention", "sep-gradient-small"):
+        assert got[cid].verdict == NOT_APPLICABLE and "takes at most 0.02" in got[cid].reason
+    assert got["sep-self-attention"].value == pytest.approx(0.1, rel=1e-12)  # as above
+    assert got["sep-gradient-small"].value == pytest.approx(0.7, rel=1e-12)  # as above
+    # ... and judged on [CLS], the measured sink
+    assert "([CLS])" in got["sink-self-attention"].claim and got["sink-self-attention"].verdict == REPRODUCED
+    assert got["sink-self-attention"].value == pytest.approx(0.95, rel=1e-12)  # as above
+    sink = got["sink-gradient-small"]
+    assert "([CLS])" in sink.claim and sink.verdict == REPRODUCED and sink.judged.interval[1] < su.GRADIENT_SMALL
+    assert "layers 2, 3" in sink.ours
+    assert got["broad-attention-lower-layers"].verdict == NOT_REPRODUCED and got["broad-attention-lower-layers"].value == 2
+    assert got["cls-broad-last-layer"].verdict == REPRODUCED
+    assert got["cls-broad-last-layer"].judged.estimate == pytest.approx(2.9 / 3.0, rel=1e-12)  # as above
     # the surface command's JSON "claims" keeps its claim/paper/ours/verdict keys (and adds id, section, value)
-    rows = [c.to_json() for c in su.claims(report)]
-    assert {"claim", "paper", "ours", "verdict"} <= set(rows[0]) and rows[0]["id"] == "prev-token-heads"
+    assert {"claim", "paper", "ours", "verdict"} <= set(rows[0].to_json()) and rows[0].id == "prev-token-heads"
+
+
+def test_surface_sink_premise_both_ways():
+    """A model whose [SEP] is a sink has its [SEP] claims judged on [SEP], and its measured sink is [SEP]; one
+    without any sink has every claim about a sink's role not applicable; no gradients: no gradient rows."""
+    from helpers.claims import NOT_APPLICABLE
+    from helpers.surface.stats import SINK_SHARE
+
+    sep = np.zeros((20, 4, 2))
+    sep[:, 2] = SINK_SHARE + 0.05
+    stats = _surface_stats(sep=sep, sep_sep=0.97, cls=0.1)
+    got = {c.id: c for c in su.claims(su.SurfaceReport("toy", {}, stats, _gradients(sep=0.2), None, None), n_boot=100)}
+    for cid in ("sep-self-attention", "sink-self-attention", "sep-gradient-small", "sink-gradient-small"):
+        assert got[cid].verdict == REPRODUCED, cid
+    assert "([SEP])" in got["sink-self-attention"].claim
+    assert "upper layers" in got["sep-gradient-small"].ours and "layers 3:" in got["sink-gradient-small"].ours
+    at = sep.copy()
+    at[:, 2] = SINK_SHARE  # at the threshold: not a sink
+    none = _surface_stats(sep=at, sep_sep=0.97, cls=0.1)
+    got = {c.id: c for c in su.claims(su.SurfaceReport("toy", {}, none, _gradients(sep=0.2), None, None), n_boot=100)}
+    for cid in ("sep-self-attention", "sink-self-attention", "sep-gradient-small", "sink-gradient-small"):
+        assert got[cid].verdict == NOT_APPLICABLE and "is not a sink of this model" in got[cid].reason, cid
+    assert got["sep-attention-middle-layers"].verdict == NOT_REPRODUCED  # an observation: judged on [SEP] anyway
+    rows = [c.id for c in su.claims(su.SurfaceReport("toy", {}, none, None, None, None), n_boot=20)]
+    assert "sep-gradient-small" not in rows and "sink-gradient-small" not in rows  # no gradients, no claim
+
+
+def test_surface_undefined_gradient_ratio_is_not_applicable():
+    """No NaN becomes a verdict: a ratio whose denominator is 0 (no gradient for other tokens) is not applicable."""
+    from helpers.claims import NOT_APPLICABLE
+
+    stats = _surface_stats(cls=0.4)
+    grads = _gradients(cls=0.1, other=0.0)
+    got = {c.id: c for c in su.claims(su.SurfaceReport("toy", {}, stats, grads, None, None), n_boot=20)}
+    assert got["sink-gradient-small"].verdict == NOT_APPLICABLE and "undefined" in got["sink-gradient-small"].reason
+    with pytest.raises(ValueError, match="per_segment"):  # intervals need each segment's values
+        su.claims(su.SurfaceReport("toy", {}, stats, {k: v for k, v in grads.items() if k != "per_segment"},
+                                   None, None), n_boot=20)
 
 
 # ----------------------------------------------------------------------------------- §4.2 syntax
@@ -492,5 +603,10 @@ def test_claims_command_json(tiny_model_dir, toy_data, tmp_path):
     for wanted in ("prev-token-heads", "sep-attention-middle-layers", "det-head", "coref-head",
                    "probe-attn-words-best", "same-layer-heads-alike"):
         assert wanted in ids
-    assert {r["verdict"] for r in rows} <= {REPRODUCED, PARTLY, NOT_REPRODUCED}
+    from helpers.claims import NOT_APPLICABLE, VERDICTS, check_row
+
+    assert {r["verdict"] for r in rows} <= {*VERDICTS, NOT_APPLICABLE}
+    for r in rows:
+        if r["section"].startswith(su.PAPER_SECTION):  # §3's rows on the convention: each follows from its fields
+            check_row(r)
     assert all(r["value"] is None or isinstance(r["value"], (int, float)) for r in rows)

@@ -222,5 +222,6 @@ def test_broad_behaviour_uses_the_one_broad_threshold():
     per_head["entropy"][0] = 3.0 * BROAD_ENTROPY_FRACTION + np.array([1e-9, -1e-9])
     stats = SurfaceStats(per_head, uniform_entropy=3.0, n_segments=1)
     assert behaviours(stats) == ["attends broadly", NO_BEHAVIOUR]
-    for rule_input, want in ((3.0 * BROAD_ENTROPY_FRACTION + 1e-9, "reproduced"), (3.0 * BROAD_ENTROPY_FRACTION - 1e-9, "partly")):
-        assert surface_claims.verdict_cls_broad(rule_input, 3.0, 0.0) == want
+    assert surface_claims.CLS_BROAD_RANGE[0] == BROAD_ENTROPY_FRACTION
+    for low_end, want in ((BROAD_ENTROPY_FRACTION, "reproduced"), (BROAD_ENTROPY_FRACTION - 1e-9, "inconclusive")):
+        assert surface_claims.cls_broad(0.95, (low_end, 0.99)).verdict == want

@@ -33,10 +33,12 @@ def test_bert_mask_rates_and_specials():
     assert 0.7 < frac_mask < 0.9  # 80% become the mask token
 
 
-def _batch(lm, k=12, lengths=(4, 10)):
+def _batch(lm, k=12, lengths=(4, 10), plain=0):
+    """``k`` random sentences, then ``plain`` more without "." or ","."""
     rng = np.random.default_rng(1)
     words = ["the", "cat", "sat", "on", "mat", "a", "dog", ".", ","]
-    return encode_words(lm.tokenizer, [list(rng.choice(words, size=rng.integers(*lengths))) for _ in range(k)])
+    sentences = [list(rng.choice(words, size=rng.integers(*lengths))) for _ in range(k)]
+    return encode_words(lm.tokenizer, sentences + [list(rng.choice(words[:-2], size=lengths[0])) for _ in range(plain)])
 
 
 def test_fitting_lowers_the_head_loss(tiny_lm):
@@ -87,11 +89,12 @@ def test_gradient_importance_matches_a_one_segment_reference(tiny_lm):
     from helpers.surface.mlm import masked_examples
     from helpers.surface.stats import token_masks
 
-    batch = _batch(tiny_lm, 6, lengths=(12, 30))  # several masked tokens per segment
+    batch = _batch(tiny_lm, 6, lengths=(12, 30), plain=1)  # several masked tokens per segment; one without punctuation
     lm, head = _in_float64(tiny_lm, fit_head(tiny_lm, batch, batch, seed=0, epochs=1)[0])
     got = gradient_importance(lm, head, batch, seed=5, batch_size=4)
     sums = {k: np.zeros(lm.n_layers) for k in ("sep", "punct", "cls", "other")}
     counts = dict.fromkeys(sums, 0)
+    rows = {}  # each segment's [layer] per kind, by its index (NaN for a kind it lacks)
     for ex, labels in masked_examples(lm, batch.examples, seed=5):
         with torch.enable_grad():
             out = lm.model(input_ids=torch.from_numpy(ex.input_ids)[None], output_attentions=True)
@@ -100,6 +103,7 @@ def test_gradient_importance_matches_a_one_segment_reference(tiny_lm):
         original = next(e for e in batch.examples if e.index == ex.index).input_ids
         masks = token_masks(lm.tokenizer, original)
         masks["other"] = ~(masks["sep"] | masks["punct"] | masks["cls"])
+        rows[ex.index] = {kind: np.full(lm.n_layers, np.nan) for kind in masks}
         for kind, mask in masks.items():
             if not mask.any():
                 continue
@@ -108,10 +112,19 @@ def test_gradient_importance_matches_a_one_segment_reference(tiny_lm):
                 g = g[0].abs().numpy()  # [head, query, key]
                 keys = [float(g[:, :, j].mean()) for j in range(len(mask)) if mask[j]]
                 sums[kind][layer] += sum(keys) / len(keys)
+                rows[ex.index][kind][layer] = sum(keys) / len(keys)
+    assert any(np.isnan(r["punct"]).all() for r in rows.values())  # a segment without "." or ",": its row NaN
     for kind in sums:
         want = sums[kind] / max(counts[kind], 1)
         # tolerance: float64 gradients of one segment against those of batches of 4, averaged in another order
         np.testing.assert_allclose(got[kind], want, rtol=0, atol=float64_passes(want))
+        each = np.array([rows[i][kind] for i in sorted(rows)])  # [segment, layer], by index
+        assert got["per_segment"][kind].shape == each.shape == (len(batch.examples), lm.n_layers)
+        # tolerance: as above, one segment's mean
+        np.testing.assert_allclose(got["per_segment"][kind], each, rtol=0, atol=float64_passes(np.nan_to_num(each)))
+        # the means are those of the segments that have the kind
+        np.testing.assert_allclose(np.nanmean(got["per_segment"][kind], axis=0), got[kind], rtol=0,
+                                   atol=float64_passes(want))
 
 
 def test_surface_command_json(tiny_model_dir, fake_data, tmp_path):
