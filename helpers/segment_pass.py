@@ -107,6 +107,7 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
         keys["distances"] = ("js-distances", distances_key(lm, batch))
     if norms:
         keys["norms"] = ("norm-stats", norms_key(lm, batch))
+
     def missing(name: str) -> bool:  # the §3 statistics are two files: the means and each segment's values
         kind, key = keys[name]
         if name == "surface":
