@@ -488,5 +488,8 @@ def test_claims_command_json(tiny_model_dir, toy_data, tmp_path):
     for wanted in ("prev-token-heads", "sep-attention-middle-layers", "det-head", "coref-head",
                    "probe-attn-words-best", "same-layer-heads-alike"):
         assert wanted in ids
-    assert {r["verdict"] for r in rows} <= {REPRODUCED, PARTLY, NOT_REPRODUCED}
+    assert {r["verdict"] for r in rows} <= {REPRODUCED, PARTLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_APPLICABLE}
+    for r in rows:  # every migrated row's verdict follows from its own fields
+        if r["rule"] is not None:
+            check_row(r)
     assert all(r["value"] is None or isinstance(r["value"], (int, float)) for r in rows)
