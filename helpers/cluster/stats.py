@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from helpers.core.bootstrap import BOOTSTRAP
+
 JS_SMOOTHING = 1e-3  # P~ = (1 - s) P + s / n, as in the original head_distances.py
 
 
@@ -317,7 +319,7 @@ def layer_ratio_parts(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return diagonal / 2, off / 2  # each pair once
 
 
-def layer_ratio_interval(blocks: np.ndarray, n_heads: int, *, n_boot: int = 1000, seed: int = 0,
+def layer_ratio_interval(blocks: np.ndarray, n_heads: int, *, n_boot: int = BOOTSTRAP, seed: int = 0,
                          level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of :func:`layer_similarity`'s within/between ratio, resampling the segments:
     each replicate sums the drawn segments' :func:`layer_ratio_parts` (a ratio of sums:

@@ -473,7 +473,8 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
 
 
 def seed_interval(runs: list[float], level: float = 0.95) -> tuple[float, float] | None:
-    """Student-t interval of the mean over seeds (``None`` with fewer than two runs: unknown)."""
+    """Student-t interval of the mean over seeds (``None`` with fewer than two runs: unknown). The claims no longer
+    read it: their intervals resample the test sentences within each seed too (:mod:`helpers.probe.claims`)."""
     from scipy import stats
 
     if len(runs) < 2:

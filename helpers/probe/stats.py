@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from helpers.core.bootstrap import BOOTSTRAP
 from helpers.core.threads import torch_threads
 
 ProbeKind = Literal["attn", "attn+words", "distances+words"]
@@ -666,7 +667,7 @@ def right_branching_uas(data: ProbeData) -> float:
 
 
 def pooled_uas_replicates(correct: Sequence[np.ndarray], total: np.ndarray, *, baseline: Sequence[np.ndarray] | None = None,
-                          n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+                          n_boot: int = BOOTSTRAP, seed: int = 0) -> np.ndarray:
     """``[runs * n_boot]``: UAS (percent) of a probe trained with several seeds (``correct``: one
     :func:`sentence_correct` ``[sentence]`` per seed), each seed's test sentences resampled on their own
     (:func:`helpers.core.bootstrap.pooled_replicates`: seed ``s`` draws with ``seed + s``), the replicates of every

@@ -265,6 +265,12 @@ def test_syntax_claims_on_toy_treebank(tiny_lm, toy_conllu):
     none = sy.claims([ALL], held, {"relations": [], "specialised": None, "specialised_sentences": 0,
                                    "direction": None, "direction_sentences": 0})
     assert {c.verdict for c in none if c.id in ("specialised-heads", "dependent-attends-to-head")} == {NOT_APPLICABLE}
+    # an undefined (NaN) interval is never a verdict either: not applicable, with its reason
+    nan = [{**r, "gain_ci": (float("nan"), float("nan"))} if r["relation"] in (ALL, "det") else r for r in held]
+    undefined = by_id(sy.claims(relations, nan, statements))
+    for claim_id in ("single-head-parsing-all", "det-head"):
+        assert undefined[claim_id].verdict == NOT_APPLICABLE and "undefined" in undefined[claim_id].reason
+        check_row(undefined[claim_id].to_json())
 
 
 # ------------------------------------------------------------------------------------ §4.3 coref
@@ -357,7 +363,7 @@ def probe_result(uas: dict[str, list[float]], n_sentences: int = 60, words: int 
     for name, values in uas.items():
         runs = [rng.binomial(words, u / 100, size=n_sentences).tolist() for u in values]
         correct[name] = {"test": runs}
-        means = [round(100 * sum(r) / sum(totals), 2) for r in runs]
+        means = [round(100 * sum(r) / max(sum(totals), 1), 2) for r in runs]  # (as the run: no word, 0)
         rows[name] = {"test": {"mean": float(np.mean(means)), "sd": 0.0, "runs": means}}
     return {"rows": rows, "per_sentence": {"totals": {"test": totals}, "correct": correct}}
 
@@ -387,6 +393,10 @@ def test_probe_claims_from_constructed_result():
     # a result without per-sentence counts: nothing to resample, not applicable
     bare = {"rows": result["rows"]}
     assert {c.verdict for c in pr.claims(bare)} == {NOT_APPLICABLE}
+    # no counted word on the test set (every word punctuation): NaN replicates, not applicable, never a verdict
+    empty = probe_result({name: [0.0] * len(r["test"]["runs"]) for name, r in result["rows"].items()}, words=0)
+    assert {c.verdict for c in pr.claims(empty)} == {NOT_APPLICABLE}
+    assert all("undefined" in c.reason for c in pr.claims(empty))
 
 
 # ------------------------------------------------------------------------ beyond the paper: norms
