@@ -41,13 +41,13 @@ class SegmentAccumulator:
     :func:`helpers.reduce.reduce_shards` feeds it); ``device``: where the distances and the norm statistics of
     host arrays are computed (:func:`helpers.reduce.stage_device`)."""
 
-    def __init__(self, n_maps: int, parts: tuple[str, ...], device: str | None = None):
+    def __init__(self, n_maps: int, parts: tuple[str, ...], device: str | None = None, n_layers: int | None = None):
         from helpers.cluster.stats import JSAccumulator
         from helpers.norms.stats import NormAccumulator
         from helpers.surface.stats import SurfaceAccumulator
 
         self.n_maps, self.parts = n_maps, parts
-        new = {"surface": SurfaceAccumulator, "distances": lambda: JSAccumulator(n_maps, device=device),
+        new = {"surface": SurfaceAccumulator, "distances": lambda: JSAccumulator(n_maps, device=device, n_layers=n_layers),
                "norms": lambda: NormAccumulator(device=device)}
         self.accs = {name: new[name]() for name in parts}
 
@@ -123,14 +123,15 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
         return (segment_masks(lm, ex),
                 kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal) if with_norms else None)
 
-    accs = reduce_shards(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts, stage_device(lm)),
+    accs = reduce_shards(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts, stage_device(lm),
+                                            n_layers=lm.n_layers),
                          extras=extras,
                          maps="weights+norms" if with_norms else "weights", progress=progress).result()
     values = {}
     if "surface" in accs:  # the means and each segment's values (helpers.surface.run.store_statistics)
         store_statistics(keys["surface"][1], accs["surface"].result(), cache_root=cache_root)
     if "distances" in accs:
-        values["distances"] = {"distance": accs["distances"].result().tolist(), "tokens": accs["distances"].tokens}
+        values["distances"] = accs["distances"].to_cache()  # with each segment's layer blocks (§6's interval)
     if "norms" in accs:
         norm_stats = accs["norms"].result()
         values["norms"] = norm_stats.to_cache()

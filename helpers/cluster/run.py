@@ -19,6 +19,7 @@ from helpers.cluster.stats import (
     JSAccumulator,
     embed_mds,
     hierarchical_order,
+    layer_ratio_interval,
     layer_similarity,
 )
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
@@ -116,14 +117,20 @@ def linguistic_heads(specialised: dict[str, list[str]], coref_head: tuple[int, i
 
 def js_distances(lm: LoadedModel, batch, *, progress: bool = False, execution: Execution | None = None,
                  batch_size: int = 32) -> tuple[np.ndarray, int]:
-    """``([head, head] summed JS, tokens)`` over every query token of every segment, streamed.
-
-    Shard by shard (:func:`helpers.reduce.reduce_shards`): each shard's sums are made here or on a
-    worker and merged in shard order."""
-    acc = reduce_shards(lm, batch, partial(JSAccumulator, lm.n_layers * lm.n_heads, device=stage_device(lm)),
-                        batch_size=batch_size,
-                        execution=execution, progress=progress)
+    """``([head, head] summed JS, tokens)`` over every query token of every segment, streamed
+    (:func:`js_accumulated`)."""
+    acc = js_accumulated(lm, batch, progress=progress, execution=execution, batch_size=batch_size)
     return acc.result(), acc.tokens
+
+
+def js_accumulated(lm: LoadedModel, batch, *, progress: bool = False, execution: Execution | None = None,
+                   batch_size: int = 32) -> JSAccumulator:
+    """The :class:`~helpers.cluster.stats.JSAccumulator` of every segment of ``batch`` (its summed distances, its
+    tokens and each segment's layer blocks), streamed shard by shard (:func:`helpers.reduce.reduce_shards`): each
+    shard's sums are made here or on a worker and merged in shard order."""
+    return reduce_shards(lm, batch, partial(JSAccumulator, lm.n_layers * lm.n_heads, device=stage_device(lm),
+                                            n_layers=lm.n_layers),
+                         batch_size=batch_size, execution=execution, progress=progress)
 
 
 def distances_key(lm: LoadedModel, batch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
@@ -149,13 +156,24 @@ def run_cluster(lm: LoadedModel, surface: Callable[[EncodedBatch], SurfaceStats]
     key = distances_key(lm, batch, segments_from)
 
     def compute() -> dict:
-        D, tokens = js_distances(lm, batch, progress=progress, execution=execution)
-        return {"distance": D.tolist(), "tokens": tokens}
+        return js_accumulated(lm, batch, progress=progress, execution=execution).to_cache()
 
     stored = cached_json("js-distances", key, compute, cache_root=cache_root)
     D = np.asarray(stored["distance"])
     stats = surface(batch)  # §3's statistics of the same segments
     order, _ = hierarchical_order(D)
     return ClusterResult(lm.label, D, embed_mds(D, seed=seed), behaviours(stats), stats, lm.n_layers, lm.n_heads,
-                         len(batch.examples), stored["tokens"], layer_similarity(D, lm.n_heads, n_perm=n_perm, seed=seed),
+                         len(batch.examples), stored["tokens"],
+                         similarity(D, np.asarray(stored["layer_blocks"]), lm.n_heads, n_perm=n_perm, seed=seed),
                          order, segment_tokens(batch), segments_from)
+
+
+def similarity(D: np.ndarray, blocks: np.ndarray, n_heads: int, *, n_perm: int = PERMUTATIONS, seed: int = 0) -> dict:
+    """:func:`~helpers.cluster.stats.layer_similarity` of the summed distances ``D [head, head]`` (the ratio and its
+    permutation test), with the ratio's 95 % interval over resampled segments (``ratio_interval``, from each
+    segment's ``blocks [segment, layer, layer]``: :func:`~helpers.cluster.stats.layer_ratio_interval`) and how many
+    segments were resampled (``segments_resampled``)."""
+    out = layer_similarity(D, n_heads, n_perm=n_perm, seed=seed)
+    out["ratio_interval"] = list(layer_ratio_interval(blocks, n_heads, seed=seed))
+    out["segments_resampled"] = int(len(blocks))
+    return out

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from helpers.core.bootstrap import BOOTSTRAP
+
 JS_SMOOTHING = 1e-3  # P~ = (1 - s) P + s / n, as in the original head_distances.py
 
 
@@ -154,10 +156,24 @@ def js_reference(attn: np.ndarray) -> np.ndarray:
     return D
 
 
+def layer_blocks(D: torch.Tensor | np.ndarray, n_layers: int) -> torch.Tensor:
+    """``[..., layer, layer]`` float64: the sums of ``D [..., head, head]`` (flattened ``layer * n_heads + head``)
+    over each block of a layer's heads against another's (a layer against itself on the diagonal, both triangles):
+    all a segment's distances must keep for the within- and between-layer means (:func:`layer_ratio_parts`)."""
+    D = torch.as_tensor(D)
+    K = D.shape[-1]
+    if K % n_layers:
+        raise ValueError(f"{K} heads do not split into {n_layers} layers")
+    H = K // n_layers
+    return D.to(torch.float64).reshape(*D.shape[:-2], n_layers, H, n_layers, H).sum(dim=(-3, -1))
+
+
 @dataclass
 class JSAccumulator:
     """Streaming sum of :func:`segment_js` over segments (``update``, ``merge``, ``result``: the protocol
-    of :class:`helpers.reduce.Accumulator`)."""
+    of :class:`helpers.reduce.Accumulator`). With ``n_layers`` each segment's :func:`layer_blocks` are kept too
+    (``blocks``: ``[segment, layer, layer]``, in the order the segments were added), from which
+    :func:`layer_ratio_interval` resamples segments."""
 
     n_heads_total: int
     chunk: int | None = None  # heads per step; None: see segment_js
@@ -166,6 +182,8 @@ class JSAccumulator:
     segments: int = 0
     dtype: torch.dtype = field(default=torch.float32)
     device: str | None = None  # where each segment's distances are computed (None: the CPU); sums stay on the CPU
+    n_layers: int | None = None  # keep each segment's layer blocks (None: only the sums)
+    blocks: list = field(default_factory=list)  # [segment, layer, layer] blocks, one array (or tensor) per update
 
     def update_batch(self, batch, extras: list | None = None) -> None:
         """Add a :class:`~helpers.core.extract.MapBatch` of segments (its ``weights``, on their device):
@@ -178,12 +196,15 @@ class JSAccumulator:
         for b in range(D.shape[0]):
             total = D[b].to(torch.float64) if total is None else total + D[b].to(torch.float64)
         self.total = total
+        if self.n_layers is not None:
+            self.blocks.append(layer_blocks(D, self.n_layers))
         self.tokens += int(batch.lengths.sum())
         self.segments += len(batch)
 
     def _host(self) -> None:
         if isinstance(self.total, torch.Tensor):
             self.total = self.total.cpu().numpy()
+        self.blocks = [b.cpu().numpy() if isinstance(b, torch.Tensor) else b for b in self.blocks]
 
     def __getstate__(self) -> dict:
         self._host()  # a partial travels (to the driver, from a Dask worker) with its sums on the host
@@ -196,6 +217,8 @@ class JSAccumulator:
             raise ValueError(f"map has {D.shape[0]} heads, expected {self.n_heads_total}")
         self._host()
         self.total = D if self.total is None else self.total + D
+        if self.n_layers is not None:
+            self.blocks.append(layer_blocks(D, self.n_layers)[None].numpy())
         self.tokens += int(np.shape(attn)[-1])
         self.segments += 1
 
@@ -207,8 +230,12 @@ class JSAccumulator:
             raise ValueError(f"cannot merge sums over {other.n_heads_total} heads into sums over {self.n_heads_total}")
         self._host()
         other._host()
+        if other.n_layers != self.n_layers:
+            raise ValueError(f"cannot merge an accumulator keeping blocks of {other.n_layers} layers into one keeping "
+                             f"{self.n_layers}")
         if other.total is not None:
             self.total = other.total.copy() if self.total is None else self.total + other.total
+        self.blocks.extend(other.blocks)
         self.tokens += other.tokens
         self.segments += other.segments
         return self
@@ -218,6 +245,23 @@ class JSAccumulator:
             raise ValueError("no segments were added")
         self._host()
         return self.total
+
+    def segment_blocks(self) -> np.ndarray:
+        """``[segment, layer, layer]`` float64: each segment's :func:`layer_blocks` (needs ``n_layers``)."""
+        if self.n_layers is None:
+            raise ValueError("this accumulator keeps no per-segment blocks: make it with n_layers")
+        self._host()
+        if not self.blocks:
+            return np.zeros((0, self.n_layers, self.n_layers))
+        return np.concatenate(self.blocks, axis=0)
+
+    def to_cache(self) -> dict:
+        """What the JS-distance cache holds (:func:`helpers.cluster.run.run_cluster` reads it): the summed
+        ``distance [head, head]``, the ``tokens`` and, with ``n_layers``, each segment's ``layer_blocks``."""
+        out = {"distance": self.result().tolist(), "tokens": self.tokens}
+        if self.n_layers is not None:
+            out["layer_blocks"] = self.segment_blocks().tolist()
+        return out
 
 
 MDS_STARTS = 5  # random starts of the MDS (the original's n_init), the best layout kept
@@ -261,6 +305,37 @@ def layer_similarity(D: np.ndarray, n_heads: int, *, n_perm: int = PERMUTATIONS,
         hits += (b - w) >= observed
     return {"within_layer_mean": within, "between_layer_mean": between, "ratio": within / between,
             "permutations": n_perm, "p_value": (hits + 1) / (n_perm + 1)}
+
+
+def layer_ratio_parts(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(within [segment], between [segment])``: each segment's share of :func:`layer_similarity`'s two means,
+    from its :func:`layer_blocks` ``[segment, layer, layer]``: the distances between two heads of the same layer
+    (each pair once) divided by the number of such pairs, and the same for heads of different layers. Summed over
+    the segments they are the two means; their ratio is the within/between ratio."""
+    blocks = np.asarray(blocks, dtype=np.float64)
+    L = blocks.shape[-1]
+    diagonal = np.trace(blocks, axis1=-2, axis2=-1)  # both triangles of each layer's block (its diagonal is 0)
+    off = blocks.sum(axis=(-2, -1)) - diagonal        # both triangles of every pair of layers
+    return diagonal / 2, off / 2  # each pair once
+
+
+def layer_ratio_interval(blocks: np.ndarray, n_heads: int, *, n_boot: int = BOOTSTRAP, seed: int = 0,
+                         level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`layer_similarity`'s within/between ratio, resampling the segments:
+    each replicate sums the drawn segments' :func:`layer_ratio_parts` (a ratio of sums:
+    :func:`helpers.core.bootstrap.ratio_replicates`). ``blocks`` ``[segment, layer, layer]``; ``n_heads`` heads
+    per layer. ``(nan, nan)`` without segments."""
+    from helpers.core.bootstrap import counts, percentile_interval, ratio_replicates
+
+    blocks = np.asarray(blocks, dtype=np.float64)
+    if not len(blocks):
+        return (float("nan"), float("nan"))
+    L = blocks.shape[-1]
+    pairs_within = L * n_heads * (n_heads - 1) / 2
+    pairs_between = (L * n_heads) * (L * n_heads - 1) / 2 - pairs_within
+    within, between = layer_ratio_parts(blocks)
+    c = counts(len(blocks), n_boot=n_boot, seed=seed)
+    return percentile_interval(ratio_replicates(within / pairs_within, between / pairs_between, c), level=level)
 
 
 def layer_distances(D: np.ndarray, n_heads: int) -> list[dict]:

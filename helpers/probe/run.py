@@ -31,7 +31,10 @@ from helpers.probe.stats import (
     hold_resident,
     predict,
     release_resident,
+    right_branching_correct,
     right_branching_uas,
+    sentence_correct,
+    sentence_totals,
     train_probe,
     uas,
 )
@@ -322,15 +325,18 @@ def twin_jobs(jobs) -> dict[tuple[str, int], tuple[str, int]]:
 
 def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epochs: int, device=None) -> dict:
     """Train one probe (``job`` from :func:`training_jobs`) on ``device`` (default the CPU) and score it:
-    ``{"dev": best dev UAS, "epoch": best epoch, <test>: UAS, "test_mst": UAS of GUM test with MST decoding}``."""
+    ``{"dev": best dev UAS, "epoch": best epoch, <test>: UAS, "test_mst": UAS of GUM test with MST decoding,
+    "correct": {<test>: [sentence] words right (greedy; :func:`~helpers.probe.stats.sentence_correct`)}}``."""
     _, kind, which, misaligned, seed = job
     data = sets[which]
     model, info = train_probe(kind, data["train"], data["dev"], seed=seed, epochs=epochs, misaligned=misaligned,
                               device=device)
-    out = {"dev": max(info["dev_uas"]), "epoch": info["best_epoch"]}
+    out = {"dev": max(info["dev_uas"]), "epoch": info["best_epoch"], "correct": {}}
     for name in tests:
         logits = predict(model, data[name], misaligned=misaligned, device=device)
-        out[name] = uas(logits, data[name])
+        correct = sentence_correct(logits, data[name])
+        out[name] = 100.0 * int(correct.sum()) / max(int(sentence_totals(data[name]).sum()), 1)  # uas(logits, ...)
+        out["correct"][name] = correct.tolist()
         if name == "test":
             out["test_mst"] = uas(logits, data[name], decode="mst")
     return out
@@ -436,11 +442,20 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
         t_train += time.perf_counter() - t
     control = None  # its batches are on disk now: the model goes
     scores.update({job: scores[twin] for job, twin in twins.items()})
+    # Per sentence, in each test set's order (the model's and its control's data hold the same sentences in the
+    # same order: checked), the words each probe gets right with each seed: what the claims' bootstrap resamples.
+    for name in tests:
+        if random_sets is not None and random_sets[name].names != sets[name].names:
+            raise RuntimeError(f"the random-init control's {name} sentences are not the model's, in its order: its "
+                               "per-sentence scores cannot be paired with the model's")
+    per_sentence = {"totals": {name: sentence_totals(sets[name]).tolist() for name in tests},
+                    "correct": {"Right-branching": {name: [right_branching_correct(sets[name]).tolist()] for name in tests}}}
     for label, _, _, misaligned in CONFIGS:
         runs = [scores[(label, seed)] for seed in (seeds[:1] if misaligned else seeds)]
         results = {"dev": [r["dev"] for r in runs], "test": [r["test"] for r in runs], "test_mst": [r["test_mst"] for r in runs],
                    **{name: [r[name] for r in runs] for name in tests if name != "test"}}
         rows[label] = {**{k: _summary(v) for k, v in results.items()}, "epochs": [r["epoch"] for r in runs]}
+        per_sentence["correct"][label] = {name: [r["correct"][name] for r in runs] for name in tests}
     if not keep:  # the batches served these trainings only (another run's settings spill them again)
         remove_spills([*sets.values(), *(random_sets or {}).values()])
     return {
@@ -448,6 +463,8 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
         "corpora": corpora,
         "sentences": {k: len(v) for k, v in sets.items()}, "skipped": {k: v.skipped for k, v in sets.items()},
         "seeds": list(seeds), "epochs": epochs, "rows": rows,
+        # {"totals": {test: [sentence]}, "correct": {probe: {test: [[sentence] per seed]}}}: words counted and right
+        "per_sentence": per_sentence,
         "control_is_model": control_is_model, "trainings": len(jobs),
         "seconds": {"data": round(t_data, 1), "training": round(t_train, 1),
                     "total": round(time.perf_counter() - start, 1)},
@@ -456,7 +473,8 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
 
 
 def seed_interval(runs: list[float], level: float = 0.95) -> tuple[float, float] | None:
-    """Student-t interval of the mean over seeds (``None`` with fewer than two runs: unknown)."""
+    """Student-t interval of the mean over seeds (``None`` with fewer than two runs: unknown). The claims no longer
+    read it: their intervals resample the test sentences within each seed too (:mod:`helpers.probe.claims`)."""
     from scipy import stats
 
     if len(runs) < 2:

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from helpers.core.bootstrap import BOOTSTRAP
 from helpers.core.threads import torch_threads
 
 ProbeKind = Literal["attn", "attn+words", "distances+words"]
@@ -627,25 +628,82 @@ def greedy_uas(model: nn.Module, data: ProbeData, *, batch_size: int | None = No
 
 def uas(logits: Sequence[np.ndarray], data: ProbeData, *, decode: Literal["greedy", "mst"] = "greedy") -> float:
     """Unlabelled attachment score (percent), punctuation excluded."""
-    correct = total = 0
-    for scores, heads, punct in zip(logits, data.heads, data.punct):
+    correct = sentence_correct(logits, data, decode=decode)
+    return 100.0 * int(correct.sum()) / max(int(sentence_totals(data).sum()), 1)
+
+
+def sentence_correct(logits: Sequence[np.ndarray], data: ProbeData, *,
+                     decode: Literal["greedy", "mst"] = "greedy") -> np.ndarray:
+    """``[sentence]`` (int64): the words of each sentence of ``data`` (in its order) whose head ``logits`` (one
+    ``[n, n + 1]`` per sentence) decode correctly, punctuation excluded: :func:`uas`'s numerator sentence by
+    sentence (its denominator: :func:`sentence_totals`), what a bootstrap over sentences resamples."""
+    out = np.zeros(len(data), dtype=np.int64)
+    for k, (scores, heads, punct) in enumerate(zip(logits, data.heads, data.punct)):
         pred = scores.argmax(-1) if decode == "greedy" else mst_heads(scores)
         keep = ~punct
-        correct += int((pred[keep] == heads[keep]).sum())
-        total += int(keep.sum())
-    return 100.0 * correct / max(total, 1)
+        out[k] = int((pred[keep] == heads[keep]).sum())
+    return out
+
+
+def sentence_totals(data: ProbeData) -> np.ndarray:
+    """``[sentence]`` (int64): the words UAS counts in each sentence of ``data`` (punctuation excluded)."""
+    return np.array([int((~punct).sum()) for punct in data.punct], dtype=np.int64)
+
+
+def right_branching_correct(data: ProbeData) -> np.ndarray:
+    """``[sentence]``: :func:`sentence_correct` of the right-branching baseline (:func:`right_branching_uas`)."""
+    out = np.zeros(len(data), dtype=np.int64)
+    for k, (heads, punct) in enumerate(zip(data.heads, data.punct)):
+        n = len(heads)
+        pred = np.arange(2, n + 2)
+        pred[-1] = 0
+        out[k] = int((pred[~punct] == heads[~punct]).sum())
+    return out
 
 
 def right_branching_uas(data: ProbeData) -> float:
     """Every word's head is the next word; the last word attaches to ROOT (punctuation excluded)."""
-    correct = total = 0
-    for heads, punct in zip(data.heads, data.punct):
-        n = len(heads)
-        pred = np.arange(2, n + 2)
-        pred[-1] = 0
-        correct += int((pred[~punct] == heads[~punct]).sum())
-        total += int((~punct).sum())
-    return 100.0 * correct / max(total, 1)
+    return 100.0 * int(right_branching_correct(data).sum()) / max(int(sentence_totals(data).sum()), 1)
+
+
+def pooled_uas_replicates(correct: Sequence[np.ndarray], total: np.ndarray, *, baseline: Sequence[np.ndarray] | None = None,
+                          n_boot: int = BOOTSTRAP, seed: int = 0) -> np.ndarray:
+    """``[runs * n_boot]``: UAS (percent) of a probe trained with several seeds (``correct``: one
+    :func:`sentence_correct` ``[sentence]`` per seed), each seed's test sentences resampled on their own
+    (:func:`helpers.core.bootstrap.pooled_replicates`: seed ``s`` draws with ``seed + s``), the replicates of every
+    seed pooled: the sampling of the sentences and the spread over seeds in one interval. With ``baseline`` (one
+    ``[sentence]`` array per seed, or one for all seeds: a deterministic baseline), the UAS of ``correct`` minus
+    that of ``baseline`` on the same draws of the same sentences (a paired comparison, seed by seed); ``total`` is
+    :func:`sentence_totals` of those sentences. NaN where a replicate holds no counted word."""
+    from helpers.core.bootstrap import pooled_replicates, ratio_replicates
+
+    total = np.asarray(total, dtype=np.float64)
+    runs = [np.asarray(c, dtype=np.float64) for c in correct]
+    if baseline is not None:
+        base = [np.asarray(b, dtype=np.float64) for b in baseline]
+        if len(base) not in (1, len(runs)):
+            raise ValueError(f"pooled_uas_replicates: {len(base)} baseline runs for {len(runs)} runs (one, or one per run)")
+        runs = [r - base[s if len(base) > 1 else 0] for s, r in enumerate(runs)]
+    for r in runs:
+        if r.shape != total.shape:
+            raise ValueError(f"pooled_uas_replicates: {r.shape[0]} sentences of counts for {total.shape[0]} totals: "
+                             "every run is scored on the same sentences")
+    return 100.0 * pooled_replicates(lambda s, c: ratio_replicates(runs[s], total, c), [len(total)] * len(runs),
+                                     n_boot=n_boot, seed=seed)
+
+
+def pooled_uas_gain(correct: Sequence[np.ndarray], total: np.ndarray, baseline: Sequence[np.ndarray] | None = None
+                    ) -> float:
+    """The mean over seeds of each seed's UAS (percent; with ``baseline``, minus that of the baseline on the same
+    sentences, as :func:`pooled_uas_replicates` pairs them): the estimate its replicates scatter around."""
+    total = float(np.sum(total))
+    if not total:
+        return float("nan")
+    uas_runs = [100.0 * float(np.sum(c)) / total for c in correct]
+    if baseline is None:
+        return float(np.mean(uas_runs))
+    base = [100.0 * float(np.sum(b)) / total for b in baseline]
+    return float(np.mean([u - base[s if len(base) > 1 else 0] for s, u in enumerate(uas_runs)]))
 
 
 def chu_liu_edmonds(scores: np.ndarray) -> np.ndarray:

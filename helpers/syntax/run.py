@@ -16,7 +16,7 @@ import numpy as np
 from helpers import paper
 from helpers.context import RunContext, takes_context
 from helpers.core.encoding import MAX_LENGTH, position_labels
-from helpers.core.labels import head_label
+from helpers.core.labels import head_label, parse_head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
 from helpers.data.conllu_io import Sentence
@@ -30,6 +30,8 @@ from helpers.syntax.stats import (
     HeadScores,
     map_batches,
     bootstrap_interval,
+    gain_interval,
+    gain_replicates,
     predict_heads,
     score_heads,
     shard_scorers,
@@ -163,7 +165,11 @@ def table1_rows(scores: HeadScores) -> list[dict]:
 def held_out_rows(dev: HeadScores, test: HeadScores, relations: list[str], *, n_boot: int = BOOTSTRAP,
                   seed: int = 0) -> list[dict]:
     """For each relation: the best head chosen on ``dev``, its accuracy on ``test`` with a bootstrap
-    interval, and the in-sample best head on ``test`` (what the paper reports), also with an interval."""
+    interval, and the in-sample best head on ``test`` (what the paper reports), also with an interval; the best
+    fixed-offset baseline on ``test`` (``baseline_accuracy``, ``baseline_offset``, its interval ``baseline_ci``) and
+    the chosen head's gain over it on the same words (``gain``, percentage points, with its paired interval
+    ``gain_ci``: :func:`~helpers.syntax.stats.gain_interval`, the same draws of the ``sentences`` holding a word of
+    the relation as ``held_out_ci``)."""
     dev_acc, test_acc = dev.accuracy(), test.accuracy()
     rows = []
     for relation in relations:
@@ -174,6 +180,9 @@ def held_out_rows(dev: HeadScores, test: HeadScores, relations: list[str], *, n_
         d, l, h = chosen["_index"]
         r = test.relations.index(relation)
         held = float(test_acc[d, l, h, r])
+        correct, total = test.head_correct(relation, chosen["_index"])
+        base, _ = test.offset_correct_by_sentence(relation, in_sample["baseline_offset"])
+        words = int(total.sum())
         rows.append({
             "relation": relation, "count": test.counts[relation],
             "in_sample_head": in_sample["best_head"], "in_sample_direction": in_sample["direction"],
@@ -181,10 +190,60 @@ def held_out_rows(dev: HeadScores, test: HeadScores, relations: list[str], *, n_
             "in_sample_ci": bootstrap_interval(*test.head_correct(relation, in_sample["_index"]), n_boot=n_boot, seed=seed),
             "dev_head": head_label(l, h), "dev_direction": DIRECTIONS[d], "dev_accuracy": chosen["accuracy"],
             "held_out_accuracy": round(held, 4),
-            "held_out_ci": bootstrap_interval(*test.head_correct(relation, chosen["_index"]), n_boot=n_boot, seed=seed),
+            "held_out_ci": bootstrap_interval(correct, total, n_boot=n_boot, seed=seed),
             "baseline_accuracy": in_sample["baseline_accuracy"], "baseline_offset": in_sample["baseline_offset"],
+            "baseline_ci": bootstrap_interval(base, total, n_boot=n_boot, seed=seed),
+            "gain": 100.0 * float(correct.sum() - base.sum()) / words if words else float("nan"),
+            "gain_ci": gain_interval(correct, base, total, n_boot=n_boot, seed=seed),
+            "sentences": int((total > 0).sum()),
         })
     return rows
+
+
+def chosen_index(row: dict) -> tuple[int, int, int]:
+    """``(direction, layer, head)`` (0-based) of the head a :func:`held_out_rows` row chose on dev."""
+    return (DIRECTIONS.index(row["dev_direction"]), *parse_head_label(row["dev_head"]))
+
+
+def held_out_gain_replicates(test: HeadScores, held: list[dict], relations: list[str], *, n_boot: int = BOOTSTRAP,
+                             seed: int = 0) -> tuple[np.ndarray, int]:
+    """``(gains [n_boot, relation], sentences)``: the gain of each of ``relations``' held-out heads (the rows of
+    ``held``, :func:`held_out_rows`) over its baseline, in percentage points, in each replicate of one resampling
+    of every scored sentence of ``test`` (those with a counted word) at once: replicates of statements over several
+    relations (how many of them have a specialised head). NaN where a replicate holds no word of a relation."""
+    from helpers.core.bootstrap import counts
+
+    rows = {r["relation"]: r for r in held}
+    _, scored = test.head_correct(ALL, (0, 0, 0))
+    keep = scored > 0
+    c = counts(int(keep.sum()), n_boot=n_boot, seed=seed)
+    gains = np.full((n_boot, len(relations)), np.nan)
+    for k, relation in enumerate(relations):
+        row = rows[relation]
+        correct, total = test.head_correct(relation, chosen_index(row))
+        base, _ = test.offset_correct_by_sentence(relation, row["baseline_offset"])
+        gains[:, k] = gain_replicates(correct[keep], base[keep], total[keep], c)
+    return gains, int(keep.sum())
+
+
+def direction_replicates(dev: HeadScores, relations: list[str], *, n_boot: int = BOOTSTRAP,
+                         seed: int = 0) -> tuple[np.ndarray, int]:
+    """``(dependent_to_head [n_boot, relation], sentences)``: whether the best head-direction of each of
+    ``relations`` on ``dev`` (:meth:`~helpers.syntax.stats.HeadScores.best`, ties as there) is
+    ``dependent-to-head``, chosen again in each replicate of one resampling of every scored sentence of ``dev`` (a
+    replicate without a word of the relation: ``False``)."""
+    from helpers.core.bootstrap import counts
+
+    _, scored = dev.head_correct(ALL, (0, 0, 0))
+    keep = scored > 0
+    c = counts(int(keep.sum()), n_boot=n_boot, seed=seed).astype(np.float32)  # whole draw counts: exact in float32
+    out = np.zeros((n_boot, len(relations)), dtype=bool)
+    for k, relation in enumerate(relations):
+        correct, total = dev.every_head_correct(relation)  # [sentence, (layer, head, direction)], [sentence]
+        best = (c @ correct[keep]).argmax(axis=1)  # the same denominator for every head: the most words right
+        # a replicate without a word of the relation chooses no head: the statement does not hold for it there
+        out[:, k] = (best % len(DIRECTIONS) == DIRECTIONS.index("dependent-to-head")) & (c @ total[keep] > 0)
+    return out, int(keep.sum())
 
 
 def accuracy_frame(scores: HeadScores, relations: list[str]):

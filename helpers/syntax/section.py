@@ -63,6 +63,13 @@ class SyntaxSectionReport(SectionReport):
         return syntax_claims.held_out(self.test, self.dev)
 
     @part
+    def statements(self) -> dict:
+        """The share of bootstrap replicates in which each statement over Table 1's relations holds (relation-specific
+        heads for at least half of them; the dependent attending to its head for all but a few):
+        :func:`~helpers.syntax.claims.statement_shares`."""
+        return syntax_claims.statement_shares(self.test.scores, self.dev.scores, self.relations, self.held_out)
+
+    @part
     def possessive(self) -> HeadScores:
         """GUM test scored with the paper's convention for :data:`POSSESSIVE` (a possessor followed by 's is
         judged by the prediction made for the 's: :class:`~helpers.syntax.stats.HeadScorer`), from the test run's
@@ -87,7 +94,7 @@ class SyntaxSectionReport(SectionReport):
 
 
 def _claims(report: SyntaxSectionReport) -> list[Claim]:
-    return syntax_claims.claims(report.relations, report.held_out)
+    return syntax_claims.claims(report.relations, report.held_out, report.statements)
 
 
 _SETTINGS = {"word_mode": "mean"}  # the same in both configurations: a split word's row is the mean over its tokens

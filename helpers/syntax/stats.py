@@ -220,15 +220,44 @@ class HeadScores:
                 out[relation] = row
         return out
 
+    def _mask(self, relation: str) -> np.ndarray:
+        """``[word]``: the counted words of ``relation`` (every counted word for ``all``)."""
+        return np.ones(len(self.word_relation), bool) if relation == ALL else (
+            self.word_relation == self.relations.index(relation))
+
     def head_correct(self, relation: str, index: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
         """Per-sentence ``(correct, total)`` of one ``(direction, layer, head)`` on ``relation``."""
-        mask = np.ones(len(self.word_relation), bool) if relation == ALL else (
-            self.word_relation == self.relations.index(relation))
+        mask = self._mask(relation)
         d, l, h = index
         correct = np.bincount(self.word_sentence[mask], weights=self.word_correct[d, l, h, mask],
                               minlength=self.n_sentences)
         total = np.bincount(self.word_sentence[mask], minlength=self.n_sentences)
         return correct, total
+
+    def offset_correct_by_sentence(self, relation: str, offset: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per-sentence ``(correct, total)`` of the fixed-offset baseline ``offset`` (one of :data:`OFFSETS`) on
+        ``relation``: the same words as :meth:`head_correct`, so that a head and the baseline pair sentence by
+        sentence."""
+        mask = self._mask(relation)
+        k = OFFSETS.index(offset)
+        correct = np.bincount(self.word_sentence[mask], weights=self.offset_correct[k, mask],
+                              minlength=self.n_sentences)
+        total = np.bincount(self.word_sentence[mask], minlength=self.n_sentences)
+        return correct, total
+
+    def every_head_correct(self, relation: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(correct [sentence, candidate], total [sentence])``: per sentence, the words of ``relation`` each
+        head-direction gets right, the candidates in :meth:`best`'s order (``(layer * n_heads + head) * 2 +
+        direction``: its first maximum is :meth:`best`'s head), float32."""
+        from scipy.sparse import csr_matrix
+
+        mask = self._mask(relation)
+        sentences = self.word_sentence[mask]
+        per_word = np.moveaxis(self.word_correct[..., mask], 0, -2)  # [layer, head, direction, word]
+        per_word = per_word.reshape(-1, int(mask.sum())).T.astype(np.float32)  # [word, candidate]
+        member = csr_matrix((np.ones(len(sentences), np.float32), (sentences, np.arange(len(sentences)))),
+                            shape=(self.n_sentences, len(sentences)))
+        return np.asarray(member @ per_word), np.bincount(sentences, minlength=self.n_sentences)
 
 
 @dataclass
@@ -417,3 +446,34 @@ def bootstrap_interval(correct: np.ndarray, total: np.ndarray, *, n_boot: int = 
     acc = 100.0 * correct[idx].sum(1) / np.maximum(total[idx].sum(1), 1)
     lo, hi = np.percentile(acc, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def gain_replicates(correct: np.ndarray, baseline: np.ndarray, total: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``[n_boot, ...]``: a head's accuracy minus its baseline's (percentage points), ``100 (sum(correct) -
+    sum(baseline)) / sum(total)`` over the units of each replicate of ``c`` (:func:`helpers.core.bootstrap.counts`
+    over the units: sentences, documents), both sides on the same units (a paired comparison); ``correct``,
+    ``baseline`` and ``total`` are ``[unit, ...]``. NaN where a replicate has no word."""
+    from helpers.core.bootstrap import ratio_replicates
+
+    diff = np.asarray(correct, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
+    return 100.0 * ratio_replicates(diff, np.asarray(total, dtype=np.float64), c)
+
+
+def gain_interval(correct: np.ndarray, baseline: np.ndarray, total: np.ndarray, *, n_boot: int = BOOTSTRAP,
+                  seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval (percentage points) of ``100 (sum(correct) - sum(baseline)) / sum(total)``:
+    a head against its baseline on the same words, the units (sentences; §4.3: documents) resampled once for both
+    sides. The units are those with a word (``total > 0``), drawn as :func:`bootstrap_interval` draws them, so the
+    gain's replicates pair with the head's own interval replicate by replicate. ``(nan, nan)`` without a word.
+
+    >>> gain_interval(np.array([3, 2]), np.array([3, 2]), np.array([4, 4]))   # the same words right: no gain
+    (0.0, 0.0)
+    """
+    from helpers.core.bootstrap import counts, percentile_interval
+
+    keep = np.asarray(total) > 0
+    if not keep.any():
+        return (float("nan"), float("nan"))
+    c = counts(int(keep.sum()), n_boot=n_boot, seed=seed)
+    return percentile_interval(gain_replicates(np.asarray(correct)[keep], np.asarray(baseline)[keep],
+                                               np.asarray(total)[keep], c), level=level)

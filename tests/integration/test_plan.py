@@ -56,6 +56,7 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
         assert np.array_equal(shared_stats.per_segment[name], values, equal_nan=True), name
     again = run_cluster(tiny_lm, surface_of(shared), ctx, n_segments=n, max_length=L, n_perm=10)
     assert again.distance.tolist() == cluster.distance.tolist() and again.tokens == cluster.tokens
+    assert again.similarity == cluster.similarity  # the layer test, its interval from the segments' layer blocks
     assert json.dumps(run_norms(tiny_lm, ctx, n_segments=n, max_length=L).stats.to_cache(), sort_keys=True) == \
         json.dumps(norms, sort_keys=True)
     assert {p: p.stat().st_mtime_ns for p in (shared / "artifacts").glob("*.json")} == before

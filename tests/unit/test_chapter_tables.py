@@ -185,9 +185,11 @@ def test_figure1_is_the_models_own_attention_on_the_example_segment(tiny_lm, toy
 
 
 def _held(relation, count, in_sample, in_ci, in_head, held, held_ci, dev_head, baseline):
+    gain = held - baseline  # the paired gain's interval: the head's, moved by the baseline (constructed)
     return {"relation": relation, "count": count, "in_sample_accuracy": in_sample, "in_sample_ci": in_ci,
             "in_sample_head": in_head, "held_out_accuracy": held, "held_out_ci": held_ci, "dev_head": dev_head,
-            "baseline_accuracy": baseline, "dev_direction": "dependent-to-head"}
+            "baseline_accuracy": baseline, "dev_direction": "dependent-to-head", "gain": gain,
+            "gain_ci": (held_ci[0] - baseline, held_ci[1] - baseline), "sentences": count // 5}
 
 
 HELD = [_held("all", 500, 40.04, (38.0, 42.16), "5-1", 38.5, (36.44, 40.5), "5-2", 30.0),
@@ -198,9 +200,12 @@ HELD = [_held("all", 500, 40.04, (38.0, 42.16), "5-1", 38.5, (36.44, 40.5), "5-2
 def test_the_held_out_table_shows_the_table1_rows_in_order():
     frame = chapters.held_out_table(HELD, ["all", "det", "nsubj"])  # nsubj: no held-out row, left out
     assert frame.index.tolist() == ["all", "det"]
-    assert frame.columns.tolist() == ["count", "in-sample (test)", "chosen on dev → test", "baseline_accuracy"]
-    assert frame.loc["all"].tolist() == [500, "40.0 [38.0, 42.2] 5-1", "38.5 [36.4, 40.5] 5-2", 30.0]
-    assert frame.loc["det"].tolist() == [50, "90.0 [85.0, 95.0] 2-3", "90.0 [85.0, 95.0] 2-3", 50.0]
+    assert frame.columns.tolist() == ["count", "in-sample (test)", "chosen on dev → test", "baseline_accuracy",
+                                      "gain over the baseline"]
+    assert frame.loc["all"].tolist() == [500, "40.0 [38.0, 42.2] 5-1", "38.5 [36.4, 40.5] 5-2", 30.0,
+                                         "+8.5 [+6.4, +10.5]"]
+    assert frame.loc["det"].tolist() == [50, "90.0 [85.0, 95.0] 2-3", "90.0 [85.0, 95.0] 2-3", 50.0,
+                                         "+40.0 [+35.0, +45.0]"]
 
 
 def test_the_mean_drop_is_over_the_rows_shown():
@@ -226,7 +231,9 @@ def test_the_held_out_rows_are_computed_once_for_the_claims_and_the_chapter(monk
     calls = []
     monkeypatch.setattr(syntax_claims, "held_out", lambda test, dev: calls.append((test, dev)) or HELD)
     report = SECTION.run(None, RunContext(small=True))
-    report.__dict__.update(test="test run", dev="dev run", relations=["all", "det"])  # the runs, as if computed
+    report.__dict__.update(test="test run", dev="dev run", relations=["all", "det"],  # the runs, as if computed
+                           statements={"relations": ["det"], "specialised": 1.0, "specialised_sentences": 100,
+                                       "direction": 1.0, "direction_sentences": 100})
     claims = {c.id: c for c in SECTION.claims(report)}
     frame = chapters.held_out_table(report.held_out, report.relations)
     assert calls == [("test run", "dev run")]

@@ -13,6 +13,7 @@ from helpers.cluster.stats import (
     embed_mds,
     hierarchical_order,
     js_reference,
+    layer_ratio_parts,
     layer_similarity,
     mirror_upper,
     segment_js,
@@ -170,6 +171,10 @@ def test_cluster_command_json(tiny_model_dir, fake_data, tmp_path):
     K = 2 * 4
     assert np.asarray(result["distance"]).shape == (K, K) and np.asarray(result["coordinates"]).shape == (K, 2)
     assert len(result["behaviours"]) == K and result["labels"][:2] == ["1-1", "1-2"]
+    sim = result["layer_similarity"]  # the layer test, with the ratio's interval over the resampled segments
+    assert sim["segments_resampled"] == result["segments"]  # (the fake corpus holds fewer than asked for)
+    lo, hi = sim["ratio_interval"]
+    assert lo <= hi and {"ratio", "p_value", "within_layer_mean", "between_layer_mean", "permutations"} <= set(sim)
 
 
 def test_merged_partials_equal_one_accumulator():
@@ -225,3 +230,79 @@ def test_broad_behaviour_uses_the_one_broad_threshold():
     assert surface_claims.CLS_BROAD_RANGE[0] == BROAD_ENTROPY_FRACTION
     for low_end, want in ((BROAD_ENTROPY_FRACTION, "reproduced"), (BROAD_ENTROPY_FRACTION - 1e-9, "inconclusive")):
         assert surface_claims.cls_broad(0.95, (low_end, 0.99)).verdict == want
+
+
+def test_layer_blocks_kept_per_segment_one_at_a_time_batched_and_merged():
+    """Each segment's layer blocks, whether added one segment at a time, in a padded batch or from shards'
+    partials merged in order: the same ``[segment, layer, layer]`` sums of its distances (a loop over head pairs)."""
+    from helpers.cluster.stats import layer_blocks
+    from helpers.core.extract import MapBatch
+
+    L, H = 2, 3
+    segments = [maps(seed, L, H, n=n) for seed, n in zip(range(20, 25), (5, 8, 4, 8, 6))]
+    one = JSAccumulator(L * H, n_layers=L)
+    for attn in segments:
+        one.add(attn)
+    blocks = one.segment_blocks()
+    assert blocks.shape == (5, L, L)
+    for attn, got in zip(segments, blocks):
+        D = js_reference(attn)
+        want = np.array([[sum(D[a, b] for a in range(l * H, (l + 1) * H) for b in range(m * H, (m + 1) * H))
+                          for m in range(L)] for l in range(L)])
+        # tolerance: one segment's float32 distances (js_tolerance each), H * H of them summed per block
+        np.testing.assert_allclose(got, want, rtol=0, atol=H * H * js_tolerance(attn.shape[-1], EPS32))
+    P = max(a.shape[-1] for a in segments)
+    padded = torch.zeros(len(segments), L, H, P, P)
+    for b, attn in enumerate(segments):
+        padded[b, :, :, : attn.shape[-1], : attn.shape[-1]] = torch.as_tensor(attn)
+    batched = JSAccumulator(L * H, n_layers=L)
+    batched.update_batch(MapBatch([None] * len(segments), padded, lengths=[a.shape[-1] for a in segments]))
+    # tolerance: the same float32 kernels on the same segments, one at a time or batched (bit for bit on the CPU)
+    np.testing.assert_array_equal(batched.segment_blocks(), blocks)
+    merged = JSAccumulator(L * H, n_layers=L)
+    for chunk in (segments[:2], segments[2:]):
+        part = JSAccumulator(L * H, n_layers=L)
+        for attn in chunk:
+            part.add(attn)
+        merged.merge(part)
+    np.testing.assert_array_equal(merged.segment_blocks(), blocks)
+    cached = merged.to_cache()
+    assert np.asarray(cached["layer_blocks"]).shape == (5, L, L) and cached["tokens"] == merged.tokens
+    with pytest.raises(ValueError, match="blocks"):
+        JSAccumulator(L * H).merge(part)
+    # summed over the segments, the blocks give layer_similarity's two means
+    within, between = layer_ratio_parts(blocks)
+    sim = layer_similarity(one.result(), H, n_perm=10)
+    pairs_within, pairs_between = L * H * (H - 1) / 2, (L * H) * (L * H - 1) / 2 - L * H * (H - 1) / 2
+    # tolerance: float64 sums of the same float32 distances in another order
+    assert within.sum() / pairs_within == pytest.approx(sim["within_layer_mean"], rel=1e-12)
+    assert between.sum() / pairs_between == pytest.approx(sim["between_layer_mean"], rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_layer_ratio_interval_resamples_segments_against_a_loop(seed):
+    """The within/between ratio's interval: segments drawn with replacement, each replicate's ratio from the drawn
+    segments' summed distances (a loop over head pairs), the 2.5th and 97.5th percentiles."""
+    from helpers.cluster.stats import layer_blocks, layer_ratio_interval
+
+    rng = np.random.default_rng(seed)
+    L, H, S = 3, 2, 9
+    K = L * H
+    per_segment = []
+    for _ in range(S):
+        D = rng.random((K, K)) * (1 + (np.arange(K)[:, None] // H != np.arange(K)[None] // H))  # layers apart
+        D = D + D.T
+        np.fill_diagonal(D, 0.0)
+        per_segment.append(D)
+    blocks = layer_blocks(torch.as_tensor(np.stack(per_segment)), L).numpy()
+    got = layer_ratio_interval(blocks, H, n_boot=300, seed=seed)
+    draws = np.random.default_rng(seed).integers(0, S, size=(300, S))
+    ratios = []
+    for row in draws:
+        D = sum(per_segment[i] for i in row)
+        within = [D[a, b] for a in range(K) for b in range(a + 1, K) if a // H == b // H]
+        between = [D[a, b] for a in range(K) for b in range(a + 1, K) if a // H != b // H]
+        ratios.append(np.mean(within) / np.mean(between))
+    # tolerance: float64 sums of at most S * K * K terms of size <= 2 S, in another order
+    np.testing.assert_allclose(got, np.percentile(ratios, [2.5, 97.5]), rtol=0, atol=round_off(1.0, S * K * K, eps=EPS64))
+    assert np.isnan(layer_ratio_interval(np.zeros((0, L, L)), H)).all()

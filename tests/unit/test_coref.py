@@ -10,6 +10,7 @@ from helpers.data.conllu_io import read_conllu
 from helpers.data.ontogum import CorefAlignmentError, Mention, build_document, read_ontogum
 from helpers.coref.stats import Query, agree, baseline_predictions, head_predictions, queries_in_window, window_words
 from helpers.data.corpora import Document
+from tolerances import EPS64, round_off
 
 FIX = __import__("pathlib").Path(__file__).parents[1] / "fixtures"
 
@@ -96,6 +97,14 @@ def test_coref_command_json(tiny_model_dir, toy_coref_data, tmp_path):
     words = result["every_word_candidates"]
     assert words["candidates"] == "every word of the window" and np.asarray(words["per_head"]["all"]).shape == (2, 4)
     assert words["best_head"]["chosen_on"] == "dev"
+    # the head against each baseline on the same mentions, with its paired interval over documents
+    gains = result["best_head"]["gain_over"]
+    assert set(gains) == {"nearest", "head match", "rule-based"}
+    acc = result["best_head"]["accuracy"]["all"]
+    for name, g in gains.items():
+        assert set(g) == {"gain", "interval", "documents"}
+        # tolerance: a difference of two percentages of the same 3 mentions (float64 round-off)
+        assert g["gain"] == pytest.approx(acc - result["baselines"][name]["all"], abs=1e-9)
 
 
 def _mention(chain, head, kind, word, number=None, gender=None, person=None):
@@ -229,3 +238,38 @@ def test_coreference_predictions_are_kept_and_the_maps_only_on_request(tiny_lm, 
                 assert a[0] == b[0] and a[2] == b[2]
                 np.testing.assert_array_equal(a[1], b[1])  # the model's maps made again equal the cached ones
     assert drawn > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gain_over_pairs_mentions_and_resamples_documents_against_a_loop(seed):
+    """The head against a baseline on the same mentions: documents resampled once for both (a loop over
+    mentions), the draws those of ``head_interval``."""
+    from helpers.coref.run import BASELINES, CorefRun
+
+    rng = np.random.default_rng(seed)
+    n_docs, n = 9, 70
+    documents = np.sort(rng.integers(0, n_docs, n))
+    documents[documents == 4] = 5  # a document without an evaluated mention is not resampled
+    kinds = rng.choice(["pronoun", "proper", "nominal"], n)
+    heads = rng.random((2, 3, n)) < 0.6
+    base = rng.random((len(BASELINES), n)) < np.array([0.2, 0.5, 0.7])[:, None]
+    run = CorefRun("test", "windows", heads, base, kinds, documents, n_docs, [])
+    for name in ("head match", "rule-based"):
+        got = run.gain_over(1, 2, name, n_boot=250, seed=seed)
+        b = BASELINES.index(name)
+        hits, wins, total = np.zeros(n_docs), np.zeros(n_docs), np.zeros(n_docs)
+        for q in range(n):
+            hits[documents[q]] += heads[1, 2, q]
+            wins[documents[q]] += base[b, q]
+            total[documents[q]] += 1
+        # tolerance: percentages of whole-number counts, float64 round-off of values <= 100
+        tol = round_off(100.0, 4, eps=EPS64)
+        assert got["gain"] == pytest.approx(100.0 * (heads[1, 2].mean() - base[b].mean()), abs=tol)
+        kept = np.flatnonzero(total > 0)
+        assert got["documents"] == len(kept) == n_docs - 1
+        draws = np.random.default_rng(seed).integers(0, len(kept), size=(250, len(kept)))
+        gains = [100.0 * (hits[kept[i]].sum() - wins[kept[i]].sum()) / total[kept[i]].sum() for i in draws]
+        accs = [100.0 * hits[kept[i]].sum() / total[kept[i]].sum() for i in draws]
+        np.testing.assert_allclose(got["interval"], np.percentile(gains, [2.5, 97.5]), rtol=0, atol=tol)
+        np.testing.assert_allclose(run.head_interval(1, 2, n_boot=250, seed=seed), np.percentile(accs, [2.5, 97.5]),
+                                   rtol=0, atol=tol)  # the same draws: the two intervals pair

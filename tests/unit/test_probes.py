@@ -261,6 +261,52 @@ def test_right_branching():
     assert right_branching_uas(data) == 100.0
 
 
+def test_sentence_counts_are_uas_sentence_by_sentence():
+    from helpers.probe.stats import right_branching_correct, sentence_correct, sentence_totals
+
+    rng = np.random.default_rng(0)
+    heads = [np.array([2, 0, 2]), np.array([0, 1]), np.array([3, 3, 0, 3])]
+    punct = [np.array([False, False, True]), np.array([True, True]), np.array([False, True, False, False])]
+    data = ProbeData([], heads, punct, [])
+    logits = [rng.normal(size=(len(h), len(h) + 1)) for h in heads]
+    correct, totals = sentence_correct(logits, data), sentence_totals(data)
+    assert totals.tolist() == [2, 0, 3]
+    for k, (scores, h, p) in enumerate(zip(logits, heads, punct)):  # a loop over words
+        assert correct[k] == sum(int(scores[i].argmax() == h[i]) for i in range(len(h)) if not p[i])
+    assert uas(logits, data) == 100.0 * correct.sum() / totals.sum()
+    rb = right_branching_correct(data)
+    assert rb.tolist() == [1, 0, 0] and right_branching_uas(data) == 100.0 * 1 / 5  # each word: is its head the next?
+
+
+@pytest.mark.parametrize("baseline_runs", [None, 1, 3])
+def test_pooled_replicates_resample_sentences_within_each_seed_against_a_loop(baseline_runs):
+    """Probes over seeds: each seed's test sentences resampled with its own draws (seed + s), paired with a
+    baseline's counts on the same draws (one baseline run for every seed, or one per seed), the seeds pooled."""
+    from helpers.probe.stats import pooled_uas_gain, pooled_uas_replicates
+
+    rng = np.random.default_rng(1)
+    n, seeds, n_boot = 25, 3, 200
+    total = rng.integers(0, 12, n)
+    runs = [rng.binomial(total, p) for p in (0.6, 0.65, 0.7)]
+    base = None if baseline_runs is None else [rng.binomial(total, 0.3) for _ in range(baseline_runs)]
+    got = pooled_uas_replicates(runs, total, baseline=base, n_boot=n_boot, seed=10)
+    want = []
+    for s in range(seeds):
+        draws = np.random.default_rng(10 + s).integers(0, n, size=(n_boot, n))
+        for i in draws:
+            value = 100.0 * runs[s][i].sum() / total[i].sum()
+            if base is not None:
+                value -= 100.0 * base[s if len(base) > 1 else 0][i].sum() / total[i].sum()
+            want.append(value)
+    # tolerance: sums of whole numbers (exact), a division or two: float64 round-off of values <= 100
+    np.testing.assert_allclose(got, want, rtol=0, atol=round_off(100.0, 4, eps=2.0 ** -52))
+    estimate = np.mean([100.0 * (r.sum() - (0 if base is None else base[s if len(base) > 1 else 0].sum())) / total.sum()
+                        for s, r in enumerate(runs)])
+    assert pooled_uas_gain(runs, total, base) == pytest.approx(estimate, abs=round_off(100.0, 4, eps=2.0 ** -52))
+    with pytest.raises(ValueError, match="same sentences"):
+        pooled_uas_replicates([runs[0][:-1]], total)
+
+
 def test_glove_reader(tmp_path):
     f = tmp_path / "g.txt"
     f.write_text("the 0.1 0.2\nCat 0.3 0.4\n")
@@ -285,6 +331,17 @@ def test_probe_command(tiny_model_dir, fake_data, toy_conllu, tmp_path):
     assert {"Right-branching", "Attn", "Attn + words", "Distances + words", "Random-init Attn + words"} <= set(result["rows"])
     assert len(result["rows"]["Attn"]["test"]["runs"]) == 2 and 0 <= result["rows"]["Attn"]["test"]["mean"] <= 100
     assert result["paper"]["Attn + GloVe"] == 77
+    # per sentence, the words each probe gets right with each seed: the UAS of the table, sentence by sentence
+    per = result["per_sentence"]
+    for name in ("test", "ewt"):
+        totals = np.asarray(per["totals"][name])
+        assert len(totals) == result["sentences"][name]
+        for probe, row in result["rows"].items():
+            runs = per["correct"][probe][name]
+            assert len(runs) == len(row[name]["runs"])
+            for correct, shown in zip(runs, row[name]["runs"]):
+                assert len(correct) == len(totals) and all(0 <= c <= t for c, t in zip(correct, totals))
+                assert round(100.0 * sum(correct) / totals.sum(), 2) == shown  # the table's rounded UAS
 
 
 def test_the_models_and_the_controls_batches_are_never_on_disk_together(tiny_model_dir, fake_data, toy_conllu, tmp_path,

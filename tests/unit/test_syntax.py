@@ -387,3 +387,134 @@ def test_figure5_examples_on_a_decoders_maps(lead):
     lines = drawn(attention_lines(a, labels, hide_special=True, special=tuple(range(lead))))
     assert (3, 3) in lines and not any(j < lead for _, j in lines)  # the last word stays; BOS (if any) is hidden
     assert (3, 3) not in drawn(attention_lines(a, labels, hide_special=True))  # the encoder's default hides it
+
+
+# ------------------------------------------------------------------------------ paired intervals (§4.2's claims)
+
+
+def random_scores(n_sentences=12, n_layers=2, n_heads=3, seed=0):
+    """A :class:`HeadScores` of random correctness: words of three relations in ``n_sentences`` sentences (the
+    third sentence has no counted word, as a skipped one), every head-direction and offset right at random."""
+    from helpers.syntax.stats import HeadScores
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 7, n_sentences)
+    sizes[2] = 0
+    word_sentence = np.repeat(np.arange(n_sentences), sizes)
+    W = len(word_sentence)
+    word_relation = rng.integers(1, 4, W)  # 0 is "all"
+    word_correct = rng.random((2, n_layers, n_heads, W)) < rng.random((2, n_layers, n_heads, 1))
+    offset_correct = rng.random((len(OFFSETS), W)) < 0.4
+    return HeadScores([ALL, "det", "obj", "amod"], word_relation, word_sentence, word_correct, offset_correct, n_sentences)
+
+
+def loop_counts(scores, relation, predicate):
+    """Per sentence: the words of ``relation`` and those for which ``predicate(word)`` holds (a loop over words)."""
+    correct, total = np.zeros(scores.n_sentences), np.zeros(scores.n_sentences)
+    for w, s in enumerate(scores.word_sentence):
+        if relation == ALL or scores.relations[scores.word_relation[w]] == relation:
+            total[s] += 1
+            correct[s] += bool(predicate(w))
+    return correct, total
+
+
+def loop_percentiles(values):
+    return tuple(float(x) for x in np.percentile(values, [2.5, 97.5]))
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_gain_interval_pairs_sentences_against_a_loop(seed):
+    from helpers.syntax.stats import gain_interval
+
+    rng = np.random.default_rng(seed)
+    total = rng.integers(0, 6, 15)
+    correct, base = rng.binomial(total, 0.7), rng.binomial(total, 0.4)
+    got = gain_interval(correct, base, total, n_boot=300, seed=seed)
+    kept = np.flatnonzero(total > 0)  # the sentences with a word, drawn as bootstrap_interval draws them
+    draws = np.random.default_rng(seed).integers(0, len(kept), size=(300, len(kept)))
+    gains, accs = [], []
+    for row in draws:
+        i = kept[row]
+        gains.append(100.0 * (correct[i].sum() - base[i].sum()) / total[i].sum())
+        accs.append(100.0 * correct[i].sum() / total[i].sum())
+    # tolerance: sums of whole numbers (exact), one division, the same percentile: float64 round-off of values <= 100
+    np.testing.assert_allclose(got, loop_percentiles(gains), rtol=0, atol=round_off(100.0, 4, eps=EPS64))
+    # the head's own interval comes from the same draws (the replicates pair)
+    np.testing.assert_allclose(bootstrap_interval(correct, total, n_boot=300, seed=seed), loop_percentiles(accs),
+                               rtol=0, atol=round_off(100.0, 4, eps=EPS64))
+    assert np.isnan(gain_interval(correct * 0, base * 0, total * 0)).all()  # no word: no interval
+
+
+def test_held_out_rows_pair_the_head_and_its_baseline_on_the_same_words():
+    from helpers.syntax.run import chosen_index, held_out_rows
+
+    dev, test = random_scores(seed=1), random_scores(seed=2)
+    rows = {r["relation"]: r for r in held_out_rows(dev, test, [ALL, "det", "obj"], n_boot=200, seed=5)}
+    for relation, row in rows.items():
+        d, l, h = chosen_index(row)
+        assert (row["dev_head"], row["dev_direction"]) == (f"{l + 1}-{h + 1}", DIRECTIONS[d])
+        k = OFFSETS.index(row["baseline_offset"])
+        head, total = loop_counts(test, relation, lambda w: test.word_correct[d, l, h, w])
+        base, _ = loop_counts(test, relation, lambda w: test.offset_correct[k, w])
+        # tolerance: percentages of whole-number counts (float64 round-off of values <= 100)
+        assert row["gain"] == pytest.approx(100.0 * (head.sum() - base.sum()) / total.sum(), abs=round_off(100.0, eps=EPS64))
+        assert row["gain"] == pytest.approx(row["held_out_accuracy"] - row["baseline_accuracy"], abs=1e-4)  # 4 decimals
+        kept = np.flatnonzero(total > 0)
+        assert row["sentences"] == len(kept)
+        draws = np.random.default_rng(5).integers(0, len(kept), size=(200, len(kept)))
+        gains = [100.0 * (head[kept[i]].sum() - base[kept[i]].sum()) / total[kept[i]].sum() for i in draws]
+        np.testing.assert_allclose(row["gain_ci"], loop_percentiles(gains), rtol=0, atol=round_off(100.0, 4, eps=EPS64))
+        baseline = [100.0 * base[kept[i]].sum() / total[kept[i]].sum() for i in draws]
+        np.testing.assert_allclose(row["baseline_ci"], loop_percentiles(baseline), rtol=0,
+                                   atol=round_off(100.0, 4, eps=EPS64))
+
+
+def test_statement_replicates_against_a_loop_over_resampled_sentences():
+    """§4.2's statements over relations: every relation's held-out gain in one joint resampling of the test
+    sentences, and the best head-direction chosen again on each resampling of dev, against loops over words."""
+    from helpers.core.bootstrap import counts
+    from helpers.syntax.run import chosen_index, direction_replicates, held_out_gain_replicates, held_out_rows
+
+    dev, test = random_scores(seed=1), random_scores(seed=2)
+    relations = ["det", "obj", "amod"]
+    held = held_out_rows(dev, test, relations, n_boot=10)
+    gains, n = held_out_gain_replicates(test, held, relations, n_boot=40, seed=7)
+    scored = np.flatnonzero(np.bincount(test.word_sentence, minlength=test.n_sentences) > 0)
+    assert n == len(scored) == test.n_sentences - 1
+    c = counts(len(scored), n_boot=40, seed=7)
+    for k, row in enumerate(held):
+        d, l, h = chosen_index(row)
+        o = OFFSETS.index(row["baseline_offset"])
+        for b in range(40):
+            weight = dict(zip(scored, c[b]))  # how often each scored sentence is drawn
+            right = wrong = words = 0.0
+            for w, s in enumerate(test.word_sentence):
+                if test.relations[test.word_relation[w]] == row["relation"]:
+                    right += weight[s] * test.word_correct[d, l, h, w]
+                    wrong += weight[s] * test.offset_correct[o, w]
+                    words += weight[s]
+            want = 100.0 * (right - wrong) / words if words else np.nan
+            np.testing.assert_allclose(gains[b, k], want, rtol=0, atol=round_off(100.0, 4, eps=EPS64))
+
+    dep, n_dev = direction_replicates(dev, relations, n_boot=30, seed=4)
+    scored = np.flatnonzero(np.bincount(dev.word_sentence, minlength=dev.n_sentences) > 0)
+    assert n_dev == len(scored)
+    c = counts(len(scored), n_boot=30, seed=4)
+    L, H = dev.word_correct.shape[1:3]
+    for k, relation in enumerate(relations):
+        for b in range(30):
+            weight = dict(zip(scored, c[b]))
+            best, choice, words = -1.0, None, 0.0
+            for l in range(L):  # best()'s order: layer, head, then direction; the first maximum wins
+                for h in range(H):
+                    for d in range(2):
+                        right = sum(weight[s] * dev.word_correct[d, l, h, w] for w, s in enumerate(dev.word_sentence)
+                                    if dev.relations[dev.word_relation[w]] == relation)
+                        if right > best:
+                            best, choice = right, d
+            words = sum(weight[s] for w, s in enumerate(dev.word_sentence) if dev.relations[dev.word_relation[w]] == relation)
+            assert dep[b, k] == (words > 0 and choice == 0), (relation, b)
+    # with every sentence drawn once, the choice is the table's
+    ones = dev.every_head_correct("det")[0].sum(0)
+    d, l, h = dev.best("det")["_index"]
+    assert int(np.argmax(ones)) == (l * H + h) * 2 + d
