@@ -301,6 +301,9 @@ class Claim:
             object.__setattr__(self, "value", None)
         if self.verdict == NOT_APPLICABLE and self.judged is not None:
             raise ValueError(f"claim {self.id}: a claim not applicable is judged by no rule")
+        if self.verdict != NOT_APPLICABLE and self.judged is None:
+            raise ValueError(f"claim {self.id}: a verdict comes from a rule (judged=effect(...), within(...), share(...) "
+                             "or combined(...)); make the row with helpers.claims.claim")
         if self.judged is not None:
             if self.judged.verdict != self.verdict:
                 raise ValueError(f"claim {self.id}: verdict {self.verdict!r}, but its rule gave {self.judged.verdict!r}")
@@ -357,30 +360,6 @@ def check_row(row: Mapping) -> None:
         raise ValueError(f"claim {row['id']}: verdict {row['verdict']!r} does not follow from its fields ({expected!r})")
     if row["verdict"] == NOT_APPLICABLE and any(row[k] is not None for k in RULE_FIELDS):
         raise ValueError(f"claim {row['id']}: a claim not applicable carries its rule's fields as null")
-
-
-# ---------------------------------------------------------------------------------- legacy rules (retiring)
-
-
-def verdict(full: bool, partial: bool = False) -> Verdict:
-    """``"reproduced"`` when ``full``, else ``"partly"`` when ``partial``, else ``"not reproduced"``."""
-    return REPRODUCED if full else (PARTLY if partial else NOT_REPRODUCED)
-
-
-def overlaps(interval: Sequence[float] | None, *numbers: float) -> bool:
-    """True when the closed ``interval`` ``(lo, hi)`` holds any of ``numbers`` (an unknown interval, with a
-    NaN end or ``None``, holds every number: nothing is established)."""
-    if interval is None:
-        return True
-    lo, hi = interval
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return True
-    return any(lo <= n <= hi for n in numbers)
-
-
-def at_most_partly_if_overlaps(v: Verdict, interval: Sequence[float] | None, *compared: float) -> Verdict:
-    """Cap ``v`` at ``"partly"`` where our 95% ``interval`` overlaps a number we compare against."""
-    return PARTLY if v == REPRODUCED and overlaps(interval, *compared) else v
 
 
 # ------------------------------------------------------------------------------------------------ helpers

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from claim_rows import claim_as
 from helpers.compare import run as cmp
 from helpers.presentation import compare_view as view
 from helpers.claims import INCONCLUSIVE, NOT_APPLICABLE, PARTLY, REPRODUCED, NOT_REPRODUCED, RULE_FIELDS, Claim, check_row
@@ -53,14 +54,14 @@ def test_specs(monkeypatch):
 
 
 def _result(spec, random_init, verdicts):
-    claims = [Claim(cid, "§4.2", "c", "p", "o", 1.0, v) for cid, v in verdicts.items()]
+    claims = [claim_as(cid, "§4.2", v) for cid, v in verdicts.items()]
     return cmp.ModelResult(spec, {"name": spec, "layers": 2, "heads": 2, "random_init": random_init}, claims)
 
 
 def test_findings_group_by_pretrained_verdicts():
     """Only "reproduced" holds: a claim partly for one model is model-dependent, partly for both is reproduced by
-    none (and counted as partly for each); a control's own "partly" on rows without intervals is all there is to say
-    it reproduces a claim too (more in tests/unit/test_compare_findings.py)."""
+    none (and counted as partly for each); a control whose "partly" rests on the same numbers as its model's (the
+    difference's interval holds 0) reproduces the claim too (more in tests/unit/test_compare_findings.py)."""
     from helpers.compare.findings import findings
 
     a = _result("a", False, {"x": REPRODUCED, "y": REPRODUCED, "z": NOT_REPRODUCED, "w": PARTLY, "v": REPRODUCED})
@@ -70,7 +71,7 @@ def test_findings_group_by_pretrained_verdicts():
     got = findings([a, b, r])
     assert (got.shared, got.model_dependent, got.none) == (["v"], ["x", "y"], ["z", "w"])
     assert got.partly == {"a": ["w"], "b": ["x", "w"]} and got.inconclusive == {"a": [], "b": []}
-    assert got.random_own_verdict == ["w"] and got.random_too == [] and got.random_learned == []
+    assert got.random_too == ["w"] and got.random_own_verdict == [] and got.random_learned == []
     assert cmp.id_list(["x", "w", "y"]) == "x, w and y" and cmp.id_list([]) == "none"
 
 

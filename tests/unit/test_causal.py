@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from claim_rows import claim_as
 from helpers.claims import FIELDS, NOT_APPLICABLE, RULE_FIELDS, VERDICTS, Claim, not_applicable
 from helpers.core.encoding import encode_ids, encode_words
 from helpers.core.extract import attention_for
@@ -319,13 +320,13 @@ def test_not_applicable_claims_say_why_and_keep_the_encoder_layout():
     c = not_applicable("next-token-heads", "§3.1", "heads ... next token", "5", "no query sees the next token")
     assert c.verdict == NOT_APPLICABLE and NOT_APPLICABLE not in VERDICTS and c.value is None
     assert c.to_json()["reason"] == "no query sees the next token" and c.to_json()["ours"].startswith("not applicable")
-    plain = Claim("x", "§3.1", "c", "p", "o", 1.0, "reproduced")
+    plain = claim_as("x", "§3.1", "reproduced")
     assert list(plain.to_json()) == [*FIELDS, *RULE_FIELDS]  # the rule's fields, null for a claim without one
     assert all(c.to_json()[k] is None for k in RULE_FIELDS)  # a claim not applicable carries its rule's fields as null
     with pytest.raises(ValueError, match="says why"):
         Claim("x", "§3.1", "c", "p", "o", None, NOT_APPLICABLE)
     with pytest.raises(ValueError, match="says why"):
-        Claim("x", "§3.1", "c", "p", "o", 1.0, "reproduced", "a reason")
+        Claim("x", "§3.1", "c", "p", "o", 1.0, "reproduced", "a reason", judged=plain.judged)
 
 
 def test_surface_claims_on_causal_statistics(decoders):
@@ -362,8 +363,8 @@ def test_compare_findings_leave_a_not_applicable_model_out():
     from helpers.compare.findings import findings
 
     def result(spec, random_init, verdicts):
-        claims = [Claim(cid, "§3.2", "c", "p", "o", None, v, "no [SEP]" if v == NOT_APPLICABLE else None)
-                  for cid, v in verdicts.items()]
+        claims = [not_applicable(cid, "§3.2", "c", "p", "no [SEP]") if v == NOT_APPLICABLE
+                  else claim_as(cid, "§3.2", v, None) for cid, v in verdicts.items()]
         return cmp.ModelResult(spec, {"name": spec, "layers": 2, "heads": 2, "random_init": random_init}, claims)
 
     encoder = result("bert", False, {"sep": "reproduced", "next": "not reproduced"})

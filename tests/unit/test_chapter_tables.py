@@ -516,7 +516,9 @@ def test_results_at_a_glance_colours_and_tally():
     from helpers.presentation.summary import claims_html, tally_text
     from helpers.presentation.verdicts import VERDICT_COLOURS
 
-    claims = [Claim("prev-token-heads", "§3.1", "c", "p", "o", 1.0, I), Claim("det-head", "§4.2", "c", "p", "o", 1.0, R),
+    from claim_rows import claim_as
+
+    claims = [claim_as("prev-token-heads", "§3.1", I), claim_as("det-head", "§4.2", R),
               not_applicable("sep-self-attention", "§3.2", "c", "p", "no [SEP]")]
     html = claims_html(claims)
     assert html.startswith("<p><span") and html.count("</tr>") == 4  # the header and three claims
@@ -784,7 +786,7 @@ def test_a_chapters_claims_table_can_show_the_rules_fields():
             claim("b", "§3.1", "c", "p", "o", 1.0, combined(effect(12.0, (11.0, 13.0), null=0.0, paper=10.0, name="x"),
                                                             within(0.5, (0.2, 2.0), low=0.0, high=1.0, name="y")),
                   resampled="sentences", n=7),
-            not_applicable("c", "§3.2", "c", "p", "no [SEP]"), Claim("d", "§3.1", "c", "p", "o", 2.0, P)]
+            not_applicable("c", "§3.2", "c", "p", "no [SEP]"), claim_as("d", "§3.1", P, 2.0)]
     frame = claims_table(rows, columns=("verdict", "rule", "estimate", "interval", "paper_level", "parts", "n"))
     assert frame.to_dict("index") == {
         "a": {"verdict": R, "rule": "effect", "estimate": "12.3", "interval": "[11, 13]", "paper_level": "10",

@@ -21,14 +21,12 @@ from helpers.claims import (
     PARTLY,
     REPRODUCED,
     Claim,
-    at_most_partly_if_overlaps,
     by_id,
     check_row,
     judge_share,
-    overlaps,
-    verdict,
 )
 from helpers.presentation.book import claims_table
+from claim_rows import claim_as
 
 EPS = 1e-6  # a step just across a threshold
 
@@ -36,18 +34,11 @@ EPS = 1e-6  # a step just across a threshold
 # ------------------------------------------------------------------------------- shared rules
 
 
-def test_verdict_and_interval_cap():
-    assert verdict(True) == REPRODUCED and verdict(False, True) == PARTLY and verdict(False) == NOT_REPRODUCED
-    assert overlaps((71.9, 84.7), 74.9) and not overlaps((71.9, 84.7), 70.0, 85.0)
-    assert overlaps(None, 1.0) and overlaps((float("nan"), 3.0), 100.0)  # unknown interval: nothing established
-    assert at_most_partly_if_overlaps(REPRODUCED, (71.9, 84.7), 74.9) == PARTLY
-    assert at_most_partly_if_overlaps(REPRODUCED, (75.0, 84.7), 74.9) == REPRODUCED
-    assert at_most_partly_if_overlaps(NOT_REPRODUCED, (71.9, 84.7), 74.9) == NOT_REPRODUCED  # never raised
-
-
 def test_claim_layout_and_ids():
-    c = Claim("det-head", "§4.2", "claim", "94.3", "90.0", float("nan"), PARTLY)
+    c = claim_as("det-head", "§4.2", PARTLY, float("nan"))
     assert list(c.to_json()) == [*FIELDS, *RULE_FIELDS] and c.value is None  # NaN is stored as "no value"
+    with pytest.raises(ValueError, match="comes from a rule"):
+        Claim("x", "§3", "c", "p", "o", 1.0, PARTLY)  # a verdict without the rule that gave it
     json.dumps(c.to_json())
     with pytest.raises(ValueError, match="verdict"):
         Claim("x", "§3", "c", "p", "o", 1.0, "maybe")

@@ -20,10 +20,13 @@ PAPER, NULL = 10.0, 0.0  # every effect claim below: the paper's level 10 above 
 
 
 def row(cid: str, verdict: str) -> Claim:
-    """A claim with ``verdict`` and no rule's fields (as rows were before the convention)."""
+    """A claim with ``verdict`` and no interval to form a difference from: a share of replicates (reproduced,
+    inconclusive, not reproduced), or for "partly" an effect judged by a permutation p alone."""
     if verdict == NA:
         return not_applicable(cid, "§3.1", "c", "p", "no [SEP] here")
-    return Claim(cid, "§3.1", "c", "p", "o", 1.0, verdict)
+    judged = (effect(5.0, None, null=NULL, paper=PAPER, p_value=0.01) if verdict == P
+              else share({R: 1.0, I: 0.5, N: 0.0}[verdict]))
+    return claim(cid, "§3.1", "c", "p", "o", 1.0, judged, resampled="segments", n=40)
 
 
 def judged(cid: str, estimate: float, interval, **kw) -> Claim:
@@ -164,7 +167,7 @@ def test_random_too_downward_claim():
 
 
 def test_random_too_on_the_own_verdict_where_rows_carry_no_interval():
-    """Rows without their rule's fields (recorded before the convention), a share, or a control whose pre-trained
+    """Rows without an interval on a common scale (shares, a permutation p alone), or a control whose pre-trained
     model is not among those compared: no difference can be formed, so the control's own verdict decides, listed
     apart (``random_own_verdict``)."""
     old = findings([verdicts("a", {"x": R, "y": R}), verdicts("random:a", {"x": P, "y": N})])
@@ -213,7 +216,6 @@ def test_several_controls():
     claim("c", "§3.1", "c", "p", "o", 1.0, combined(effect(12.0, (11.0, 13.0), null=0.0, paper=10.0, name="a"),
                                                     share(0.99, name="b")), resampled="documents", n=4),
     not_applicable("na", "§3.2", "c", "p", "no [SEP]"),
-    Claim("old", "§3.1", "c", "p", "o", 2.0, PARTLY),
 ])
 def test_a_claim_read_back_from_its_json(made):
     """What the compare cache stores (the JSON row) gives the same claim back, with its rule and its check."""
@@ -221,9 +223,10 @@ def test_a_claim_read_back_from_its_json(made):
     assert back.to_json() == made.to_json() and back == made
 
 
-def test_a_legacy_row_and_a_wrong_row():
+def test_a_row_without_its_rule_and_a_wrong_row():
     legacy = {"id": "x", "section": "§3.1", "claim": "c", "paper": "p", "ours": "o", "value": 1.0, "verdict": PARTLY}
-    assert claim_from_json(legacy).judged is None and claim_from_json(legacy).verdict == PARTLY
+    with pytest.raises(ValueError, match="comes from a rule"):  # a verdict is a rule's: rows before the convention are not read
+        claim_from_json(legacy)
     wrong = {**judged("x", 12.0, (11.0, 13.0)).to_json(), "verdict": PARTLY}  # the rule gives reproduced
     with pytest.raises(ValueError, match="verdict"):
         claim_from_json(wrong)
@@ -231,7 +234,7 @@ def test_a_legacy_row_and_a_wrong_row():
 
 def test_the_compare_json_carries_each_rows_rule():
     """``compare --json``: each model's result keeps ``ours``, ``value`` and ``verdict`` first, then the rule's fields
-    as the claim's own row has them (a judged row, a row not applicable, a row without a rule)."""
+    as the claim's own row has them (a judged row, a row not applicable, a row judged without an interval)."""
     from helpers.claims import FIELDS, RULE_FIELDS, check_row
     from helpers.compare.run import compare_json
 
@@ -248,4 +251,4 @@ def test_the_compare_json_carries_each_rows_rule():
             assert got == want
     assert x["results"]["random:a"]["verdict"] == I and x["results"]["random:a"]["interval"] == [-1.0, 11.0]
     check_row({**{k: x[k] for k in FIELDS if k in x}, **x["results"]["a"]})
-    assert y["results"]["a"]["rule"] is None and z["results"]["a"]["rule"] is None
+    assert y["results"]["a"]["rule"] is None and z["results"]["a"]["interval"] is None

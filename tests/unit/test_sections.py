@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from claim_rows import claim_as
 from helpers.claims import Claim
 from helpers.context import RunContext
 from helpers.results import PAPER_SECTIONS, SECTIONS, section, section_of
@@ -251,7 +252,7 @@ def test_claim_sections_map_to_records():
     from helpers.presentation.summary import chapter_of
 
     def claim(where: str) -> Claim:
-        return Claim("x", where, "c", "p", "o", None, "partly")
+        return claim_as("x", where, "partly", None)
 
     expect = {"§3.1": "03_surface", "§3.2": "03_surface", "§3": "03_surface", "§4.2": "04_syntax", "§4.3": "04_coref",
               "§5": "05_probe", "§6": "06_cluster"}

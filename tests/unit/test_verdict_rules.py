@@ -172,7 +172,9 @@ def test_a_row_whose_verdict_does_not_follow_is_refused():
     row["interval"] = [-1.0, 10.0]  # now it holds the null and cannot reach 15
     with pytest.raises(ValueError, match="does not follow"):
         check_row(row)
-    legacy = Claim("x", "§3", "c", "p", "o", 1.0, REPRODUCED).to_json()  # a verdict without a rule
+    with pytest.raises(ValueError, match="comes from a rule"):
+        Claim("x", "§3", "c", "p", "o", 1.0, REPRODUCED)  # a verdict without a rule
+    legacy = {**_row(j).to_json(), **dict.fromkeys(RULE_FIELDS)}  # a row stripped of its rule's fields
     with pytest.raises(ValueError, match="does not follow"):
         check_row(legacy)
     parts = _row(combined(effect(12.0, (4.0, 20.0), null=0.0, paper=15.0, name="a"))).to_json()
