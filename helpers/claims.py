@@ -55,6 +55,9 @@ LEVEL = 0.95         # every interval is a 95 % interval
 P_LEVEL = 0.05       # a permutation p below this excludes the null (a test standing in for the interval)
 SHARE_HOLDS = 0.95   # judge_share: the statement holds in at least this share of the bootstrap replicates ...
 SHARE_FAILS = 0.05   # ... or fails in all but at most this share
+# A rule judges its numbers as a row reports them, to this many significant digits: a statistic whose last bits
+# depend on the order of a float sum (another device, another batch) gives the same row and the same verdict.
+DIGITS = 10
 
 FIELDS = ("id", "section", "claim", "paper", "ours", "value", "verdict")  # the first fields of one claim's JSON
 # The fields of the rule that judged it (every row has each; null where its rule has none, all null when the claim
@@ -203,6 +206,21 @@ def _num(x) -> float | None:
     return None if x is None else float(x)
 
 
+def reported(x):
+    """``x`` (a number, or a pair of numbers) to :data:`DIGITS` significant digits, as a row reports it and a rule
+    judges it (``None`` stays ``None``; NaN and infinities stay as they are).
+
+    >>> reported(0.1 + 0.2), reported((1 / 3, 2 / 3))
+    (0.3, (0.3333333333, 0.6666666667))
+    """
+    if x is None:
+        return None
+    if isinstance(x, (tuple, list)) or hasattr(x, "__len__"):
+        return tuple(reported(v) for v in x)
+    x = float(x)
+    return float(f"{x:.{DIGITS}g}") if math.isfinite(x) else x
+
+
 def _pair(x) -> list[float] | None:
     return None if x is None else [float(x[0]), float(x[1])]
 
@@ -217,17 +235,20 @@ def effect(estimate: float, interval: Sequence[float] | None, *, null: float, pa
     if not _finite(estimate) or (interval is not None and not _finite(*interval)) \
             or (p_value is not None and not _finite(p_value)):
         raise Undefined(f"{name or 'the estimate'} or its interval is undefined (NaN) at these sizes")
+    estimate, interval, p_value = reported(estimate), reported(interval), reported(p_value)
+    null, paper = reported(null), reported(paper)
     v = judge(estimate, interval, null=null, paper=paper, p_value=p_value)
-    return Judged("effect", v, estimate=estimate, interval=None if interval is None else tuple(interval), null=null,
-                  paper_level=paper, p_value=p_value, name=name)
+    return Judged("effect", v, estimate=estimate, interval=interval, null=null, paper_level=paper, p_value=p_value,
+                  name=name)
 
 
 def within(estimate: float, interval: Sequence[float], *, low: float, high: float, name: str | None = None) -> Judged:
     """:func:`judge_within` with the numbers it read (rule ``"within"``); raises :class:`Undefined` on a NaN."""
     if interval is None or not _finite(estimate, *interval):
         raise Undefined(f"{name or 'the estimate'} or its interval is undefined (NaN) at these sizes")
+    estimate, interval, low, high = reported(estimate), reported(interval), reported(low), reported(high)
     return Judged("within", judge_within(estimate, interval, low=low, high=high), estimate=estimate,
-                  interval=tuple(interval), range=(low, high), name=name)
+                  interval=interval, range=(low, high), name=name)
 
 
 def share(fraction: float, *, estimate: float | None = None, name: str | None = None) -> Judged:
@@ -235,6 +256,7 @@ def share(fraction: float, *, estimate: float | None = None, name: str | None = 
     ``estimate`` is the statistic of the full sample the statement is about (optional)."""
     if not _finite(fraction):
         raise Undefined(f"{name or 'the statement'} is undefined at these sizes")
+    fraction, estimate = reported(fraction), reported(estimate)
     return Judged("share", judge_share(fraction), share=fraction, estimate=estimate, name=name)
 
 

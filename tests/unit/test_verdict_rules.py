@@ -239,3 +239,16 @@ def test_pooled_replicates_hold_every_run():
 
 def test_share_holding():
     assert bootstrap.share_holding(np.array([True, True, False, True])) == 0.75
+
+
+def test_a_rule_judges_the_numbers_as_the_row_reports_them():
+    """Numbers are judged to DIGITS significant digits: a last-bit difference from another summation order gives the
+    same row and the same verdict; the range's end and the interval's end compare as reported."""
+    from helpers.claims import DIGITS, reported
+
+    a, b = 0.1 + 0.2, 0.3  # the same number summed two ways
+    assert a != b and reported(a) == reported(b)
+    assert _row(effect(a, (a, 1.0), null=0.0, paper=b)).to_json() == _row(effect(b, (b, 1.0), null=0.0, paper=b)).to_json()
+    low = 1 / 3
+    assert within(0.5, (low, 0.9), low=low, high=1.0).verdict == REPRODUCED  # the interval's end at the range's end
+    assert reported(float("nan")) != reported(float("nan")) and reported(None) is None and DIGITS == 10
