@@ -38,18 +38,27 @@ from torch import nn
 from helpers.core.extract import at_least_float32
 from helpers.core.head_mask import first_layer, head_mask, parts_of, staggered
 from helpers.core.models import LoadedModel
-from helpers.core.threads import FIXED_THREADS, torch_threads
+from helpers.core.threads import torch_threads
 
 Method = Literal["full", "prefix"]
 METHODS: tuple[str, ...] = ("full", "prefix")
 PREFIX_FIELDS = ("one_prefix_prefix", "one_prefix_word_good", "one_prefix_word_bad")
-# One pass's size: hidden-state elements x layers it runs (chapter 11's budget: 16 segments of 128 tokens through the
-# 6 x 384 default); a backward pass keeps every layer's activations, so half. An accelerator takes many times more
-# rows a pass (its memory holds them, and its time goes into launching small passes otherwise).
-ROW_BUDGET = 16 * 128 * 6 * 384
-GRAD_BUDGET = 8 * 128 * 6 * 384
+# One pass's size: the tokens of its widest layer (the pass's rows, padded to its longest, times the copies that have
+# joined by its last layer). An inference pass keeps one layer's activations at a time: 4,096 tokens of a 576-wide
+# model with a 1,536-wide MLP are about 25 MB a tensor, while the trunk's early layers still multiply matrices of a
+# few hundred rows (fewer rows waste the CPU's matrix kernels: a pass of one 12-token sentence through SmolLM2 costs
+# several times its share). A backward pass keeps every layer's activations (about 9,000 floats a token a layer in
+# SmolLM2: 512 tokens, 0.5 GB). An accelerator takes many times more a pass (its memory holds them, and its time goes
+# into launching small passes otherwise).
+ROW_BUDGET = 4096
+GRAD_BUDGET = 512
 ACCELERATOR_SCALE = 32
 LOGIT_ROWS = 2048  # positions whose vocabulary-sized logits are computed at once (a 49k vocabulary: 400 MB)
+# Torch threads of every pass on the CPU: one, a fixed count (the sums' order, and so the last digits, do not depend on
+# the machine); on the shared 2-core machine two threads cost 2 to 4 times the processor time of one for the same
+# passes (measured: 22 against 5 processor seconds for 67 pairs through SmolLM2), and the chapter's budget is its
+# processor time.
+THREADS = 1
 DECODER_KIND = "next-token log-probabilities (the decoder's own head)"
 PLL_KIND = "pseudo-log-likelihood, whole word left to right (PLL-word-l2r), the checkpoint's own masked-LM head"
 
@@ -235,17 +244,14 @@ def budget_for(lm: LoadedModel, budget: int) -> int:
 
 
 def passes(lm: LoadedModel, rows: Rows, starts: Sequence[int] = (), *, budget: int = ROW_BUDGET) -> list[list[int]]:
-    """The passes over ``rows``: lists of row indices in length order, each as many rows as fit ``budget`` (hidden-state
-    elements x layers run) at the length of its longest row (every row is padded to it), at least one. A row costs
-    its width x hidden size x layers run by it and its copies (``starts``: each copy's first layer; a copy runs the
-    layers from its first on)."""
-    L = lm.n_layers
-    hidden = int(getattr(lm.model.config, "hidden_size", 768))
-    layers = L + sum(L - s for s in starts)
+    """The passes over ``rows``: lists of row indices in length order, each as many rows as fit ``budget`` tokens at
+    its widest layer (its rows padded to its longest, times one plus the copies, ``starts`` being each copy's first
+    layer: by the last layer all have joined), at least one."""
+    copies = 1 + len(starts)
     order = sorted(range(len(rows)), key=lambda r: (len(rows.ids[r]), r))
     out: list[list[int]] = []
     for r in order:  # lengths only grow: a row fits while the pass, padded to this row's length, stays in budget
-        fits = max(1, budget // (len(rows.ids[r]) * hidden * layers))
+        fits = max(1, budget // (len(rows.ids[r]) * copies))
         if out and len(out[-1]) < fits:
             out[-1].append(r)
         else:
@@ -324,7 +330,7 @@ def text_scores(lm: LoadedModel, rows: Rows, masks: torch.Tensor | None = None, 
     out = np.zeros((len(masks), rows.n_texts))
     if fill is not None:
         fill = fill.to(lm.device)
-    with torch.inference_mode(), torch_threads(FIXED_THREADS):
+    with torch.inference_mode(), torch_threads(THREADS):
         for chosen in passes(lm, rows, [starts[k] for k in copies], budget=budget_for(lm, budget)):
             n = len(chosen)
             xi = torch.cat([torch.ones(1, L, H), masks[copies]]).repeat_interleave(n, dim=0).to(lm.device)
@@ -420,7 +426,7 @@ def margin_gradients(lm: LoadedModel, rows: Rows, *, budget: int = GRAD_BUDGET) 
     grads = np.zeros((rows.n_texts, L, H))
     scores = np.zeros(rows.n_texts)
     dtype = at_least_float32(torch.ones(0, dtype=next(lm.model.parameters()).dtype)).dtype  # the gradient's precision
-    with torch_threads(FIXED_THREADS):
+    with torch_threads(THREADS):
         for chosen in passes(lm, rows, budget=budget_for(lm, budget)):
             leaf = torch.ones(len(chosen), L, H, device=lm.device, dtype=dtype, requires_grad=True)
             with torch.enable_grad(), head_mask(lm.model, leaf):

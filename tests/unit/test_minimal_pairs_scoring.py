@@ -261,12 +261,11 @@ def test_masks_in_one_staggered_pass_are_each_alone(models, kind):
 def test_passes_respect_the_budget_and_keep_every_row(models):
     lm = models["llama"]
     rows = encode(lm, PAIRS * 3)
-    hidden, L = lm.model.config.hidden_size, lm.n_layers
-    chunks = passes(lm, rows, [1, 1], budget=30 * hidden * (L + 2 * (L - 1)))
-    assert sorted(r for c in chunks for r in c) == list(range(len(rows)))
+    chunks = passes(lm, rows, [1, 1], budget=90)
+    assert sorted(r for c in chunks for r in c) == list(range(len(rows))) and len(chunks) > 1
     for c in chunks:
         width = max(len(rows.ids[r]) for r in c)
-        assert len(c) == 1 or len(c) * width <= 30
+        assert len(c) == 1 or len(c) * width * 3 <= 90     # the trunk and two copies at the last layer
         assert [len(rows.ids[r]) for r in c] == sorted(len(rows.ids[r]) for r in c)
 
 
