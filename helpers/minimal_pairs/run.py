@@ -20,7 +20,10 @@ by their mean context: ``mean``), scored on a set of pairs beside the unmasked m
 - ``top:GROUP:L-H``: the heads of largest importance (``|d margin / d xi|`` on the target pairs, one backward pass a
   batch), each alone, on the target pairs;
 - ``mean:GROUP``: the group's set with its heads' contexts replaced by their mean over the good sentences of the
-  chosen pairs (every position), on every head pair.
+  chosen pairs (every position), on its target pairs.
+
+A decoder's pairs are scored from the first token where the two sentences differ (:func:`~helpers.minimal_pairs.scoring.
+margin_rows`: the tokens before it cancel in the margin).
 
 The run is cut into tasks (:func:`tasks`), run here or on a Dask cluster (:func:`helpers.pipeline.engine.map_tasks`):
 the same tasks with the same passes either way, so the results are identical; the top heads and mean ablation (which
@@ -47,6 +50,7 @@ from helpers.minimal_pairs.scoring import (
     Rows,
     encode,
     head_dim,
+    margin_rows,
     margin_gradients,
     not_scorable_reason,
     own_head,
@@ -65,6 +69,7 @@ COREF = "coref"          # how the §4.3 head is named among the relations
 TOP = 10                 # heads of largest importance removed exactly, per group
 DRAWS = 8                # control sets per group (same-layer; other paper heads)
 METHOD = "full"          # the chapter scores whole sentences (BLiMP's own method)
+TASK_PAIRS = 64          # pairs a task (of similar length: little padding), on this process or a Dask worker
 # What the §4.2 and §4.3 runs read to choose the paper's heads (their dev sets): the corpora a run with heads needs.
 HEAD_READS = ("gum:dev", "ontogum:dev")
 ACCELERATOR_HEAD_PAIRS = 100  # pairs per paradigm for the heads on an accelerator (the grammar: all 1,000)
@@ -142,8 +147,8 @@ class Selection:
 
     @property
     def phenomena(self) -> list[str]:
-        """The chosen phenomena, in the order of their first paradigm."""
-        return list(dict.fromkeys(self.phenomenon_of[p] for p in self.paradigms))
+        """The chosen phenomena, sorted by name."""
+        return sorted(set(self.phenomenon_of[p] for p in self.paradigms))
 
     def of(self, phenomena: Sequence[str]) -> list[int]:
         """The indices (into ``paradigms``) of the paradigms of ``phenomena``."""
@@ -229,7 +234,7 @@ def second_conditions(heads: dict, importances: dict[str, np.ndarray], done: lis
         for h in top_heads(importances[g]) if g in importances else []:
             if (h,) not in have:
                 out.append(Condition(f"top:{g}:{head_label(*h)}", (h,), on=g))
-        out.append(Condition(f"mean:{g}", hs, fill="mean"))
+        out.append(Condition(f"mean:{g}", hs, fill="mean", on=g))
     return out
 
 
@@ -241,29 +246,30 @@ def single_head_source(group: str, head: tuple[int, int], conditions: Sequence[C
     return None
 
 
-def tasks(selection: Selection, conditions: Sequence[Condition], groups: Sequence[str], *, grammar: bool,
-          gradients: bool) -> list[tuple]:
-    """The run's independent tasks, in order: ``("grammar", pairs)`` per phenomenon; ``("conditions", names, pairs)``
-    for the conditions on every head pair (per phenomenon) and each group's on its target pairs; ``("gradient",
-    group, pairs)`` per group. ``pairs``: indices into ``selection.pairs``, as tuples."""
+def chunks(pairs: np.ndarray, lengths: np.ndarray, size: int = TASK_PAIRS) -> list[tuple]:
+    """``pairs`` (indices) in order of their length (``lengths``: per pair, the longer sentence's tokens; ties by index),
+    cut into tasks of ``size`` pairs: the passes of a task then pad little."""
+    order = sorted((int(i) for i in pairs), key=lambda i: (int(lengths[i]), i))
+    return [tuple(order[k:k + size]) for k in range(0, len(order), size)]
+
+
+def tasks(selection: Selection, conditions: Sequence[Condition], groups: Sequence[str], lengths: np.ndarray, *,
+          grammar: bool, gradients: bool) -> list[tuple]:
+    """The run's independent tasks, in order: ``("grammar", pairs)`` over the grammar pairs; ``("conditions", names,
+    pairs)`` for the conditions on every head pair and for each group's on its target pairs; ``("gradient", group,
+    pairs)`` per group. ``pairs``: indices into ``selection.pairs`` (a tuple), in :func:`chunks` of similar length."""
     out: list[tuple] = []
-    by_phenomenon = {t: selection.of([t]) for t in selection.phenomena}
-
-    def chosen(idx: np.ndarray, paradigms: list[int]) -> tuple:
-        return tuple(int(i) for i in idx[np.isin(selection.paradigm[idx], paradigms)])
-
     if grammar:
-        out += [("grammar", chosen(selection.grammar, ps)) for ps in by_phenomenon.values()]
+        out += [("grammar", c) for c in chunks(selection.grammar, lengths)]
     every = tuple(c.name for c in conditions if c.on == "heads")
     if every:
-        out += [("conditions", every, chosen(selection.head, ps)) for ps in by_phenomenon.values()]
+        out += [("conditions", every, c) for c in chunks(selection.head, lengths)]
     for g in groups:
         mine = tuple(c.name for c in conditions if c.on == g)
-        if mine and len(selection.targets(g)):
-            out.append(("conditions", mine, tuple(int(i) for i in selection.targets(g))))
+        if mine:
+            out += [("conditions", mine, c) for c in chunks(selection.targets(g), lengths)]
     if gradients:
-        out += [("gradient", g, tuple(int(i) for i in selection.targets(g))) for g in groups
-                if len(selection.targets(g))]
+        out += [("gradient", g, c) for g in groups for c in chunks(selection.targets(g), lengths)]
     return [t for t in out if t[-1]]
 
 
@@ -370,12 +376,15 @@ def _compute(lm: LoadedModel, ctx: RunContext, selection: Selection, heads: dict
              first: list[Condition], head) -> tuple[dict[str, np.ndarray], list[Condition]]:
     from helpers.pipeline.engine import map_tasks
 
-    rows = encode(lm, selection.pairs, METHOD, head=head)
+    rows = margin_rows(encode(lm, selection.pairs, METHOD, head=head))  # a decoder: the tokens that can differ
     n = len(selection.pairs)
     groups = [g for g in group_heads(heads)] if heads else []
     capture = sorted({h for g in groups for h in group_heads(heads)[g]}) if heads else []
     shared = {"rows": rows, "conditions": {c.name: c for c in first}, "fill": None, "capture": capture}
-    todo = tasks(selection, first, groups, grammar=True, gradients=bool(heads))
+    tokens = np.zeros(rows.n_texts, dtype=np.int64)
+    np.maximum.at(tokens, rows.text, [len(ids) for ids in rows.ids])
+    lengths = np.maximum(tokens[:n], tokens[n:])  # per pair, its longer sentence's input
+    todo = tasks(selection, first, groups, lengths, grammar=True, gradients=bool(heads))
     done = map_tasks(lm, execution=ctx.execution, task=run_task, shared=shared, payloads=todo, desc="pairs",
                      progress=ctx.progress)
     arrays: dict[str, np.ndarray] = {}
@@ -400,8 +409,8 @@ def _compute(lm: LoadedModel, ctx: RunContext, selection: Selection, heads: dict
     shared = {"rows": rows, "conditions": {c.name: c for c in second}, "fill": means, "capture": []}
     zero = [c for c in second if c.fill == "zero"]
     mean = [c for c in second if c.fill == "mean"]
-    todo = tasks(selection, zero, groups, grammar=False, gradients=False) + \
-        tasks(selection, mean, groups, grammar=False, gradients=False)
+    todo = tasks(selection, zero, groups, lengths, grammar=False, gradients=False) + \
+        tasks(selection, mean, groups, lengths, grammar=False, gradients=False)
     done = map_tasks(lm, execution=ctx.execution, task=run_task, shared=shared, payloads=todo, desc="pairs (2)",
                      progress=ctx.progress)
     _collect(arrays, todo, done, selection, second, n)
@@ -422,7 +431,11 @@ def _collect(arrays: dict, todo: list[tuple], done: list[dict], selection: Selec
                     full = scores.setdefault(f"{prefix}/{name}", np.full(2 * n, np.nan))
                     full[texts] = value
         elif task[0] == "gradient":
-            arrays[f"grad/{task[1]}"] = out["grads"]
+            grads = scores.setdefault(f"grad/{task[1]}", {})
+            grads.update(zip(task[-1], out["grads"]))
+    for key in [k for k in scores if k.startswith("grad/")]:
+        got = scores.pop(key)
+        arrays[key] = np.stack([got[int(i)] for i in selection.targets(key.split("/", 1)[1])])
     for key, full in scores.items():
         c = names[key.split("/", 1)[1]]
         idx = selection.head if c.on == "heads" else selection.targets(c.on)
@@ -552,10 +565,8 @@ def group_summary(run: PairsRun, group: str, *, n_boot: int = stats.BOOTSTRAP, s
         "difference": stats.two_sample(full_dm[np.isin(full_par, targets)], full_dm[np.isin(full_par, off)],
                                        n_boot=n_boot, seed=seed)}
     mean = _change(run, f"mean:{group}")
-    out["mean_ablation"] = {"target": _est(mean[0], mean[3], targets, n_boot, seed),
-                            "off_target": None if not off else _est(mean[0], mean[3], off, n_boot, seed),
-                            "zero_target": out["removed"],
-                            "zero_off_target": None if not off else out["off_target"]["removed"],
+    out["mean_ablation"] = {"target": _est(mean[0], mean[3], targets, n_boot, seed), "zero_target": out["removed"],
+                            "difference": _est(mean[0] - dm, mean[3], targets, n_boot, seed),
                             "reference_positions": int(run.arrays["mean_count"])}
     out["ranking"] = ranking(run, group, n_boot=n_boot, seed=seed)
     return out

@@ -235,6 +235,29 @@ def encode(lm: LoadedModel, pairs: Sequence[dict], method: str = "full", *, head
                 None if lm.causal else head)
 
 
+def margin_rows(rows: Rows) -> Rows:
+    """A decoder's :class:`Rows` (one row a text, pair ``k``'s good text ``k`` and bad text ``k + N``) with only the
+    tokens from the first where the pair's two inputs differ scored. Under a causal mask a token's log-probability
+    depends on it and the tokens before it, so the tokens of the two sentences' common start have the same
+    log-probability in both and cancel in the margin: each pair's margin (and so whether it is right) is that of the
+    whole sentences, for less of the vocabulary-sized projection. The scores are then no sentence's log-probability
+    (:func:`score_pairs` gives those). An encoder's rows (pseudo-log-likelihood: every token sees the whole sentence)
+    are returned unchanged."""
+    n = rows.n_texts // 2
+    if rows.head is not None or len(rows) != rows.n_texts or not np.array_equal(rows.text, np.arange(rows.n_texts)):
+        return rows
+    positions, targets = list(rows.positions), list(rows.targets)
+    for k in range(n):
+        good, bad = rows.ids[k], rows.ids[k + n]
+        width = min(len(good), len(bad))
+        differ = np.flatnonzero(good[:width] != bad[:width])
+        common = int(differ[0]) if differ.size else width           # tokens before it are the same in both
+        for r in (k, k + n):
+            keep = rows.positions[r] + 1 >= common                   # position p scores token p + 1
+            positions[r], targets[r] = rows.positions[r][keep], rows.targets[r][keep]
+    return Rows(rows.ids, positions, targets, rows.text, rows.n_texts, rows.kind, rows.head)
+
+
 # ------------------------------------------------------------------------------------------------ passes
 
 
@@ -294,6 +317,8 @@ def _row_scores(lm: LoadedModel, rows: Rows, chosen: Sequence[int], hidden: torc
     tgt = torch.from_numpy(np.concatenate([rows.targets[r] for r in chosen])).long().to(hidden.device)
     project = _projector(lm, rows.head)
     out = []
+    if not len(tgt):  # nothing scored in these rows (a pair of equal sentences, cut to what differs)
+        return torch.zeros(len(blocks), n, dtype=torch.float64, device=hidden.device)
     for b in blocks:
         states = hidden[(row_of + b * n).to(hidden.device), pos.to(hidden.device)]          # [scored, hidden]
         logp = torch.cat([torch.log_softmax(project(states[i:i + LOGIT_ROWS]), -1)

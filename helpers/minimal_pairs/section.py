@@ -27,7 +27,7 @@ from helpers.section import Section, SectionReport, Sizes, input_report, part
 # first 4 pairs of each of the 67 paradigms for the model's grammar, the first 1 for the heads. On an accelerator
 # every pair for the grammar and the first :data:`ACCELERATOR_HEAD_PAIRS` for the heads. The small ones for the
 # notebook tests: the target phenomena and one more.
-FULL = {"pairs": 4, "head_pairs": 1, "paradigms": None, "phenomena": None, "draws": DRAWS}
+FULL = {"pairs": 3, "head_pairs": 1, "paradigms": None, "phenomena": None, "draws": DRAWS}
 SMALL = {"pairs": 1, "head_pairs": 1, "paradigms": None,
          "phenomena": ("determiner_noun_agreement", "subject_verb_agreement", "anaphor_agreement", "binding",
                        "island_effects"), "draws": 2}

@@ -314,3 +314,22 @@ def test_margin_gradients_are_finite_differences(models, kind):
         for head in range(lm.n_heads):
             fd, coarse = central(layer, head, step), central(layer, head, 2 * step)
             assert np.abs(grads[:, layer, head] - fd).max() <= np.abs(fd - coarse).max() + round_off64, (layer, head)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_margin_rows_give_the_whole_sentences_margins(models, kind):
+    """Scoring a decoder's pairs from the first token where they differ gives each pair's margin of the whole
+    sentences (the common start cancels), with fewer tokens projected; an encoder's rows are left as they are."""
+    from helpers.minimal_pairs.scoring import margin_rows
+
+    lm, _ = scorer(models, kind)
+    rows = encode(lm, PAIRS)
+    cut = margin_rows(rows)
+    masks = torch.stack([removal_mask(lm.n_layers, lm.n_heads, r) for r in REMOVALS])
+    whole, part = text_scores(lm, rows, masks), text_scores(lm, cut, masks)
+    N = len(PAIRS)
+    assert np.abs((whole[:, :N] - whole[:, N:]) - (part[:, :N] - part[:, N:])).max() <= float64_passes(whole)
+    assert sum(map(len, cut.positions)) < sum(map(len, rows.positions))
+    bert, head = scorer(models, "bert")
+    pll = encode(bert, PAIRS, head=head)
+    assert margin_rows(pll) is pll
