@@ -22,7 +22,8 @@ GROUP_TITLES = {"det": "det head", "sva": "nsubj, aux and cop heads", "coref": "
 SOURCES = ("ours", "GPT-2 (large), published", "humans, published")
 
 
-def _ci(value: float | None, interval: Sequence[float] | None, fmt: str = ".1f", sign: bool = False) -> str:
+def with_interval(value: float | None, interval: Sequence[float] | None, fmt: str = ".1f", sign: bool = False) -> str:
+    """``"77.6 [72.1, 83.1]"`` (``sign``: ``"+0.02 [-0.05, +0.08]"``); ``"—"`` for no value."""
     if value is None:
         return "—"
     spec = ("+" if sign else "") + fmt
@@ -83,9 +84,9 @@ def phenomenon_rows(result: dict) -> list[dict]:
     for name, e in [*((_words(t["phenomenon"]), t) for t in g["phenomena"]), ("all chosen", g["overall"])]:
         pub = e.get("published", {})
         rows.append({"phenomenon": name, "paradigms": e["paradigms"], "pairs": e["n"],
-                     "accuracy (%)": _ci(e["accuracy"], e["accuracy_interval"]),
-                     "margin (nats)": _ci(e["margin"], e["margin_interval"], ".2f"),
-                     "GPT-2 (%)": _ci(pub.get("gpt2"), None), "humans (%)": _ci(pub.get("human"), None)})
+                     "accuracy (%)": with_interval(e["accuracy"], e["accuracy_interval"]),
+                     "margin (nats)": with_interval(e["margin"], e["margin_interval"], ".2f"),
+                     "GPT-2 (%)": with_interval(pub.get("gpt2"), None), "humans (%)": with_interval(pub.get("human"), None)})
     return rows
 
 
@@ -137,13 +138,13 @@ def group_rows(result: dict) -> list[dict]:
         if e.get("missing"):
             rows.append({"heads": GROUP_TITLES[group], "which": ", ".join(e["heads"]), "targets": e["missing"]})
             continue
-        diff = lambda part: "—" if e.get(part) is None else _ci(e[part]["difference"]["value"],  # noqa: E731
+        diff = lambda part: "—" if e.get(part) is None else with_interval(e[part]["difference"]["value"],  # noqa: E731
                                                                 e[part]["difference"]["interval"], ".2f", True)
         rows.append({"heads": GROUP_TITLES[group], "which": ", ".join(e["heads"]),
                      "targets": ", ".join(_words(t) for t in e["targets"]),
                      "pairs": e["removed"]["n"],
-                     "full model's margin": _ci(e["base_margin"]["value"], e["base_margin"]["interval"], ".2f"),
-                     "change removed": _ci(e["removed"]["value"], e["removed"]["interval"], ".2f", True),
+                     "full model's margin": with_interval(e["base_margin"]["value"], e["base_margin"]["interval"], ".2f"),
+                     "change removed": with_interval(e["removed"]["value"], e["removed"]["interval"], ".2f", True),
                      "vs same layer": diff("same_layer"), "vs other heads": diff("others"),
                      "vs other phenomena": diff("off_target")})
     return rows
@@ -159,14 +160,14 @@ def ranking_rows(result: dict, group: str) -> list[dict]:
     for t in sorted(ranking["top"], key=lambda t: t["rank"]):
         rows.append({"rank": t["rank"], "head": t["head"] + (" (paper's)" if t["head"] in e["heads"] else ""),
                      "importance": f"{t['importance']:.3f}", "first-order change": f"{t['first_order']:+.3f}",
-                     "exact change (nats)": _ci(t["margin"]["value"], t["margin"]["interval"], ".3f", True)})
+                     "exact change (nats)": with_interval(t["margin"]["value"], t["margin"]["interval"], ".3f", True)})
     return rows
 
 
 def percentile_text(result: dict, group: str) -> str:
     """The group's heads' percentiles among all heads by importance, with their intervals."""
     ranking = result["groups"][group]["ranking"]
-    return "; ".join(f"{label}: {_ci(p['value'], p['interval'], '.0f')}" for label, p in ranking["percentiles"].items())
+    return "; ".join(f"{label}: {with_interval(p['value'], p['interval'], '.0f')}" for label, p in ranking["percentiles"].items())
 
 
 def mean_rows(result: dict) -> list[dict]:
@@ -177,10 +178,31 @@ def mean_rows(result: dict) -> list[dict]:
         m = e.get("mean_ablation")
         if not m:
             continue
-        f = lambda x: "—" if x is None else _ci(x["value"], x["interval"], ".3f", True)  # noqa: E731
+        f = lambda x: "—" if x is None else with_interval(x["value"], x["interval"], ".3f", True)  # noqa: E731
         rows.append({"heads": GROUP_TITLES[group], "which": ", ".join(e["heads"]), "zeroed": f(m["zero_target"]),
                      "mean context": f(m["target"]), "mean minus zero": f(m["difference"])})
     return rows
+
+
+def provenance_note(result: dict) -> str:
+    """Where the scored model's weights come from, for the page's Setup: a Q4_1-quantised GGUF dequantised (the
+    registry's SmolLM2) is said so."""
+    if "Q4_1" in result["origin"]:
+        return ("ours are those of the weights this book loads: the registry's SmolLM2-135M-Instruct, quantised to 4 "
+                "bits (Q4_1, a GGUF file) and dequantised to float32, so they may differ slightly from the original "
+                "model's.")
+    return f"ours are those of {result['origin']}."
+
+
+def book_sentence(book: dict | None) -> str:
+    """What the book's model does with the pairs: ``None`` when it is the decoder scored above; an encoder without a
+    masked-LM head is not graded (its reason); one with its own head, its accuracy."""
+    if book is None:
+        return "It is the decoder above."
+    if not book["applicable"]:
+        return f"It is not graded: {book['reason']}."
+    o = book["grammar"]["overall"]
+    return f"{book['model']} scores the same pairs by {book['scorer']}: {with_interval(o['accuracy'], o['accuracy_interval'])} % right."
 
 
 def sizes_note(result: dict) -> str:
