@@ -62,6 +62,9 @@ def cmd_pairs(args: argparse.Namespace, run) -> dict:
         from helpers.data.blimp import phenomena_of
 
         return {"paradigms": phenomena_of(run_context(args).data_dir)}
+    if args.no_bos:
+        raise ValueError("--no-bos: a decoder scores BLiMP's sentences after its BOS token (lm-evaluation-harness's "
+                         "convention, so that the first word is predicted too); run pairs without --no-bos")
     lm = load(args)
     # sizes given hold anywhere; none given: the record's on the CPU, every pair on an accelerator
     sizes = {k: v for k, v in (("pairs", args.pairs), ("head_pairs", args.head_pairs)) if v is not None}

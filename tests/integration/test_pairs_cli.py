@@ -163,6 +163,7 @@ def test_errors_are_one_line(models, data, tmp_path, capsys):
     assert line == "error: --paradigms adjunct_islands: no such BLiMP paradigm; did you mean adjunct_island?"
     assert "--paradigms: the selection is empty" in _fails(capsys, [*base, "--paradigms", ","])
     assert "--phenomena syntax: no such BLiMP phenomenon" in _fails(capsys, [*base, "--phenomena", "syntax"])
+    assert _fails(capsys, [*base, "--no-bos"]).startswith("error: --no-bos: a decoder scores BLiMP's sentences after")
     bad = tmp_path / "bad"
     shutil.copytree(data, bad)
     path = bad / "blimp" / "data" / "adjunct_island.jsonl"
