@@ -333,3 +333,41 @@ def test_margin_rows_give_the_whole_sentences_margins(models, kind):
     bert, head = scorer(models, "bert")
     pll = encode(bert, PAIRS, head=head)
     assert margin_rows(pll) is pll
+
+
+def test_mean_contexts_are_the_loops(models):
+    """:class:`ContextSums` adds up the chosen heads' contexts over every position of the marked texts (the good
+    sentences), the padding left out: against each sentence alone through a hook of its own, in float64."""
+    from helpers.minimal_pairs.scoring import ContextSums, head_dim
+
+    lm, _ = scorer(models, "llama")
+    rows = encode(lm, PAIRS)
+    heads = [(0, 1), (1, 3)]
+    sums = ContextSums(lm, heads, np.arange(rows.n_texts) < len(PAIRS))
+    text_scores(lm, rows, capture=sums)
+    d = head_dim(lm)
+    total, count = {h: torch.zeros(d, dtype=torch.float64) for h in heads}, 0
+    for r in range(len(PAIRS)):  # the good sentences, one at a time
+        seen = {}
+
+        def hook(_module, args, layer=None):
+            seen[layer] = args[0][0].reshape(args[0].shape[1], lm.n_heads, d).double()
+
+        handles = [attention_parts(lm.model, layer).output.register_forward_pre_hook(
+            lambda m, a, layer=layer: hook(m, a, layer)) for layer in (0, 1)]
+        try:
+            with torch.no_grad():
+                lm.model(input_ids=torch.tensor([rows.ids[r].tolist()]))
+        finally:
+            for h in handles:
+                h.remove()
+        for layer, head in heads:
+            total[(layer, head)] += seen[layer][:, head].sum(0)
+        count += len(rows.ids[r])
+    means = sums.means(lm.n_layers, lm.n_heads, d)
+    assert sums.count == count
+    for layer, head in heads:
+        expected = (total[(layer, head)] / count).float()
+        # the float64 sums agree to float64 round-off; the mean is then rounded once to float32
+        assert torch.allclose(means[layer, head], expected, rtol=0, atol=round_off(expected.numpy()))
+    assert float(means[0, 0].abs().max()) == 0.0  # a head not chosen: no fill
