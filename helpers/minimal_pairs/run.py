@@ -48,6 +48,7 @@ from helpers.minimal_pairs import stats
 from helpers.minimal_pairs.scoring import (
     ContextSums,
     Rows,
+    budget_for,
     encode,
     head_dim,
     margin_rows,
@@ -254,22 +255,23 @@ def chunks(pairs: np.ndarray, lengths: np.ndarray, size: int = TASK_PAIRS) -> li
 
 
 def tasks(selection: Selection, conditions: Sequence[Condition], groups: Sequence[str], lengths: np.ndarray, *,
-          grammar: bool, gradients: bool) -> list[tuple]:
+          grammar: bool, gradients: bool, size: int = TASK_PAIRS) -> list[tuple]:
     """The run's independent tasks, in order: ``("grammar", pairs)`` over the grammar pairs; ``("conditions", names,
     pairs)`` for the conditions on every head pair and for each group's on its target pairs; ``("gradient", group,
-    pairs)`` per group. ``pairs``: indices into ``selection.pairs`` (a tuple), in :func:`chunks` of similar length."""
+    pairs)`` per group. ``pairs``: indices into ``selection.pairs`` (a tuple), in :func:`chunks` of ``size`` pairs of
+    similar length."""
     out: list[tuple] = []
     if grammar:
-        out += [("grammar", c) for c in chunks(selection.grammar, lengths)]
+        out += [("grammar", c) for c in chunks(selection.grammar, lengths, size)]
     every = tuple(c.name for c in conditions if c.on == "heads")
     if every:
-        out += [("conditions", every, c) for c in chunks(selection.head, lengths)]
+        out += [("conditions", every, c) for c in chunks(selection.head, lengths, size)]
     for g in groups:
         mine = tuple(c.name for c in conditions if c.on == g)
         if mine:
-            out += [("conditions", mine, c) for c in chunks(selection.targets(g), lengths)]
+            out += [("conditions", mine, c) for c in chunks(selection.targets(g), lengths, size)]
     if gradients:
-        out += [("gradient", g, c) for g in groups for c in chunks(selection.targets(g), lengths)]
+        out += [("gradient", g, c) for g in groups for c in chunks(selection.targets(g), lengths, size)]
     return [t for t in out if t[-1]]
 
 
@@ -384,7 +386,8 @@ def _compute(lm: LoadedModel, ctx: RunContext, selection: Selection, heads: dict
     tokens = np.zeros(rows.n_texts, dtype=np.int64)
     np.maximum.at(tokens, rows.text, [len(ids) for ids in rows.ids])
     lengths = np.maximum(tokens[:n], tokens[n:])  # per pair, its longer sentence's input
-    todo = tasks(selection, first, groups, lengths, grammar=True, gradients=bool(heads))
+    size = budget_for(lm, TASK_PAIRS)  # an accelerator's tasks fill its larger passes
+    todo = tasks(selection, first, groups, lengths, grammar=True, gradients=bool(heads), size=size)
     done = map_tasks(lm, execution=ctx.execution, task=run_task, shared=shared, payloads=todo, desc="pairs",
                      progress=ctx.progress)
     arrays: dict[str, np.ndarray] = {}
@@ -409,8 +412,8 @@ def _compute(lm: LoadedModel, ctx: RunContext, selection: Selection, heads: dict
     shared = {"rows": rows, "conditions": {c.name: c for c in second}, "fill": means, "capture": []}
     zero = [c for c in second if c.fill == "zero"]
     mean = [c for c in second if c.fill == "mean"]
-    todo = tasks(selection, zero, groups, lengths, grammar=False, gradients=False) + \
-        tasks(selection, mean, groups, lengths, grammar=False, gradients=False)
+    todo = tasks(selection, zero, groups, lengths, grammar=False, gradients=False, size=size) + \
+        tasks(selection, mean, groups, lengths, grammar=False, gradients=False, size=size)
     done = map_tasks(lm, execution=ctx.execution, task=run_task, shared=shared, payloads=todo, desc="pairs (2)",
                      progress=ctx.progress)
     _collect(arrays, todo, done, selection, second, n)
