@@ -21,12 +21,14 @@ from helpers.minimal_pairs.stats import BOOTSTRAP
 from helpers.section import Section, SectionReport, Sizes, input_report, part
 
 # The book's sizes on the CPU, chosen so that the chapter (on the decoder, SmolLM2: 30 layers x 9 heads) costs at most
-# 10 % of the default book's cold build (about 140 of 1,400 processor seconds) on the 2-core CPU: a pair costs about
-# 0.07 processor seconds through SmolLM2 on one thread, and a removal about half that (the layers before its head
-# are shared); the heads' matrix removes 18 sets on every head pair, the controls 8 sets on the target pairs. The
-# first 4 pairs of each of the 67 paradigms for the model's grammar, the first 1 for the heads. On an accelerator
-# every pair for the grammar and the first :data:`ACCELERATOR_HEAD_PAIRS` for the heads. The small ones for the
-# notebook tests: the target phenomena and one more.
+# 10 % of the default book's cold build (about 140 of 1,400 processor seconds) on the 2-core CPU: the first 3 pairs
+# of each of the 67 paradigms for the model's grammar (201 pairs), the first 1 for the heads (67 pairs: the matrix's
+# 18 removals, 8 control sets a group, the top 10 heads, mean ablation). Measured 2026-11-28 on the shared 2-core
+# Xeon (one torch thread), the chapter executed alone with its own results not cached (the decoder's §4.2 and §4.3
+# runs cached, as the sinks chapter leaves them): 126 and 130 processor seconds at a load average of 3 to 8, the
+# removals on the head pairs about half of it. On an accelerator every pair for the grammar and the first
+# :data:`~helpers.minimal_pairs.run.ACCELERATOR_HEAD_PAIRS` for the heads. The small ones for the notebook tests:
+# the target phenomena and one more.
 FULL = {"pairs": 3, "head_pairs": 1, "paradigms": None, "phenomena": None, "draws": DRAWS}
 SMALL = {"pairs": 1, "head_pairs": 1, "paradigms": None,
          "phenomena": ("determiner_noun_agreement", "subject_verb_agreement", "anaphor_agreement", "binding",
