@@ -42,7 +42,7 @@ def parts_of(model: nn.Module, layer: int):
 
 
 @contextmanager
-def head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0, *,
+def head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0,
               fill: torch.Tensor | None = None) -> Iterator[None]:
     """``xi [batch, layer, head]`` multiplies each head's context, through a pre-hook on each output projection of the
     layers from ``from_layer`` on (those before it must be all ones: the callers check); in a :func:`staggered` pass a
