@@ -22,9 +22,10 @@ PACKAGE = ROOT / "helpers"
 
 def test_each_section_once_in_the_papers_order():
     keys = [s.key for s in SECTIONS]
-    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms", "sinks", "mixing", "ablation"]
+    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms", "sinks", "mixing", "ablation",
+                    "minimal_pairs"]
     assert [s.paper for s in PAPER_SECTIONS] == ["§3", "§4.2", "§4.3", "§5", "§6"]
-    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms", "sinks", "mixing", "ablation"]
+    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms", "sinks", "mixing", "ablation", "minimal_pairs"]
     for s in SECTIONS:  # a section reads only sections before it (their reports exist when it runs)
         assert set(s.inputs) <= set(keys[: keys.index(s.key)]), s.key
 
