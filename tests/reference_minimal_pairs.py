@@ -177,7 +177,8 @@ def decoder_terms(model, tokenizer, row: dict, which: str, method: str) -> tuple
     return logp[first - 1:], zmax[first - 1:]
 
 
-def pll_word_l2r_inputs(ids: Sequence[int], word_ids: Sequence[int | None], mask_id: int) -> list[tuple[list[int], int]]:
+def pll_word_l2r_inputs(ids: Sequence[int], word_ids: Sequence[int | None],
+                        mask_id: int) -> list[tuple[list[int], int]]:
     """PLL-word-l2r's masked inputs, one per scored position, as ``(masked ids, position)``: position ``i`` and every
     later position of its word masked. ``word_ids[i]`` is ``None`` at a special token (not scored, never masked)."""
     out = []
