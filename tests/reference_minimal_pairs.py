@@ -23,8 +23,12 @@ Definitions (natural logarithms, nats; no length normalisation):
   ``word_ids``: for WordPiece, a word's pieces are its first token and the ``##`` tokens after it, as in Kauf and
   Ivanova's implementation), the input is ``ids`` with position ``i`` and every later position of the same word
   replaced by the mask token, and the term is ``log P(ids[i] | that input)`` read at position ``i``; the score is
-  the sum of the terms. A one-token word is masked alone (plain PLL, Salazar et al. 2020). Only ``method="full"``
-  is defined for an encoder here.
+  the sum of the terms. A one-token word is masked alone (plain PLL, Salazar et al. 2020).
+- **An encoder, ``method="prefix"``** (the issue defines the one-prefix method for decoders only; this is the
+  analogue ``score_pairs`` chose, written here independently): the text is the sentence cut after the differing
+  word, ``prefix + " " + word``, scored as above but only at the word's tokens: the positions after ``[CLS]`` and
+  the ``len(tokenizer(prefix, add_special_tokens=False))`` tokens of the prefix (WordPiece splits at the space, so
+  the text's tokens are the prefix's and then the word's). The rest of the sentence is not in the input.
 - **Removing heads**: for each ``(layer, head)`` (0-based) the head's context vector (its attention output, the
   weighted sum of its values, before the output projection) is multiplied by 0, by a forward pre-hook on the
   output projection that zeroes that head's slice ``[head * d, (head + 1) * d)`` of the projection's input
@@ -193,13 +197,30 @@ def pll_word_l2r_inputs(ids: Sequence[int], word_ids: Sequence[int | None],
     return out
 
 
-def encoder_terms(model, tokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
+def encoder_text(tokenizer, row: dict, which: str, method: str) -> tuple[str, int]:
+    """``(text, skipped)``: the text one sentence of ``row`` is scored on by an encoder and how many of its
+    (non-special) tokens come before the first scored one (the prefix's, under ``"prefix"``)."""
+    if method == "full":
+        return row[f"sentence_{which}"], 0
+    if method == "prefix":
+        missing = [f for f in PREFIX_FIELDS if f not in row]
+        if missing:
+            raise ValueError(f"method 'prefix': the pair {row.get('UID', '?')}/{row.get('pairID', '?')} lacks "
+                             f"{', '.join(missing)}")
+        prefix = row["one_prefix_prefix"]
+        skipped = len(tokenizer(prefix, add_special_tokens=False)["input_ids"])
+        return f"{prefix} {row[f'one_prefix_word_{which}']}", skipped
+    raise ValueError(f"method {method!r}: one of {', '.join(METHODS)}")
+
+
+def encoder_terms(model, tokenizer, text: str, skipped: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """PLL-word-l2r's terms (nats) of ``text`` under a float64 masked LM, one forward pass per scored token, and the
-    largest ``|logit|`` at each scored position."""
+    largest ``|logit|`` at each scored position; the first ``skipped`` non-special tokens are in the input but not
+    scored."""
     encoded = tokenizer(text)
     ids, word_ids = list(encoded["input_ids"]), encoded.word_ids()
     logp, zmax = [], []
-    for masked, i in pll_word_l2r_inputs(ids, word_ids, tokenizer.mask_token_id):
+    for masked, i in pll_word_l2r_inputs(ids, word_ids, tokenizer.mask_token_id)[skipped:]:
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([masked])).logits[0, i].to(torch.float64)
         logp.append(float(torch.log_softmax(logits, dim=-1)[ids[i]]))
@@ -230,10 +251,9 @@ def reference_terms(lm, pairs: Sequence[dict], remove: Iterable[tuple[int, int]]
         model = decoder_float64(lm)
         terms = lambda row, which: decoder_terms(model, lm.tokenizer, row, which, method)  # noqa: E731
     else:
-        if method != "full":
-            raise ValueError(f"method {method!r}: the reference defines only 'full' (PLL-word-l2r) for an encoder")
         model = masked_lm_float64(lm)
-        terms = lambda row, which: encoder_terms(model, lm.tokenizer, row[f"sentence_{which}"])  # noqa: E731
+        terms = lambda row, which: encoder_terms(model, lm.tokenizer,  # noqa: E731
+                                                 *encoder_text(lm.tokenizer, row, which, method))
     out = {"good": [], "bad": []}
     with removed_heads(model, remove):
         for row in pairs:

@@ -58,7 +58,8 @@ REMOVALS = {
     "across layers": ([(0, 0), (1, 3)], [[(0, 1), (1, 2)], [(0, 0)], [(1, 3)]]),
     "a whole layer": ([(1, h) for h in range(HEADS)], [[(0, h) for h in range(HEADS)], [(1, 0), (1, 1), (1, 2)]]),
 }
-CASES = [("gpt2", "full"), ("gpt2", "prefix"), ("llama", "full"), ("llama", "prefix"), ("bert", "full")]
+CASES = [("gpt2", "full"), ("gpt2", "prefix"), ("llama", "full"), ("llama", "prefix"), ("bert", "full"),
+         ("bert", "prefix")]
 
 
 def sharpened(directory, scale: float = SHARPEN):
@@ -161,7 +162,8 @@ def longest(lm, method: str) -> int:
     if lm.causal:
         return max(len(ref.decoder_ids(lm.tokenizer, row, which, method)[0])
                    for row in pairs_for(method) for which in ("good", "bad"))
-    return max(len(lm.tokenizer(row[f"sentence_{which}"])["input_ids"]) for row in PAIRS for which in ("good", "bad"))
+    return max(len(lm.tokenizer(ref.encoder_text(lm.tokenizer, row, which, method)[0])["input_ids"])
+               for row in pairs_for(method) for which in ("good", "bad"))
 
 
 # ------------------------------------------------------------------------------------ the reference itself
@@ -333,6 +335,25 @@ def test_pll_word_l2r_masks_a_token_and_the_rest_of_its_word(models):
     assert {i: tok.convert_ids_to_tokens(masked) for masked, i in got} == expected
 
 
+def test_pll_prefix_method_scores_the_word_in_the_cut_sentence(models):
+    """An encoder's one-prefix method: the input is the sentence cut after the word, [CLS] prefix word [SEP], and
+    only the word's tokens are scored, each with the rest of its word masked: "big cats" after "She saw this" is
+    big, cat, ##s."""
+    tok = models["bert"].tokenizer
+    row = PAIRS[3]
+    text, skipped = ref.encoder_text(tok, row, "bad", "prefix")
+    assert text == "She saw this big cats" and skipped == 3
+    encoded = tok(text)
+    got = ref.pll_word_l2r_inputs(encoded["input_ids"], encoded.word_ids(), tok.mask_token_id)[skipped:]
+    M = "[MASK]"
+    assert [tok.convert_ids_to_tokens(masked) for masked, _ in got] == [
+        ["[CLS]", "she", "saw", "this", M, "cat", "##s", "[SEP]"],
+        ["[CLS]", "she", "saw", "this", "big", M, M, "[SEP]"],
+        ["[CLS]", "she", "saw", "this", "big", "cat", M, "[SEP]"],
+    ]
+    assert [i for _, i in got] == [4, 5, 6]
+
+
 def test_reference_errors(models):
     lm = models["gpt2"]
     with pytest.raises(ValueError, match="one_prefix_prefix"):
@@ -341,8 +362,8 @@ def test_reference_errors(models):
         ref.score_pairs_reference(lm, PAIRS, method="whole")
     with pytest.raises(ValueError, match=r"\(2, 0\)"):
         ref.score_pairs_reference(lm, PAIRS, remove=[(2, 0)])
-    with pytest.raises(ValueError, match="only 'full'"):
-        ref.score_pairs_reference(models["bert"], WITH_PREFIX, method="prefix")
+    with pytest.raises(ValueError, match="one_prefix_prefix"):
+        ref.score_pairs_reference(models["bert"], WITHOUT_PREFIX, method="prefix")
 
 
 # ------------------------------------------------------------------------------------ the package against it
