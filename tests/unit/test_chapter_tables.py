@@ -434,15 +434,17 @@ def test_the_norms_table1_is_the_cells():
 def _model(spec, random_init, verdicts, *, sizes=None):
     """A model's result with one claim per verdict (``c0``, ``c1`` ...; an item that is a claim's estimate and
     interval makes an effect claim of paper level 10 over a null of 0), 2 layers x 3 heads."""
-    from helpers.claims import NOT_APPLICABLE, Claim, claim, effect, not_applicable
+    from helpers.claims import NOT_APPLICABLE, claim, effect, not_applicable
     from helpers.compare.run import ModelResult
 
     def one(i, v):
         if isinstance(v, tuple):
             return claim(f"c{i}", "§3.1", "c", "p", "o", v[0], effect(*v, null=0.0, paper=10.0), resampled="segments",
                          n=40)
+        from claim_rows import judged_without_interval
+
         return not_applicable(f"c{i}", "§3.1", "c", "p", "no [SEP]") if v == NOT_APPLICABLE else \
-            Claim(f"c{i}", "§3.1", "c", "p", "o", 1.0, v)
+            claim(f"c{i}", "§3.1", "c", "p", "o", 1.0, judged_without_interval(v), resampled="segments", n=40)
 
     claims = [one(i, v) for i, v in enumerate(verdicts)]
     return ModelResult(spec, {"name": spec, "layers": 2, "heads": 3, "random_init": random_init}, claims,
