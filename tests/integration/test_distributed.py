@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -173,6 +174,44 @@ def _existing_cluster(n_workers: int, **kwargs):
                         loop=event_loop(), **kwargs)
 
 
+def _kill_once(flag, key_prefix: str):
+    """A Dask worker plugin: the worker that starts a task whose key begins with ``key_prefix`` kills its own process
+    (SIGKILL) if it is the first to create the file ``flag``; a rerun of that task elsewhere (``flag`` exists) lives.
+    Made in a function, as the engine's own plugin is: the class travels to the workers by value."""
+    from distributed import WorkerPlugin
+
+    class KillOnce(WorkerPlugin):
+        def __init__(self, flag: str, key_prefix: str):
+            self.flag, self.key_prefix = flag, key_prefix
+
+        def transition(self, key, start, finish, **kwargs):
+            if finish != "executing" or not str(key).startswith(self.key_prefix):
+                return
+            try:
+                os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return KillOnce(str(flag), key_prefix)
+
+
+@contextmanager
+def _killing_once(cluster, flag, key_prefix: str):
+    """The shared ``cluster`` with :func:`_kill_once` on its workers (and on those that replace them) while the block
+    runs; unregistered after it."""
+    from distributed import Client
+
+    name = f"kill-once-{key_prefix}"
+    with Client(cluster, loop=event_loop()) as client:
+        client.register_plugin(_kill_once(flag, key_prefix), name=name)
+        try:
+            yield
+        finally:
+            client.unregister_worker_plugin(name)
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A two-worker cluster on 127.0.0.1 shared by the tests that join one with --address: an "existing
@@ -265,26 +304,9 @@ def test_extra_installed_under_cache_dir_loads_on_the_workers(tiny_model_dir, co
 def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
     """One worker kills itself (SIGKILL) when it starts the second shard; the scheduler reruns that
     shard on a worker that lives, and the JSON and the extract summary equal the local run's."""
-    from distributed import Client, WorkerPlugin
-
     flag = tmp_path / "killed"
-
-    class KillOnce(WorkerPlugin):
-        def __init__(self, flag):
-            self.flag = str(flag)
-
-        def transition(self, key, start, finish, **kwargs):
-            if finish == "executing" and str(key).startswith("shard-00001-"):
-                try:
-                    os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                except FileExistsError:
-                    return
-                import signal
-                os.kill(os.getpid(), signal.SIGKILL)
-
     local = _heads(tiny_model_dir, corpus, tmp_path, "local")
-    with Client(cluster, loop=event_loop()) as client:
-        client.register_plugin(KillOnce(flag), name="kill-once")
+    with _killing_once(cluster, flag, "shard-00001-"):
         address = cluster.scheduler_address
         dask = _heads(tiny_model_dir, corpus, tmp_path, "dask", "--address", address)
         assert flag.exists(), "no worker was killed: the test did not test recovery"
@@ -428,32 +450,12 @@ def test_segment_statistics_on_a_cluster_same_json_as_local(command, tiny_model_
 def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, tmp_path, cluster):
     """--workers 2 starts its own cluster; on the shared cluster one worker kills itself (SIGKILL) when
     it starts the second shard's task, the scheduler reruns it elsewhere, and the JSON is the local run's."""
-    from distributed import Client, WorkerPlugin
-
     flag = tmp_path / "killed"
-
-    class KillOnce(WorkerPlugin):
-        def __init__(self, flag):
-            self.flag = str(flag)
-
-        def transition(self, key, start, finish, **kwargs):
-            if finish == "executing" and str(key).startswith("stream-00001-"):
-                try:
-                    os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                except FileExistsError:
-                    return
-                import signal
-                os.kill(os.getpid(), signal.SIGKILL)
-
     local = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "local")
     assert _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "workers", "--workers", "2") == local
-    with Client(cluster, loop=event_loop()) as client:
-        client.register_plugin(KillOnce(flag), name="kill-once-stream")
-        try:
-            dask = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "killed",
-                                 "--address", cluster.scheduler_address)
-        finally:
-            client.unregister_worker_plugin("kill-once-stream")
+    with _killing_once(cluster, flag, "stream-00001-"):
+        dask = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "killed",
+                             "--address", cluster.scheduler_address)
     assert flag.exists(), "no worker was killed: the test did not test recovery"
     assert dask == local
 

@@ -275,7 +275,7 @@ def test_context_reads_the_environment_once(monkeypatch, tmp_path):
     monkeypatch.setenv("BERT_ATTENTION_MODEL", "some-model")
     ctx = RunContext.from_env()
     assert ctx.small and ctx.refresh and ctx.cache_dir == (tmp_path / "c").resolve() and ctx.model == "some-model"
-    assert not RunContext.from_env(small=False, refresh=False).small  # an entry point's own options win
+    assert not RunContext.from_env(small=False).small  # an entry point's own options win
     for name in ("BERT_ATTENTION_SMALL", "BERT_ATTENTION_REFRESH", "BERT_ATTENTION_CACHE", "BERT_ATTENTION_MODEL"):
         monkeypatch.delenv(name)
     # what was read stays: the sizes follow the context, not the environment of the moment
@@ -284,7 +284,7 @@ def test_context_reads_the_environment_once(monkeypatch, tmp_path):
     monkeypatch.setenv("BERT_ATTENTION_SMALL", "1")
     from helpers.plan import book_passes
 
-    book = [p for p in book_passes(RunContext(small=False), specs=["default"]) if p.input == "segments"]
+    book = [p for p in book_passes(RunContext(small=False, compare="default")) if p.input == "segments"]
     assert book[0].option["n_segments"] == 1000  # the context says full, whatever the environment says
 
 
