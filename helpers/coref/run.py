@@ -20,11 +20,10 @@ from helpers.core.models import LoadedModel
 from helpers.coref.stats import (
     CANDIDATE_SETS,
     MENTION_TYPES,
+    AntecedentScorer,
     CandidateSet,
     Query,
     baseline_predictions,
-    batch_head_predictions,
-    head_predictions,
     queries_in_window,
     window_words,
 )
@@ -258,40 +257,12 @@ def _predictions_of(lm: LoadedModel, batch, pending: dict[int, list[Query]], *, 
     return store, correct
 
 
-def _predictions(attn: np.ndarray, queries: list[Query], n_words: int, causal: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Every head's correctness on ``queries`` with mentions, then words, as candidates (``causal``: a decoder's map
-    of ``n_words`` words)."""
-    return (head_predictions(attn, queries, n_words=n_words, causal=causal),
-            head_predictions(attn, queries, candidates="words", n_words=n_words, causal=causal))
-
-
 def coref_shard(stream, payload: tuple[dict[int, list[Query]], bool]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """One shard's head predictions (a task of :func:`helpers.pipeline.engine.map_shards`): ``stream`` yields its
-    padded word-level batches on the model's device (:class:`~helpers.core.extract.MapBatch`), or its
-    ``(example, attn)`` pairs one at a time; ``payload`` is ``(the queries of each example with any, by its index,
-    causal)``; ``{example index: (heads, words)}`` for those examples. A batch's queries are scored at once where
-    its maps are (:func:`~helpers.coref.stats.batch_head_predictions`)."""
-    from helpers.core.extract import MapBatch
-
     queries_of, causal = payload
-    found = {}
-    for item in stream:
-        if not isinstance(item, MapBatch):
-            ex, attn = item
-            if queries_of.get(ex.index):
-                found[ex.index] = _predictions(attn, queries_of[ex.index], ex.n_words, causal)
-            continue
-        examples = item.examples
-        queries = [queries_of.get(ex.index, []) for ex in examples]
-        if not any(queries):
-            continue
-        sizes, n_words = item.lengths.tolist(), [ex.n_words for ex in examples]
-        heads, words = (batch_head_predictions(item.weights, sizes, n_words, queries, candidates, causal=causal)
-                        for candidates in ("mentions", "words"))
-        for b, ex in enumerate(examples):
-            if queries[b]:
-                found[ex.index] = (heads[b], words[b])
-    return found
+    acc = AntecedentScorer(causal)
+    for mb in stream:
+        acc.update(mb, [(queries_of.get(ex.index, []),) for ex in mb.examples])
+    return acc.result()
 
 
 def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = ("mentions",)) -> list[dict]:

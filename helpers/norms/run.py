@@ -26,7 +26,7 @@ from helpers.norms.stats import NormSegments, NormStats, norm_statistics
 from helpers.pipeline.extraction import encode_treebank, one_pass_store
 from helpers.pipeline.segments import SEGMENTS, build_segments
 from helpers.reduce import merge_all, stage_device
-from helpers.syntax.stats import HeadScorer, HeadScores, score_heads, shard_scorers
+from helpers.syntax.stats import HeadScorer, HeadScores, map_batches
 
 
 @dataclass
@@ -158,18 +158,21 @@ def run_table1_norms(lm: LoadedModel, corpus: str, ctx: RunContext | None = None
     store = one_pass_store(lm, batch, word_mode=word_mode, cache_root=cache_root, source_digest=digest,
                            progress=progress, maps="norms")
     if store.directory is not None:
-        return score_heads(store, sentences, causal=lm.causal, device=stage_device(lm))
-    from helpers.pipeline.engine import Execution, map_shards
+        device = stage_device(lm)
+        parts = [norm_heads_shard(map_batches(store.shard_items(n), device=device), (sentences, lm.causal, "weights"))
+                 for n in range(len(store.shards))]
+    else:
+        from helpers.pipeline.engine import Execution, map_shards
 
-    payloads = [({ex.index: sentences[ex.index] for ex in shard}, lm.causal) for shard in store.shards]
-    parts = map_shards(lm, store, execution=ctx.execution or Execution(), task=norm_heads_shard, payloads=payloads,
-                       batches=True, progress=progress)
+        payloads = [({ex.index: sentences[ex.index] for ex in shard}, lm.causal, "norms") for shard in store.shards]
+        parts = map_shards(lm, store, execution=ctx.execution or Execution(), task=norm_heads_shard, payloads=payloads,
+                           batches=True, progress=progress)
     return merge_all(parts, HeadScorer(causal=lm.causal)).result()
 
 
 def norm_heads_shard(stream, payload: tuple) -> HeadScorer:
-    """One shard's heads scored on its word-level norm maps (a task of :func:`helpers.pipeline.engine.map_shards`):
-    ``stream`` yields the shard's padded batches on the model's device, ``payload`` is ``(its sentences by example
-    index, causal)`` (:func:`~helpers.syntax.stats.shard_scorers`)."""
-    sentences, causal = payload
-    return shard_scorers(stream, sentences, (None,), causal=causal, maps="norms")[0]
+    sentences, causal, maps = payload
+    scorer = HeadScorer(causal=causal, maps=maps)
+    for mb in stream:
+        scorer.update(mb, [(sentences[ex.index],) for ex in mb.examples])
+    return scorer

@@ -10,6 +10,7 @@ Shared by the chapter and ``python -m helpers heads`` (whose JSON layout is a co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -26,15 +27,13 @@ from helpers.syntax.stats import (
     ALL,
     BOOTSTRAP,
     DIRECTIONS,
-    HeadScorer,
+    HeadScorers,
     HeadScores,
     map_batches,
     bootstrap_interval,
     gain_interval,
     gain_replicates,
     predict_heads,
-    score_heads,
-    shard_scorers,
     word_layout,
 )
 
@@ -77,50 +76,39 @@ def run_heads(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, ma
     (:func:`heads_shard`) and the partial scores are merged here in shard order (:func:`merge_heads`):
     the same result as the local run."""
     data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
+    sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
+                                               data_dir=data_dir, cache_root=cache_root)
+    new = partial(HeadScorers, (possessive, *variants), lm.causal)
     if execution is not None and execution.distributed:
         from helpers.pipeline.engine import run_shards
         from helpers.pipeline.extraction import plan_extraction
 
-        sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                                   data_dir=data_dir, cache_root=cache_root)
         plan = plan_extraction(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root,
                                source_digest=digest)
-        payloads = [([sentences[ex.index] for ex in shard], possessive, lm.causal) for shard in plan.store.shards]
-        store, partials = run_shards(lm, plan, execution=execution, task=heads_shard, payloads=payloads,
-                                     progress=progress)
-        return HeadsRun(corpus, sentences, store, merge_heads(partials, possessive=possessive, causal=lm.causal),
-                        lm.causal, {v: score_heads(store, sentences, possessive=v, causal=lm.causal) for v in variants})
-    sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                               data_dir=data_dir, cache_root=cache_root)
-    conventions = (possessive, *variants)
-    store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=digest,
-                    reduce=lambda number, batches: shard_scorers(batches, sentences, conventions, causal=lm.causal))
-    device = stage_device(lm)
-    parts = [store.partials.pop(number, None)
-             or shard_scorers(map_batches(store.shard_items(number), device=device), sentences, conventions,
-                              causal=lm.causal)
-             for number in range(len(store.shards))]
-    scores = [merge_all((part[k] for part in parts), HeadScorer(possessive=c, causal=lm.causal)).result()
-              for k, c in enumerate(conventions)]
+        payloads = [(new, {ex.index: sentences[ex.index] for ex in shard}) for shard in plan.store.shards]
+        store, parts = run_shards(lm, plan, execution=execution, task=heads_shard, payloads=payloads,
+                                  progress=progress)
+    else:
+        store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
+                        source_digest=digest, reduce=lambda number, batches: _scored(new, batches, sentences))
+        device = stage_device(lm)
+        parts = [store.partials.pop(number, None)
+                 or _scored(new, map_batches(store.shard_items(number), device=device), sentences)
+                 for number in range(len(store.shards))]
+    scores = merge_all(parts, new()).result()
     return HeadsRun(corpus, sentences, store, scores[0], lm.causal, dict(zip(variants, scores[1:])))
 
 
-def heads_shard(items: list, payload: tuple) -> HeadScorer:
-    """Partial scores of one shard (a distributed task): ``items`` are its ``(example, attn)`` pairs in
-    order, ``payload`` is ``(sentences of those examples, possessive[, causal])`` (``causal``: the maps are a
-    decoder's; default not)."""
-    sentences, possessive, *rest = payload
-    causal = bool(rest[0]) if rest else False
-    sentence_of = {example.index: sentence for (example, _), sentence in zip(items, sentences)}
-    return shard_scorers(map_batches(items), sentence_of, (possessive,), causal=causal)[0]
+def _scored(new, batches, sentences):
+    acc = new()
+    for mb in batches:
+        acc.update(mb, [(sentences[ex.index],) for ex in mb.examples])
+    return acc
 
 
-def merge_heads(parts: list[HeadScorer], *, possessive: str | None = None, causal: bool = False) -> HeadScores:
-    """Shards' partial scores merged in shard order (:meth:`HeadScorer.merge`): relations numbered by first
-    appearance, as one scorer fed the shards in that order would number them, so the result equals
-    :func:`score_heads`."""
-    return merge_all(parts, HeadScorer(possessive=possessive, causal=causal)).result()
+def heads_shard(items: list, payload: tuple):
+    new, sentences = payload
+    return _scored(new, map_batches(items), sentences)
 
 
 def heads_json(model: str, run: HeadsRun) -> dict:
@@ -271,7 +259,8 @@ def example_sentence(run: HeadsRun, relation: str, index: tuple[int, int, int], 
     for i, sent in enumerate(run.sentences):
         if i not in used or not min_words <= len(sent) <= max_words or relation not in sent.deprels:
             continue
-        preds = predict_heads(run.store[i], n_words=len(sent), causal=run.causal)[d, l, h]
+        attn = run.store[i][None, l : l + 1, h : h + 1]  # the head's map alone, a batch of one
+        preds = predict_heads(attn, [attn.shape[-1]], [len(sent)], causal=run.causal)[0, d, 0, 0].numpy()
         words = [k for k, rel in enumerate(sent.deprels) if rel == relation and sent.heads[k] != 0]
         if words and all(preds[k] == sent.heads[k] for k in words):
             return i

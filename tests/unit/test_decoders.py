@@ -14,7 +14,7 @@ from helpers.core.errors import ModelNotAvailableError, NoAttentionError
 from helpers.core.extract import iter_attention
 from helpers.core.models import check_model, is_causal_config, load_model, positions_limit
 from helpers.core.norm_maps import iter_weights_and_norms, norm_maps_reference
-from helpers.core.wordlevel import word_level_reference
+from references import word_level_reference
 from helpers.sinks.stats import (
     FirstPositionAccumulator,
     first_position_reference,

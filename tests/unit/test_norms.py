@@ -14,7 +14,7 @@ from helpers.core.internals import attention_parts, capture, output_weight
 from helpers.norms.stats import KINDS, NormAccumulator, NormStats, kind_masks, kind_shares, spearman_per_head
 from helpers.core.norm_maps import forward_weights_and_norms, iter_norm_maps, norm_maps_reference
 from helpers.surface.stats import segment_statistics, token_masks
-from helpers.core.wordlevel import word_level_reference
+from references import word_level_reference
 
 from test_formula import tiny
 from tolerances import EPS16, EPS64, decimals, in_float64, round_off
