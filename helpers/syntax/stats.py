@@ -72,7 +72,7 @@ def predict_heads(maps, sizes: Sequence[int], n_words: Sequence[int], *, causal:
     ``maps`` ``[batch, layer, head, P, P]`` (a torch tensor or an array, right-padded to ``P`` positions), ``sizes``
     each map's positions, ``n_words`` its words: an encoder's ``[CLS] w_1 ... w_n [SEP]``, or a decoder's (``n + 1``
     with BOS, ``n`` without: :func:`word_layout`). Candidates past an example's words (its [SEP], the padding) are
-    masked out, and a word never predicts itself; ties go to the earliest word (torch's ``argmax`` takes the first
+    masked out, and a word never predicts itself; ties go to the earliest word (torch's ``max`` takes the first
     maximum). With ``causal`` a word's candidates are the words it sees (``dependent-to-head``: those before it) or
     that see it (``head-to-dependent``: those after it); a word without any predicts 0, which no gold head is.
     A sentence's map alone is a batch of one: ``predict_heads(attn[None], [attn.shape[-1]], [n])[0]``."""
@@ -83,20 +83,21 @@ def predict_heads(maps, sizes: Sequence[int], n_words: Sequence[int], *, causal:
     if len(leads) > 1:
         raise ValueError("one batch of word-level maps with and without a leading special position")
     lead, W = leads.pop(), int(max(n_words))
-    words = A[..., lead : lead + W, lead : lead + W].to(torch.float32)  # [batch, layer, head, W, W]
-    both = torch.stack([words, words.transpose(-1, -2)], dim=1)  # [batch, direction, layer, head, word, candidate]
+    words = A[..., lead : lead + W, lead : lead + W].to(torch.float32)  # [batch, layer, head, word, candidate]
+    # a word's barred candidates, their weights set to -inf: itself, those past the example's words (its [SEP], the
+    # padding, whatever it holds) and, causal, in dependent-to-head those after it (it does not see them), in
+    # head-to-dependent (the transposed map) those before it (they do not see it)
     position = torch.arange(W, device=A.device)
     real = position[None, :] < torch.as_tensor(list(n_words), device=A.device)[:, None]  # [batch, candidate]
     barred = ~real[:, None, :] | torch.eye(W, dtype=torch.bool, device=A.device)[None]  # [batch, word, candidate]
-    barred = barred[:, None, None, None].expand(-1, 2, 1, 1, -1, -1)
-    if causal:
-        later = torch.ones(W, W, dtype=torch.bool, device=A.device).triu(1)  # the candidate comes after the word
-        barred = barred | torch.stack([later, later.T])[None, :, None, None]
-    both = both.masked_fill(barred, float("-inf"))
-    pred = both.argmax(dim=-1) + 1
-    if causal:
-        pred = torch.where(torch.isneginf(both.amax(dim=-1)), torch.zeros_like(pred), pred)
-    return pred
+    later = torch.ones(W, W, dtype=torch.bool, device=A.device).triu(1) if causal else None  # candidate after word
+    found = []
+    for direction, oriented in enumerate((words, words.transpose(-1, -2))):
+        bar = barred if later is None else barred | (later if direction == 0 else later.T)
+        masked = torch.where(bar[:, None, None], float("-inf"), oriented)  # contiguous: each row a word's candidates
+        best, pred = masked.max(dim=-1)  # the first maximum: the earliest word of ties
+        found.append(pred.masked_fill_(torch.isneginf(best), -1) if causal else pred)  # -1: no candidate, predicts 0
+    return torch.stack(found, dim=1) + 1  # [batch, direction, layer, head, word]
 
 
 def batch_predictions(batch, sentences: Sequence[Sentence], *, causal: bool = False,
@@ -394,16 +395,18 @@ def score_heads(items: Iterable[tuple[Any, np.ndarray]], sentences: Sequence[Sen
     return scorer.result()
 
 
-# Bytes of one padded batch of word-level maps that :func:`map_batches` stacks (float32): the default model's 64
-# sentences of 40 words take 6 x 12 x 42 x 42 x 4 x 64 = 32 MiB; a 16 x 32-head model's fewer.
+# Bytes of one padded batch of word-level maps that :func:`map_batches` stacks (float32): the default model's 32
+# sentences of 40 words take 6 x 12 x 42 x 42 x 4 x 32 = 16 MiB; a 16 x 32-head model's fewer.
 HEADS_BATCH_BYTES = 32 * 2**20
+HEADS_BATCH_MAPS = 32  # maps of one batch at most, as a forward pass's: in length order, little padding
 
 
-def map_batches(items, *, device=None, budget: int = HEADS_BATCH_BYTES):
-    """:class:`~helpers.core.extract.MapBatch` es of consecutive ``(example, attn [layer, head, n, n])`` of ``items``
-    (a store, in its order; an example may be given by its index alone, :class:`Indexed`): right-padded ``weights``
-    ``[batch, layer, head, P, P]`` (float32) of at most ``budget`` bytes (at
-    least one map each) on ``device`` (default the CPU), ``lengths`` each map's size ``n``."""
+def map_batches(items, *, device=None, budget: int = HEADS_BATCH_BYTES, size: int = HEADS_BATCH_MAPS):
+    """:class:`~helpers.core.extract.MapBatch` es of the ``(example, attn [layer, head, n, n])`` of ``items`` (a store;
+    an example may be given by its index alone, :class:`Indexed`): right-padded ``weights`` ``[batch, layer, head, P,
+    P]`` (float32) of at most ``size`` maps and ``budget`` bytes (at least one map each) on ``device`` (default the
+    CPU), ``lengths`` each map's size ``n``. Each window of ``8 * size`` consecutive maps is batched by size (little
+    padding), so the batches do not keep the maps' order."""
     import torch
 
     from helpers.core.extract import MapBatch
@@ -418,15 +421,24 @@ def map_batches(items, *, device=None, budget: int = HEADS_BATCH_BYTES):
         return MapBatch([ex if hasattr(ex, "index") else Indexed(int(ex)) for ex, _ in group],
                         out if device is None else out.to(device), lengths=[a.shape[-1] for _, a in group])
 
-    group: list = []
-    for example, attn in items:
-        P = max([attn.shape[-1]] + [a.shape[-1] for _, a in group])
-        if group and (len(group) + 1) * attn.shape[0] * attn.shape[1] * P * P * 4 > budget:
+    def batches(window):
+        group: list = []
+        for example, attn in sorted(window, key=lambda pair: pair[1].shape[-1]):
+            P = attn.shape[-1]  # the largest so far
+            if group and (len(group) == size or (len(group) + 1) * attn.shape[0] * attn.shape[1] * P * P * 4 > budget):
+                yield stacked(group)
+                group = []
+            group.append((example, attn))
+        if group:
             yield stacked(group)
-            group = []
-        group.append((example, attn))
-    if group:
-        yield stacked(group)
+
+    window: list = []
+    for pair in items:
+        window.append(pair)
+        if len(window) == 8 * size:
+            yield from batches(window)
+            window = []
+    yield from batches(window)
 
 
 BOOTSTRAP = 1000  # resamples of every bootstrap interval (§4.2's heads, §4.3's head)
