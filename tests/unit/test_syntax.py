@@ -16,7 +16,7 @@ from helpers.syntax.stats import (
     predict_heads,
     score_heads,
 )
-from references import antecedent_reference, predict_heads_reference
+from tests.references import antecedent_reference, predict_heads_reference
 from tolerances import EPS64, round_off
 
 

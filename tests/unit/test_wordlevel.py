@@ -9,7 +9,7 @@ from helpers.core.wordlevel import (
     word_level,
     word_level_batch,
 )
-from references import word_level_reference
+from tests.references import word_level_reference
 from tolerances import round_off
 
 
