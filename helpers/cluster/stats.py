@@ -68,11 +68,11 @@ def causal_map(A: torch.Tensor) -> bool:
 DEVICE_CHUNK_ELEMENTS = 2**27
 
 
-def batch_js(maps: torch.Tensor | np.ndarray, lengths, *, chunk: int | None = None, dtype=torch.float32,
-             device=None) -> torch.Tensor:
+def batch_js(maps: torch.Tensor | np.ndarray, lengths, *, chunk: int | None = None,
+             dtype=torch.float32) -> torch.Tensor:
     """``[batch, head, head]``: for every segment of a padded batch ``maps`` ``[batch, layer, head, query, key]``
     (``lengths`` ``[batch]``: rows and columns from ``n`` on are padding), the sum over its query rows of JS between
-    every pair of heads, symmetric with a zero diagonal, left on the maps' device (or ``device``).
+    every pair of heads, symmetric with a zero diagonal, computed and left on the maps' device.
 
     ``dtype`` float32 (default) is about ten times faster than float64 on the CPU and agrees with a float64
     reference to about 1e-6 relative; sums over segments are kept in float64. A causal map (:func:`causal_map`) is
@@ -82,8 +82,6 @@ def batch_js(maps: torch.Tensor | np.ndarray, lengths, *, chunk: int | None = No
     batch: tested) or :data:`DEVICE_CHUNK_ELEMENTS` on an accelerator; ``chunk`` (heads per step) defaults to
     what fits :data:`CHUNK_ELEMENTS`."""
     A_all = torch.as_tensor(maps)
-    if device is not None:
-        A_all = A_all.to(device)
     B, L, H = A_all.shape[:3]
     K = L * H
     out = torch.zeros(B, K, K, dtype=dtype, device=A_all.device)
@@ -140,11 +138,9 @@ class JSAccumulator:
     :func:`layer_ratio_interval` resamples segments."""
 
     n_heads_total: int
-    chunk: int | None = None  # heads per step; None: see batch_js
     total: np.ndarray | None = None
     tokens: int = 0
     segments: int = 0
-    dtype: torch.dtype = field(default=torch.float32)
     n_layers: int | None = None  # keep each segment's layer blocks (None: only the sums)
     blocks: list = field(default_factory=list)  # [segment, layer, layer] blocks, one array (or tensor) per update
 
@@ -152,7 +148,7 @@ class JSAccumulator:
         """Add a :class:`~helpers.core.extract.MapBatch` of segments (its ``weights``, on their device):
         :func:`batch_js` there, then each segment's distances added in float64 in the batch's order, on that
         device; the sums come to the host once, at :meth:`merge`/:meth:`result` (or when the partial travels)."""
-        D = batch_js(batch.weights, batch.lengths, chunk=self.chunk, dtype=self.dtype)
+        D = batch_js(batch.weights, batch.lengths)
         if D.shape[1:] != (self.n_heads_total, self.n_heads_total):
             raise ValueError(f"map has {D.shape[1]} heads, expected {self.n_heads_total}")
         total = None if self.total is None else torch.as_tensor(self.total, device=D.device)

@@ -127,15 +127,18 @@ def batch_statistics(maps, lengths, masks: list[dict[str, np.ndarray]]) -> dict[
     for n, positions in length_groups(lengths):
         for part in stat_chunks(len(positions), 5 * L * H * n * n * 8, A_all.device):  # A, smoothed, its log, ...
             idx = positions[part]
-            A = A_all[torch.as_tensor(idx, device=A_all.device), :, :, :n, :n].to(torch.float64)  # [G, L, H, n, n]
+            if len(idx) == 1:  # a view, then its one copy (the statistics smooth it in place)
+                A = A_all[idx[0] : idx[0] + 1, :, :, :n, :n].to(torch.float64, copy=True)  # [G, L, H, n, n]
+            else:
+                A = A_all[torch.as_tensor(idx, device=A_all.device), :, :, :n, :n].to(torch.float64)
             for name, value in _group_statistics(A, [masks[b] for b in idx], causal).items():
                 out[name][idx] = value.cpu().numpy()
     return out
 
 
 def _group_statistics(A: torch.Tensor, masks: list[dict], causal: bool) -> dict[str, torch.Tensor]:
-    """The statistics of ``G`` segments of one length ``n``, ``A [G, layer, head, n, n]`` float64 (those a causal map
-    does not have left out: they stay NaN)."""
+    """The statistics of ``G`` segments of one length ``n``, ``A [G, layer, head, n, n]`` float64, smoothed in place
+    for the entropy once the rest is read (those a causal map does not have left out: they stay NaN)."""
     n = A.shape[-1]
     keys = torch.as_tensor(np.stack([np.stack([np.asarray(m[k], bool) for k in ("cls", "sep", "punct")], -1)
                                      for m in masks]), device=A.device)  # [G, n, kind]
@@ -143,28 +146,28 @@ def _group_statistics(A: torch.Tensor, masks: list[dict], causal: bool) -> dict[
     if not causal and bool((n_sep == 0).any()):
         raise ValueError("segment has no [SEP] token: surface statistics need the [CLS] A [SEP] B [SEP] layout")
     to = A @ keys.to(A.dtype)[:, None, None]  # [G, layer, head, query, kind]: each row's weight on each kind
-    if causal:  # row i sees keys 0..i, smoothed over those; log(1) = 0 outside
-        visible = torch.ones(n, n, dtype=torch.bool, device=A.device).tril()
-        counts = torch.arange(1, n + 1, dtype=A.dtype, device=A.device)[:, None]
-        smoothed = torch.where(visible, (1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / counts,
-                               torch.ones((), dtype=A.dtype, device=A.device))
-    else:
-        smoothed = (1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / n
-    entropy = -(smoothed * smoothed.log()).sum(-1)  # [G, layer, head, query]
     values = {
         "self": A.diagonal(0, -2, -1).sum(-1) / n,
         "prev": A.diagonal(-1, -2, -1).sum(-1) / n,
         "cls": to[..., 0].sum(-1) / n,
         "punct": to[..., 2].sum(-1) / n,
-        "entropy": entropy.mean(-1),
     }
+    if not causal:
+        values["next"] = A.diagonal(1, -2, -1).sum(-1) / n
+    smoothed = A.mul_(1.0 - ENTROPY_SMOOTHING)  # A' = (1 - s) A + s / n, in A's place
+    if causal:  # row i sees keys 0..i, smoothed over those; log(1) = 0 outside
+        smoothed.add_(ENTROPY_SMOOTHING / torch.arange(1, n + 1, dtype=A.dtype, device=A.device)[:, None])
+        smoothed.masked_fill_(~torch.ones(n, n, dtype=torch.bool, device=A.device).tril(), 1.0)
+    else:
+        smoothed.add_(ENTROPY_SMOOTHING / n)
+    entropy = smoothed.log().mul_(smoothed).sum(-1).neg_()  # [G, layer, head, query]
+    values["entropy"] = entropy.mean(-1)
     if causal:
         return values
     sep = keys[:, None, None, :, 1].to(A.dtype)  # [G, 1, 1, query]
     row = keys[..., 0].to(torch.int8).argmax(-1)[:, None, None, None].expand(*entropy.shape[:3], 1)  # the first [CLS]
     return {
         **values,
-        "next": A.diagonal(1, -2, -1).sum(-1) / n,
         "sep": to[..., 1].sum(-1) / n,
         "sep_sep": (to[..., 1] * sep).sum(-1) / n_sep[:, None, None],
         "rest_sep": (to[..., 1] * (1 - sep)).sum(-1) / (n - n_sep).clamp(min=1)[:, None, None],
