@@ -21,15 +21,14 @@ from helpers.core.labels import head_label, parse_head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
 from helpers.data.conllu_io import Sentence
-from helpers.pipeline.extraction import encode_treebank, extract
-from helpers.reduce import merge_all, stage_device
+from helpers.pipeline.extraction import encode_treebank, maps_store
+from helpers.pipeline.route import reduce_maps
 from helpers.syntax.stats import (
     ALL,
     BOOTSTRAP,
     DIRECTIONS,
     HeadScorers,
     HeadScores,
-    map_batches,
     bootstrap_interval,
     gain_interval,
     gain_replicates,
@@ -64,51 +63,19 @@ class HeadsRun:
 def run_heads(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, max_sentences: int | None = None,
               max_length: int = MAX_LENGTH, word_mode: str = "mean", possessive: str | None = None,
               variants: tuple[str, ...] = ()) -> HeadsRun:
-    """Extract (or reload) word-level maps of ``corpus`` and score every head against its trees.
-
-    A shard extracted here is scored while its maps are on the model's device (:func:`~helpers.pipeline.extraction.extract`
-    with ``reduce``); a shard already in the cache is read and scored on that device
-    (:func:`~helpers.syntax.stats.shard_scorers`; the same scores either way). ``variants``: more conventions for
-    possessives (each a relation, see :class:`~helpers.syntax.stats.HeadScorer`) scored from the same predictions,
-    in ``HeadsRun.variants``.
-
-    With a distributed ``ctx.execution`` each cache shard is extracted and scored on a worker
-    (:func:`heads_shard`) and the partial scores are merged here in shard order (:func:`merge_heads`):
-    the same result as the local run."""
-    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
+    """Score every head of ``lm`` against the trees of ``corpus`` on its word-level maps, on the one route
+    (:func:`~helpers.pipeline.route.reduce_maps`: each batch scored where the maps are, read from the cache or made by
+    the model's passes, here or on the workers of a distributed ``ctx.execution``). The maps are kept in the cache
+    (``keep``): Figure 5's examples read them back (``HeadsRun.store``), as do later runs on the same corpus.
+    ``variants``: more conventions for possessives (each a relation, see :class:`~helpers.syntax.stats.HeadScorer`)
+    scored from the same predictions, in ``HeadsRun.variants``."""
     sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                               data_dir=data_dir, cache_root=cache_root)
-    new = partial(HeadScorers, (possessive, *variants), lm.causal)
-    if execution is not None and execution.distributed:
-        from helpers.pipeline.engine import run_shards
-        from helpers.pipeline.extraction import plan_extraction
-
-        plan = plan_extraction(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root,
-                               source_digest=digest)
-        payloads = [(new, {ex.index: sentences[ex.index] for ex in shard}) for shard in plan.store.shards]
-        store, parts = run_shards(lm, plan, execution=execution, task=heads_shard, payloads=payloads,
-                                  progress=progress)
-    else:
-        store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                        source_digest=digest, reduce=lambda number, batches: _scored(new, batches, sentences))
-        device = stage_device(lm)
-        parts = [store.partials.pop(number, None)
-                 or _scored(new, map_batches(store.shard_items(number), device=device), sentences)
-                 for number in range(len(store.shards))]
-    scores = merge_all(parts, new()).result()
+                                               data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
+    scores = reduce_maps(lm, batch, partial(HeadScorers, (possessive, *variants), lm.causal), level="word", keep=True,
+                         ctx=ctx, extras=lambda ex: (sentences[ex.index],), word_mode=word_mode,
+                         source_digest=digest).result()
+    store = maps_store(lm, batch, word_mode=word_mode, source_digest=digest, cache_root=ctx.cache_dir)
     return HeadsRun(corpus, sentences, store, scores[0], lm.causal, dict(zip(variants, scores[1:])))
-
-
-def _scored(new, batches, sentences):
-    acc = new()
-    for mb in batches:
-        acc.update(mb, [(sentences[ex.index],) for ex in mb.examples])
-    return acc
-
-
-def heads_shard(items: list, payload: tuple):
-    new, sentences = payload
-    return _scored(new, map_batches(items), sentences)
 
 
 def heads_json(model: str, run: HeadsRun) -> dict:

@@ -105,29 +105,6 @@ def test_segment_commands_check_execution_options(command, argv, message, tiny_m
     assert len(err) == 1 and message in err[0]
 
 
-def test_shard_partials_merge_to_the_local_scores(tiny_lm, corpus, tmp_path):
-    """run_shards (local loop) + heads_shard + merge_heads == extract + score_heads, relation order included."""
-    from helpers.pipeline.engine import run_shards
-    from helpers.pipeline.extraction import encode_treebank, extract, plan_extraction
-    from helpers.syntax.run import heads_shard, merge_heads
-    from helpers.syntax.stats import score_heads
-
-    sentences, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32)
-    reference = score_heads(extract(tiny_lm, batch, cache_root=tmp_path / "a", source_digest=digest,
-                                    progress=False), sentences)
-    plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path / "b", source_digest=digest)
-    assert len(plan.store.shards) == 2 and len(plan.todo) == 2
-    payloads = [([sentences[ex.index] for ex in shard], None) for shard in plan.store.shards]
-    store, parts = run_shards(tiny_lm, plan, execution=Execution("local"), task=heads_shard, payloads=payloads)
-    merged = merge_heads(parts)
-    assert store.stats["shards_computed"] == 2
-    assert json.dumps(merged.table()) == json.dumps(reference.table())
-    assert merged.relations == reference.relations
-    np.testing.assert_array_equal(merged.word_correct, reference.word_correct)
-    # merging in another order numbers relations differently: the order is what makes it identical
-    assert merge_heads(parts[::-1]).relations != reference.relations
-
-
 # ------------------------------------------------------------------------------ on a local cluster
 
 distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed "
