@@ -164,18 +164,6 @@ def compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encode
     return pairs
 
 
-def load_or_compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
-                          word_mode: WordMode, batch_size: int,
-                          maps: str = "weights") -> tuple[dict[int, np.ndarray], bool]:
-    """``(maps by example index, computed)``: the shard at ``path`` if it is valid, else extracted and written."""
-    try:
-        return _read_shard(path, lm.n_layers, lm.n_heads, plan_key, [ex.index for ex in shard], maps=maps), False
-    except ValueError:
-        pairs = compute_shard(lm, plan_key, path, shard, level=level, word_mode=word_mode, batch_size=batch_size,
-                              maps=maps)
-        return {ex.index: a for ex, a in pairs}, True
-
-
 def finish_extraction(plan: ExtractionPlan, computed: int) -> AttentionStore:
     """Check every shard is on disk, mark ``meta.json`` complete and fill the store's counts."""
     store, shards = plan.store, plan.store.shards

@@ -239,12 +239,10 @@ def test_extra_installed_under_cache_dir_loads_on_the_workers(tiny_model_dir, co
     assert _run([*args, "--workers", "2"], tmp_path / "dask.json", cache) == local
 
 
-def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
-    """One worker kills itself (SIGKILL) when it starts the second shard; the scheduler reruns that
-    shard on a worker that lives, and the JSON and the extract summary equal the local run's."""
-    from distributed import Client, WorkerPlugin
-
-    flag = tmp_path / "killed"
+def _kill_once(flag):
+    """A worker plugin whose worker kills itself (SIGKILL) when it starts the second shard's task (``shard-00001-``),
+    once: ``flag``, a file it creates, says it did (the class is made here, so Dask pickles it by value)."""
+    from distributed import WorkerPlugin
 
     class KillOnce(WorkerPlugin):
         def __init__(self, flag):
@@ -259,9 +257,19 @@ def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
                 import signal
                 os.kill(os.getpid(), signal.SIGKILL)
 
+    return KillOnce(flag)
+
+
+def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
+    """One worker kills itself (SIGKILL) when it starts the second shard; the scheduler reruns that
+    shard on a worker that lives, and the JSON and the extract summary equal the local run's."""
+    from distributed import Client
+
+    flag = tmp_path / "killed"
+
     local = _heads(tiny_model_dir, corpus, tmp_path, "local")
     with Client(cluster, loop=event_loop()) as client:
-        client.register_plugin(KillOnce(flag), name="kill-once")
+        client.register_plugin(_kill_once(flag), name="kill-once")
         address = cluster.scheduler_address
         dask = _heads(tiny_model_dir, corpus, tmp_path, "dask", "--address", address)
         assert flag.exists(), "no worker was killed: the test did not test recovery"
@@ -292,17 +300,19 @@ def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, toy_coref_data, t
     assert kept == local and list((tmp_path / "cache-kept").rglob("shard-*.npz"))
 
 
-def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster):
-    """A worker whose model differs from the driver's (here: the driver's recorded fingerprint is
-    altered) refuses the shard with a ValueError naming the worker, instead of writing other maps."""
-    from helpers.pipeline.engine import run_shards
-    from helpers.pipeline.extraction import encode_treebank, plan_extraction
+def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster, monkeypatch):
+    """A worker whose model differs from the driver's (here: the driver's fingerprint is altered) refuses the
+    route's shard (here the extract command's, :func:`~helpers.pipeline.route.write_maps`) with a ValueError naming
+    the worker, instead of writing other maps."""
+    from helpers.context import RunContext
+    from helpers.pipeline.extraction import encode_treebank
+    from helpers.pipeline.route import write_maps
 
     _, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32, max_sentences=20)
-    plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path, source_digest=digest)
-    plan.meta["model_fingerprint"] = "0" * 64
+    monkeypatch.setattr(tiny_lm, "fingerprint", lambda: "0" * 64)
+    ctx = RunContext(cache_dir=tmp_path, progress=False, execution=Execution("dask", address=cluster.scheduler_address))
     with pytest.raises(ValueError, match="loaded other weights"):
-        run_shards(tiny_lm, plan, execution=Execution("dask", address=cluster.scheduler_address))
+        write_maps(tiny_lm, batch, level="token", ctx=ctx, source_digest=digest)
     assert not list(tmp_path.glob("*/shard-*.npz"))
 
 
@@ -363,27 +373,14 @@ def test_segment_statistics_on_a_cluster_same_json_as_local(command, tiny_model_
 def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, tmp_path, cluster):
     """--workers 2 starts its own cluster; on the shared cluster one worker kills itself (SIGKILL) when
     it starts the second shard's task, the scheduler reruns it elsewhere, and the JSON is the local run's."""
-    from distributed import Client, WorkerPlugin
+    from distributed import Client
 
     flag = tmp_path / "killed"
-
-    class KillOnce(WorkerPlugin):
-        def __init__(self, flag):
-            self.flag = str(flag)
-
-        def transition(self, key, start, finish, **kwargs):
-            if finish == "executing" and str(key).startswith("shard-00001-"):
-                try:
-                    os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                except FileExistsError:
-                    return
-                import signal
-                os.kill(os.getpid(), signal.SIGKILL)
 
     local = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "local")
     assert _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "workers", "--workers", "2") == local
     with Client(cluster, loop=event_loop()) as client:
-        client.register_plugin(KillOnce(flag), name="kill-once-stream")
+        client.register_plugin(_kill_once(flag), name="kill-once-stream")
         try:
             dask = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "killed",
                                  "--address", cluster.scheduler_address)

@@ -134,3 +134,22 @@ def test_norm_maps_scored_on_the_route_equal_the_streamed_stores(tiny_lm, toy_co
     for _ in range(2):  # made and written, then read back
         same_scores(run_table1_norms(tiny_lm, corpus, kept, max_length=60), reference)
     assert cache_usage(tmp_path / "b")["maps"] > 0
+
+
+def test_heads_coref_and_norm_heads_reduce_through_the_route():
+    """§4.2's heads, §4.3's antecedents and chapter 07's norm-map Table 1 each name an accumulator and call
+    reduce_maps; their accumulators speak the protocol (update a batch with extras, merge, result)."""
+    import ast
+    from pathlib import Path
+
+    from helpers.coref.stats import AntecedentScorer
+    from helpers.reduce import Accumulator
+
+    package = Path(__file__).resolve().parents[2] / "helpers"
+    for path in ("syntax/run.py", "coref/run.py", "norms/run.py"):
+        calls = {n.func.id for n in ast.walk(ast.parse((package / path).read_text()))
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert "reduce_maps" in calls, path
+    for make in (HeadScorer, partial(HeadScorers, (None, POSSESSIVE), False), AntecedentScorer):
+        acc = make()
+        assert isinstance(acc, Accumulator) and acc.merge(make()) is acc
