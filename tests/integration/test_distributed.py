@@ -106,29 +106,6 @@ def test_segment_commands_check_execution_options(command, argv, message, tiny_m
     assert len(err) == 1 and message in err[0]
 
 
-def test_shard_partials_merge_to_the_local_scores(tiny_lm, corpus, tmp_path):
-    """run_shards (local loop) + heads_shard + merge_heads == extract + score_heads, relation order included."""
-    from helpers.pipeline.engine import run_shards
-    from helpers.pipeline.extraction import encode_treebank, extract, plan_extraction
-    from helpers.syntax.run import heads_shard, merge_heads
-    from helpers.syntax.stats import score_heads
-
-    sentences, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32)
-    reference = score_heads(extract(tiny_lm, batch, cache_root=tmp_path / "a", source_digest=digest,
-                                    progress=False), sentences)
-    plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path / "b", source_digest=digest)
-    assert len(plan.store.shards) == 2 and len(plan.todo) == 2
-    payloads = [([sentences[ex.index] for ex in shard], None) for shard in plan.store.shards]
-    store, parts = run_shards(tiny_lm, plan, execution=Execution("local"), task=heads_shard, payloads=payloads)
-    merged = merge_heads(parts)
-    assert store.stats["shards_computed"] == 2
-    assert json.dumps(merged.table()) == json.dumps(reference.table())
-    assert merged.relations == reference.relations
-    np.testing.assert_array_equal(merged.word_correct, reference.word_correct)
-    # merging in another order numbers relations differently: the order is what makes it identical
-    assert merge_heads(parts[::-1]).relations != reference.relations
-
-
 # ------------------------------------------------------------------------------ on a local cluster
 
 distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed "
@@ -337,17 +314,19 @@ def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, toy_coref_data, t
     assert kept == local and list((tmp_path / "cache-kept").rglob("shard-*.npz"))
 
 
-def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster):
-    """A worker whose model differs from the driver's (here: the driver's recorded fingerprint is
-    altered) refuses the shard with a ValueError naming the worker, instead of writing other maps."""
-    from helpers.pipeline.engine import run_shards
-    from helpers.pipeline.extraction import encode_treebank, plan_extraction
+def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster, monkeypatch):
+    """A worker whose model differs from the driver's (here: the driver's fingerprint is altered) refuses the
+    route's shard (here the extract command's, :func:`~helpers.pipeline.route.write_maps`) with a ValueError naming
+    the worker, instead of writing other maps."""
+    from helpers.context import RunContext
+    from helpers.pipeline.extraction import encode_treebank
+    from helpers.pipeline.route import write_maps
 
     _, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32, max_sentences=20)
-    plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path, source_digest=digest)
-    plan.meta["model_fingerprint"] = "0" * 64
+    monkeypatch.setattr(tiny_lm, "fingerprint", lambda: "0" * 64)
+    ctx = RunContext(cache_dir=tmp_path, progress=False, execution=Execution("dask", address=cluster.scheduler_address))
     with pytest.raises(ValueError, match="loaded other weights"):
-        run_shards(tiny_lm, plan, execution=Execution("dask", address=cluster.scheduler_address))
+        write_maps(tiny_lm, batch, level="token", ctx=ctx, source_digest=digest)
     assert not list(tmp_path.glob("*/shard-*.npz"))
 
 
@@ -382,48 +361,6 @@ def _segments_run(command, model, data, tmp_path, name, *extra):
     return _run(args, tmp_path / f"{command}-{name}.json", tmp_path / f"cache-{name}")
 
 
-def test_streamed_shards_merge_to_one_pass(tiny_lm):
-    """The local sharded path (map_shards + merge in shard order) equals one accumulator fed every
-    segment in one pass, as the commands computed before they were sharded."""
-    from helpers.cluster.run import js_distances
-    from helpers.cluster.stats import JSAccumulator
-    from helpers.core.encoding import encode_ids
-    from helpers.core.extract import iter_attention
-    from helpers.core.norm_maps import iter_weights_and_norms
-    from helpers.norms.stats import NormAccumulator, kind_masks, norm_statistics
-    from helpers.pipeline.extraction import plan_extraction
-    from helpers.surface.run import surface_statistics
-    from helpers.surface.stats import SurfaceAccumulator, token_masks
-
-    rng = np.random.default_rng(3)
-    ids = []
-    for _ in range(300):
-        a, b = rng.integers(5, 23, int(rng.integers(1, 12))), rng.integers(5, 23, int(rng.integers(1, 12)))
-        ids.append([2, *a, 3, *b, 3])  # [CLS] A [SEP] B [SEP] in the toy vocabulary
-    batch = encode_ids(ids, max_length=32)
-    assert len(plan_extraction(tiny_lm, batch, level="token", cache=False).shards) == 2
-    tok = tiny_lm.tokenizer
-
-    surface, js, norms = SurfaceAccumulator(), JSAccumulator(tiny_lm.n_layers * tiny_lm.n_heads), NormAccumulator()
-    for ex, attn in iter_attention(tiny_lm, batch, level="token"):
-        surface.add(attn, token_masks(tok, ex.input_ids))
-        js.add(attn)
-    for ex, attn, nm in iter_weights_and_norms(tiny_lm, batch):
-        norms.add(attn, nm, kind_masks(tok, ex.input_ids))
-
-    got = surface_statistics(tiny_lm, batch)
-    assert got.n_segments == 300
-    for name, value in surface.result().per_head.items():
-        # tolerance: the same float64 terms, summed per shard and then merged
-        np.testing.assert_allclose(got.per_head[name], value, rtol=1e-12, atol=1e-15)
-    D, tokens = js_distances(tiny_lm, batch)
-    assert tokens == js.tokens
-    np.testing.assert_allclose(D, js.result(), rtol=1e-12, atol=1e-15)  # as above
-    ours, one = norm_statistics(tiny_lm, batch), norms.result()
-    for field in ("weights", "norms", "spearman"):
-        np.testing.assert_allclose(getattr(ours, field), getattr(one, field), rtol=1e-12, atol=1e-15)  # as above
-
-
 @pytest.mark.parametrize("command", sorted(SEGMENT_COMMANDS))
 def test_segment_statistics_on_a_cluster_same_json_as_local(command, tiny_model_dir, segment_data, tmp_path, cluster):
     """Each shard's token-level maps are made and reduced on a worker (nothing cached), the partials
@@ -453,38 +390,50 @@ def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, 
     flag = tmp_path / "killed"
     local = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "local")
     assert _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "workers", "--workers", "2") == local
-    with _killing_once(cluster, flag, "stream-00001-"):
+    with _killing_once(cluster, flag, "shard-00001-"):
         dask = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "killed",
                              "--address", cluster.scheduler_address)
     assert flag.exists(), "no worker was killed: the test did not test recovery"
     assert dask == local
 
 
-def test_map_shards_gives_partials_in_shard_order(tiny_lm, cluster):
-    """Three shards (two partials merge the same in either order; three do not): the cluster's
-    partials come back in shard order, each from its own payload and its shard's examples in the
-    local run's forward-pass order, whichever worker finished first."""
+def test_the_route_gives_partials_in_shard_order(tiny_lm, cluster, tmp_path):
+    """Three shards (two partials merge the same in either order; three do not): the cluster's partials come back
+    in shard order, each fed its shard's examples with their extras in the local run's forward-pass order, whichever
+    worker finished first."""
+    from helpers.context import RunContext
     from helpers.core.encoding import encode_ids
-    from helpers.pipeline.engine import map_shards
     from helpers.pipeline.extraction import plan_extraction
+    from helpers.pipeline.route import reduce_maps
 
     rng = np.random.default_rng(4)
     batch = encode_ids([[2, *rng.integers(5, 23, int(rng.integers(1, 20))), 3] for _ in range(600)], max_length=32)
-    store = plan_extraction(tiny_lm, batch, level="token", cache=False)
-    assert len(store.shards) == 3
+    shards = plan_extraction(tiny_lm, batch, level="token", cache=False).shards
+    assert len(shards) == 3
 
-    def seen(stream, payload):  # nested: pickled by value for the workers
-        return payload, [(ex.index, attn.shape) for ex, attn in stream]
+    class Seen:  # what it was fed: each batch's example indices and extras, merged in order (nested: pickled by value)
+        def __init__(self):
+            self.batches = []
 
-    payloads = [f"shard {k}" for k in range(3)]
-    local = map_shards(tiny_lm, store, execution=Execution("local"), task=seen, payloads=payloads)
-    dask = map_shards(tiny_lm, store, execution=Execution("dask", address=cluster.scheduler_address), task=seen,
-                      payloads=payloads)
-    assert dask == local
-    assert [p for p, _ in local] == payloads
-    assert [sorted(i for i, _ in items) for _, items in local] == [[ex.index for ex in s] for s in store.shards]
-    with pytest.raises(ValueError, match="2 payloads for 3 shards"):
-        map_shards(tiny_lm, store, execution=Execution("local"), task=seen, payloads=payloads[:2])
+        def update(self, batch, extras):
+            self.batches.append(([ex.index for ex in batch.examples], list(extras)))
+
+        def merge(self, other):
+            self.batches += other.batches
+            return self
+
+        def result(self):
+            return self.batches
+
+    def fed(execution):
+        ctx = RunContext(cache_dir=tmp_path, execution=execution)
+        return reduce_maps(tiny_lm, batch, Seen, ctx=ctx, extras=lambda ex: (ex.index % 7,)).result()
+
+    local = fed(Execution("local"))
+    assert fed(Execution("dask", address=cluster.scheduler_address)) == local
+    assert [i for indices, _ in local for i in indices] == [
+        ex.index for shard in shards for ex in sorted(shard, key=lambda e: (len(e), e.index))]
+    assert all(extras == [(i % 7,) for i in indices] for indices, extras in local)
 
 
 def test_cluster_with_linguistic_heads_on_a_cluster(tiny_model_dir, toy_data, tmp_path, cluster):
@@ -508,7 +457,7 @@ def test_cluster_with_linguistic_heads_on_a_cluster(tiny_model_dir, toy_data, tm
         dask = _run([*args, "--address", cluster.scheduler_address], tmp_path / "dask.json", tmp_path / "cache-dask")
     assert dask == local and json.loads(local)["linguistic"]
     ran = {str(task["key"]).split("-")[0] for task in tasks.data}
-    assert ran == {"stream", "shard"}, ran  # both kinds of task ran on the cluster
+    assert "shard" in ran, ran  # the route's tasks ran on the cluster
 
 
 def test_norm_heads_on_a_cluster_same_scores_as_local(tiny_lm, corpus, tmp_path, cluster):

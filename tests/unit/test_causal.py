@@ -22,12 +22,23 @@ from helpers.surface.stats import (
     ENTROPY_SMOOTHING,
     SurfaceAccumulator,
     SurfaceStats,
-    segment_statistics,
+    batch_statistics,
     token_masks,
 )
 
 import tiny_decoders as td
+from tests.references import map_batch
 from tolerances import EPS64, float64_passes, round_off
+
+
+def segment_statistics(attn, masks):
+    """The §3 statistics of one segment: :func:`batch_statistics` of a batch of one."""
+    return {k: v[0] for k, v in batch_statistics(map_batch([attn]).weights, [attn.shape[-1]], [masks]).items()}
+
+
+def add(acc, attn, masks):
+    """Feed one segment's map to ``acc`` as the route feeds a batch of one."""
+    acc.update(map_batch([np.asarray(attn)]), [(masks,)])
 
 WORDS = [["the", "cat", "sat", "on", "the", "mat", "."], ["a", "dog", "sat", ",", "the", "dog", "is", "big"]]
 
@@ -106,7 +117,7 @@ def test_surface_statistics_on_a_causal_map_against_a_slow_loop(decoders, kind):
     # entropy against the visible prefix: uniform attention over it has exactly the uniform entropy
     uniform = np.tril(np.ones((1, 1, n, n))) / np.arange(1, n + 1)[:, None]
     acc = SurfaceAccumulator()
-    acc.update(uniform, masks)
+    add(acc, uniform, masks)
     stats = acc.result()
     expected_uniform = np.mean([math.log(i + 1) for i in range(n)])
     assert stats.uniform_entropy == pytest.approx(expected_uniform, abs=round_off(math.log(n), n, eps=EPS64))
@@ -120,7 +131,7 @@ def test_causal_statistics_json_leaves_out_what_is_undefined_with_its_reason(dec
     ids = _segment(lm)
     (attn,) = attention_for(lm, encode_ids([ids]), level="token")
     acc = SurfaceAccumulator()
-    acc.update(attn, token_masks(lm.tokenizer, ids, causal=True))
+    add(acc, attn, token_masks(lm.tokenizer, ids, causal=True))
     stats = acc.result()
     payload = stats.to_json()
     assert payload["undefined"] == CAUSAL_DEFINITIONS and set(CAUSAL_DEFINITIONS).isdisjoint(payload["per_head"])
@@ -128,7 +139,7 @@ def test_causal_statistics_json_leaves_out_what_is_undefined_with_its_reason(dec
     assert back.causal and np.isnan(back.per_head["sep"]).all() and back.heads_above("next") == []
     np.testing.assert_array_equal(back.per_head["prev"], np.asarray(payload["per_head"]["prev"]))
     with pytest.raises(ValueError, match="causal and a bidirectional"):
-        acc.update(attn, {k: v for k, v in token_masks(lm.tokenizer, ids, causal=True).items() if k != "causal"})
+        add(acc, attn, {k: v for k, v in token_masks(lm.tokenizer, ids, causal=True).items() if k != "causal"})
 
 
 # ------------------------------------------------------------------------------------ §4.2
@@ -155,18 +166,18 @@ def reference_predictions(attn: np.ndarray, lead: int, n: int) -> np.ndarray:
 @pytest.mark.parametrize("kind", KINDS)
 def test_head_scoring_under_a_causal_mask_against_a_slow_loop(decoders, kind):
     from helpers.data.conllu_io import Sentence
-    from helpers.syntax.stats import HeadScorer, predict_heads
+    from helpers.syntax.stats import predict_heads, score_heads
 
     lm = decoders[kind]
     batch = encode_words(lm.tokenizer, WORDS)
     maps = attention_for(lm, batch, level="word")
     rng = np.random.default_rng(1)
-    scorer, hits, total = HeadScorer(causal=True), 0, 0
+    items, sentences, hits, total = [], {}, 0, 0
     for ex, attn in zip(batch.examples, maps):
         attn = _sharpen(attn, seed=ex.index).astype(np.float32)  # the maps' precision, where the scoring picks
         n = ex.n_words
         assert attn.shape[-1] == n + ex.lead and ex.lead == (0 if kind == "llama-no-bos" else 1)
-        got = predict_heads(attn, n_words=n, causal=True)
+        got = predict_heads(attn[None], [attn.shape[-1]], [n], causal=True)[0].numpy()
         want = reference_predictions(attn, ex.lead, n)
         np.testing.assert_array_equal(got, want)
         assert (got[0, ..., 0] == 0).all() and (got[1, ..., n - 1] == 0).all()  # first / last word: no candidate
@@ -174,22 +185,24 @@ def test_head_scoring_under_a_causal_mask_against_a_slow_loop(decoders, kind):
         heads[0] = 2  # the first word's gold head is the second word: dependent-to-head must miss it
         heads[3] = 0
         sentence = Sentence(tuple(ex.words), tuple(heads), ("dep",) * n, ("X",) * n, ("X",) * n, sent_id=f"s{ex.index}")
-        scorer.update(attn, sentence, index=ex.index)
+        items.append((ex, attn))
+        sentences[ex.index] = sentence
         counted = np.array(heads) != 0
         hits = hits + ((want == np.array(heads)) & counted).sum(-1)
         total += int(counted.sum())
-    scores = scorer.result()
+    scores = score_heads(items, sentences, causal=True)
     assert scores.counts["all"] == total  # the same denominator as an encoder's: every word not attached to ROOT
     np.testing.assert_allclose(scores.accuracy()[..., scores.relations.index("all")], 100.0 * hits / total, rtol=1e-12)
 
 
 def test_head_scoring_rejects_a_decoder_map_without_causal():
     from helpers.data.conllu_io import Sentence
-    from helpers.syntax.stats import HeadScorer
+    from helpers.syntax.stats import score_heads
 
     sentence = Sentence(("a", "b", "c"), (2, 0, 2), ("dep",) * 3, ("X",) * 3, ("X",) * 3, sent_id="s")
-    with pytest.raises(ValueError, match="expected 3 words \\+ 2"):
-        HeadScorer().update(np.full((1, 1, 4, 4), 0.25), sentence)
+    with pytest.raises(ValueError, match="s: map has 4 positions, expected 3 words \\+ 2"):
+        score_heads([(0, np.full((1, 1, 4, 4), 0.25))], [sentence])
+    assert score_heads([(0, np.full((1, 1, 4, 4), 0.25))], [sentence], causal=True).counts["all"] == 2
 
 
 # ------------------------------------------------------------------------------------ §3.2 gradients
@@ -250,7 +263,7 @@ def test_next_token_gradients_against_autograd_on_one_input(decoders, kind):
 def test_js_distances_on_causal_maps_count_only_the_visible_keys(decoders):
     """Keys a query cannot see weigh the same smoothed 0 in both heads: they add nothing to JS, which is the sum
     over rows of the divergence over the visible keys."""
-    from helpers.cluster.stats import JS_SMOOTHING, segment_js
+    from helpers.cluster.stats import JS_SMOOTHING, batch_js
 
     lm = decoders["llama"]
     (attn,) = attention_for(lm, encode_ids([_segment(lm)]), level="token")
@@ -264,7 +277,7 @@ def test_js_distances_on_causal_maps_count_only_the_visible_keys(decoders):
                 p, q = P[a, i, : i + 1], P[b, i, : i + 1]  # the visible keys only
                 m = (p + q) / 2
                 want[a, b] += 0.5 * (p * np.log(p / m)).sum() + 0.5 * (q * np.log(q / m)).sum()
-    got = segment_js(attn, dtype=torch.float64).numpy()
+    got = batch_js(torch.as_tensor(attn)[None], [n], dtype=torch.float64)[0].numpy()
     np.testing.assert_allclose(got, want, rtol=0, atol=float64_passes(n * np.log(2)))
 
 
@@ -278,11 +291,11 @@ def test_coref_candidates_under_a_causal_mask(decoders):
     n = len(WORDS[1])
     query = Query(mention=None, head=5, candidates=(1,), correct=frozenset({1}), window=0)
     assert candidate_words(query, n, "words", causal=True).tolist() == [0, 1, 2, 3, 4]
-    got = head_predictions(attn, [query], "words", n_words=n, causal=True)
+    (got,) = head_predictions(attn[None], [n], [n], [[query]], "words", causal=True)
     want = attn[:, :, 5, :5].argmax(-1) == 1  # no BOS: word k at position k
     np.testing.assert_array_equal(got[..., 0], want)
     first = Query(mention=None, head=0, candidates=(), correct=frozenset({3}), window=0)  # sees no word: a miss
-    assert not head_predictions(attn, [first], "words", n_words=n, causal=True).any()
+    assert not head_predictions(attn[None], [n], [n], [[first]], "words", causal=True)[0].any()
 
 
 @pytest.mark.parametrize("kind", ("llama", "llama-no-bos"))
@@ -340,7 +353,7 @@ def test_surface_claims_on_causal_statistics(decoders):
     (attn,) = attention_for(lm, encode_ids([ids]), level="token")
     acc = SurfaceAccumulator()
     for _ in range(2):  # two segments (the same): enough to resample
-        acc.update(_sharpen(attn, 2), token_masks(lm.tokenizer, ids, causal=True))
+        add(acc, _sharpen(attn, 2), token_masks(lm.tokenizer, ids, causal=True))
     stats = acc.result()
     per = {"sep": None, "punct": np.ones((2, 2)), "cls": np.full((2, 2), 0.1), "other": np.ones((2, 2))}
     grads = {"sep": None, "punct": [1.0, 1.0], "cls": [0.1, 0.1], "other": [1.0, 1.0], "segments": 2, "per_segment": per}
@@ -376,19 +389,23 @@ def test_compare_findings_leave_a_not_applicable_model_out():
     assert got.random_too == got.random_own_verdict == got.random_learned == [] and got.tests == []
 
 
-def test_coref_shard_task_scores_a_decoders_windows_as_the_local_run(decoders):
-    """The distributed task (``coref_shard``: its payload carries whether the maps are causal) gives the local
-    predictions of each window."""
-    from helpers.coref.run import _predictions, coref_shard
-    from helpers.coref.stats import Query
+def test_antecedent_scorer_scores_a_decoders_windows_as_the_reference(decoders):
+    """The accumulator of §4.3 (its ``causal`` says the maps are a decoder's) gives each window's predictions, with
+    mentions and then every word it sees as candidates, those of the loops; windows without queries are left out."""
+    from helpers.coref.stats import AntecedentScorer, Query
+    from helpers.syntax.stats import map_batches
+    from tests.references import antecedent_reference
 
     lm = decoders["llama"]
     batch = encode_words(lm.tokenizer, WORDS)
     maps = [_sharpen(m, seed=k) for k, m in enumerate(attention_for(lm, batch, level="word"))]
     first, second = batch.examples[0].index, batch.examples[1].index
     queries = {first: [Query(mention=None, head=4, candidates=(1, 3), correct=frozenset({1}), window=0)], second: []}
-    got = coref_shard(iter(zip(batch.examples, maps)), (queries, True))
-    want = _predictions(maps[0], queries[first], batch.examples[0].n_words, True)
+    acc = AntecedentScorer(causal=True)
+    for mb in map_batches(zip(batch.examples, maps)):
+        acc.update(mb, [(queries.get(ex.index, []),) for ex in mb.examples])
+    got = AntecedentScorer(causal=True).merge(acc).result()
+    n = batch.examples[0].n_words
+    want = [antecedent_reference(maps[0].astype(np.float32), queries[first], n, c, causal=True)
+            for c in ("mentions", "words")]
     assert list(got) == [first] and all(np.array_equal(g, w) for g, w in zip(got[first], want))
-    words = _predictions(maps[0], queries[0], batch.examples[0].n_words, False)[1]  # later words as candidates too
-    assert words.shape == want[1].shape
