@@ -337,6 +337,13 @@ def sentence_uas(logits: Sequence[np.ndarray], data: ProbeData) -> tuple[np.ndar
 # ------------------------------------------------------------------------------------- the sinks
 
 
+def rows_normalised(a: np.ndarray) -> np.ndarray:
+    """``a`` in float64 with each row (last axis) divided by its sum; a row summing to 0 stays 0."""
+    a = a.astype(np.float64)
+    total = a.sum(-1, keepdims=True)
+    return np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+
+
 def special_shares(maps: dict[int, np.ndarray], examples: Sequence[Encoded]) -> dict[str, list | None]:
     """``{"first": [layer], "last": [layer]}``: the mean share of each row (rows normalised; every unit and every
     visible row) that goes to the first special position ([CLS], BOS) and to the last ([SEP]); ``None`` where the
@@ -345,9 +352,7 @@ def special_shares(maps: dict[int, np.ndarray], examples: Sequence[Encoded]) -> 
     for ex in examples:
         if ex.index not in maps:
             continue
-        a = maps[ex.index].astype(np.float64)
-        total = a.sum(-1, keepdims=True)
-        a = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+        a = rows_normalised(maps[ex.index])
         f = a[..., 0].mean((1, 2)) if ex.lead else None
         s = a[..., -1].mean((1, 2)) if ex.trail else None
         first = f if first is None else (first + f if f is not None else first)
@@ -366,9 +371,7 @@ def sentence_sink_shares(maps: dict[int, np.ndarray], examples: Sequence[Encoded
     for ex in examples:
         if ex.index not in maps:
             continue
-        a = maps[ex.index].astype(np.float64)
-        total = a.sum(-1, keepdims=True)
-        a = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+        a = rows_normalised(maps[ex.index])
         share = (a[..., 0].mean((1, 2)).mean() if ex.lead else 0.0) + (a[..., -1].mean((1, 2)).mean() if ex.trail else 0.0)
         units.append(int(ex.index))
         shares.append(round(float(share), ITEM_DECIMALS))
