@@ -250,3 +250,14 @@ def antecedent_reference(attn: np.ndarray, queries, n_words: int, candidates: st
                         best, choice = A[l, h, query.head + k, w + k], w
                 out[l, h, q] = choice is not None and choice in query.correct
     return out
+
+
+def surface_stats(per_segment: dict[str, np.ndarray], segment_uniform, undefined: dict | None = None):
+    """A :class:`~helpers.surface.stats.SurfaceStats` of constructed segments given by their values ``{statistic:
+    [segment, layer, head]}`` and uniform entropies ``[segment]``: the means over segments, each counting once."""
+    from helpers.surface.stats import SurfaceStats
+
+    per = {k: np.asarray(v, dtype=np.float64) for k, v in per_segment.items()}
+    uniform = np.asarray(segment_uniform, dtype=np.float64)
+    return SurfaceStats({k: v.mean(0) for k, v in per.items()}, float(uniform.mean()), len(uniform),
+                        dict(undefined or {}), per_segment=per, segment_uniform=uniform)

@@ -409,13 +409,6 @@ def mean_contexts(lm: LoadedModel, segments: Segments, *, budget: int = ROW_TOKE
     return torch.stack([sums[layer] / count[layer] for layer in range(lm.n_layers)]).float()
 
 
-def mean_ablation_losses(lm: LoadedModel, segments: Segments, fill: torch.Tensor | None = None, **kw) -> np.ndarray:
-    """``[layer, head, segment]``: each segment's loss with that head's context replaced by its mean (``fill``,
-    default :func:`mean_contexts` of ``segments``), the other heads intact."""
-    fill = mean_contexts(lm, segments) if fill is None else fill
-    return per_layer(lm, segments, single_head_masks(lm.n_layers, lm.n_heads), fill=fill, **kw)
-
-
 @dataclass
 class HeadEffects:
     """What :func:`head_effects` returns: ``tokens`` (per sentence, the model's token strings), ``loss`` ``[S]`` (every

@@ -43,11 +43,6 @@ def percentiles(scores: np.ndarray) -> np.ndarray:
     return (100.0 * ranks / flat.size).reshape(np.shape(scores))
 
 
-def set_mean(scores: np.ndarray, heads: Sequence[tuple[int, int]]) -> float:
-    """The mean score of the heads ``heads`` (0-based ``(layer, head)``)."""
-    return float(np.mean([scores[l, h] for l, h in heads])) if heads else float("nan")
-
-
 def permutation_p(scores: np.ndarray, heads: Sequence[tuple[int, int]], *, n_perm: int = PERMUTATIONS,
                   seed: int = 0) -> float:
     """One-sided p-value that ``heads`` have a larger mean score than random sets of as many distinct heads:
@@ -151,9 +146,3 @@ def percentiles_replicates(scores: np.ndarray) -> np.ndarray:
     ordered = np.sort(flat, axis=1)
     ranks = np.stack([np.searchsorted(row, values, side="right") for row, values in zip(ordered, flat)])
     return (100.0 * ranks / flat.shape[1]).reshape(s.shape)
-
-
-def spearman_replicates(x: np.ndarray, y_replicates: np.ndarray) -> np.ndarray:
-    """``[n_boot]``: Spearman's rho of the fixed scores ``x`` (flattened) with each replicate of ``y`` (``[n_boot,
-    ...]``, flattened per replicate); NaN where either is constant."""
-    return np.array([spearman(x, y) for y in np.asarray(y_replicates)])

@@ -899,11 +899,11 @@ def test_mean_contexts_are_the_reference_mean(case):
 
 
 def test_mean_ablation_replaces_a_head_by_its_mean(case):
-    """``mean_ablation_losses`` ``[layer, head, segment]`` against the reference with that head's context replaced,
+    """``single_head_losses`` with ``fill`` ``[layer, head, segment]`` against the reference with that head's context replaced,
     at every position, by the same vector (the reference's float64 mean, as float32); it differs from zeroing."""
     L, H, S = case.lm.n_layers, case.lm.n_heads, len(case.segments)
     fill = torch.from_numpy(case.ref.mean_context()).float()
-    got = effects.mean_ablation_losses(case.lm, case.segments, fill)
+    got = effects.single_head_losses(case.lm, case.segments, fill=fill)
     want = np.array([[[case.ref.loss(n, fill={(layer, head): fill[layer, head].double().numpy()}) for n in range(S)]
                       for head in range(H)] for layer in range(L)])
     tol = loss_tolerance(case)

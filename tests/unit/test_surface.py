@@ -7,7 +7,7 @@ import pytest
 from helpers.surface.stats import STATISTICS, SurfaceAccumulator, SurfaceStats, batch_statistics
 from helpers.surface.run import SurfaceReport
 from helpers.surface.claims import claims as surface_claims
-from tests.references import map_batch
+from tests.references import map_batch, surface_stats
 from tolerances import decimals
 
 
@@ -133,7 +133,7 @@ def test_specialist_heads_and_claims():
     per_segment["entropy"][:, 0] = 2.5
     per_segment["entropy"][:, 1] = 2.0
     per_segment["entropy_cls"][:, 1] = 1.0
-    stats = SurfaceStats.from_segments(per_segment, np.full(3, 3.0))
+    stats = surface_stats(per_segment, np.full(3, 3.0))
     assert stats.n_segments == 3 and stats.uniform_entropy == 3.0
     assert stats.heads_above("prev") == ["2-3"] and stats.heads_above("next") == ["1-1"]
     assert stats.best_head("next") == (0, 0)
@@ -164,7 +164,7 @@ def test_segment_replicates_against_a_slow_loop():
     per = {k: rng.uniform(0, 1, (S, L, H)) for k in STATISTICS}
     per["prev"] = rng.uniform(0.3, 0.7, (S, L, H))
     uniform = rng.uniform(2, 4, S)
-    stats = SurfaceStats.from_segments(per, uniform)
+    stats = surface_stats(per, uniform)
     boot = SegmentReplicates(stats, n_boot=B)
     idx = _draws(S, B)
     heads = np.stack([np.mean([per["prev"][i] for i in row], axis=0) for row in idx])  # [B, L, H]
