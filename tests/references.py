@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from helpers.core.encoding import Encoded
-from helpers.core.extract import MapBatch, model_inputs
+from helpers.core.extract import MapBatch, bucket, convert, forward_parts, model_inputs
 
 
 class Example:
@@ -261,3 +261,18 @@ def surface_stats(per_segment: dict[str, np.ndarray], segment_uniform, undefined
     uniform = np.asarray(segment_uniform, dtype=np.float64)
     return SurfaceStats({k: v.mean(0) for k, v in per.items()}, float(uniform.mean()), len(uniform),
                         dict(undefined or {}), per_segment=per, segment_uniform=uniform)
+
+
+def iter_weights_and_norms(lm, batch, *, batch_size: int = 32):
+    """Stream token-level ``(example, attn, norms)``, both float32 ``[layer, head, n, n]``, one pass
+    (:func:`helpers.core.norm_maps.forward_weights_and_norms`) per batch of the extraction's buckets."""
+    from helpers.core.encoding import EncodedBatch
+    from helpers.core.norm_maps import forward_weights_and_norms
+
+    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
+    for group in bucket(examples, batch_size=batch_size):
+        for part in forward_parts(lm, group):
+            attn, norms = forward_weights_and_norms(lm, part)
+            for b, ex in enumerate(part):
+                n = len(ex)
+                yield ex, convert(attn[b, :, :, :n, :n], np.float32), convert(norms[b, :, :, :n, :n], np.float32)

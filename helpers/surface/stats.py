@@ -395,16 +395,6 @@ def gradient_ratio_interval(grads: dict, kind: str, layers: np.ndarray, *, n_boo
     return bootstrap.percentile_interval(bootstrap.ratio_replicates(num, den, c))
 
 
-def sink_gradient(stats: SurfaceStats, grads: dict, kind: str = "cls") -> tuple[np.ndarray, float]:
-    """``(layers, ratio)``: the layers where ``kind`` is a sink (:func:`sink_layers` of its layer means) and
-    the :func:`gradient_ratio` there, the "no-op" test of §3.2 applied to the token a model parks attention on.
-
-    >>> layers, ratio = sink_gradient(report.stats, report.gradients, "cls")    # doctest: +SKIP
-    """
-    layers = sink_layers(stats.layer_means(kind))
-    return layers, gradient_ratio(grads, kind, layers)
-
-
 # ------------------------------------------------------------------ intervals: the segments resampled
 
 

@@ -473,7 +473,7 @@ def test_sharded_pass_keeps_the_segments_of_one_pass(tiny_lm):
     intervals are then the same."""
     import pickle
 
-    from helpers.core.norm_maps import iter_weights_and_norms
+    from tests.references import iter_weights_and_norms
     from helpers.norms.run import norm_statistics
     from helpers.pipeline.extraction import plan_extraction
     import helpers.norms.stats as ns
