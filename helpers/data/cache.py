@@ -469,6 +469,16 @@ def artifact_path(kind: str, key: dict, suffix: str, cache_root: str | os.PathLi
     return cache_folder(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
 
 
+class NotCached(Exception):
+    """What :func:`not_cached` raises: the cache lacks the entry a read that must not compute asked for."""
+
+
+def not_cached():
+    """The ``compute`` of a read that must not compute (:func:`cached_json`, :func:`cached_arrays`): raises
+    :class:`NotCached` where the cache lacks the entry (or refreshes it)."""
+    raise NotCached
+
+
 def _refuse_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 

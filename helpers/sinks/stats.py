@@ -91,10 +91,7 @@ class FirstPositionAccumulator:
         """``{"weights", "norms"}``: mean ``alpha_1`` over inputs, ``[layer, head]``; ``{"inputs"}``: their count."""
         if not self.count:
             raise ValueError("no input to measure the attention to the first position on (no segment fits)")
-        weights, norms = np.zeros_like(self.sums[0][0]), np.zeros_like(self.sums[0][1])
-        for w, n in self.sums:
-            weights += w
-            norms += n
+        weights, norms = sum(w for w, _ in self.sums), sum(n for _, n in self.sums)  # in the batches' order
         return {"weights": weights / self.count, "norms": norms / self.count, "inputs": self.count}
 
 
