@@ -545,23 +545,21 @@ def group_summary(run: PairsRun, group: str, *, n_boot: int = stats.BOOTSTRAP, s
     out["base_margin"], out["removed"] = est(bm), est(dm)
     out["removed_accuracy"] = {k: (None if v is None else ([100 * x for x in v] if isinstance(v, list) else 100 * v))
                                if k != "n" else v for k, v in est(dc).items()}
-    layer = [c.name for c in run.conditions if c.name.startswith(f"layer:{group}:")]
-    if layer:
-        controls = np.mean([_restricted(run, n, group)[0] for n in layer], axis=0)
-        out["same_layer"] = {"sets": [[head_label(*h) for h in c.heads] for c in run.conditions if c.name in layer],
-                             "removed": est(controls), "difference": est(dm - controls)}
-    else:
-        out["same_layer"] = None
+
+    def against(names: list[str]) -> dict | None:
+        """The control sets ``names`` removed, on the group's targets, their mean beside the group's removal."""
+        if not names:
+            return None
+        controls = np.mean([_restricted(run, n, group)[0] for n in names], axis=0)
+        return {"sets": [[head_label(*h) for h in c.heads] for c in run.conditions if c.name in names],
+                "removed": est(controls), "difference": est(dm - controls)}
+
+    out["same_layer"] = against([c.name for c in run.conditions if c.name.startswith(f"layer:{group}:")])
     if len(hs) == 1:
         others = [f"zero:{r.key}" for r in matrix_rows(run.heads) if len(r.heads) == 1 and r.heads != hs]
     else:
         others = [c.name for c in run.conditions if c.name.startswith(f"others:{group}:")]
-    if others:
-        controls = np.mean([_restricted(run, n, group)[0] for n in others], axis=0)
-        out["others"] = {"sets": [[head_label(*h) for h in c.heads] for c in run.conditions if c.name in others],
-                         "removed": est(controls), "difference": est(dm - controls)}
-    else:
-        out["others"] = None
+    out["others"] = against(others)
     full_dm, _, _, full_par = _change(run, f"zero:{key}")
     out["off_target"] = None if not off else {
         "removed": _est(full_dm, full_par, off, n_boot, seed),
