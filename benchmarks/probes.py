@@ -327,7 +327,8 @@ def main() -> None:
                         help="the command's --max-sentences (default: every sentence, the book's size)")
     parser.add_argument("--baseline-tree", default=None, help="with --command: another checkout whose probe command "
                                                               "runs beside")
-    parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"), help="with --command: the corpora")
+    parser.add_argument("--data-dir", default=os.environ.get("BERT_ATTENTION_DATA", str(ROOT.parent / "shared" / "data")),
+                        help="with --command: the corpora (default $BERT_ATTENTION_DATA, else ../shared/data)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch's intra-op threads (default: torch's own choice, usually the cores; the command's "
                              "processes: 1)")
