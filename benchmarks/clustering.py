@@ -18,7 +18,8 @@ import torch
 
 from common import LATEST, save
 from helpers import iter_attention, load_model
-from helpers.cluster.stats import JSAccumulator, segment_js
+from helpers.cluster.stats import JSAccumulator, batch_js
+from helpers.core.extract import MapBatch
 from helpers.pipeline.segments import build_segments
 
 
@@ -69,10 +70,14 @@ def main() -> None:
     lm = load_model(args.model)
     batch = build_segments(lm, n_segments=args.segments)
     start = time.perf_counter()
-    maps = [a for _, a in iter_attention(lm, batch, level="token")]
+    pairs = list(iter_attention(lm, batch, level="token"))
+    maps = [a for _, a in pairs]
     t_forward = time.perf_counter() - start
     lengths = np.array([m.shape[-1] for m in maps])
     typical = [maps[i] for i in np.argsort(np.abs(lengths - np.median(lengths)))[: args.loop_segments]]
+
+    def segment_js(a, dtype):  # one segment's [head, head] distances
+        return batch_js(torch.as_tensor(a)[None], [a.shape[-1]], dtype=dtype)[0]
 
     t32 = timed(lambda a: segment_js(a, dtype=torch.float32), typical)
     t64 = timed(lambda a: segment_js(a, dtype=torch.float64), typical)
@@ -83,8 +88,8 @@ def main() -> None:
 
     acc = JSAccumulator(lm.n_layers * lm.n_heads)
     start = time.perf_counter()
-    for m in maps:
-        acc.add(m)
+    for ex, m in pairs:  # one segment at a time, as the CPU's route computes them
+        acc.update(MapBatch([ex], torch.as_tensor(m)[None]), [()])
     t_all = time.perf_counter() - start
 
     result = {

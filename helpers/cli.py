@@ -94,7 +94,6 @@ def _extract_args(parser: argparse.ArgumentParser) -> None:
                         help="rows of split words: mean over tokens (paper) or first token (released code)")
     parser.add_argument("--segments", type=positive_int, default=segments.SEGMENTS,
                         help=f"segments to draw for --corpus segments (default {segments.SEGMENTS})")
-    parser.add_argument("--segment-source", default="gum:train", help="GUM split segments are drawn from")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--no-cache", action="store_true", help="compute without reading or writing the cache")
     add_execution_args(parser)
@@ -112,12 +111,10 @@ def cmd_extract(args: argparse.Namespace) -> dict:
     level = forced_level or args.level
     start = time.perf_counter()
     if execution.distributed:
-        from helpers.pipeline.engine import run_shards
-        from helpers.pipeline.extraction import plan_extraction
+        from helpers.pipeline.route import write_maps
 
-        plan = plan_extraction(lm, batch, level=level, word_mode=args.word_mode, cache_root=args.cache_dir,
-                               source_digest=digest, batch_size=args.batch_size)
-        store, _ = run_shards(lm, plan, execution=execution, progress=not args.quiet)
+        store = write_maps(lm, batch, level=level, word_mode=args.word_mode, source_digest=digest,
+                           batch_size=args.batch_size, ctx=context(args))
     else:
         store = extract(lm, batch, level=level, word_mode=args.word_mode, cache=not args.no_cache,
                         cache_root=args.cache_dir, source_digest=digest, batch_size=args.batch_size,
@@ -336,7 +333,7 @@ def preflight(args: argparse.Namespace) -> None:
     command reads (``--conllu``, ``--corpus``, ``--glove`` and what the command declares with
     ``set_defaults(check_inputs=...)``). Options and ``--device`` were checked by their argparse types already."""
     from helpers.core.encoding import printable
-    from helpers.data.corpora import GUM_SPLITS, check_glove, load_gum, load_treebank
+    from helpers.data.corpora import check_glove, load_gum, load_treebank
 
     for option, env in (("cache_dir", config.CACHE_ENV), ("data_dir", config.DATA_ENV)):
         value = getattr(args, option, None) or os.environ.get(env)
@@ -352,10 +349,7 @@ def preflight(args: argparse.Namespace) -> None:
     limit = check_model_option(args)
     spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
     if spec == "segments":
-        if args.segment_source.removeprefix("gum:") not in GUM_SPLITS:
-            raise ValueError(f"--segment-source {printable(args.segment_source, limit=80)}: choose one of "
-                             f"{', '.join('gum:' + s for s in GUM_SPLITS)}")
-        load_gum(args.segment_source.removeprefix("gum:"), data_dir=args.data_dir, cache_root=args.cache_dir)
+        load_gum("train", data_dir=args.data_dir, cache_root=args.cache_dir)
     elif spec:
         load_treebank(spec, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),
                       cache_root=args.cache_dir)

@@ -33,43 +33,25 @@ def _cached(kind: str, key: dict, cache_root):
 
 
 class SegmentAccumulator:
-    """The §3 statistics, the §6 JS distances and the norms chapter's statistics of the same segments, fed
-    from one pass (:func:`helpers.reduce.reduce_shards` with ``maps="weights+norms"`` when the norm
-    statistics are wanted). ``parts`` names the ones to compute (``surface``, ``distances``, ``norms``);
-    ``update(weights[, norms], surface_masks, norm_masks)`` one segment at a time (the reference), or
-    ``update_batch`` a forward pass's padded maps at once, where the model left them (what
-    :func:`helpers.reduce.reduce_shards` feeds it); ``device``: where the distances and the norm statistics of
-    host arrays are computed (:func:`helpers.reduce.stage_device`)."""
+    """The §3 statistics, the §6 JS distances and the norms chapter's statistics of the same segments, fed from one
+    pass (:func:`helpers.pipeline.route.reduce_maps` with ``maps="weights+norms"`` when the norm statistics are
+    wanted): ``parts`` names the ones to compute (``surface``, ``distances``, ``norms``); ``update`` takes a forward
+    pass's padded maps where the model left them, with one ``(surface_masks, norm_masks)`` per example, and hands
+    each part its own."""
 
-    def __init__(self, n_maps: int, parts: tuple[str, ...], device: str | None = None, n_layers: int | None = None):
+    def __init__(self, n_maps: int, parts: tuple[str, ...], n_layers: int | None = None):
         from helpers.cluster.stats import JSAccumulator
         from helpers.norms.stats import NormAccumulator
         from helpers.surface.stats import SurfaceAccumulator
 
         self.n_maps, self.parts = n_maps, parts
-        new = {"surface": SurfaceAccumulator, "distances": lambda: JSAccumulator(n_maps, device=device, n_layers=n_layers),
-               "norms": lambda: NormAccumulator(device=device)}
+        new = {"surface": SurfaceAccumulator, "distances": lambda: JSAccumulator(n_maps, n_layers=n_layers),
+               "norms": NormAccumulator}
         self.accs = {name: new[name]() for name in parts}
 
-    def update(self, weights, *rest) -> None:
-        norms, (surface_masks, norm_masks) = (rest[0], rest[1:]) if "norms" in self.parts else (None, rest)
-        if "surface" in self.accs:
-            self.accs["surface"].update(weights, surface_masks)
-        if "distances" in self.accs:
-            self.accs["distances"].update(weights)
-        if "norms" in self.accs:
-            self.accs["norms"].update(weights, norms, norm_masks)
-
-    def update_batch(self, batch, extras: list[tuple]) -> None:
-        """Add a :class:`~helpers.core.extract.MapBatch` (``weights``, and ``norms`` when the norm statistics are
-        wanted, on the model's device) with one ``(surface_masks, norm_masks)`` per example: every part computed
-        batched on that device (the accumulators' ``update_batch``), only per-head values brought back."""
-        if "surface" in self.accs:
-            self.accs["surface"].update_batch(batch, [(e[0],) for e in extras])
-        if "distances" in self.accs:
-            self.accs["distances"].update_batch(batch)
-        if "norms" in self.accs:
-            self.accs["norms"].update_batch(batch, [(e[1],) for e in extras])
+    def update(self, batch, extras: list[tuple]) -> None:
+        for name, acc in self.accs.items():
+            acc.update(batch, [(e[1],) if name == "norms" else (e[0],) for e in extras])
 
     def merge(self, other: "SegmentAccumulator") -> "SegmentAccumulator":
         for name, acc in self.accs.items():
@@ -94,13 +76,13 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
     from helpers.data.cache import cached_json
     from helpers.norms.run import keep_segments, stats_key as norms_key
     from helpers.norms.stats import kind_masks
+    from helpers.pipeline.route import reduce_maps
     from helpers.pipeline.segments import build_segments
-    from helpers.reduce import reduce_shards, stage_device
     from helpers.surface.run import cached_statistics, segment_masks, store_statistics
     from helpers.surface.run import stats_key as surface_key
 
-    data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
-    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
+    cache_root = ctx.cache_dir
+    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=ctx.data_dir,
                            cache_root=cache_root)
     keys = {"surface": ("surface-stats", surface_key(lm, batch))}
     if distances:
@@ -123,10 +105,8 @@ def segment_statistics(lm, ctx, *, n_segments: int, seed: int = 0, max_length: i
         return (segment_masks(lm, ex),
                 kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal) if with_norms else None)
 
-    accs = reduce_shards(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts, stage_device(lm),
-                                            n_layers=lm.n_layers),
-                         extras=extras,
-                         maps="weights+norms" if with_norms else "weights", progress=progress).result()
+    accs = reduce_maps(lm, batch, partial(SegmentAccumulator, lm.n_layers * lm.n_heads, parts, n_layers=lm.n_layers),
+                       ctx=ctx, extras=extras, maps="weights+norms" if with_norms else "weights").result()
     values = {}
     if "surface" in accs:  # the means and each segment's values (helpers.surface.run.store_statistics)
         store_statistics(keys["surface"][1], accs["surface"].result(), cache_root=cache_root)

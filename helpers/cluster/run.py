@@ -28,14 +28,13 @@ from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
 from helpers.digest import code_digest
-from helpers.pipeline.engine import Execution
+from helpers.pipeline.route import reduce_maps
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
     SEGMENTS,
     build_segments,
     segments_key,
 )
-from helpers.reduce import reduce_shards, stage_device
 from helpers.surface.stats import BROAD_ENTROPY_FRACTION, SurfaceStats
 
 # Behaviour rules, applied in this order with later matches overriding earlier ones (the original's
@@ -115,22 +114,11 @@ def linguistic_heads(specialised: dict[str, list[str]], coref_head: tuple[int, i
     return labels
 
 
-def js_distances(lm: LoadedModel, batch, *, progress: bool = False, execution: Execution | None = None,
-                 batch_size: int = 32) -> tuple[np.ndarray, int]:
-    """``([head, head] summed JS, tokens)`` over every query token of every segment, streamed
-    (:func:`js_accumulated`)."""
-    acc = js_accumulated(lm, batch, progress=progress, execution=execution, batch_size=batch_size)
-    return acc.result(), acc.tokens
-
-
-def js_accumulated(lm: LoadedModel, batch, *, progress: bool = False, execution: Execution | None = None,
-                   batch_size: int = 32) -> JSAccumulator:
-    """The :class:`~helpers.cluster.stats.JSAccumulator` of every segment of ``batch`` (its summed distances, its
-    tokens and each segment's layer blocks), streamed shard by shard (:func:`helpers.reduce.reduce_shards`): each
-    shard's sums are made here or on a worker and merged in shard order."""
-    return reduce_shards(lm, batch, partial(JSAccumulator, lm.n_layers * lm.n_heads, device=stage_device(lm),
-                                            n_layers=lm.n_layers),
-                         batch_size=batch_size, execution=execution, progress=progress)
+def js_distances(lm: LoadedModel, batch, ctx: RunContext | None = None) -> JSAccumulator:
+    """The :class:`~helpers.cluster.stats.JSAccumulator` of every segment of ``batch``: ``result()`` the ``[head, head]``
+    JS summed over every query token of every segment, its ``tokens`` and each segment's layer blocks, streamed
+    shard by shard (:func:`helpers.pipeline.route.reduce_maps`; where, ``ctx.execution`` says)."""
+    return reduce_maps(lm, batch, partial(JSAccumulator, lm.n_layers * lm.n_heads, n_layers=lm.n_layers), ctx=ctx)
 
 
 def distances_key(lm: LoadedModel, batch, segments_from: SegmentSource = DEFAULT_SOURCE) -> dict:
@@ -150,15 +138,10 @@ def run_cluster(lm: LoadedModel, surface: Callable[[EncodedBatch], SurfaceStats]
     ``surface(batch)`` gives §3's statistics of the same segments (the §3 report's, an input of this
     section: see :mod:`helpers.cluster.section`), from which the behaviours come. ``ctx.execution`` says where
     the distances run (:mod:`helpers.pipeline.engine`); MDS and the permutation test run here."""
-    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
-                           data_dir=data_dir, cache_root=cache_root)
+                           data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
     key = distances_key(lm, batch, segments_from)
-
-    def compute() -> dict:
-        return js_accumulated(lm, batch, progress=progress, execution=execution).to_cache()
-
-    stored = cached_json("js-distances", key, compute, cache_root=cache_root)
+    stored = cached_json("js-distances", key, lambda: js_distances(lm, batch, ctx).to_cache(), cache_root=ctx.cache_dir)
     D = np.asarray(stored["distance"])
     stats = surface(batch)  # §3's statistics of the same segments
     order, _ = hierarchical_order(D)

@@ -16,10 +16,8 @@ heads against all later heads with batched tensor operations, never a Python loo
 Heads are flattened as ``layer * n_heads + head``; matrices are ``[head, head]``. The distance, the MDS and the
 behaviour labels in words: book/methods.md, §Distances between heads.
 
->>> acc = JSAccumulator(n_heads_total=72)
->>> for example, attn in helpers.iter_attention(lm, batch):       # doctest: +SKIP
-...     acc.update(attn)
->>> D = acc.result()                                               # [head, head]
+>>> acc = reduce_maps(lm, batch, partial(JSAccumulator, 72))       # doctest: +SKIP
+>>> D = acc.result()                                               # [head, head]   # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -28,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from helpers.core.batching import length_groups
 from helpers.core.bootstrap import BOOTSTRAP
 
 JS_SMOOTHING = 1e-3  # P~ = (1 - s) P + s / n, as in the original head_distances.py
@@ -54,7 +53,7 @@ def causal_map(A: torch.Tensor) -> bool:
     """Whether every head of ``A [layer, head, query, key]`` weighs zero every key after its query (a causal map).
 
     Such keys are smoothed to the same ``0.001 / n`` in every head, so their terms cancel exactly in each
-    divergence (``(S_a + S_b) / 2 - T_ab`` adds ``c / 2 + c / 2 - c``): :func:`segment_js` leaves them out,
+    divergence (``(S_a + S_b) / 2 - T_ab`` adds ``c / 2 + c / 2 - c``): :func:`batch_js` leaves them out,
     about half the work of a decoder's map. An encoder's map has weight above the diagonal and keeps every
     entry (its sums, and so its bits, as before)."""
     n = A.shape[-1]
@@ -63,40 +62,26 @@ def causal_map(A: torch.Tensor) -> bool:
     return not bool(torch.triu(A.reshape(-1, n, n), diagonal=1).any())
 
 
-def segment_js(attn: np.ndarray | torch.Tensor, *, chunk: int | None = None, dtype=torch.float32,
-               device=None) -> torch.Tensor:
-    """``[head, head]`` sum over the segment's query rows of JS between every pair of heads.
-
-    ``attn`` is ``[layer, head, query, key]``; the result is symmetric with a zero diagonal.
-    ``dtype`` float32 (default) is about ten times faster than float64 on CPU and agrees with a
-    float64 reference to about 1e-6 relative; sums over segments are kept in float64. A causal map
-    (:func:`causal_map`) is summed over its visible entries only: the same divergences, in half the work. ``chunk``
-    (heads per step) defaults to what fits :data:`CHUNK_ELEMENTS`. Computed on ``device`` (default: where
-    ``attn`` is, the CPU for an array); the result is on the CPU.
-    """
-    A = torch.as_tensor(np.asarray(attn) if not isinstance(attn, torch.Tensor) else attn)
-    return batch_js(A[None], [A.shape[-1]], chunk=chunk, dtype=dtype, device=device)[0].cpu()
-
-
 # Elements of one step's mixture tensor on an accelerator, ``[segments, chunk, K - start, n, n]``: 2**27 float32
 # (512 MiB, and as much again for its logarithm) takes 13 of the default model's 128-token segments, or 2 of a
 # 16 x 32-head model's, at once: one set of kernels for many segments, within a GPU's memory.
 DEVICE_CHUNK_ELEMENTS = 2**27
 
 
-def batch_js(maps: torch.Tensor | np.ndarray, lengths, *, chunk: int | None = None, dtype=torch.float32,
-             device=None) -> torch.Tensor:
-    """``[batch, head, head]``: :func:`segment_js` of every segment of a padded batch ``maps``
-    ``[batch, layer, head, query, key]`` (``lengths`` ``[batch]``: rows and columns from ``n`` on are padding),
-    left on the maps' device (or ``device``). Segments of one length are computed together (their ``[:n, :n]``
-    corners: padding never enters a sum), as many per step as fit :data:`CHUNK_ELEMENTS` on the CPU (there
-    one segment at a time, whose sums are those of :func:`segment_js`, bit for bit: tested) or
-    :data:`DEVICE_CHUNK_ELEMENTS` on an accelerator; ``chunk`` is heads per step as in :func:`segment_js`."""
-    from helpers.core.batching import length_groups
+def batch_js(maps: torch.Tensor | np.ndarray, lengths, *, chunk: int | None = None,
+             dtype=torch.float32) -> torch.Tensor:
+    """``[batch, head, head]``: for every segment of a padded batch ``maps`` ``[batch, layer, head, query, key]``
+    (``lengths`` ``[batch]``: rows and columns from ``n`` on are padding), the sum over its query rows of JS between
+    every pair of heads, symmetric with a zero diagonal, computed and left on the maps' device.
 
+    ``dtype`` float32 (default) is about ten times faster than float64 on the CPU and agrees with a float64
+    reference to about 1e-6 relative; sums over segments are kept in float64. A causal map (:func:`causal_map`) is
+    summed over its visible entries only: the same divergences, in half the work. Segments of one length are
+    computed together (their ``[:n, :n]`` corners: padding never enters a sum), as many per step as fit
+    :data:`CHUNK_ELEMENTS` on the CPU (there one segment at a time, so a segment's sums do not depend on its
+    batch: tested) or :data:`DEVICE_CHUNK_ELEMENTS` on an accelerator; ``chunk`` (heads per step) defaults to
+    what fits :data:`CHUNK_ELEMENTS`."""
     A_all = torch.as_tensor(maps)
-    if device is not None:
-        A_all = A_all.to(device)
     B, L, H = A_all.shape[:3]
     K = L * H
     out = torch.zeros(B, K, K, dtype=dtype, device=A_all.device)
@@ -127,33 +112,10 @@ def _group_js(P: torch.Tensor, chunk: int) -> torch.Tensor:
         M = half[:, start:stop, None] + half[:, None, start:]  # [G, c, K - start, n, n]
         logs = torch.log(M)
         T[:, start:stop, start:] = logs.mul_(M).sum(dim=(-1, -2))  # in place: two temporaries instead of four
-    T = T.triu() + T.triu(1).transpose(-1, -2)  # each pair's one sum on both sides (mirror_upper, per segment)
+    T = T.triu() + T.triu(1).transpose(-1, -2)  # each pair's one sum on both sides: exactly symmetric (MDS needs it)
     D = 0.5 * (S[:, :, None] + S[:, None, :]) - T
     D.diagonal(0, -2, -1).fill_(0.0)
     return D.clamp_(min=0.0)
-
-
-def mirror_upper(D: torch.Tensor) -> torch.Tensor:
-    """``[K, K]`` ``D`` made exactly symmetric: its upper triangle (and diagonal), mirrored below.
-
-    :func:`segment_js` sums each pair (a, b) once in row a and mirrors it. Inside a chunk's diagonal block it also
-    sums (b, a) in row b: on the CPU the two sums agree to the bit, but a GPU's reductions may add them in different
-    orders, and scikit-learn's MDS refuses a precomputed matrix that is asymmetric by more than 1e-10."""
-    return D.triu() + D.triu(1).T
-
-
-def js_reference(attn: np.ndarray) -> np.ndarray:
-    """Slow float64 loop over head pairs and rows with scipy's Jensen-Shannon (squared), for tests."""
-    from scipy.spatial.distance import jensenshannon
-
-    L, H, n, _ = attn.shape
-    P = (1.0 - JS_SMOOTHING) * attn.reshape(L * H, n, n).astype(np.float64) + JS_SMOOTHING / n
-    K = P.shape[0]
-    D = np.zeros((K, K))
-    for a in range(K):
-        for b in range(K):
-            D[a, b] = sum(jensenshannon(P[a, i], P[b, i]) ** 2 for i in range(n))
-    return D
 
 
 def layer_blocks(D: torch.Tensor | np.ndarray, n_layers: int) -> torch.Tensor:
@@ -170,26 +132,23 @@ def layer_blocks(D: torch.Tensor | np.ndarray, n_layers: int) -> torch.Tensor:
 
 @dataclass
 class JSAccumulator:
-    """Streaming sum of :func:`segment_js` over segments (``update``, ``merge``, ``result``: the protocol
-    of :class:`helpers.reduce.Accumulator`). With ``n_layers`` each segment's :func:`layer_blocks` are kept too
+    """Streaming sum of :func:`batch_js` over segments (``update``, ``merge``, ``result``: the protocol of
+    :class:`helpers.reduce.Accumulator`). With ``n_layers`` each segment's :func:`layer_blocks` are kept too
     (``blocks``: ``[segment, layer, layer]``, in the order the segments were added), from which
     :func:`layer_ratio_interval` resamples segments."""
 
     n_heads_total: int
-    chunk: int | None = None  # heads per step; None: see segment_js
     total: np.ndarray | None = None
     tokens: int = 0
     segments: int = 0
-    dtype: torch.dtype = field(default=torch.float32)
-    device: str | None = None  # where each segment's distances are computed (None: the CPU); sums stay on the CPU
     n_layers: int | None = None  # keep each segment's layer blocks (None: only the sums)
     blocks: list = field(default_factory=list)  # [segment, layer, layer] blocks, one array (or tensor) per update
 
-    def update_batch(self, batch, extras: list | None = None) -> None:
+    def update(self, batch, extras: list | None = None) -> None:
         """Add a :class:`~helpers.core.extract.MapBatch` of segments (its ``weights``, on their device):
-        :func:`batch_js` there, then each segment's distances added in float64 in the batch's order, as
-        :meth:`update` adds them, on that device; the sums come to the host once, at :meth:`merge`/:meth:`result`."""
-        D = batch_js(batch.weights, batch.lengths, chunk=self.chunk, dtype=self.dtype, device=self.device)
+        :func:`batch_js` there, then each segment's distances added in float64 in the batch's order, on that
+        device; the sums come to the host once, at :meth:`merge`/:meth:`result` (or when the partial travels)."""
+        D = batch_js(batch.weights, batch.lengths)
         if D.shape[1:] != (self.n_heads_total, self.n_heads_total):
             raise ValueError(f"map has {D.shape[1]} heads, expected {self.n_heads_total}")
         total = None if self.total is None else torch.as_tensor(self.total, device=D.device)
@@ -209,20 +168,6 @@ class JSAccumulator:
     def __getstate__(self) -> dict:
         self._host()  # a partial travels (to the driver, from a Dask worker) with its sums on the host
         return dict(self.__dict__)
-
-    def update(self, attn) -> None:
-        """Add one segment's ``[layer, head, query, key]`` map."""
-        D = segment_js(attn, chunk=self.chunk, dtype=self.dtype, device=self.device).numpy().astype(np.float64)
-        if D.shape != (self.n_heads_total, self.n_heads_total):
-            raise ValueError(f"map has {D.shape[0]} heads, expected {self.n_heads_total}")
-        self._host()
-        self.total = D if self.total is None else self.total + D
-        if self.n_layers is not None:
-            self.blocks.append(layer_blocks(D, self.n_layers)[None].numpy())
-        self.tokens += int(np.shape(attn)[-1])
-        self.segments += 1
-
-    add = update  # the name before the shared protocol
 
     def merge(self, other: "JSAccumulator") -> "JSAccumulator":
         """Add ``other``'s segments (another shard's partial) to this accumulator, in place; returns it."""

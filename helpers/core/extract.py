@@ -180,7 +180,7 @@ class MapBatch:
     tensor: each map's positions, its tokens or, for word-level maps, ``n_positions``; rows and columns from
     ``lengths[b]`` on are padding and must contribute nothing) and ``examples``
     (the :class:`Encoded` inputs, in the pass's order). What batched accumulators take
-    (``update_batch``, :func:`helpers.reduce.reduce_stream`), so the maps never leave the device.
+    (``update``, on the route: :func:`helpers.pipeline.route.reduce_maps`), so the maps never leave the device.
 
     ``items()`` gives the per-example view ``(example, weights [layer, head, n, n][, norms])`` of the old stream."""
 

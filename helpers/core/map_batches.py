@@ -1,5 +1,5 @@
 """A corpus's maps one forward pass at a time, left on the model's device (:func:`iter_map_batches`): the stream of
-the batched statistics (:func:`helpers.reduce.reduce_stream`). Apart from :mod:`helpers.core.extract` because a
+the statistics (:func:`helpers.pipeline.route.reduce_maps`). Apart from :mod:`helpers.core.extract` because a
 pass may give the norms too (:mod:`helpers.core.norm_maps`, which itself builds on ``extract``).
 
 >>> for mb in iter_map_batches(lm, batch, maps="weights+norms"):   # doctest: +SKIP

@@ -22,8 +22,9 @@ from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_arrays, cached_json
 from helpers.digest import code_digest
-from helpers.norms.stats import NormSegments, NormStats, norm_statistics
+from helpers.norms.stats import NormAccumulator, NormSegments, NormStats, kind_masks
 from helpers.pipeline.extraction import encode_treebank, one_pass_store
+from helpers.pipeline.route import reduce_maps
 from helpers.pipeline.segments import SEGMENTS, build_segments
 from helpers.reduce import merge_all, stage_device
 from helpers.syntax.stats import HeadScorer, HeadScores, score_heads, shard_scorers
@@ -37,9 +38,16 @@ class NormsReport:
     batch: EncodedBatch
 
 
+def norm_statistics(lm: LoadedModel, batch: EncodedBatch, ctx: RunContext | None = None) -> NormStats:
+    """Every statistic of :class:`~helpers.norms.stats.NormAccumulator` in one streaming pass of weights and norms
+    (:func:`helpers.pipeline.route.reduce_maps`: no corpus of maps in memory; where, ``ctx.execution`` says)."""
+    return reduce_maps(lm, batch, NormAccumulator, maps="weights+norms", ctx=ctx,
+                       extras=lambda ex: (kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),)).result()
+
+
 def stats_key(lm: LoadedModel, batch: EncodedBatch) -> dict:
     """The cache key of the norm statistics of ``batch`` (the model, the segments and the code computing them:
-    :func:`~helpers.norms.stats.norm_statistics` and every module it imports)."""
+    :func:`norm_statistics` and every module it imports)."""
     return {"model": lm.fingerprint(), "data": batch.digest(), "token_types": lm.token_types,
             "code": code_digest(norm_statistics)}
 
@@ -49,11 +57,9 @@ def run_norms(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: int
               max_length: int = MAX_LENGTH) -> NormsReport:
     """Shares under weights and norms and their correlation over the surface chapter's segments (cached;
     computed where ``ctx.execution`` says, :mod:`helpers.pipeline.engine`)."""
-    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
-    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=data_dir,
-                           cache_root=cache_root)
-    stats = cached_norm_statistics(lm, batch, cache_root=cache_root,
-                                   compute=lambda: norm_statistics(lm, batch, progress=progress, execution=execution))
+    batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, data_dir=ctx.data_dir,
+                           cache_root=ctx.cache_dir)
+    stats = cached_norm_statistics(lm, batch, cache_root=ctx.cache_dir, compute=lambda: norm_statistics(lm, batch, ctx))
     return NormsReport(lm.label, batch.summary(), stats, batch)
 
 

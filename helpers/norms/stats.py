@@ -33,22 +33,20 @@ for percentile bootstrap intervals over segments (:mod:`helpers.core.bootstrap`)
 of a ratio of the norm share to the weight share in chosen layers (a ratio of sums over the resampled segments). In
 words, with the no-op test: book/methods.md, §Attention norms.
 
->>> for example, attn, norms in iter_weights_and_norms(lm, batch):     # doctest: +SKIP
-...     acc.update(attn, norms, kind_masks(lm.tokenizer, example.input_ids))
+>>> acc = reduce_maps(lm, batch, NormAccumulator, maps="weights+norms",    # doctest: +SKIP
+...                   extras=lambda ex: (kind_masks(lm.tokenizer, ex.input_ids),))
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import cached_property
 
 import numpy as np
+import torch
 
 from helpers.core import bootstrap
-from helpers.core.encoding import EncodedBatch
+from helpers.core.batching import length_groups, stat_chunks
 from helpers.core.labels import head_label
-from helpers.core.models import LoadedModel
-from helpers.pipeline.engine import Execution
-from helpers.reduce import reduce_shards, stage_device
 from helpers.surface.stats import SINK_SHARE, sink_layers, token_masks
 
 KINDS: tuple[str, ...] = ("cls", "sep", "punct", "other")
@@ -68,17 +66,6 @@ def kind_masks(tokenizer, input_ids: np.ndarray, *, causal: bool = False) -> dic
     punct = masks["punct"] & ~special
     out = {"cls": masks["cls"], "sep": masks["sep"], "punct": punct, "other": ~(special | punct)}
     return {**out, "causal": masks["causal"]} if "causal" in masks else out
-
-
-def kind_shares(maps: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
-    """``[kind, layer, head]``: per query row, the share of the row's total on each kind, averaged over rows.
-
-    ``maps`` is ``[layer, head, query, key]`` (weights or norms); rows summing to 0 add 0 to every kind.
-    """
-    M = np.asarray(maps, dtype=np.float64)
-    totals = M.sum(-1)  # [layer, head, query]
-    safe = np.where(totals > 0, totals, 1.0)
-    return np.stack([(M[..., masks[k]].sum(-1) / safe).mean(-1) for k in KINDS])
 
 
 def uniform_shares(masks: dict[str, np.ndarray]) -> np.ndarray:
@@ -194,37 +181,8 @@ def map_ranks(maps: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def spearman_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``[layer, head]`` Spearman correlation of two ``[layer, head, query, key]`` maps over their query-key pairs.
-
-    A head whose weights or norms are constant over the segment gets NaN.
-    """
-    a, b = np.asarray(a), np.asarray(b)
-    shape = a.shape[:2]
-    ra, rb = map_ranks(a), map_ranks(b)
-    ra -= ra.mean(-1, keepdims=True)
-    rb -= rb.mean(-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = (ra * rb).sum(-1) / np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
-    return rho.reshape(shape)
-
-
-def kind_shares_on(maps, masks: dict[str, np.ndarray], device) -> np.ndarray:
-    """:func:`kind_shares` computed with torch on ``device`` (float64, as there): what :class:`NormAccumulator`
-    runs on an accelerator. Equal to :func:`kind_shares` up to the order of the float64 sums (tested on the CPU)."""
-    import torch
-
-    M = torch.as_tensor(np.asarray(maps)).to(device=device, dtype=torch.float64)
-    totals = M.sum(-1)
-    safe = torch.where(totals > 0, totals, torch.ones_like(totals))
-    return torch.stack([(M[..., torch.as_tensor(masks[k], device=M.device)].sum(-1) / safe).mean(-1)
-                        for k in KINDS]).cpu().numpy()
-
-
 def average_ranks_on(x):
     """:func:`average_ranks` of a 2-D torch tensor on its own device (ties given their mean rank), as float64."""
-    import torch
-
     rows, n = x.shape
     ordered, order = torch.sort(x, dim=-1, stable=True)
     starts = torch.ones_like(ordered, dtype=torch.bool)
@@ -237,30 +195,13 @@ def average_ranks_on(x):
     return torch.empty_like(means).scatter_(1, order, means)
 
 
-def spearman_per_head_on(a, b, device) -> np.ndarray:
-    """:func:`spearman_per_head` computed with torch on ``device``: the same ranks (exact), the same float64
-    formula (tested on the CPU)."""
-    import torch
-
-    A, B = (torch.as_tensor(np.asarray(x)).to(device) for x in (a, b))
-    shape = A.shape[:2]
-    ra, rb = average_ranks_on(A.reshape(-1, A.shape[2] * A.shape[3])), average_ranks_on(B.reshape(-1, B.shape[2] * B.shape[3]))
-    ra -= ra.mean(-1, keepdim=True)
-    rb -= rb.mean(-1, keepdim=True)
-    rho = (ra * rb).sum(-1) / torch.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
-    return rho.reshape(shape).cpu().numpy()
-
-
 def batch_kind_shares(maps, lengths, masks: list[dict[str, np.ndarray]]) -> np.ndarray:
-    """``[batch, kind, layer, head]``: :func:`kind_shares` of every example of a padded batch ``maps``
-    ``[batch, layer, head, query, key]`` (a torch tensor, on its device; ``lengths`` ``[batch]``, ``masks`` one
-    :func:`kind_masks` per example), in float64 there, examples of one length together (their ``[:n, :n]``
-    corners: padding never enters a sum), cut by :func:`helpers.reduce.stat_chunks`. Equal to :func:`kind_shares`
-    up to the order of the float64 sums (tested); only the ``[batch, kind, layer, head]`` values leave the device."""
-    import torch
-
-    from helpers.core.batching import length_groups, stat_chunks
-
+    """``[batch, kind, layer, head]``: for every example of a padded batch ``maps`` ``[batch, layer, head, query,
+    key]`` (weights or norms; a torch tensor, on its device; ``lengths`` ``[batch]``, ``masks`` one
+    :func:`kind_masks` per example), per query row the share of the row's total on each kind of :data:`KINDS`,
+    averaged over rows (a row summing to 0 adds 0 to every kind). In float64 where the maps are, examples of one
+    length together (their ``[:n, :n]`` corners: padding never enters a sum), cut by
+    :func:`helpers.core.batching.stat_chunks`; only the ``[batch, kind, layer, head]`` values leave the device."""
     M_all = torch.as_tensor(maps)
     B, L, H = M_all.shape[:3]
     out = np.zeros((B, len(KINDS), L, H))
@@ -277,35 +218,35 @@ def batch_kind_shares(maps, lengths, masks: list[dict[str, np.ndarray]]) -> np.n
     return out
 
 
-def batch_spearman(a, b, lengths, *, torch_ranks: bool | None = None) -> np.ndarray:
-    """``[batch, layer, head]``: :func:`spearman_per_head` of every example of two padded batches ``a`` and
-    ``b`` ``[batch, layer, head, query, key]`` (torch tensors). On the CPU each example's ranks by the radix sort
-    of :func:`average_ranks` (2.5 times faster there than a torch sort: 0.25 against 0.63 s for a 6 x 12 map of
-    128 tokens on one core); on an accelerator the examples of one length together
-    (:func:`average_ranks_on`), cut by :func:`helpers.reduce.stat_chunks`. The ranks are the same, exactly.
-    ``torch_ranks`` chooses the second path (default: on an accelerator; tests run it on the CPU)."""
-    import torch
-
-    from helpers.core.batching import length_groups, stat_chunks
-
+def batch_spearman(a, b, lengths) -> np.ndarray:
+    """``[batch, layer, head]``: for every example of two padded batches ``a`` and ``b`` ``[batch, layer, head,
+    query, key]`` (torch tensors on one device; ``lengths`` ``[batch]``), each head's Spearman correlation over the
+    ``n * n`` query-key pairs (ties given their mean rank; NaN for a head whose weights or norms are constant), in
+    float64 where the maps are, the examples of one length together, cut by :func:`helpers.core.batching.stat_chunks`.
+    The ranks are exact whichever way they are found: on the CPU by :func:`map_ranks` (a radix sort, 2.5 times faster
+    there than a torch sort: 0.25 against 0.63 s for a 6 x 12 map of 128 tokens on one core), on an accelerator by
+    :func:`average_ranks_on`."""
     a, b = torch.as_tensor(a), torch.as_tensor(b)
     B, L, H = a.shape[:3]
     out = np.full((B, L, H), np.nan)
-    if not (a.device.type != "cpu" if torch_ranks is None else torch_ranks):
-        for k, n in enumerate(np.asarray(lengths).tolist()):
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[k] = spearman_per_head(a[k, :, :, :n, :n].numpy(), b[k, :, :, :n, :n].numpy())
-        return out
     for n, positions in length_groups(lengths):
         for part in stat_chunks(len(positions), 16 * L * H * n * n * 8, a.device):  # two maps: sorts, indices, ranks
-            idx = positions[part]
-            index = torch.as_tensor(idx, device=a.device)
-            ra, rb = (average_ranks_on(x[index, :, :, :n, :n].reshape(-1, n * n)) for x in (a, b))
+            index = torch.as_tensor(positions[part], device=a.device)
+            ra, rb = (_ranks(x[index, :, :, :n, :n]) for x in (a, b))  # [G * layer * head, n * n]
             ra -= ra.mean(-1, keepdim=True)
             rb -= rb.mean(-1, keepdim=True)
             rho = (ra * rb).sum(-1) / torch.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
-            out[idx] = rho.reshape(len(idx), L, H).cpu().numpy()
+            out[positions[part]] = rho.reshape(len(index), L, H).cpu().numpy()
     return out
+
+
+def _ranks(maps: torch.Tensor) -> torch.Tensor:
+    """``[G * layer * head, n * n]`` float64: the average ranks of each head's map in ``maps [G, layer, head, n, n]``,
+    on their device (:func:`map_ranks` of each example on the CPU, :func:`average_ranks_on` elsewhere)."""
+    n = maps.shape[-1]
+    if maps.device.type == "cpu":
+        return torch.from_numpy(np.concatenate([map_ranks(m.numpy()) for m in maps]))
+    return average_ranks_on(maps.reshape(-1, n * n))
 
 
 SEGMENT_DTYPE = np.float32  # each segment's shares as kept and cached (a mean of them is float64)
@@ -314,7 +255,7 @@ SEGMENT_DTYPE = np.float32  # each segment's shares as kept and cached (a mean o
 @dataclass
 class NormSegments:
     """Each segment's values behind :class:`NormStats`, for its bootstrap intervals over segments (the unit
-    resampled): ``weights`` and ``norms`` ``[segment, kind, layer, head]`` (:func:`kind_shares`), ``uniform``
+    resampled): ``weights`` and ``norms`` ``[segment, kind, layer, head]`` (:func:`batch_kind_shares`), ``uniform``
     ``[segment, kind]`` (:func:`uniform_shares`), segments in the order of their example ``index`` ``[segment]``,
     float32 (:data:`SEGMENT_DTYPE`: as cached, whether computed now or read back, so every run gives the same
     intervals). Replicates are ``n_boot`` draws of the segments (:func:`helpers.core.bootstrap.counts`, ``seed``),
@@ -502,7 +443,7 @@ def layer_ratios(stats: NormStats, grads: dict, kinds: tuple[str, ...] = ("sep",
 
 @dataclass
 class NormAccumulator:
-    """Streaming means of :func:`kind_shares` (weights and norms) and :func:`spearman_per_head` per segment
+    """Streaming means of :func:`batch_kind_shares` (weights and norms) and :func:`batch_spearman` per segment
     (``update``, ``merge``, ``result``: the protocol of :class:`helpers.reduce.Accumulator`), and each segment's
     shares kept (``rows``: ``(index, weights, norms, uniform)``) for :class:`NormSegments`: a merge appends another
     partial's rows, and the result orders them by example index, so a sharded or distributed run keeps the same
@@ -514,48 +455,16 @@ class NormAccumulator:
     spearman_count: np.ndarray | float = 0.0
     count: int = 0
     causal: bool = False  # set by a causal segment (its masks say so)
-    device: str | None = None  # an accelerator computes each segment's statistics (torch); None: NumPy on the CPU
     rows: list = field(default_factory=list)  # per segment: (example index or None, weights, norms, uniform)
 
-    def update(self, attn: np.ndarray, norms: np.ndarray, masks: dict[str, np.ndarray], index: int | None = None) -> None:
-        """Add one segment's weight and norm maps ``[layer, head, query, key]`` with its :func:`kind_masks` (and its
-        example ``index``, which orders the kept rows; ``None``: the order of arrival)."""
-        self.causal = self.causal or bool(masks.get("causal", False))
-        if self.device is None:
-            shares, spearman = kind_shares, spearman_per_head
-        else:
-            shares = lambda maps, masks: kind_shares_on(maps, masks, self.device)  # noqa: E731
-            spearman = lambda a, b: spearman_per_head_on(a, b, self.device)  # noqa: E731
-        w, n = shares(attn, masks), shares(norms, masks)
-        self.weights = self.weights + w
-        self.norms = self.norms + n
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = spearman(attn, norms)
-        finite = np.isfinite(rho)
-        self.spearman_sum = self.spearman_sum + np.where(finite, rho, 0.0)
-        self.spearman_count = self.spearman_count + finite
-        self.count += 1
-        self.rows.append((index, w, n, uniform_shares(masks)))
-
-    add = update  # the name before the shared protocol
-
-    def update_batch(self, batch, extras: list[tuple]) -> None:
+    def update(self, batch, extras: list[tuple]) -> None:
         """Add a :class:`~helpers.core.extract.MapBatch` with ``weights`` and ``norms`` (on their device) and one
-        ``(kind_masks,)`` per example: :func:`batch_kind_shares` and :func:`batch_spearman`, then each segment's
-        values added in the batch's order, as :meth:`update` adds them one by one."""
+        ``(kind_masks,)`` per example: :func:`batch_kind_shares` and :func:`batch_spearman` there, then each
+        segment's values added in the batch's order, its row kept with its example index."""
         masks = [e[0] for e in extras]
-        weights, norms = batch.weights, batch.norms
-        if self.device is not None:
-            weights, norms = weights.to(self.device), norms.to(self.device)
-        self.add_statistics(batch_kind_shares(weights, batch.lengths, masks),
-                            batch_kind_shares(norms, batch.lengths, masks),
-                            batch_spearman(weights, norms, batch.lengths), masks,
-                            [ex.index for ex in batch.examples])
-
-    def add_statistics(self, weights: np.ndarray, norms: np.ndarray, spearman: np.ndarray, masks: list[dict],
-                       indices: list[int] | None = None) -> None:
-        """Add per-segment shares ``[batch, kind, layer, head]`` and Spearman ``[batch, layer, head]``, in order
-        (``indices``: the segments' example indices, kept with their rows)."""
+        weights = batch_kind_shares(batch.weights, batch.lengths, masks)
+        norms = batch_kind_shares(batch.norms, batch.lengths, masks)
+        spearman = batch_spearman(batch.weights, batch.norms, batch.lengths)
         for k, mask in enumerate(masks):
             self.causal = self.causal or bool(mask.get("causal", False))
             self.weights = self.weights + weights[k]
@@ -564,7 +473,7 @@ class NormAccumulator:
             self.spearman_sum = self.spearman_sum + np.where(finite, spearman[k], 0.0)
             self.spearman_count = self.spearman_count + finite
             self.count += 1
-            self.rows.append((None if indices is None else indices[k], weights[k], norms[k], uniform_shares(mask)))
+            self.rows.append((batch.examples[k].index, weights[k], norms[k], uniform_shares(mask)))
 
     def merge(self, other: "NormAccumulator") -> "NormAccumulator":
         """Add ``other``'s segments (another shard's partial) to this accumulator, in place; returns it."""
@@ -598,13 +507,3 @@ class NormAccumulator:
         return NormStats(self.weights / self.count, self.norms / self.count, spearman, self.count, self.causal,
                          self.segments())
 
-
-def norm_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False,
-                    execution: Execution | None = None) -> NormStats:
-    """Every statistic above in one streaming pass of weights and norms (no corpus of maps in memory).
-
-    Shard by shard (:func:`helpers.reduce.reduce_shards`): each shard's sums are made here or, with a
-    distributed ``execution``, on a worker, and merged in shard order."""
-    return reduce_shards(lm, batch, partial(NormAccumulator, device=stage_device(lm)),
-                         extras=lambda ex: (kind_masks(lm.tokenizer, ex.input_ids, causal=lm.causal),),
-                         maps="weights+norms", batch_size=batch_size, execution=execution, progress=progress).result()

@@ -9,8 +9,8 @@ Each type checks one value and says what is wrong, so a bad option stops the com
 >>> parser.parse_args(["--epochs", "2"]).epochs
 2
 
-Every numeric option of every command uses an :class:`IntRange` or :class:`FloatRange` (a test
-enumerates the parsers and tries values outside each range). A command whose inputs are not named
+Every integer option of every command uses an :class:`IntRange` (a test enumerates the parsers and tries
+values outside each range); the few float options check their own range (``sinks --epsilon``: a share, 0 to 1). A command whose inputs are not named
 by ``--conllu`` or ``--corpus`` declares them with ``parser.set_defaults(check_inputs=...)`` (a section's command: its
 record's reads, :meth:`helpers.section.Section.command_reads`); the
 CLI calls that hook before loading the model (see :func:`check_corpora`).
@@ -18,7 +18,6 @@ CLI calls that hook before loading the model (see :func:`check_corpora`).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 
 
@@ -61,30 +60,6 @@ class NameList:
             return self.check([name.strip() for name in text.split(",") if name.strip()])
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(err).removeprefix(f"{self.option} ")) from None
-
-
-class FloatRange:
-    """A finite number in ``[minimum, maximum]`` (NaN and infinities are refused)."""
-
-    def __init__(self, minimum: float, maximum: float | None = None):
-        self.minimum, self.maximum = minimum, maximum
-        self.__name__ = repr(self)
-
-    def __repr__(self) -> str:
-        return f"FloatRange({self.minimum}, {self.maximum})"
-
-    def __call__(self, text: str) -> float:
-        try:
-            value = float(str(text).strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number (got {text!r})")
-        if value < self.minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {self.minimum} (got {value})")
-        if self.maximum is not None and value > self.maximum:
-            raise argparse.ArgumentTypeError(f"must be at most {self.maximum} (got {value})")
-        return value
 
 
 positive_int = IntRange(1)

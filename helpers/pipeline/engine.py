@@ -575,19 +575,28 @@ def _dask_task(spec: ModelSpec, fingerprint: str, task: ModelTask, shared: Any, 
 
 
 def map_tasks(lm, *, execution: Execution | None, task: ModelTask, shared: Any, payloads: Sequence[Any],
-              desc: str = "tasks", progress: bool = False) -> list:
+              desc: str = "tasks", progress: bool = False, sizes: Sequence[int] | None = None,
+              name: str = "task") -> list:
     """``[task(lm, shared, payload) for payload in payloads]``, in order: in this process (``execution`` local or
-    ``None``), or one Dask task each on a cluster whose workers load the driver's model once (a worker with other
-    weights refuses) and receive ``shared`` once. The same tasks run either way, so results are identical."""
+    ``None``), or one Dask task each (keyed ``{name}-00000-...``) on a cluster whose workers load the driver's model
+    once (a worker with other weights refuses) and receive ``shared`` once. The same tasks run either way, so
+    results are identical. ``sizes``: each payload's examples, which the local progress bar counts (default 1)."""
     if execution is None or not execution.distributed:
         from tqdm.auto import tqdm
 
-        return [task(lm, shared, p) for p in tqdm(payloads, desc=desc, disable=not progress)]
+        unit = "it" if sizes is None else "ex"
+        sizes = [1] * len(payloads) if sizes is None else list(sizes)
+        results = []
+        with tqdm(total=sum(sizes), desc=desc, unit=unit, disable=not progress) as bar:
+            for payload, size in zip(payloads, sizes):
+                results.append(task(lm, shared, payload))
+                bar.update(size)
+        return results
     spec = ModelSpec.of(lm)
     fingerprint = lm.fingerprint()
     with _model_client(execution, spec) as client:
         held = client.scatter(shared, broadcast=True)
-        run = uuid.uuid4().hex[:8]
-        futures = [client.submit(_dask_task, spec, fingerprint, task, held, p, key=f"task-{k:05d}-{run}", pure=False)
+        run = uuid.uuid4().hex[:8]  # tasks of two calls on one cluster never share a key
+        futures = [client.submit(_dask_task, spec, fingerprint, task, held, p, key=f"{name}-{k:05d}-{run}", pure=False)
                    for k, p in enumerate(payloads)]
-        return _gather_in_order(futures, desc=f"{desc} on Dask", what="task", progress=progress)
+        return _gather_in_order(futures, desc=f"{desc} on Dask", what=name, progress=progress)

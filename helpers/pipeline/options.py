@@ -162,7 +162,7 @@ def encode_corpus(args: argparse.Namespace, lm):
 
     spec = args.conllu or args.corpus
     if spec == "segments":
-        split = args.segment_source.removeprefix("gum:")
+        split = "train"  # the paper's segments: drawn from GUM train (helpers.data.segments)
         docs = load_gum(split, data_dir=args.data_dir, cache_root=args.cache_dir)
         segs = paper_segments(docs, lm.tokenizer, n=args.segments, max_length=args.max_length, seed=args.seed)
         files = corpus_files(f"gum:{split}", data_dir=args.data_dir)

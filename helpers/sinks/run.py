@@ -2,7 +2,7 @@
 
 The segments are those ``python -m helpers segments`` writes for the same model (:mod:`helpers.pipeline.segments`):
 an encoder's ``[CLS] A [SEP] B [SEP]``, a decoder's ``BOS A B`` (no [SEP]; ``--no-bos``: ``A B``), at most 128
-tokens. Each batch's weights and norm maps come from one forward pass and are reduced at once
+tokens. Each batch's weights and norm maps come from one forward pass and are reduced at once on the one route
 (:mod:`helpers.sinks.stats`): no map is kept, none is written to the cache. The per-head shares are cached as
 JSON, each input's beside them (an ``.npz`` of float32, for the bootstrap intervals over segments), keyed by the
 model (its fingerprint holds the BOS setting), the encoded segments and this code.
@@ -15,23 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from helpers.context import RunContext, takes_context
 from helpers.core import bootstrap
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
-from helpers.core.extract import bucket, forward_parts
 from helpers.core.models import LoadedModel, load_model
-from helpers.core.norm_maps import forward_weights_and_norms
 from helpers.data.cache import cached_arrays, cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
 from helpers.digest import code_digest
+from helpers.pipeline.route import reduce_maps
 from helpers.pipeline.segments import DEFAULT_SOURCE, SEGMENTS, build_segments, segments_key
 from helpers.sinks.stats import (
     EPSILON,
     FirstPositionAccumulator,
     SegmentShares,
-    first_position_shares,
     sink_rate,
     sink_rate_by_layer,
 )
@@ -39,25 +36,14 @@ from helpers.sinks.stats import (
 DECIMALS = 6  # the shares and rates as written to JSON
 
 
-def first_position_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32,
-                              progress: bool = False) -> dict:
+def first_position_statistics(lm: LoadedModel, batch: EncodedBatch, ctx: RunContext | None = None, *,
+                              batch_size: int = 32) -> dict:
     """``{"weights", "norms": [layer][head] lists, "inputs"}``: mean ``alpha_1`` over the inputs of ``batch``, from
-    attention weights and from norm maps, one forward pass per batch (length-bucketed, cut by
-    :func:`helpers.core.extract.forward_parts`), every layer and head at once; ``"segments"``: each input's
+    attention weights and from norm maps, one forward pass per batch of ``batch_size`` (the route's:
+    :func:`helpers.pipeline.route.reduce_maps`), every layer and head at once; ``"segments"``: each input's
     (:class:`~helpers.sinks.stats.SegmentShares`, not JSON: :func:`run_sinks` caches it apart)."""
-    from tqdm.auto import tqdm
-
-    acc = FirstPositionAccumulator()
-    examples = batch.examples
-    with tqdm(total=len(examples), desc="attention to the first position", unit="ex", disable=not progress) as bar:
-        for group in bucket(examples, batch_size=batch_size):
-            for part in forward_parts(lm, group):
-                attn, norms = forward_weights_and_norms(lm, part)
-                lengths = torch.tensor([len(ex) for ex in part])
-                acc.update(first_position_shares(attn, lengths), first_position_shares(norms, lengths, normalise=True),
-                           [ex.index for ex in part])
-                del attn, norms
-                bar.update(len(part))
+    acc = reduce_maps(lm, batch, FirstPositionAccumulator, maps="weights+norms", ctx=ctx, batch_size=batch_size,
+                      desc="attention to the first position")
     result = acc.result()
     return {"weights": result["weights"].tolist(), "norms": result["norms"].tolist(), "inputs": result["inputs"],
             "segments": acc.segments()}
@@ -122,7 +108,7 @@ def run_sinks(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: int
               max_length: int = MAX_LENGTH, segments_from: SegmentSource = DEFAULT_SOURCE,
               batch_size: int = 32) -> SinksReport:
     """``alpha_1`` per head on the GUM train segments of ``segments`` (cached), for an encoder or a decoder."""
-    data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
+    data_dir, cache_root = ctx.data_dir, ctx.cache_dir
     batch = build_segments(lm, n_segments=n_segments, seed=seed, max_length=max_length, segments_from=segments_from,
                            data_dir=data_dir, cache_root=cache_root)
     key = sinks_key(lm, batch, segments_from)
@@ -130,7 +116,7 @@ def run_sinks(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: int
 
     def fresh() -> dict:
         if "shares" not in made:
-            made["shares"] = first_position_statistics(lm, batch, batch_size=batch_size, progress=progress)
+            made["shares"] = first_position_statistics(lm, batch, ctx, batch_size=batch_size)
         return made["shares"]
 
     # each input's alpha_1 (float32, .npz) beside the means (JSON): a cache missing either computes both again

@@ -22,9 +22,8 @@ the segments (:mod:`helpers.core.bootstrap`): a sink rate recomputed from each r
 share to the weight share as a ratio of sums, and a run without BOS paired with the run with it on the same segments.
 In words: book/methods.md, §Attention sinks.
 
->>> acc = FirstPositionAccumulator()
->>> acc.update(first_position_shares(attn, lengths), first_position_shares(norms, lengths, normalise=True))  # doctest: +SKIP
->>> sink_rate(acc.result()["weights"], EPSILON)                                                              # doctest: +SKIP
+>>> acc = reduce_maps(lm, batch, FirstPositionAccumulator, maps="weights+norms")    # doctest: +SKIP
+>>> sink_rate(acc.result()["weights"], EPSILON)                                     # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -58,56 +57,46 @@ def first_position_shares(maps: torch.Tensor, lengths: torch.Tensor | np.ndarray
 
 
 class FirstPositionAccumulator:
-    """Sums of per-input ``alpha_1`` ``[layer, head]`` from weights and from norms, and the count of inputs; a
-    deterministic :meth:`merge` (the protocol of :mod:`helpers.reduce`). Each input's values are kept too
-    (``rows``), with its example index, for :class:`SegmentShares`."""
+    """Per-input ``alpha_1`` ``[layer, head]`` from weights and from norms (:func:`first_position_shares` of a
+    :class:`~helpers.core.extract.MapBatch` with both, on its device), each input's kept (``rows``, with its example
+    index, for :class:`SegmentShares`) and each batch's sums, added in the batches' order at :meth:`result` (a
+    :meth:`merge` appends another partial's: the protocol of :mod:`helpers.reduce`)."""
 
     def __init__(self) -> None:
-        self.weights: np.ndarray | None = None
-        self.norms: np.ndarray | None = None
+        self.sums: list[tuple[np.ndarray, np.ndarray]] = []  # per batch: (weights [layer, head], norms), summed
         self.count = 0
-        self.rows: list[tuple] = []  # per input: (example index or None, weights [layer, head], norms [layer, head])
+        self.rows: list[tuple] = []  # per input: (example index, weights [layer, head], norms [layer, head])
 
-    def update(self, weights: torch.Tensor | np.ndarray, norms: torch.Tensor | np.ndarray,
-               indices: list[int] | None = None) -> None:
-        """Add a batch of per-input shares, each ``[batch, layer, head]`` (:func:`first_position_shares`), with the
-        inputs' example ``indices`` (``None``: ordered by arrival)."""
-        w = np.asarray(weights.detach().cpu() if isinstance(weights, torch.Tensor) else weights, dtype=np.float64)
-        n = np.asarray(norms.detach().cpu() if isinstance(norms, torch.Tensor) else norms, dtype=np.float64)
-        if self.weights is None:
-            self.weights, self.norms = np.zeros(w.shape[1:]), np.zeros(n.shape[1:])
-        self.weights += w.sum(0)
-        self.norms += n.sum(0)
+    def update(self, batch, extras: list | None = None) -> None:
+        """Add a batch's inputs: the shares of their weight maps and (row-normalised) norm maps."""
+        w = first_position_shares(batch.weights, batch.lengths).cpu().numpy()
+        n = first_position_shares(batch.norms, batch.lengths, normalise=True).cpu().numpy()
+        self.sums.append((w.sum(0), n.sum(0)))
         self.count += w.shape[0]
-        for b in range(w.shape[0]):
-            self.rows.append((None if indices is None else int(indices[b]), w[b], n[b]))
+        self.rows.extend((int(ex.index), w[b], n[b]) for b, ex in enumerate(batch.examples))
 
     def merge(self, other: "FirstPositionAccumulator") -> "FirstPositionAccumulator":
-        if other.weights is not None:
-            if self.weights is None:
-                self.weights, self.norms = np.zeros_like(other.weights), np.zeros_like(other.norms)
-            self.weights += other.weights
-            self.norms += other.norms
-            self.count += other.count
-            self.rows.extend(other.rows)
+        self.sums.extend(other.sums)
+        self.count += other.count
+        self.rows.extend(other.rows)
         return self
 
     def segments(self) -> "SegmentShares":
-        """The kept rows as :class:`SegmentShares`, ordered by example index (by arrival where one is missing)."""
-        rows = self.rows
-        if rows and all(r[0] is not None for r in rows):
-            rows = sorted(rows, key=lambda r: r[0])
-            index = np.asarray([r[0] for r in rows], dtype=np.int64)
-        else:
-            index = np.arange(len(rows), dtype=np.int64)
-        return SegmentShares(index, np.asarray([r[1] for r in rows], SEGMENT_DTYPE),
+        """The kept rows as :class:`SegmentShares`, ordered by example index."""
+        rows = sorted(self.rows, key=lambda r: r[0])
+        return SegmentShares(np.asarray([r[0] for r in rows], dtype=np.int64),
+                             np.asarray([r[1] for r in rows], SEGMENT_DTYPE),
                              np.asarray([r[2] for r in rows], SEGMENT_DTYPE))
 
     def result(self) -> dict:
         """``{"weights", "norms"}``: mean ``alpha_1`` over inputs, ``[layer, head]``; ``{"inputs"}``: their count."""
         if not self.count:
             raise ValueError("no input to measure the attention to the first position on (no segment fits)")
-        return {"weights": self.weights / self.count, "norms": self.norms / self.count, "inputs": self.count}
+        weights, norms = np.zeros_like(self.sums[0][0]), np.zeros_like(self.sums[0][1])
+        for w, n in self.sums:
+            weights += w
+            norms += n
+        return {"weights": weights / self.count, "norms": norms / self.count, "inputs": self.count}
 
 
 SEGMENT_DTYPE = np.float32  # each input's alpha_1 as kept and cached (the means are float64 sums)
@@ -203,18 +192,3 @@ def sink_rate(share: np.ndarray, epsilon: float = EPSILON) -> float:
 def sink_rate_by_layer(share: np.ndarray, epsilon: float = EPSILON) -> np.ndarray:
     """``[layer]``: per layer, the share of its heads that are sink heads."""
     return sink_heads(share, epsilon).mean(-1)
-
-
-def first_position_reference(maps: np.ndarray, *, normalise: bool = False) -> np.ndarray:
-    """Slow, obvious loops: ``alpha_1`` ``[layer, head]`` of one input's map ``[layer, head, query, key]``, used
-    only to test :func:`first_position_shares`."""
-    n_layers, n_heads, n, _ = maps.shape
-    out = np.zeros((n_layers, n_heads))
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            total = 0.0
-            for q in range(n):
-                row = sum(float(maps[layer, head, q, k]) for k in range(n)) if normalise else 1.0
-                total += float(maps[layer, head, q, 0]) / row if row > 0 else 0.0
-            out[layer, head] = total / n
-    return out

@@ -23,7 +23,7 @@ from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_arrays, cached_json
 from helpers.data.segments import SegmentSource, segment_tokens
 from helpers.digest import code_digest
-from helpers.pipeline.engine import Execution
+from helpers.pipeline.route import reduce_maps
 from helpers.pipeline.segments import (
     DEFAULT_SOURCE,
     SEGMENTS,
@@ -31,7 +31,6 @@ from helpers.pipeline.segments import (
     build_segments,
     segments_key,
 )
-from helpers.reduce import reduce_shards
 from helpers.surface.gradients import KINDS, gradient_importance
 from helpers.surface.mlm import mlm_head
 from helpers.surface.stats import (
@@ -127,15 +126,11 @@ def store_statistics(key: dict, stats: SurfaceStats, *, cache_root=None) -> Surf
     return _statistics_from(_store("surface-stats", key, _statistics_parts(stats), cache_root))
 
 
-def surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, batch_size: int = 32, progress: bool = False,
-                       execution: Execution | None = None) -> SurfaceStats:
-    """Every §3 statistic in one streaming pass: no map of the corpus is held in memory.
-
-    The segments are cut into the cache's shards and each shard's maps are made and reduced here or, with
-    a distributed ``execution``, on a worker; the partials are merged in shard order
-    (:func:`helpers.reduce.reduce_shards`), so both give the same numbers."""
-    return reduce_shards(lm, batch, SurfaceAccumulator, extras=lambda ex: (segment_masks(lm, ex),),
-                         batch_size=batch_size, execution=execution, progress=progress).result()
+def surface_statistics(lm: LoadedModel, batch: EncodedBatch, ctx: RunContext | None = None) -> SurfaceStats:
+    """Every §3 statistic in one streaming pass (:func:`helpers.pipeline.route.reduce_maps`): no map of the corpus
+    is held in memory; where the shards run is ``ctx.execution`` (default the context in force's), the same
+    numbers either way."""
+    return reduce_maps(lm, batch, SurfaceAccumulator, ctx=ctx, extras=lambda ex: (segment_masks(lm, ex),)).result()
 
 
 def segment_masks(lm: LoadedModel, example) -> dict[str, np.ndarray]:
@@ -152,15 +147,14 @@ def stats_key(lm: LoadedModel, batch: EncodedBatch, segments_from: SegmentSource
 
 
 def cached_surface_statistics(lm: LoadedModel, batch: EncodedBatch, *, segments_from: SegmentSource = DEFAULT_SOURCE,
-                              cache_root: str | os.PathLike | None = None, progress: bool = False,
-                              execution: Execution | None = None) -> SurfaceStats:
-    """:func:`surface_statistics`, cached on disk (keyed by the model's weights, the encoded segments and their
-    construction; not by where they were computed: both engines give the same result): the means as JSON and each
-    segment's values beside them (an ``.npz``), read back together."""
+                              ctx: RunContext | None = None) -> SurfaceStats:
+    """:func:`surface_statistics`, cached on disk (in ``ctx``'s cache, keyed by the model's weights, the encoded
+    segments and their construction; not by where they were computed: both engines give the same result): the
+    means as JSON and each segment's values beside them (an ``.npz``), read back together."""
+    cache_root = None if ctx is None else ctx.cache_dir
     return _statistics_from(_cached_with_segments(
         "surface-stats", stats_key(lm, batch, segments_from),
-        lambda: _statistics_parts(surface_statistics(lm, batch, progress=progress, execution=execution)),
-        cache_root=cache_root))
+        lambda: _statistics_parts(surface_statistics(lm, batch, ctx)), cache_root=cache_root))
 
 
 @takes_context
@@ -175,12 +169,11 @@ def run_surface(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: i
     The analysed segments come from GUM train (``segments_from``: see :mod:`helpers.data.segments`); the
     masked-LM head of a model without one is fitted on other GUM train segments (seed + 1) and
     evaluated on GUM dev segments."""
-    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
-    seg = dict(max_length=max_length, segments_from=segments_from, data_dir=data_dir, cache_root=cache_root)
+    cache_root, progress = ctx.cache_dir, ctx.progress
+    seg = dict(max_length=max_length, segments_from=segments_from, data_dir=ctx.data_dir, cache_root=cache_root)
     batch = build_segments(lm, n_segments=n_segments, seed=seed, **seg)
     key = stats_key(lm, batch, segments_from)
-    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, cache_root=cache_root, progress=progress,
-                                      execution=execution)
+    stats = cached_surface_statistics(lm, batch, segments_from=segments_from, ctx=ctx)
     grads = mlm = None
     if gradients and lm.causal:  # the model's own next-token loss: nothing is fitted
         grad_batch = batch if gradient_segments is None else EncodedBatch(

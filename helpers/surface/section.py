@@ -66,9 +66,7 @@ class SurfaceSectionReport(SectionReport):
     def statistics(self, batch: EncodedBatch) -> SurfaceStats:
         """The §3 statistics of ``batch`` (cached; segments built with this run's ``segments_from``): what §6
         colours heads by, for its own segments."""
-        return cached_surface_statistics(self.lm, batch, segments_from=self.settings["segments_from"],
-                                         cache_root=self.ctx.cache_dir, progress=self.ctx.progress,
-                                         execution=self.ctx.execution)
+        return cached_surface_statistics(self.lm, batch, segments_from=self.settings["segments_from"], ctx=self.ctx)
 
     @part
     def figure1(self) -> Figure1:

@@ -38,11 +38,10 @@ the JSON, each with its reason under ``undefined``. Entropy is set against the u
 is smoothed over its ``i + 1`` visible keys, ``A' = 0.9999 A + 0.0001 / (i + 1)``, and ``uniform_entropy`` is
 the mean over segments of the mean over rows of ``log(i + 1)``.
 
->>> acc = SurfaceAccumulator()
->>> for example, attn in helpers.iter_attention(lm, batch):          # doctest: +SKIP
-...     acc.update(attn, token_masks(lm.tokenizer, example.input_ids))
+>>> acc = reduce_maps(lm, batch, SurfaceAccumulator,                  # doctest: +SKIP
+...                   extras=lambda ex: (token_masks(lm.tokenizer, ex.input_ids),))
 >>> stats = acc.result()                                             # doctest: +SKIP
->>> stats.per_head["next"].shape                                     # [layer, head]
+>>> stats.per_head["next"].shape                                     # [layer, head]   # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -50,14 +49,16 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
 from helpers import paper
 from helpers.core import bootstrap
+from helpers.core.batching import length_groups, stat_chunks
 from helpers.core.encoding import special_token_ids
 from helpers.core.labels import head_label
 
-STATISTICS: tuple[str, ...] = (
-    "self", "prev", "next", "cls", "sep", "punct", "sep_sep", "rest_sep", "entropy", "entropy_cls", "cls_cls",
+STATISTICS: tuple[str, ...] = (  # in the table's order, the order of every dict of them
+    "self", "next", "prev", "cls", "sep", "punct", "sep_sep", "rest_sep", "entropy", "entropy_cls", "cls_cls",
 )
 ENTROPY_SMOOTHING = 1e-4  # A' = (1 - s) A + s / n, as in the original notebook
 SPECIALIST_THRESHOLD = paper.POSITION_SHARE.value  # §3.1: "put >50% of their attention on the previous / next token"
@@ -85,7 +86,7 @@ def token_masks(tokenizer, input_ids: np.ndarray, *, causal: bool = False) -> di
     Byte-level BPE vocabularies write a period after a space as "Ġ."; both spellings count. For a ``causal``
     input (a decoder's) ``cls`` is the first position (BOS, or the first word's first token without it),
     ``sep`` is empty (a decoder's inputs have none, even where its BOS and EOS share an id, as GPT-2's) and
-    the masks say so (``"causal"``: True), which :func:`segment_statistics` reads.
+    the masks say so (``"causal"``: True), which :func:`batch_statistics` reads.
     """
     ids = np.asarray(input_ids)
     tokens = tokenizer.convert_ids_to_tokens(ids.tolist())
@@ -101,181 +102,77 @@ def token_masks(tokenizer, input_ids: np.ndarray, *, causal: bool = False) -> di
     }
 
 
-def causal_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """:func:`segment_statistics` of one causal map ``[layer, head, query, key]`` (query ``i`` sees keys
-    ``0..i``): those of :data:`CAUSAL_DEFINITIONS` NaN, entropy against the visible prefix."""
-    A = np.asarray(attn, dtype=np.float64)
-    n = A.shape[-1]
-    cls, punct = masks["cls"], masks["punct"]
-    visible = np.tril(np.ones((n, n), bool))
-    counts = np.arange(1, n + 1, dtype=np.float64)[:, None]  # keys row i sees
-    smoothed = np.where(visible, (1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / counts, 1.0)  # log(1) = 0 outside
-    entropy = -(smoothed * np.log(smoothed)).sum(-1)  # [layer, head, query]
-    nan = np.full(A.shape[:2], np.nan)
-    return {
-        "self": np.diagonal(A, 0, 2, 3).sum(-1) / n,
-        "next": nan,
-        "prev": np.diagonal(A, -1, 2, 3).sum(-1) / n,
-        "cls": A[..., cls].sum((-1, -2)) / n,
-        "sep": nan,
-        "punct": A[..., punct].sum((-1, -2)) / n,
-        "sep_sep": nan,
-        "rest_sep": nan,
-        "entropy": entropy.mean(-1),
-        "entropy_cls": nan,
-        "cls_cls": nan,
-    }
-
-
 def uniform_entropy(n: int, *, causal: bool = False) -> float:
     """The entropy of uniform attention over one segment of ``n`` tokens: ``log n``; under a causal mask the
     mean over rows of ``log(i + 1)`` (row ``i`` sees ``i + 1`` keys)."""
     return float(np.log(np.arange(1, n + 1)).mean()) if causal else float(np.log(n))
 
 
-def segment_statistics(attn: np.ndarray, masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every statistic of :data:`STATISTICS` for one segment, each ``[layer, head]``.
+def batch_statistics(maps, lengths, masks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every statistic of :data:`STATISTICS` for each segment of a padded batch, each ``[batch, layer, head]``
+    (float64 host arrays: all that leaves the maps' device), in the order of :data:`STATISTICS` (the JSON's).
 
-    ``attn`` is ``[layer, head, query, key]``; all layers and heads are handled at once. Masks of a causal input
-    (:func:`token_masks` with ``causal``) give :func:`causal_statistics`.
-    """
-    if masks.get("causal", False):
-        return causal_statistics(attn, masks)
-    A = np.asarray(attn, dtype=np.float64)
-    n = A.shape[-1]
-    sep, cls, punct = masks["sep"], masks["cls"], masks["punct"]
-    if sep.sum() == 0:
-        raise ValueError("segment has no [SEP] token: surface statistics need the [CLS] A [SEP] B [SEP] layout")
-    to_sep = A[..., sep].sum(-1)  # [layer, head, query]
-    smoothed = (1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / n
-    entropy = -(smoothed * np.log(smoothed)).sum(-1)  # [layer, head, query]
-    cls_row = int(np.flatnonzero(cls)[0]) if cls.any() else 0
-    return {
-        "self": np.diagonal(A, 0, 2, 3).sum(-1) / n,
-        "next": np.diagonal(A, 1, 2, 3).sum(-1) / n,
-        "prev": np.diagonal(A, -1, 2, 3).sum(-1) / n,
-        "cls": A[..., cls].sum((-1, -2)) / n,
-        "sep": to_sep.sum(-1) / n,
-        "punct": A[..., punct].sum((-1, -2)) / n,
-        "sep_sep": to_sep[..., sep].sum(-1) / sep.sum(),
-        "rest_sep": to_sep[..., ~sep].sum(-1) / max(int((~sep).sum()), 1),
-        "entropy": entropy.mean(-1),
-        "entropy_cls": entropy[..., cls_row],
-        "cls_cls": A[..., cls_row, :][..., cls].sum(-1),
-    }
-
-
-
-
-def batch_statistics(maps, lengths, masks: list[dict[str, np.ndarray]], *,
-                     torch_kernels: bool | None = None) -> dict[str, np.ndarray]:
-    """:func:`segment_statistics` of a padded batch at once, on the maps' device: ``maps``
-    ``[batch, layer, head, query, key]`` (a torch tensor or an array, right-padded), ``lengths`` ``[batch]``,
-    ``masks`` one :func:`token_masks` per example. Returns each statistic ``[batch, layer, head]`` as float64 host
-    arrays (a batch's per-head values: all that leaves the device). On an accelerator computed in float64 in torch,
-    examples of one length together, cut by :func:`helpers.reduce.stat_chunks`: equal to
-    :func:`segment_statistics` up to the order of the float64 sums (tested). On the CPU each example's corner goes
-    to :func:`segment_statistics` itself (a view, no copy): NumPy's float64 logarithm is three times torch's there
-    (2.4 against 7.3 ms for a 6 x 12 map of 128 tokens on one core), and its sums are today's, bit for bit.
-    ``torch_kernels`` chooses the torch path (default: off the CPU; tests run it on the CPU)."""
-    import torch
-
-    from helpers.core.batching import length_groups, stat_chunks
-
+    ``maps`` ``[batch, layer, head, query, key]`` (a torch tensor, right-padded, on its device, or an array),
+    ``lengths`` ``[batch]`` (rows and columns from ``n`` on are padding and enter no sum), ``masks`` one
+    :func:`token_masks` per example. Computed in float64 where the maps are, the examples of one length together
+    (their ``[:n, :n]`` corners), cut by :func:`helpers.core.batching.stat_chunks`. Masks of causal inputs
+    (:func:`token_masks` with ``causal``) give the causal definitions (the module's docstring)."""
     A_all = torch.as_tensor(maps)
     B, L, H = A_all.shape[:3]
     causal = {bool(m.get("causal", False)) for m in masks}
     if len(causal) > 1:
         raise ValueError("a causal and a bidirectional segment in one batch")
     causal = causal.pop() if causal else False
-    out: dict[str, np.ndarray] = {}  # in the order of segment_statistics (the JSON's)
-    device = A_all.device
-    if not (device.type != "cpu" if torch_kernels is None else torch_kernels):
-        for b, n in enumerate(np.asarray(lengths).tolist()):
-            for name, value in segment_statistics(A_all[b, :, :, :n, :n].numpy(), masks[b]).items():
-                out.setdefault(name, np.full((B, L, H), np.nan))[b] = value
-        return out
+    out = {name: np.full((B, L, H), np.nan) for name in STATISTICS}
     for n, positions in length_groups(lengths):
-        for part in stat_chunks(len(positions), 5 * L * H * n * n * 8, device):  # A, smoothed, its log, their product
+        for part in stat_chunks(len(positions), 5 * L * H * n * n * 8, A_all.device):  # A, smoothed, its log, ...
             idx = positions[part]
-            A = A_all[torch.as_tensor(idx, device=device), :, :, :n, :n].to(torch.float64)  # [G, layer, head, n, n]
-            group = [masks[b] for b in idx]
-            values = _causal_group(A, group) if causal else _encoder_group(A, group)
-            for name, value in values.items():
-                out.setdefault(name, np.full((B, L, H), np.nan))[idx] = value.cpu().numpy()
+            if len(idx) == 1:  # a view, then its one copy (the statistics smooth it in place)
+                A = A_all[idx[0] : idx[0] + 1, :, :, :n, :n].to(torch.float64, copy=True)  # [G, L, H, n, n]
+            else:
+                A = A_all[torch.as_tensor(idx, device=A_all.device), :, :, :n, :n].to(torch.float64)
+            for name, value in _group_statistics(A, [masks[b] for b in idx], causal).items():
+                out[name][idx] = value.cpu().numpy()
     return out
 
 
-def _stacked(masks: list[dict], name: str, device):
-    import torch
-
-    return torch.as_tensor(np.stack([np.asarray(m[name], bool) for m in masks]), device=device)  # [G, n]
-
-
-def _to_keys(A, keys):
-    """``[G, layer, head, query]``: each row's weight on the keys of ``keys`` ``[G, n]`` (a product with the mask)."""
-    return (A @ keys.to(A.dtype)[:, None, None, :, None]).squeeze(-1)
-
-
-def _row_entropy(smoothed):
-    """``[..., query]``: ``-sum_k p log p`` of each smoothed row."""
-    return -(smoothed * smoothed.log()).sum(-1)
-
-
-def _encoder_group(A, masks: list[dict]) -> dict:
-    """The statistics of ``G`` bidirectional segments of one length ``n``, ``A [G, layer, head, n, n]`` float64."""
-    G, n = A.shape[0], A.shape[-1]
-    sep, cls, punct = (_stacked(masks, k, A.device) for k in ("sep", "cls", "punct"))
-    n_sep = sep.sum(-1)  # [G]
-    if bool((n_sep == 0).any()):
+def _group_statistics(A: torch.Tensor, masks: list[dict], causal: bool) -> dict[str, torch.Tensor]:
+    """The statistics of ``G`` segments of one length ``n``, ``A [G, layer, head, n, n]`` float64, smoothed in place
+    for the entropy once the rest is read (those a causal map does not have left out: they stay NaN)."""
+    n = A.shape[-1]
+    keys = torch.as_tensor(np.stack([np.stack([np.asarray(m[k], bool) for k in ("cls", "sep", "punct")], -1)
+                                     for m in masks]), device=A.device)  # [G, n, kind]
+    n_sep = keys[..., 1].sum(-1).to(A.dtype)  # [G]
+    if not causal and bool((n_sep == 0).any()):
         raise ValueError("segment has no [SEP] token: surface statistics need the [CLS] A [SEP] B [SEP] layout")
-    f = A.dtype
-    to_sep = _to_keys(A, sep)  # [G, layer, head, query]
-    cls_rows = _to_keys(A, cls)  # [G, layer, head, query]: each row's weight on [CLS]
-    to_cls = cls_rows.sum(-1)
-    to_punct = _to_keys(A, punct).sum(-1)
-    entropy = _row_entropy((1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / n)
-    rows = cls.to(f).argmax(-1)  # the first [CLS] (0 when there is none, as segment_statistics)
-    row_of = rows[:, None, None, None].expand(*entropy.shape[:3], 1)
-    sep_rows, rest_rows = sep[:, None, None, :].to(f), (~sep)[:, None, None, :].to(f)
-    return {
+    to = A @ keys.to(A.dtype)[:, None, None]  # [G, layer, head, query, kind]: each row's weight on each kind
+    values = {
         "self": A.diagonal(0, -2, -1).sum(-1) / n,
-        "next": A.diagonal(1, -2, -1).sum(-1) / n,
         "prev": A.diagonal(-1, -2, -1).sum(-1) / n,
-        "cls": to_cls / n,
-        "sep": to_sep.sum(-1) / n,
-        "punct": to_punct / n,
-        "sep_sep": (to_sep * sep_rows).sum(-1) / n_sep[:, None, None].to(f),
-        "rest_sep": (to_sep * rest_rows).sum(-1) / (n - n_sep).clamp(min=1)[:, None, None].to(f),
-        "entropy": entropy.mean(-1),
-        "entropy_cls": entropy.gather(-1, row_of).squeeze(-1),
-        "cls_cls": cls_rows.gather(-1, row_of).squeeze(-1),
+        "cls": to[..., 0].sum(-1) / n,
+        "punct": to[..., 2].sum(-1) / n,
     }
-
-
-def _causal_group(A, masks: list[dict]) -> dict:
-    """:func:`causal_statistics` of ``G`` causal segments of one length ``n``, ``A [G, layer, head, n, n]`` float64."""
-    import torch
-
-    G, L, H, n, _ = A.shape
-    cls, punct = (_stacked(masks, k, A.device) for k in ("cls", "punct"))
-    visible = torch.ones(n, n, dtype=torch.bool, device=A.device).tril()
-    counts = torch.arange(1, n + 1, dtype=A.dtype, device=A.device)[:, None]  # keys row i sees
-    one = torch.ones((), dtype=A.dtype, device=A.device)
-    smoothed = torch.where(visible, (1.0 - ENTROPY_SMOOTHING) * A + ENTROPY_SMOOTHING / counts, one)
-    nan = torch.full((G, L, H), float("nan"), dtype=A.dtype, device=A.device)
+    if not causal:
+        values["next"] = A.diagonal(1, -2, -1).sum(-1) / n
+    smoothed = A.mul_(1.0 - ENTROPY_SMOOTHING)  # A' = (1 - s) A + s / n, in A's place
+    if causal:  # row i sees keys 0..i, smoothed over those; log(1) = 0 outside
+        smoothed.add_(ENTROPY_SMOOTHING / torch.arange(1, n + 1, dtype=A.dtype, device=A.device)[:, None])
+        smoothed.masked_fill_(~torch.ones(n, n, dtype=torch.bool, device=A.device).tril(), 1.0)
+    else:
+        smoothed.add_(ENTROPY_SMOOTHING / n)
+    entropy = smoothed.log().mul_(smoothed).sum(-1).neg_()  # [G, layer, head, query]
+    values["entropy"] = entropy.mean(-1)
+    if causal:
+        return values
+    sep = keys[:, None, None, :, 1].to(A.dtype)  # [G, 1, 1, query]
+    row = keys[..., 0].to(torch.int8).argmax(-1)[:, None, None, None].expand(*entropy.shape[:3], 1)  # the first [CLS]
     return {
-        "self": A.diagonal(0, -2, -1).sum(-1) / n,
-        "next": nan,
-        "prev": A.diagonal(-1, -2, -1).sum(-1) / n,
-        "cls": _to_keys(A, cls).sum(-1) / n,
-        "sep": nan,
-        "punct": _to_keys(A, punct).sum(-1) / n,
-        "sep_sep": nan,
-        "rest_sep": nan,
-        "entropy": _row_entropy(smoothed).mean(-1),
-        "entropy_cls": nan,
-        "cls_cls": nan,
+        **values,
+        "sep": to[..., 1].sum(-1) / n,
+        "sep_sep": (to[..., 1] * sep).sum(-1) / n_sep[:, None, None],
+        "rest_sep": (to[..., 1] * (1 - sep)).sum(-1) / (n - n_sep).clamp(min=1)[:, None, None],
+        "entropy_cls": entropy.gather(-1, row).squeeze(-1),
+        "cls_cls": to[..., 0].gather(-1, row).squeeze(-1),
     }
 
 
@@ -372,8 +269,8 @@ class SurfaceStats:
 
 @dataclass
 class SurfaceAccumulator:
-    """Streaming mean of :func:`segment_statistics` (``update`` one segment at a time, ``merge`` partials,
-    then ``result``: the protocol of :class:`helpers.reduce.Accumulator`), keeping each segment's values too.
+    """Streaming mean of :func:`batch_statistics` (``update`` a batch of maps at a time, ``merge`` partials, then
+    ``result``: the protocol of :class:`helpers.reduce.Accumulator`), keeping each segment's values too.
 
     A segment's masks may carry its index in the batch (``masks["segment"]``, what the passes add): the result then
     orders the per-segment values by it, whatever order the shards and their passes fed them in; without it they
@@ -387,44 +284,28 @@ class SurfaceAccumulator:
     log_ns: list = field(default_factory=list)                # each segment's uniform entropy, as fed
     order: list = field(default_factory=list)                 # each segment's index (masks["segment"]) or None
 
-    def update(self, attn: np.ndarray, masks: dict[str, np.ndarray]) -> None:
-        """Add one segment's ``[layer, head, query, key]`` map with its :func:`token_masks`."""
-        causal = self._check(masks)
-        self._add(segment_statistics(attn, masks), uniform_entropy(attn.shape[-1], causal=causal), masks)
-
-    add = update  # the name before the shared protocol
-
-    def _check(self, masks: dict) -> bool:
-        causal = bool(masks.get("causal", False))
-        if self.count and causal != self.causal:
-            raise ValueError("a causal and a bidirectional segment in one accumulator")
-        return causal
-
-    def _add(self, values: dict[str, np.ndarray], log_n: float, masks: dict) -> None:
-        self.causal = self._check(masks)
-        for name, value in values.items():
-            self.sums[name] = self.sums.get(name, 0.0) + value
-            self.segments.setdefault(name, []).append(np.array(value, dtype=np.float64))
-        self.log_n += log_n
-        self.log_ns.append(log_n)
-        self.order.append(masks.get("segment"))
-        self.count += 1
-
-    def update_batch(self, batch, extras: list[tuple]) -> None:
+    def update(self, batch, extras: list[tuple]) -> None:
         """Add a :class:`~helpers.core.extract.MapBatch` of segments (its ``weights``, on their device) with one
         ``(token_masks,)`` per example: :func:`batch_statistics`, then each segment's values added in the batch's
-        order, as :meth:`update` would add them one by one."""
-        self.add_statistics(batch_statistics(batch.weights, batch.lengths, [e[0] for e in extras]),
-                            batch.lengths.tolist(), [e[0] for e in extras])
-
-    def add_statistics(self, values: dict[str, np.ndarray], lengths: list[int], masks: list[dict]) -> None:
-        """Add per-segment statistics ``{name: [batch, layer, head]}`` (:func:`batch_statistics`), in order."""
-        for b, n in enumerate(lengths):
-            causal = bool(masks[b].get("causal", False))
-            self._add({name: value[b] for name, value in values.items()}, uniform_entropy(n, causal=causal), masks[b])
+        order."""
+        masks = [e[0] for e in extras]
+        causal = {bool(m.get("causal", False)) for m in masks} | ({self.causal} if self.count else set())
+        if len(causal) > 1:
+            raise ValueError("a causal and a bidirectional segment in one accumulator")
+        values = batch_statistics(batch.weights, batch.lengths, masks)
+        for b, n in enumerate(batch.lengths.tolist()):
+            self.causal = causal = bool(masks[b].get("causal", False))
+            for name, value in values.items():
+                self.sums[name] = self.sums.get(name, 0.0) + value[b]
+                self.segments.setdefault(name, []).append(value[b])
+            log_n = uniform_entropy(n, causal=causal)
+            self.log_n += log_n
+            self.log_ns.append(log_n)
+            self.order.append(masks[b].get("segment"))
+            self.count += 1
 
     def merge(self, other: "SurfaceAccumulator") -> "SurfaceAccumulator":
-        """Add ``other``'s segments (e.g. another shard's partial, see :func:`helpers.reduce.reduce_shards`)
+        """Add ``other``'s segments (e.g. another shard's partial, see :func:`helpers.pipeline.route.reduce_maps`)
         to this accumulator, in place; returns it. Merging shards' partials in one fixed order gives the
         same sums however the shards were computed."""
         if self.count and other.count and other.causal != self.causal:

@@ -360,48 +360,6 @@ def _segments_run(command, model, data, tmp_path, name, *extra):
     return _run(args, tmp_path / f"{command}-{name}.json", tmp_path / f"cache-{name}")
 
 
-def test_streamed_shards_merge_to_one_pass(tiny_lm):
-    """The local sharded path (map_shards + merge in shard order) equals one accumulator fed every
-    segment in one pass, as the commands computed before they were sharded."""
-    from helpers.cluster.run import js_distances
-    from helpers.cluster.stats import JSAccumulator
-    from helpers.core.encoding import encode_ids
-    from helpers.core.extract import iter_attention
-    from helpers.core.norm_maps import iter_weights_and_norms
-    from helpers.norms.stats import NormAccumulator, kind_masks, norm_statistics
-    from helpers.pipeline.extraction import plan_extraction
-    from helpers.surface.run import surface_statistics
-    from helpers.surface.stats import SurfaceAccumulator, token_masks
-
-    rng = np.random.default_rng(3)
-    ids = []
-    for _ in range(300):
-        a, b = rng.integers(5, 23, int(rng.integers(1, 12))), rng.integers(5, 23, int(rng.integers(1, 12)))
-        ids.append([2, *a, 3, *b, 3])  # [CLS] A [SEP] B [SEP] in the toy vocabulary
-    batch = encode_ids(ids, max_length=32)
-    assert len(plan_extraction(tiny_lm, batch, level="token", cache=False).shards) == 2
-    tok = tiny_lm.tokenizer
-
-    surface, js, norms = SurfaceAccumulator(), JSAccumulator(tiny_lm.n_layers * tiny_lm.n_heads), NormAccumulator()
-    for ex, attn in iter_attention(tiny_lm, batch, level="token"):
-        surface.add(attn, token_masks(tok, ex.input_ids))
-        js.add(attn)
-    for ex, attn, nm in iter_weights_and_norms(tiny_lm, batch):
-        norms.add(attn, nm, kind_masks(tok, ex.input_ids))
-
-    got = surface_statistics(tiny_lm, batch)
-    assert got.n_segments == 300
-    for name, value in surface.result().per_head.items():
-        # tolerance: the same float64 terms, summed per shard and then merged
-        np.testing.assert_allclose(got.per_head[name], value, rtol=1e-12, atol=1e-15)
-    D, tokens = js_distances(tiny_lm, batch)
-    assert tokens == js.tokens
-    np.testing.assert_allclose(D, js.result(), rtol=1e-12, atol=1e-15)  # as above
-    ours, one = norm_statistics(tiny_lm, batch), norms.result()
-    for field in ("weights", "norms", "spearman"):
-        np.testing.assert_allclose(getattr(ours, field), getattr(one, field), rtol=1e-12, atol=1e-15)  # as above
-
-
 @pytest.mark.parametrize("command", sorted(SEGMENT_COMMANDS))
 def test_segment_statistics_on_a_cluster_same_json_as_local(command, tiny_model_dir, segment_data, tmp_path, cluster):
     """Each shard's token-level maps are made and reduced on a worker (nothing cached), the partials
@@ -437,7 +395,7 @@ def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, 
             self.flag = str(flag)
 
         def transition(self, key, start, finish, **kwargs):
-            if finish == "executing" and str(key).startswith("stream-00001-"):
+            if finish == "executing" and str(key).startswith("shard-00001-"):
                 try:
                     os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
                 except FileExistsError:
@@ -458,31 +416,43 @@ def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, 
     assert dask == local
 
 
-def test_map_shards_gives_partials_in_shard_order(tiny_lm, cluster):
-    """Three shards (two partials merge the same in either order; three do not): the cluster's
-    partials come back in shard order, each from its own payload and its shard's examples in the
-    local run's forward-pass order, whichever worker finished first."""
+def test_the_route_gives_partials_in_shard_order(tiny_lm, cluster, tmp_path):
+    """Three shards (two partials merge the same in either order; three do not): the cluster's partials come back
+    in shard order, each fed its shard's examples with their extras in the local run's forward-pass order, whichever
+    worker finished first."""
+    from helpers.context import RunContext
     from helpers.core.encoding import encode_ids
-    from helpers.pipeline.engine import map_shards
     from helpers.pipeline.extraction import plan_extraction
+    from helpers.pipeline.route import reduce_maps
 
     rng = np.random.default_rng(4)
     batch = encode_ids([[2, *rng.integers(5, 23, int(rng.integers(1, 20))), 3] for _ in range(600)], max_length=32)
-    store = plan_extraction(tiny_lm, batch, level="token", cache=False)
-    assert len(store.shards) == 3
+    shards = plan_extraction(tiny_lm, batch, level="token", cache=False).shards
+    assert len(shards) == 3
 
-    def seen(stream, payload):  # nested: pickled by value for the workers
-        return payload, [(ex.index, attn.shape) for ex, attn in stream]
+    class Seen:  # what it was fed: each batch's example indices and extras, merged in order (nested: pickled by value)
+        def __init__(self):
+            self.batches = []
 
-    payloads = [f"shard {k}" for k in range(3)]
-    local = map_shards(tiny_lm, store, execution=Execution("local"), task=seen, payloads=payloads)
-    dask = map_shards(tiny_lm, store, execution=Execution("dask", address=cluster.scheduler_address), task=seen,
-                      payloads=payloads)
-    assert dask == local
-    assert [p for p, _ in local] == payloads
-    assert [sorted(i for i, _ in items) for _, items in local] == [[ex.index for ex in s] for s in store.shards]
-    with pytest.raises(ValueError, match="2 payloads for 3 shards"):
-        map_shards(tiny_lm, store, execution=Execution("local"), task=seen, payloads=payloads[:2])
+        def update(self, batch, extras):
+            self.batches.append(([ex.index for ex in batch.examples], list(extras)))
+
+        def merge(self, other):
+            self.batches += other.batches
+            return self
+
+        def result(self):
+            return self.batches
+
+    def fed(execution):
+        ctx = RunContext(cache_dir=tmp_path, execution=execution)
+        return reduce_maps(tiny_lm, batch, Seen, ctx=ctx, extras=lambda ex: (ex.index % 7,)).result()
+
+    local = fed(Execution("local"))
+    assert fed(Execution("dask", address=cluster.scheduler_address)) == local
+    assert [i for indices, _ in local for i in indices] == [
+        ex.index for shard in shards for ex in sorted(shard, key=lambda e: (len(e), e.index))]
+    assert all(extras == [(i % 7,) for i in indices] for indices, extras in local)
 
 
 def test_cluster_with_linguistic_heads_on_a_cluster(tiny_model_dir, toy_data, tmp_path, cluster):
@@ -506,7 +476,7 @@ def test_cluster_with_linguistic_heads_on_a_cluster(tiny_model_dir, toy_data, tm
         dask = _run([*args, "--address", cluster.scheduler_address], tmp_path / "dask.json", tmp_path / "cache-dask")
     assert dask == local and json.loads(local)["linguistic"]
     ran = {str(task["key"]).split("-")[0] for task in tasks.data}
-    assert ran == {"stream", "shard"}, ran  # both kinds of task ran on the cluster
+    assert "shard" in ran, ran  # the route's tasks ran on the cluster
 
 
 def test_norm_heads_on_a_cluster_same_scores_as_local(tiny_lm, corpus, tmp_path, cluster):

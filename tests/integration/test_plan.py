@@ -34,7 +34,7 @@ def test_one_pass_equals_the_separate_runs(tiny_lm, shared_data, tmp_path):
     from helpers.surface.run import cached_surface_statistics, run_surface
 
     def surface_of(cache):  # §6's input: the §3 statistics of its segments (as the §3 report gives them)
-        return lambda batch: cached_surface_statistics(tiny_lm, batch, cache_root=cache)
+        return lambda batch: cached_surface_statistics(tiny_lm, batch, ctx=RunContext(cache_dir=cache))
 
     n, L = 6, 48  # the tiny model has 64 positions
     separate, shared = tmp_path / "separate", tmp_path / "shared"

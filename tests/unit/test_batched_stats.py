@@ -1,10 +1,11 @@
 """The segment pass's statistics on whole padded batches (issue 51: the maps never leave the device).
 
 Each batched statistic (:func:`helpers.surface.stats.batch_statistics`, :func:`helpers.cluster.stats.batch_js`,
-:func:`helpers.norms.stats.batch_kind_shares` and :func:`~helpers.norms.stats.batch_spearman`) is checked against
-the per-example path it replaces, which stays as the reference: on small random maps in right-padded batches of
-unequal lengths, encoder and causal maps, with padding rows and columns full of NaN (a value that leaked into any
-sum would show). The batched code is the code an accelerator runs; here it runs on the CPU.
+:func:`helpers.norms.stats.batch_kind_shares` and :func:`~helpers.norms.stats.batch_spearman`) is checked against a
+slow reference of each example (:mod:`tests.references`, the loops of ``test_surface`` and ``test_causal``) and
+against the same example in a batch of its own: on small random maps in right-padded batches of unequal lengths,
+encoder and causal maps, with padding rows and columns full of NaN (a value that leaked into any sum would show).
+The batched code is the code an accelerator runs; here it runs on the CPU.
 """
 from __future__ import annotations
 
@@ -14,25 +15,19 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.cluster.stats import JSAccumulator, batch_js, segment_js
-from helpers.core.extract import MapBatch
-from helpers.norms.stats import batch_kind_shares, batch_spearman, kind_shares, spearman_per_head
+from helpers.cluster.stats import JSAccumulator, batch_js
 from helpers.core.batching import CPU_STAT_BYTES, DEVICE_STAT_BYTES, stat_chunks
-from helpers.reduce import reduce_stream
-from helpers.surface.stats import batch_statistics, segment_statistics
+from helpers.core.extract import MapBatch
+from helpers.norms.stats import batch_kind_shares, batch_spearman
 from helpers.segment_pass import SegmentAccumulator
-from tests.tolerances import EPS64, round_off
+from helpers.surface.stats import batch_statistics
+from test_causal import reference_causal
+from test_surface import reference as surface_reference
+from tests.references import Example, js_reference, kind_shares_reference, map_batch, spearman_reference
+from tests.tolerances import EPS32, EPS64, round_off
 
 LAYERS, HEADS = 2, 3
 LENGTHS = [7, 5, 7, 4, 6]
-
-
-class _Example:
-    def __init__(self, index: int, n: int):
-        self.index, self.n = index, n
-
-    def __len__(self) -> int:
-        return self.n
 
 
 def _batch(seed: int, *, causal: bool, lengths=LENGTHS, pad=np.nan):
@@ -65,29 +60,35 @@ def _batch(seed: int, *, causal: bool, lengths=LENGTHS, pad=np.nan):
     return torch.from_numpy(weights), torch.from_numpy(norms), masks
 
 
-def _close(actual, expected, terms: int) -> None:
-    """Two float64 evaluations of one statistic in other orders: ``terms`` roundings of float64."""
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=round_off(np.nan_to_num(expected), terms, eps=EPS64) + 1e-300)
+def _close(actual, expected, terms: int, eps: float = EPS64) -> None:
+    """Two evaluations of one statistic in other orders: ``terms`` roundings in precision ``eps``."""
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=round_off(np.nan_to_num(expected), terms, eps=eps) + 1e-300)
+
+
+def _alone(maps, b: int, n: int) -> torch.Tensor:
+    """Example ``b`` of a padded batch in a batch of its own, ``[1, layer, head, n, n]``."""
+    return maps[b : b + 1, :, :, :n, :n].clone()
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_surface_statistics_of_a_batch_are_each_segments(causal):
     weights, _, masks = _batch(0, causal=causal)
-    values = batch_statistics(weights, LENGTHS, [m[0] for m in masks], torch_kernels=True)  # an accelerator's path
-    cpu = batch_statistics(weights, LENGTHS, [m[0] for m in masks])  # the CPU's: segment_statistics, bit for bit
+    values = batch_statistics(weights, LENGTHS, [m[0] for m in masks])
     for b, n in enumerate(LENGTHS):
-        reference = segment_statistics(weights[b, :, :, :n, :n].numpy(), masks[b][0])
-        assert list(values) == list(reference) == list(cpu)  # the JSON's order
-        for name, expected in reference.items():
-            assert np.array_equal(cpu[name][b], expected, equal_nan=True), name
-            assert np.array_equal(np.isnan(values[name][b]), np.isnan(expected)), name
-            _close(values[name][b], expected, 4 * max(LENGTHS) ** 2)
+        alone = batch_statistics(_alone(weights, b, n), [n], [masks[b][0]])
+        maps = weights[b, :, :, :n, :n].numpy().astype(np.float64)
+        reference = reference_causal(maps) if causal else surface_reference(maps, masks[b][0])
+        for name, value in alone.items():
+            assert np.array_equal(np.isnan(values[name][b]), np.isnan(value[0])), name
+            _close(values[name][b], value[0], 4 * n * n)  # the same segment with others of its length, or alone
+            if name in reference:
+                _close(values[name][b], reference[name], 4 * n * n)
 
 
 def test_surface_statistics_of_float64_maps_are_those_of_the_same_float32_values():
     weights, _, masks = _batch(1, causal=False)
-    single = batch_statistics(weights, LENGTHS, [m[0] for m in masks], torch_kernels=True)
-    double = batch_statistics(weights.double(), LENGTHS, [m[0] for m in masks], torch_kernels=True)
+    single = batch_statistics(weights, LENGTHS, [m[0] for m in masks])
+    double = batch_statistics(weights.double(), LENGTHS, [m[0] for m in masks])
     for name in single:
         assert np.array_equal(single[name], double[name], equal_nan=True), name
 
@@ -97,7 +98,10 @@ def test_js_distances_of_a_batch_are_each_segments_bit_for_bit(causal):
     weights, _, _ = _batch(2, causal=causal)
     D = batch_js(weights, LENGTHS)
     for b, n in enumerate(LENGTHS):
-        assert torch.equal(D[b], segment_js(weights[b, :, :, :n, :n].clone()))
+        assert torch.equal(D[b], batch_js(_alone(weights, b, n), [n])[0])  # on the CPU one segment at a time
+        # tolerance: float32 sums of n * n terms x log x, each sum at most n log n in size, against float64 scipy
+        np.testing.assert_allclose(D[b].numpy(), js_reference(weights[b, :, :, :n, :n].numpy()), rtol=0,
+                                   atol=round_off(n * np.log(n), n * n, eps=EPS32))
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -107,13 +111,11 @@ def test_norm_shares_and_spearman_of_a_batch_are_each_segments(causal):
     for maps in (weights, norms):
         shares = batch_kind_shares(maps, LENGTHS, kinds)
         for b, n in enumerate(LENGTHS):
-            _close(shares[b], kind_shares(maps[b, :, :, :n, :n].numpy(), kinds[b]), 4 * max(LENGTHS))
-    for torch_ranks in (False, True):  # the CPU's radix-sorted ranks and an accelerator's torch ranks
-        rho = batch_spearman(weights, norms, LENGTHS, torch_ranks=torch_ranks)
-        for b, n in enumerate(LENGTHS):
-            with np.errstate(invalid="ignore", divide="ignore"):
-                expected = spearman_per_head(weights[b, :, :, :n, :n].numpy(), norms[b, :, :, :n, :n].numpy())
-            _close(rho[b], expected, 4 * max(LENGTHS) ** 2)
+            _close(shares[b], kind_shares_reference(maps[b, :, :, :n, :n].numpy(), kinds[b]), 4 * n)
+    rho = batch_spearman(weights, norms, LENGTHS)
+    for b, n in enumerate(LENGTHS):
+        expected = spearman_reference(weights[b, :, :, :n, :n].numpy(), norms[b, :, :, :n, :n].numpy())
+        _close(rho[b], expected, 4 * n * n)
 
 
 def test_padding_never_leaks():
@@ -122,15 +124,13 @@ def test_padding_never_leaks():
     zero_w, zero_n, _ = _batch(4, causal=False, pad=0.0)
     surface = [m[0] for m in masks]
     kinds = [m[1] for m in masks]
-    for torch_kernels in (False, True):
-        a = batch_statistics(nan_w, LENGTHS, surface, torch_kernels=torch_kernels)
-        b = batch_statistics(zero_w, LENGTHS, surface, torch_kernels=torch_kernels)
-        assert all(np.array_equal(a[k], b[k]) for k in a) and not any(np.isnan(v).any() for v in a.values())
+    a = batch_statistics(nan_w, LENGTHS, surface)
+    b = batch_statistics(zero_w, LENGTHS, surface)
+    assert all(np.array_equal(a[k], b[k]) for k in a) and not any(np.isnan(v).any() for v in a.values())
     assert torch.equal(batch_js(nan_w, LENGTHS), batch_js(zero_w, LENGTHS))
     assert np.array_equal(batch_kind_shares(nan_n, LENGTHS, kinds), batch_kind_shares(zero_n, LENGTHS, kinds))
-    for torch_ranks in (False, True):
-        assert np.array_equal(batch_spearman(nan_w, nan_n, LENGTHS, torch_ranks=torch_ranks),
-                              batch_spearman(zero_w, zero_n, LENGTHS, torch_ranks=torch_ranks), equal_nan=True)
+    assert np.array_equal(batch_spearman(nan_w, nan_n, LENGTHS), batch_spearman(zero_w, zero_n, LENGTHS),
+                          equal_nan=True)
 
 
 def _stream(weights, norms, lengths, sizes):
@@ -138,7 +138,7 @@ def _stream(weights, norms, lengths, sizes):
     start = 0
     for size in sizes:
         part = slice(start, start + size)
-        examples = [_Example(start + k, n) for k, n in enumerate(lengths[part])]
+        examples = [Example(start + k, n) for k, n in enumerate(lengths[part])]
         T = max(lengths[part])
         yield MapBatch(examples, weights[part, :, :, :T, :T], None if norms is None else norms[part, :, :, :T, :T])
         start += size
@@ -147,16 +147,18 @@ def _stream(weights, norms, lengths, sizes):
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_segment_accumulator_fed_batches_equals_it_fed_examples(causal):
     """The pass's accumulator (surface, JS, norms) fed two batches equals it fed the same segments one by one: the
-    per-head sums are added in the same order; JS distances and the sums of per-segment values exactly, the
-    rest to float64 round-off."""
+    per-head sums are added in the same order; JS distances exactly, the rest to float64 round-off."""
     weights, norms, masks = _batch(5, causal=causal)
     parts = ("surface", "distances", "norms")
-    payload = (lambda: SegmentAccumulator(LAYERS * HEADS, parts), dict(enumerate(masks)))
-    batched = reduce_stream(_stream(weights, norms, LENGTHS, [3, 2]), payload).result()
+    masks = [({**surface, "segment": k}, kinds) for k, (surface, kinds) in enumerate(masks)]
+    batched = SegmentAccumulator(LAYERS * HEADS, parts)
+    for mb in _stream(weights, norms, LENGTHS, [3, 2]):
+        batched.update(mb, [masks[ex.index] for ex in mb.examples])
     single = SegmentAccumulator(LAYERS * HEADS, parts)
     for b, n in enumerate(LENGTHS):
-        single.update(weights[b, :, :, :n, :n].numpy(), norms[b, :, :, :n, :n].numpy(), *masks[b])
-    single = single.result()
+        single.update(map_batch([weights[b, :, :, :n, :n].numpy()], [norms[b, :, :, :n, :n].numpy()], indices=[b]),
+                      [masks[b]])
+    batched, single = batched.result(), single.result()
     assert np.array_equal(batched["distances"].result(), single["distances"].result())
     assert batched["distances"].tokens == single["distances"].tokens == sum(LENGTHS)
     s_new, s_old = batched["surface"].result(), single["surface"].result()
@@ -173,22 +175,10 @@ def test_the_segment_accumulator_fed_batches_equals_it_fed_examples(causal):
     assert n_new.causal == n_old.causal == causal
 
 
-def test_an_accumulator_without_update_batch_gets_examples():
-    seen = []
-
-    class PerExample:
-        def update(self, attn, extra):
-            seen.append((attn.shape, type(attn), extra))
-
-    weights, _, _ = _batch(6, causal=False)
-    reduce_stream(_stream(weights, None, LENGTHS, [5]), (PerExample, {k: (k,) for k in range(5)}))
-    assert seen == [((LAYERS, HEADS, n, n), np.ndarray, k) for k, n in enumerate(LENGTHS)]
-
-
 def test_js_sums_travel_on_the_host():
     weights, _, _ = _batch(7, causal=False)
     acc = JSAccumulator(LAYERS * HEADS)
-    acc.update_batch(next(_stream(weights, None, LENGTHS, [5])))
+    acc.update(next(_stream(weights, None, LENGTHS, [5])))
     copy = pickle.loads(pickle.dumps(acc))
     assert isinstance(copy.total, np.ndarray) and copy.total.dtype == np.float64
     assert np.array_equal(copy.total, acc.result())
@@ -207,9 +197,8 @@ def test_a_nonsegment_is_refused_in_a_batch():
     weights, _, masks = _batch(8, causal=False)
     surface = [dict(m[0]) for m in masks]
     surface[2]["sep"] = np.zeros(LENGTHS[2], bool)
-    for torch_kernels in (False, True):
-        with pytest.raises(ValueError, match="no \\[SEP\\]"):
-            batch_statistics(weights, LENGTHS, surface, torch_kernels=torch_kernels)
+    with pytest.raises(ValueError, match="no \\[SEP\\]"):
+        batch_statistics(weights, LENGTHS, surface)
     mixed = [m[0] for m in masks]
     mixed[1] = {**mixed[1], "causal": np.True_}
     with pytest.raises(ValueError, match="causal and a bidirectional"):
@@ -251,7 +240,7 @@ def test_head_scores_of_batches_equal_those_of_sentences():
         sentences.append(Sentence(tuple(words), tuple(heads), tuple(deprels), ("X",) * n, ("X",) * n,
                                   sent_id=f"s{index}"))
         attn = rng.integers(0, 5, (LAYERS, HEADS, n + 2, n + 2)).astype(np.float32)
-        items.append((_Example(index, n + 2), attn))
+        items.append((Example(index, n + 2), attn))
     one = HeadScorer(possessive="nmod:poss")
     for example, attn in items:
         one.update(attn, sentences[example.index], index=example.index)

@@ -22,12 +22,23 @@ from helpers.surface.stats import (
     ENTROPY_SMOOTHING,
     SurfaceAccumulator,
     SurfaceStats,
-    segment_statistics,
+    batch_statistics,
     token_masks,
 )
 
 import tiny_decoders as td
+from tests.references import map_batch
 from tolerances import EPS64, float64_passes, round_off
+
+
+def segment_statistics(attn, masks):
+    """The §3 statistics of one segment: :func:`batch_statistics` of a batch of one."""
+    return {k: v[0] for k, v in batch_statistics(map_batch([attn]).weights, [attn.shape[-1]], [masks]).items()}
+
+
+def add(acc, attn, masks):
+    """Feed one segment's map to ``acc`` as the route feeds a batch of one."""
+    acc.update(map_batch([np.asarray(attn)]), [(masks,)])
 
 WORDS = [["the", "cat", "sat", "on", "the", "mat", "."], ["a", "dog", "sat", ",", "the", "dog", "is", "big"]]
 
@@ -106,7 +117,7 @@ def test_surface_statistics_on_a_causal_map_against_a_slow_loop(decoders, kind):
     # entropy against the visible prefix: uniform attention over it has exactly the uniform entropy
     uniform = np.tril(np.ones((1, 1, n, n))) / np.arange(1, n + 1)[:, None]
     acc = SurfaceAccumulator()
-    acc.update(uniform, masks)
+    add(acc, uniform, masks)
     stats = acc.result()
     expected_uniform = np.mean([math.log(i + 1) for i in range(n)])
     assert stats.uniform_entropy == pytest.approx(expected_uniform, abs=round_off(math.log(n), n, eps=EPS64))
@@ -120,7 +131,7 @@ def test_causal_statistics_json_leaves_out_what_is_undefined_with_its_reason(dec
     ids = _segment(lm)
     (attn,) = attention_for(lm, encode_ids([ids]), level="token")
     acc = SurfaceAccumulator()
-    acc.update(attn, token_masks(lm.tokenizer, ids, causal=True))
+    add(acc, attn, token_masks(lm.tokenizer, ids, causal=True))
     stats = acc.result()
     payload = stats.to_json()
     assert payload["undefined"] == CAUSAL_DEFINITIONS and set(CAUSAL_DEFINITIONS).isdisjoint(payload["per_head"])
@@ -128,7 +139,7 @@ def test_causal_statistics_json_leaves_out_what_is_undefined_with_its_reason(dec
     assert back.causal and np.isnan(back.per_head["sep"]).all() and back.heads_above("next") == []
     np.testing.assert_array_equal(back.per_head["prev"], np.asarray(payload["per_head"]["prev"]))
     with pytest.raises(ValueError, match="causal and a bidirectional"):
-        acc.update(attn, {k: v for k, v in token_masks(lm.tokenizer, ids, causal=True).items() if k != "causal"})
+        add(acc, attn, {k: v for k, v in token_masks(lm.tokenizer, ids, causal=True).items() if k != "causal"})
 
 
 # ------------------------------------------------------------------------------------ §4.2
@@ -250,7 +261,7 @@ def test_next_token_gradients_against_autograd_on_one_input(decoders, kind):
 def test_js_distances_on_causal_maps_count_only_the_visible_keys(decoders):
     """Keys a query cannot see weigh the same smoothed 0 in both heads: they add nothing to JS, which is the sum
     over rows of the divergence over the visible keys."""
-    from helpers.cluster.stats import JS_SMOOTHING, segment_js
+    from helpers.cluster.stats import JS_SMOOTHING, batch_js
 
     lm = decoders["llama"]
     (attn,) = attention_for(lm, encode_ids([_segment(lm)]), level="token")
@@ -264,7 +275,7 @@ def test_js_distances_on_causal_maps_count_only_the_visible_keys(decoders):
                 p, q = P[a, i, : i + 1], P[b, i, : i + 1]  # the visible keys only
                 m = (p + q) / 2
                 want[a, b] += 0.5 * (p * np.log(p / m)).sum() + 0.5 * (q * np.log(q / m)).sum()
-    got = segment_js(attn, dtype=torch.float64).numpy()
+    got = batch_js(torch.as_tensor(attn)[None], [n], dtype=torch.float64)[0].numpy()
     np.testing.assert_allclose(got, want, rtol=0, atol=float64_passes(n * np.log(2)))
 
 
@@ -340,7 +351,7 @@ def test_surface_claims_on_causal_statistics(decoders):
     (attn,) = attention_for(lm, encode_ids([ids]), level="token")
     acc = SurfaceAccumulator()
     for _ in range(2):  # two segments (the same): enough to resample
-        acc.update(_sharpen(attn, 2), token_masks(lm.tokenizer, ids, causal=True))
+        add(acc, _sharpen(attn, 2), token_masks(lm.tokenizer, ids, causal=True))
     stats = acc.result()
     per = {"sep": None, "punct": np.ones((2, 2)), "cls": np.full((2, 2), 0.1), "other": np.ones((2, 2))}
     grads = {"sep": None, "punct": [1.0, 1.0], "cls": [0.1, 0.1], "other": [1.0, 1.0], "segments": 2, "per_segment": per}

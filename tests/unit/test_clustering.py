@@ -9,19 +9,28 @@ from scipy.spatial.distance import jensenshannon
 from helpers.cli import main
 from helpers.cluster.stats import (
     JSAccumulator,
+    batch_js,
     causal_map,
     embed_mds,
     hierarchical_order,
-    js_reference,
     layer_ratio_parts,
     layer_similarity,
-    mirror_upper,
-    segment_js,
     smooth,
 )
 from helpers.cluster.run import NO_BEHAVIOUR, behaviours
 from helpers.surface.stats import STATISTICS, SurfaceStats
+from tests.references import js_reference, map_batch
 from tolerances import EPS32, EPS64, round_off
+
+
+def segment_js(attn, **kw):
+    """``[head, head]``: :func:`batch_js` of one segment's map ``[layer, head, n, n]``."""
+    return batch_js(torch.as_tensor(np.asarray(attn))[None], [np.shape(attn)[-1]], **kw)[0]
+
+
+def add(acc, attn):
+    """Feed one segment's map to ``acc`` as the route feeds a batch of one."""
+    acc.update(map_batch([attn]), [()])
 
 
 def maps(seed, L=2, H=3, n=7, alpha=0.5):
@@ -108,15 +117,6 @@ def test_distances_are_exactly_symmetric(chunk, causal):
         np.testing.assert_array_equal(D, D.T)
 
 
-def test_mirror_upper_keeps_the_upper_triangle_and_a_symmetric_matrix():
-    D = torch.rand(5, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    M = mirror_upper(D)
-    assert torch.equal(M, M.T)
-    assert torch.equal(M.triu(), D.triu())  # the upper triangle and diagonal, bit for bit
-    sym = D + D.T
-    assert torch.equal(mirror_upper(sym), sym)  # a symmetric matrix (the CPU's distances) is returned unchanged
-
-
 def test_scipy_single_row():
     p, q = np.array([0.7, 0.2, 0.1]), np.array([0.1, 0.1, 0.8])
     attn = np.stack([np.tile(p, (3, 1)), np.tile(q, (3, 1))])[None]  # one layer, two heads, 3 identical rows
@@ -129,8 +129,8 @@ def test_scipy_single_row():
 
 def test_accumulator_sums_segments():
     acc = JSAccumulator(6)
-    acc.add(maps(2, n=5))
-    acc.add(maps(3, n=9))
+    add(acc, maps(2, n=5))
+    add(acc, maps(3, n=9))
     expected = js_reference(maps(2, n=5)) + js_reference(maps(3, n=9))
     # tolerance: the accumulator works in float32 on each segment (js_tolerance), and adds them in float64
     np.testing.assert_allclose(acc.result(), expected, rtol=0, atol=js_tolerance(5, EPS32) + js_tolerance(9, EPS32))
@@ -182,12 +182,12 @@ def test_merged_partials_equal_one_accumulator():
     segments = [maps(seed, n=n) for seed, n in zip(range(10, 16), (5, 9, 4, 7, 7, 6))]
     whole = JSAccumulator(6)
     for attn in segments:
-        whole.add(attn)
+        add(whole, attn)
     merged = JSAccumulator(6)
     for chunk in (segments[:2], [], segments[2:5], segments[5:]):
         part = JSAccumulator(6)
         for attn in chunk:
-            part.add(attn)
+            add(part, attn)
         assert merged.merge(part) is merged
     # tolerance: the same float64 sums of float32 terms in another grouping
     np.testing.assert_allclose(merged.result(), whole.result(), rtol=1e-13, atol=1e-15)
@@ -242,7 +242,7 @@ def test_layer_blocks_kept_per_segment_one_at_a_time_batched_and_merged():
     segments = [maps(seed, L, H, n=n) for seed, n in zip(range(20, 25), (5, 8, 4, 8, 6))]
     one = JSAccumulator(L * H, n_layers=L)
     for attn in segments:
-        one.add(attn)
+        add(one, attn)
     blocks = one.segment_blocks()
     assert blocks.shape == (5, L, L)
     for attn, got in zip(segments, blocks):
@@ -256,14 +256,14 @@ def test_layer_blocks_kept_per_segment_one_at_a_time_batched_and_merged():
     for b, attn in enumerate(segments):
         padded[b, :, :, : attn.shape[-1], : attn.shape[-1]] = torch.as_tensor(attn)
     batched = JSAccumulator(L * H, n_layers=L)
-    batched.update_batch(MapBatch([None] * len(segments), padded, lengths=[a.shape[-1] for a in segments]))
+    batched.update(MapBatch([None] * len(segments), padded, lengths=[a.shape[-1] for a in segments]), [()] * len(segments))
     # tolerance: the same float32 kernels on the same segments, one at a time or batched (bit for bit on the CPU)
     np.testing.assert_array_equal(batched.segment_blocks(), blocks)
     merged = JSAccumulator(L * H, n_layers=L)
     for chunk in (segments[:2], segments[2:]):
         part = JSAccumulator(L * H, n_layers=L)
         for attn in chunk:
-            part.add(attn)
+            add(part, attn)
         merged.merge(part)
     np.testing.assert_array_equal(merged.segment_blocks(), blocks)
     cached = merged.to_cache()

@@ -13,17 +13,17 @@ from helpers.core.encoding import encode_words
 from helpers.core.errors import ModelNotAvailableError, NoAttentionError
 from helpers.core.extract import iter_attention
 from helpers.core.models import check_model, is_causal_config, load_model, positions_limit
-from helpers.core.norm_maps import iter_weights_and_norms, norm_maps_reference
+from helpers.core.norm_maps import iter_weights_and_norms
 from helpers.core.wordlevel import word_level_reference
 from helpers.sinks.stats import (
     FirstPositionAccumulator,
-    first_position_reference,
     first_position_shares,
     sink_rate,
     sink_rate_by_layer,
 )
 
 import tiny_decoders as td
+from tests.references import first_position_reference, norm_maps_reference
 from tolerances import in_float64, round_off
 
 KINDS = ("gpt2", "llama")
@@ -161,7 +161,7 @@ def test_grouped_heads_read_their_own_group(decoders):
 @pytest.mark.parametrize("kind", KINDS)
 def test_first_position_share_against_loops(decoders, kind):
     """alpha_1 of a padded batch (two lengths) against loops over layers, heads and queries, for weights and norms."""
-    from helpers.core.extract import model_inputs
+    from helpers.core.extract import MapBatch, model_inputs
     from helpers.core.norm_maps import forward_weights_and_norms
 
     lm = decoders[kind]
@@ -172,7 +172,6 @@ def test_first_position_share_against_loops(decoders, kind):
     lengths = torch.tensor([len(ex) for ex in part])
     weights_share = first_position_shares(attn, lengths).numpy()
     norms_share = first_position_shares(norms, lengths, normalise=True).numpy()
-    acc = FirstPositionAccumulator()
     for b, ex in enumerate(part):
         n = len(ex)
         a, m = attn[b, :, :, :n, :n].double().numpy(), norms[b, :, :, :n, :n].double().numpy()
@@ -180,7 +179,8 @@ def test_first_position_share_against_loops(decoders, kind):
         np.testing.assert_allclose(weights_share[b], first_position_reference(a), rtol=0, atol=round_off(1.0, n, eps=2**-52))
         np.testing.assert_allclose(norms_share[b], first_position_reference(m, normalise=True), rtol=0,
                                    atol=round_off(1.0, n * n, eps=2**-52))
-        acc.update(weights_share[b : b + 1], norms_share[b : b + 1])
+    acc = FirstPositionAccumulator()
+    acc.update(MapBatch(part, attn, norms), [()] * len(part))
     result = acc.result()
     assert result["inputs"] == 2
     np.testing.assert_allclose(result["weights"], weights_share.mean(0), rtol=0, atol=round_off(1.0, 2, eps=2**-52))

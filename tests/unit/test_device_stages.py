@@ -1,5 +1,5 @@
-"""The whole build on the device it is given: the probe trainings, the masked-LM head fit, the JS distances and
-the norm statistics run on the model's device (``--device`` / ``$BERT_ATTENTION_DEVICE``), with the CPU's numbers.
+"""The whole build on the device it is given: the probe trainings, the masked-LM head fit and the statistics of the
+one route (which hands every map over on the model's device) run on the model's device (``--device`` / ``$BERT_ATTENTION_DEVICE``), with the CPU's numbers.
 
 No GPU is needed. Each stage is handed ``cuda`` with CUDA's placement calls patched to record the device and keep
 the tensors where they are: the test checks what each stage puts there, and that the code it runs then gives the
@@ -138,41 +138,28 @@ def test_the_masked_lm_head_is_fitted_on_its_device(tiny_lm, placement):
         torch.testing.assert_close(value, head.state_dict()[name], rtol=0, atol=0)
 
 
-def test_js_distances_are_computed_on_their_device(placement):
-    from helpers.cluster.stats import JSAccumulator, segment_js
+def test_the_route_hands_the_maps_over_on_the_models_device(placement, tiny_lm, tmp_path):
+    """The JS distances and the norm statistics compute where their maps are: the route's, on the model's device,
+    whether the model's passes made them or the cache held them (read, then moved there); the same numbers."""
+    from functools import partial
+
+    from helpers.cluster.stats import JSAccumulator
+    from helpers.core.encoding import encode_ids
+    from helpers.pipeline.route import reduce_maps
 
     rng = np.random.default_rng(0)
-    raw = rng.random((2, 3, 7, 7)).astype(np.float32)
-    attn = raw / raw.sum(-1, keepdims=True)
-    reference = segment_js(attn)
-    acc = JSAccumulator(6, device="cuda")
-    acc.update(attn)
+    batch = encode_ids([[2, *rng.integers(5, 23, int(rng.integers(2, 9))), 3] for _ in range(40)], max_length=32)
+    ctx = RunContext(cache_dir=tmp_path)
+    make = partial(JSAccumulator, tiny_lm.n_layers * tiny_lm.n_heads)
+    cpu = reduce_maps(tiny_lm, batch, make, keep=True, ctx=ctx).result()
+    placement.clear()
+    class OnCuda:  # the model, said to be on a CUDA device
+        device = "cuda"
+
+        def __getattr__(self, name):
+            return getattr(tiny_lm, name)
+
+    on_device = reduce_maps(OnCuda(), batch, make, ctx=ctx).result()  # read back from the cache
     assert ("tensor", "cuda") in placement
     # tolerance: exact: the same arithmetic on the same (CPU) tensors
-    np.testing.assert_array_equal(acc.result(), reference.numpy().astype(np.float64))
-
-
-def test_norm_statistics_on_a_device_equal_the_cpus(placement):
-    """The accelerator's path (torch, float64) on the CPU against the NumPy one: the same ranks, the same
-    shares up to the order of float64 sums."""
-    from helpers.norms.stats import NormAccumulator
-
-    rng = np.random.default_rng(0)
-    raw = rng.random((2, 3, 9, 9)).astype(np.float32)
-    raw[0, 1, :, :3] = 0.25  # ties in the ranks
-    attn = raw / raw.sum(-1, keepdims=True)
-    norms = (attn * rng.random((1, 1, 1, 9))).astype(np.float32)
-    norms[1, 2] = 0.5  # a constant head: NaN Spearman
-    kinds = rng.integers(0, 4, size=9)
-    masks = {k: kinds == i for i, k in enumerate(("cls", "sep", "punct", "other"))}
-    cpu, device = NormAccumulator(), NormAccumulator(device="cuda")
-    for acc in (cpu, device):
-        acc.update(attn, norms, masks)
-        acc.update(norms, attn, masks)
-    assert ("tensor", "cuda") in placement
-    a, b = cpu.result(), device.result()
-    # tolerance: float64 sums in another order: a few units of 1e-16 relative; 1e-12 leaves room
-    np.testing.assert_allclose(b.weights, a.weights, rtol=1e-12, atol=0)
-    np.testing.assert_allclose(b.norms, a.norms, rtol=1e-12, atol=0)
-    np.testing.assert_allclose(b.spearman, a.spearman, rtol=1e-12, atol=1e-15)
-    assert np.isnan(a.spearman[1, 2]) and np.isnan(b.spearman[1, 2])
+    np.testing.assert_array_equal(on_device, cpu)

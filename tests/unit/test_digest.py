@@ -122,12 +122,11 @@ def test_each_cached_result_is_keyed_by_the_code_that_computes_it(monkeypatch):
     import helpers.norms.run as norms
     import helpers.surface.run as surface
     from helpers.data.cache import cache_key
-    from helpers.norms.stats import norm_statistics
 
     lm = SimpleNamespace(fingerprint=lambda: "m", token_types=True)
     batch = SimpleNamespace(digest=lambda: "d", max_length=8)
     assert surface.stats_key(lm, batch)["code"] == code_digest(surface.surface_statistics)
-    assert norms.stats_key(lm, batch)["code"] == code_digest(norm_statistics)
+    assert norms.stats_key(lm, batch)["code"] == code_digest(norms.norm_statistics)
     assert cluster.distances_key(lm, batch)["code"] == code_digest(cluster.js_distances)
     assert "segments_v" not in surface.stats_key(lm, batch)  # the batch digest and the code digest cover it
     weights = cache_key(lm, batch, level="word", word_mode="mean", shard_size=4)

@@ -11,13 +11,30 @@ import torch
 
 from helpers.core.encoding import encode_ids, encode_words
 from helpers.core.internals import attention_parts, capture, output_weight
-from helpers.norms.stats import KINDS, NormAccumulator, NormStats, kind_masks, kind_shares, spearman_per_head
-from helpers.core.norm_maps import forward_weights_and_norms, iter_norm_maps, norm_maps_reference
-from helpers.surface.stats import segment_statistics, token_masks
+from helpers.norms.stats import KINDS, NormAccumulator, NormStats, batch_kind_shares, batch_spearman, kind_masks
+from helpers.core.norm_maps import forward_weights_and_norms, iter_norm_maps
+from helpers.surface.stats import batch_statistics, token_masks
 from helpers.core.wordlevel import word_level_reference
 
 from test_formula import tiny
+from tests.references import map_batch, norm_maps_reference
 from tolerances import EPS16, EPS64, decimals, in_float64, round_off
+
+
+def kind_shares(maps, masks):
+    """``[kind, layer, head]`` of one map: :func:`batch_kind_shares` of a batch of one."""
+    return batch_kind_shares(map_batch([np.asarray(maps)]).weights, [np.shape(maps)[-1]], [masks])[0]
+
+
+def spearman_per_head(a, b):
+    """``[layer, head]`` of two maps of one segment: :func:`batch_spearman` of a batch of one."""
+    batch = map_batch([np.asarray(a)], [np.asarray(b)])
+    return batch_spearman(batch.weights, batch.norms, batch.lengths)[0]
+
+
+def add(acc, attn, norms, masks, index=0):
+    """Feed one segment's weight and norm maps to ``acc`` as the route feeds a batch of one."""
+    acc.update(map_batch([attn], [norms], indices=[index]), [(masks,)])
 
 
 def fast_path_terms(lm) -> int:
@@ -98,7 +115,7 @@ def test_kind_shares_under_weights_equal_surface_statistics():
     vocab = {2: "[CLS]", 3: "[SEP]", 5: ".", 6: ",", 9: "cat", 11: "dog"}
     tok = SimpleNamespace(cls_token_id=2, sep_token_id=3, convert_ids_to_tokens=lambda xs: [vocab[x] for x in xs])
     shares = kind_shares(attn, kind_masks(tok, ids))
-    stats = segment_statistics(attn, token_masks(tok, ids))
+    stats = {k: v[0] for k, v in batch_statistics(map_batch([attn]).weights, [7], [token_masks(tok, ids)]).items()}
     for kind in ("cls", "sep", "punct"):
         # tolerance: two float64 means over 7 rows of sums over 7 keys (values at most 1)
         np.testing.assert_allclose(shares[KINDS.index(kind)], stats[kind], rtol=0,
@@ -107,13 +124,14 @@ def test_kind_shares_under_weights_equal_surface_statistics():
 
 
 def test_kind_shares_normalise_each_row():
-    maps = np.zeros((1, 1, 2, 3))
-    maps[0, 0, 0] = [2.0, 2.0, 0.0]   # row total 4: half on key 0
-    maps[0, 0, 1] = [0.0, 0.0, 0.0]   # a row with no norm adds nothing
-    masks = {"cls": np.array([True, False, False]), "sep": np.array([False, False, True]),
-             "punct": np.zeros(3, bool), "other": np.array([False, True, False])}
+    maps = np.zeros((1, 1, 4, 4))
+    maps[0, 0, 0] = [2.0, 2.0, 0.0, 0.0]   # row total 4: half on key 0
+    maps[0, 0, 2] = [0.0, 0.0, 4.0, 0.0]   # all on key 2
+    # rows 1 and 3 have no norm and add nothing
+    masks = {"cls": np.array([True, False, False, False]), "sep": np.array([False, False, True, False]),
+             "punct": np.array([False, False, False, True]), "other": np.array([False, True, False, False])}
     shares = kind_shares(maps, masks)[:, 0, 0]
-    np.testing.assert_array_equal(shares, [0.25, 0.0, 0.0, 0.25])  # exact: halves and quarters of 4
+    np.testing.assert_array_equal(shares, [0.125, 0.25, 0.0, 0.125])  # exact: halves and quarters of 4 rows
 
 
 def test_spearman_matches_scipy_with_ties():
@@ -184,7 +202,7 @@ def test_accumulator_round_trips_and_json_layout():
              "punct": np.array([0, 1, 0, 0], bool), "other": np.array([0, 0, 1, 0], bool)}
     for _ in range(3):
         attn = rng.dirichlet(np.ones(4), size=(2, 3, 4))
-        acc.add(attn, attn * rng.random(4), masks)
+        add(acc, attn, attn * rng.random(4), masks)
     stats = acc.result()
     again = NormStats.from_cache(json.loads(json.dumps(stats.to_cache())))
     # exact: JSON writes float64 with every digit (repr round-trips)
@@ -286,12 +304,12 @@ def test_merged_partials_equal_one_accumulator():
         segments.append((attn, norms, masks))
     whole = NormAccumulator()
     for segment in segments:
-        whole.add(*segment)
+        add(whole, *segment)
     merged = NormAccumulator()
     for chunk in (segments[:1], [], segments[1:3], segments[3:]):
         part = NormAccumulator()
         for segment in chunk:
-            part.add(*segment)
+            add(part, *segment)
         assert merged.merge(part) is merged
     a, b = whole.result(), merged.result()
     assert b.n_segments == a.n_segments == 5
@@ -367,7 +385,7 @@ def test_kept_rows_are_each_segments_shares_in_index_order(causal):
     arrival = [3, 0, 4, 1, 2]
     acc = NormAccumulator()
     for i in arrival:
-        acc.update(*segments[i], index=i)
+        add(acc, *segments[i], index=i)
     seg = acc.result().segments
     assert seg.index.tolist() == [0, 1, 2, 3, 4] and seg.weights.dtype == SEGMENT_DTYPE
     for i, (attn, norms, masks) in enumerate(segments):
@@ -382,7 +400,7 @@ def test_kept_rows_are_each_segments_shares_in_index_order(causal):
     for chunk in ([1, 4], [], [0], [3, 2]):  # shards' partials, merged in order
         part = NormAccumulator()
         for i in chunk:
-            part.update(*segments[i], index=i)
+            add(part, *segments[i], index=i)
         merged.merge(part)
     other = merged.result().segments
     for name in ("index", "weights", "norms", "uniform"):
@@ -436,7 +454,7 @@ def test_norm_statistics_and_their_segments_are_cached_together(tiny_lm, tmp_pat
         calls.append(1)
         acc = NormAccumulator()
         for i, (attn, norms, masks) in enumerate(_constructed_segments(rng, (5, 6, 4))):
-            acc.update(attn, norms, masks, index=i)
+            add(acc, attn, norms, masks, index=i)
         return acc.result()
 
     cold = cached_norm_statistics(tiny_lm, batch, compute=compute, cache_root=tmp_path)
@@ -456,7 +474,7 @@ def test_sharded_pass_keeps_the_segments_of_one_pass(tiny_lm):
     import pickle
 
     from helpers.core.norm_maps import iter_weights_and_norms
-    from helpers.norms.stats import norm_statistics
+    from helpers.norms.run import norm_statistics
     from helpers.pipeline.extraction import plan_extraction
     import helpers.norms.stats as ns
 
@@ -467,7 +485,7 @@ def test_sharded_pass_keeps_the_segments_of_one_pass(tiny_lm):
     assert len(plan_extraction(tiny_lm, batch, level="token", cache=False).shards) == 2
     one = NormAccumulator()
     for ex, attn, nm in iter_weights_and_norms(tiny_lm, batch):
-        one.update(attn, nm, kind_masks(tiny_lm.tokenizer, ex.input_ids), index=ex.index)
+        add(one, attn, nm, kind_masks(tiny_lm.tokenizer, ex.input_ids), index=ex.index)
     reference = one.result().segments
     merge = NormAccumulator.merge
     travelled = lambda self, other: merge(self, pickle.loads(pickle.dumps(other)))  # noqa: E731

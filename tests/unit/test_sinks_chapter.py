@@ -15,7 +15,7 @@ from helpers.sinks.stats import SegmentShares
 from helpers.surface.stats import SINK_SHARE
 
 import tiny_decoders as td
-from tolerances import EPS64
+from tolerances import EPS64, round_off
 
 
 @pytest.fixture(scope="module")
@@ -109,22 +109,29 @@ def test_rate_ratio_and_kept_replicates_against_a_slow_loop():
 
 
 def test_accumulator_keeps_each_input_in_index_order():
-    from helpers.sinks.stats import FirstPositionAccumulator
+    from helpers.sinks.stats import FirstPositionAccumulator, first_position_shares
+    from tests.references import map_batch
 
     rng = np.random.default_rng(1)
-    w, n = rng.random((5, 2, 3)), rng.random((5, 2, 3))
-    one = FirstPositionAccumulator()
-    one.update(w[[3, 0]], n[[3, 0]], [3, 0])
-    one.update(w[[4, 1, 2]], n[[4, 1, 2]], [4, 1, 2])
-    part_a, part_b = FirstPositionAccumulator(), FirstPositionAccumulator()
-    part_a.update(w[[1, 4]], n[[1, 4]], [1, 4])
-    part_b.update(w[[0, 2, 3]], n[[0, 2, 3]], [0, 2, 3])
-    merged = FirstPositionAccumulator().merge(part_a).merge(part_b)
+    maps = [rng.dirichlet(np.ones(n), size=(2, 3, n)) for n in (4, 6, 5, 3, 6)]  # [layer, head, query, key]
+    norms = [m * rng.random(m.shape[-1]) for m in maps]
+
+    def fed(acc, order):
+        acc.update(map_batch([maps[i] for i in order], [norms[i] for i in order], indices=order), [()] * len(order))
+        return acc
+
+    one = fed(fed(FirstPositionAccumulator(), [3, 0]), [4, 1, 2])
+    merged = FirstPositionAccumulator().merge(fed(FirstPositionAccumulator(), [1, 4])).merge(
+        fed(FirstPositionAccumulator(), [0, 2, 3]))
+    alone = [fed(FirstPositionAccumulator(), [i]).segments() for i in range(5)]
     for acc in (one, merged):
         seg = acc.segments()
         assert seg.index.tolist() == [0, 1, 2, 3, 4]
-        np.testing.assert_array_equal(seg.weights, w.astype(np.float32))  # exact: float64 kept as float32
-        np.testing.assert_array_equal(seg.norms, n.astype(np.float32))
+        for i in range(5):  # each input's shares, whichever batch it came in (float64 kept as float32)
+            np.testing.assert_allclose(seg.weights[i], alone[i].weights[0], rtol=0, atol=round_off(1.0))
+            np.testing.assert_allclose(seg.norms[i], alone[i].norms[0], rtol=0, atol=round_off(1.0))
+    shares = first_position_shares(map_batch([maps[0]]).weights, [4])[0].numpy()
+    np.testing.assert_array_equal(alone[0].weights[0], shares.astype(np.float32))
     # tolerance: the same 5 float64 terms summed in another grouping
     np.testing.assert_allclose(merged.result()["weights"], one.result()["weights"], rtol=0, atol=4 * 5 * EPS64)
 
@@ -296,7 +303,7 @@ def test_section_run_without_bos_against_a_slow_loop(llama_dir, toy_data, tmp_pa
     from helpers.core.models import load_model
     from helpers.results import input_reports
     from helpers.sinks.section import SECTION
-    from helpers.sinks.stats import first_position_reference
+    from tests.references import first_position_reference
 
     ctx = RunContext(data_dir=toy_data, cache_dir=tmp_path, small=True)
     lm = load_model(str(llama_dir), bos=True)

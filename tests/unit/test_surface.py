@@ -4,10 +4,21 @@ import json
 import numpy as np
 import pytest
 
-from helpers.surface.stats import STATISTICS, SurfaceAccumulator, SurfaceStats, segment_statistics
+from helpers.surface.stats import STATISTICS, SurfaceAccumulator, SurfaceStats, batch_statistics
 from helpers.surface.run import SurfaceReport
 from helpers.surface.claims import claims as surface_claims
+from tests.references import map_batch
 from tolerances import decimals
+
+
+def segment_statistics(attn, masks):
+    """The statistics of one segment: :func:`batch_statistics` of a batch of one."""
+    return {k: v[0] for k, v in batch_statistics(map_batch([attn]).weights, [attn.shape[-1]], [masks]).items()}
+
+
+def add(acc, attn, masks):
+    """Feed one segment's map to ``acc`` as the route feeds a batch of one."""
+    acc.update(map_batch([attn], indices=[masks.get("segment", 0)]), [(masks,)])
 
 
 def masks_for(n, sep=(3, 7), punct=(2,)):
@@ -101,8 +112,8 @@ def test_everything_to_sep():
 
 def test_accumulator_weights_segments_equally_and_round_trips():
     acc = SurfaceAccumulator()
-    acc.add(np.full((1, 1, 4, 4), 0.25), masks_for(4, sep=(3,), punct=()))
-    acc.add(np.eye(8, k=1)[None, None] + np.eye(8)[None, None] * 0, masks_for(8))
+    add(acc, np.full((1, 1, 4, 4), 0.25), masks_for(4, sep=(3,), punct=()))
+    add(acc, np.eye(8, k=1)[None, None] + np.eye(8)[None, None] * 0, masks_for(8))
     result = acc.result()
     np.testing.assert_allclose(result.uniform_entropy, (np.log(4) + np.log(8)) / 2)
     np.testing.assert_allclose(result.per_head["next"], (3 / 16 + 7 / 8) / 2)
@@ -196,7 +207,7 @@ def test_each_segments_values_in_index_order_however_fed_and_merged():
         for cut in (*cuts, 7):
             part = SurfaceAccumulator()
             for k in order[start:cut]:
-                part.update(*segments[k])
+                add(part, *segments[k])
             parts.append(part)
             start = cut
         merged = SurfaceAccumulator()
@@ -221,8 +232,8 @@ def test_each_segments_values_in_index_order_however_fed_and_merged():
     with pytest.raises(ValueError, match="do not fit"):
         SurfaceStats.from_json(first.to_json()).with_segments({**first.segment_arrays(), "prev": np.zeros((3, 2, 3))})
     twice = SurfaceAccumulator()
-    twice.update(*segments[0])
-    twice.update(*segments[0])
+    add(twice, *segments[0])
+    add(twice, *segments[0])
     with pytest.raises(ValueError, match="added twice"):
         twice.result()
 
@@ -236,12 +247,12 @@ def test_merged_partials_equal_one_accumulator():
         segments.append((attn, masks_for(n, sep=(2, n - 1), punct=(1,))))
     whole = SurfaceAccumulator()
     for attn, masks in segments:
-        whole.add(attn, masks)
+        add(whole, attn, masks)
     parts = []
     for chunk in (segments[:3], [], segments[3:4], segments[4:]):
         part = SurfaceAccumulator()
         for attn, masks in chunk:
-            part.add(attn, masks)
+            add(part, attn, masks)
         parts.append(part)
     merged = SurfaceAccumulator()
     for part in parts:
@@ -280,19 +291,20 @@ def test_sink_gradient_is_the_ratio_in_the_sink_layers():
 def test_cached_statistics_keep_each_segments_values(tiny_lm, tmp_path, monkeypatch):
     """The cache keeps the means (JSON) and each segment's values (an .npz beside them) under one key: read back
     together without a pass, equal to what the pass computed; either file missing, both are computed again."""
+    from helpers.context import RunContext
     from helpers.core.encoding import encode_ids
     from helpers.surface import run
 
     rng = np.random.default_rng(2)
     batch = encode_ids([[2, *rng.integers(5, 23, 4 + k % 5), 3, *rng.integers(5, 23, 3), 3] for k in range(7)],
                        max_length=32)
-    first = run.cached_surface_statistics(tiny_lm, batch, cache_root=tmp_path)
+    first = run.cached_surface_statistics(tiny_lm, batch, ctx=RunContext(cache_dir=tmp_path))
     assert first.per_segment["prev"].shape == (7, tiny_lm.n_layers, tiny_lm.n_heads)
     (npz,) = (tmp_path / "artifacts").glob("surface-stats-segments-*.npz")
     passes = []
-    real = run.reduce_shards  # the pass of surface_statistics (the function itself names the cache key's code)
-    monkeypatch.setattr(run, "reduce_shards", lambda *a, **k: passes.append(1) or real(*a, **k))
-    again = run.cached_surface_statistics(tiny_lm, batch, cache_root=tmp_path)
+    real = run.reduce_maps  # the pass of surface_statistics (the function itself names the cache key's code)
+    monkeypatch.setattr(run, "reduce_maps", lambda *a, **k: passes.append(1) or real(*a, **k))
+    again = run.cached_surface_statistics(tiny_lm, batch, ctx=RunContext(cache_dir=tmp_path))
     assert passes == [] and again.to_json() == first.to_json()
     assert all(np.array_equal(again.per_segment[k], v) for k, v in first.per_segment.items())
     assert np.array_equal(again.segment_uniform, first.segment_uniform)
@@ -302,10 +314,10 @@ def test_cached_statistics_keep_each_segments_values(tiny_lm, tmp_path, monkeypa
 
     one = SurfaceAccumulator()
     for ex, attn in sorted(iter_attention(tiny_lm, batch, level="token"), key=lambda item: item[0].index):
-        one.update(attn, token_masks(tiny_lm.tokenizer, ex.input_ids))
+        add(one, attn, token_masks(tiny_lm.tokenizer, ex.input_ids))
     for name, values in one.result().per_segment.items():
         # the same maps (the pass's batches are iter_attention's) and the same arithmetic: bit for bit
         np.testing.assert_array_equal(first.per_segment[name], values, err_msg=name)
     npz.unlink()
-    run.cached_surface_statistics(tiny_lm, batch, cache_root=tmp_path)
+    run.cached_surface_statistics(tiny_lm, batch, ctx=RunContext(cache_dir=tmp_path))
     assert passes == [1] and npz.exists()

@@ -1,0 +1,203 @@
+"""The one route from attention maps to statistics: :func:`reduce_maps`.
+
+::
+
+    corpus (EncodedBatch) --plan--> cache shards (256 examples, the cache's layout)
+        each shard: its maps as padded MapBatch es on the model's device
+                    (read from the cache, or made by the model's passes and written only when kept)
+                    --> acc.update(batch, extras)              one accumulator per shard, here or on a Dask worker
+        partials merged in shard order --> acc.result() --> the section's record --> the chapter
+
+A section hands down what it needs once: a picklable zero-argument ``make_accumulator`` (a class or a
+``functools.partial``: the protocol of :class:`helpers.reduce.Accumulator`) and ``extras(example) -> tuple`` (its
+token masks ...), computed here, in the driver; the route imports no section. To add a statistic over maps, write
+one accumulator (``update(batch, extras)``, ``merge(other)``, ``result()``) in the section's ``stats.py`` and name it
+in the section's run: ``reduce_maps(lm, batch, MyAccumulator).result()``.
+
+The per-shard function (:func:`reduce_shard`) is the same in this process and on a Dask worker
+(:func:`helpers.pipeline.engine.map_tasks`, the one task runner), and the passes, so the maps and the order in which
+an accumulator sees them, are the same whether a shard is read or made: the results are identical either way.
+
+>>> acc = reduce_maps(lm, batch, SurfaceAccumulator, extras=lambda ex: (masks_of(ex),))   # doctest: +SKIP
+>>> stats = acc.result()                                                                   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from helpers.context import in_force
+from helpers.core.encoding import Encoded, EncodedBatch
+from helpers.core.extract import MapBatch, bucket, convert, forward_parts, torch_dtype
+from helpers.core.map_batches import iter_map_batches
+from helpers.data import cache as store_format
+from helpers.data.cache import AttentionStore, _read_shard, _write_shard, cache_key
+from helpers.pipeline.engine import map_tasks
+from helpers.pipeline.extraction import SHARD_SIZE, finish_extraction, is_extracted, plan_extraction
+from helpers.reduce import merge_all
+
+MAPS: tuple[str, ...] = ("weights", "norms", "weights+norms")  # what a batch holds; the cache keeps weights or norms
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What every shard's task shares (sent once to each Dask worker): how to make the maps, where the cache's
+    shards are (``directory`` ``None``: nothing is read or written) and the accumulator's maker (``None``: the
+    shards are only made and written, :func:`write_maps`)."""
+
+    level: str
+    word_mode: str
+    maps: str
+    batch_size: int
+    make: Callable[[], Any] | None
+    key: str | None = None
+    directory: str | None = None
+
+
+def reduce_maps(lm, corpus: EncodedBatch, make_accumulator: Callable[[], Any], *, level: str = "token",
+                maps: str = "weights", keep: bool = False, ctx=None, extras: Callable[[Encoded], tuple] | None = None,
+                word_mode: str = "mean", source_digest: str | None = None, batch_size: int = 32,
+                desc: str | None = None):
+    """Every map of ``corpus`` reduced by accumulators, one per cache shard, merged in shard order; returns the
+    merged accumulator (call ``.result()``).
+
+    ``maps``: ``"weights"``, ``"norms"`` or ``"weights+norms"`` (one pass gives both; never cached); ``level``:
+    ``"token"`` or ``"word"`` (with ``word_mode``). A shard is read from the cache when the extraction is there
+    (:func:`~helpers.pipeline.extraction.is_extracted`), else made by the model's passes and written only when
+    ``keep`` or the ``keep_maps`` of ``ctx`` (a :class:`~helpers.context.RunContext`, default the one in force)
+    says so (weights or norms). Each batch goes to ``acc.update(batch, [extras(ex) for ex in batch.examples])``
+    (``extras`` computed here, once per example; ``None``: empty tuples). With a distributed ``ctx.execution`` each
+    shard is a task on a worker that holds the model; the results are identical to a local run's."""
+    ctx = in_force(ctx)
+    job, shards, finish = _plan(lm, corpus, make_accumulator, level=level, maps=maps,
+                                keep=keep or ctx.keep_maps, cache_root=ctx.cache_dir, word_mode=word_mode,
+                                source_digest=source_digest, batch_size=batch_size)
+    payloads = [(number, shard, None if extras is None else {ex.index: tuple(extras(ex)) for ex in shard})
+                for number, shard in enumerate(shards)]
+    parts = map_tasks(lm, execution=ctx.execution, task=reduce_shard, shared=job, payloads=payloads, name="shard",
+                      desc=desc or _describe(level, maps), progress=ctx.progress, sizes=[len(s) for s in shards])
+    finish()
+    return merge_all(parts, make_accumulator())
+
+
+def write_maps(lm, corpus: EncodedBatch, *, level: str = "word", word_mode: str = "mean", maps: str = "weights",
+               source_digest: str | None = None, batch_size: int = 32, ctx=None) -> AttentionStore:
+    """The shards of ``corpus`` the cache lacks, made and written (on the cluster of a distributed
+    ``ctx.execution``; nothing reduced): the finished :class:`~helpers.data.cache.AttentionStore` (the ``extract``
+    command's distributed run)."""
+    ctx = in_force(ctx)
+    job, shards, finish = _plan(lm, corpus, None, level=level, maps=maps, keep=True, cache_root=ctx.cache_dir,
+                                word_mode=word_mode, source_digest=source_digest, batch_size=batch_size)
+    todo = finish.plan.todo
+    map_tasks(lm, execution=ctx.execution, task=reduce_shard, shared=job,
+              payloads=[(number, shards[number], None) for number in todo], desc=_describe(level, maps),
+              progress=ctx.progress, sizes=[len(shards[number]) for number in todo], name="shard")
+    return finish()
+
+
+def _describe(level: str, maps: str) -> str:
+    return f"{level}-level {'attention' if maps == 'weights' else maps}"
+
+
+class _Finish:
+    """Called once every shard is done: marks a written extraction complete (:func:`finish_extraction`)."""
+
+    def __init__(self, plan=None):
+        self.plan = plan
+
+    def __call__(self):
+        return None if self.plan is None else finish_extraction(self.plan, len(self.plan.todo))
+
+
+def _plan(lm, corpus, make, *, level, maps, keep, cache_root, word_mode, source_digest, batch_size):
+    """``(job, shards, finish)``: the shards of ``corpus`` (the cache's layout) and, when the maps are cached
+    (kept, or already extracted), the cache's plan: shards missing or damaged are made and written by their tasks."""
+    if maps not in MAPS:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(MAPS)}")
+    if level == "word" and maps == "weights+norms":
+        raise ValueError(f"maps {maps!r}: word-level batches hold weights or norms")
+    cached = maps != "weights+norms" and (keep or is_extracted(
+        cache_key(lm, corpus, level=level, word_mode=word_mode, shard_size=SHARD_SIZE, source_digest=source_digest,
+                  maps=maps), cache_root))
+    job = ShardJob(level, word_mode, maps, batch_size, make)
+    if not cached:
+        if not corpus.examples:
+            plan_extraction(lm, corpus, cache=False)  # says why there is nothing to reduce
+        return job, [sorted(g, key=lambda e: e.index) for g in bucket(corpus.examples, batch_size=SHARD_SIZE)], _Finish()
+    plan = plan_extraction(lm, corpus, level=level, word_mode=word_mode, cache_root=cache_root,
+                           source_digest=source_digest, batch_size=batch_size, maps=maps)
+    if plan.todo:
+        plan.mark_incomplete()
+    job = ShardJob(level, word_mode, maps, batch_size, make, plan.key, str(plan.directory))
+    return job, plan.store.shards, _Finish(plan)
+
+
+def reduce_shard(lm, job: ShardJob, payload: tuple):
+    """One shard's partial (the task of :func:`reduce_maps`, here or on a worker): ``payload`` is ``(number, shard,
+    extras by example index or None)``; a fresh accumulator (``job.make()``) updated with each of the shard's batches
+    (:func:`shard_batches`). Without an accumulator, the shard is only made and written."""
+    number, shard, extras = payload
+    acc = None if job.make is None else job.make()
+    for batch in shard_batches(lm, job, number, shard):
+        if acc is not None:
+            acc.update(batch, [() if extras is None else extras[ex.index] for ex in batch.examples])
+    return acc
+
+
+def shard_batches(lm, job: ShardJob, number: int, shard: list[Encoded]) -> Iterator[MapBatch]:
+    """The maps of shard ``number`` as :class:`~helpers.core.extract.MapBatch` es on the model's device, one per forward
+    pass (length buckets of ``job.batch_size``, cut by :func:`~helpers.core.extract.forward_parts`): read from the
+    cache when the shard is there and sound, else made by the passes (:func:`~helpers.core.map_batches.iter_map_batches`)
+    and, when ``job`` has a cache folder, written there as the cache's dtype (the values the batches then hold)."""
+    path = None if job.directory is None else Path(job.directory) / f"shard-{number:05d}.npz"
+    if path is not None:
+        try:
+            stored = _read_shard(path, lm.n_layers, lm.n_heads, job.key, [ex.index for ex in shard], maps=job.maps)
+        except ValueError:
+            stored = None  # missing or damaged: made again below
+        if stored is not None:
+            yield from _stored_batches(lm, shard, stored, job)
+            return
+    dtype = np.dtype(store_format.SHARD_DTYPE)
+    written: list = []
+    for batch in iter_map_batches(lm, shard, batch_size=job.batch_size, maps=job.maps, level=job.level,
+                                  word_mode=job.word_mode):
+        if path is not None:
+            batch = _as_stored(batch, dtype, written)
+        yield batch
+    if path is not None:
+        written.sort(key=lambda pair: pair[0].index)
+        _write_shard(path, job.key, written)
+
+
+def _as_stored(batch: MapBatch, dtype: np.dtype, into: list) -> MapBatch:
+    """``batch`` with its maps (weights or norms) as the cache stores them (``dtype``), each example's appended to
+    ``into`` as ``(example, map [layer, head, n, n])`` on the host: one copy of the pass to the host."""
+    maps = batch.weights if batch.weights is not None else batch.norms
+    host = convert(maps, dtype)
+    into.extend((ex, host[b, :, :, :n, :n]) for b, (ex, n) in enumerate(zip(batch.examples, batch.lengths.tolist())))
+    if maps.dtype != torch_dtype(dtype):
+        maps = maps.to(torch_dtype(dtype))
+        lengths = batch.lengths.tolist()
+        return (MapBatch(batch.examples, maps, lengths=lengths) if batch.weights is not None
+                else MapBatch(batch.examples, None, maps, lengths=lengths))
+    return batch
+
+
+def _stored_batches(lm, shard: list[Encoded], stored: dict[int, np.ndarray], job: ShardJob) -> Iterator[MapBatch]:
+    """A cached shard's maps in the batches the model's passes would make (:func:`shard_batches`), right-padded with
+    zeros, on the model's device."""
+    for group in bucket(shard, batch_size=job.batch_size):
+        for part in forward_parts(lm, group):
+            sizes = [stored[ex.index].shape[-1] for ex in part]
+            P = max(sizes)
+            padded = torch.zeros(len(part), lm.n_layers, lm.n_heads, P, P, dtype=torch.float32)
+            for b, ex in enumerate(part):
+                padded[b, :, :, : sizes[b], : sizes[b]] = torch.from_numpy(stored[ex.index])
+            padded = padded.to(lm.device)
+            yield (MapBatch(part, padded, lengths=sizes) if job.maps == "weights"
+                   else MapBatch(part, None, padded, lengths=sizes))

@@ -1,0 +1,174 @@
+"""Slow, obvious reference implementations the tests compare the package's statistics against (loops, scipy), and
+:func:`map_batch`, which hands host maps to an accumulator as the route hands a forward pass's
+(:func:`helpers.pipeline.route.reduce_maps`). Nothing here is used by the package."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from helpers.core.encoding import Encoded
+from helpers.core.extract import MapBatch, model_inputs
+
+
+class Example:
+    """A stand-in for :class:`~helpers.core.encoding.Encoded` where only the index and the length matter."""
+
+    def __init__(self, index: int, n: int):
+        self.index, self.n = index, n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def map_batch(maps, norms=None, *, indices=None, pad: float = 0.0) -> MapBatch:
+    """A :class:`~helpers.core.extract.MapBatch` of host maps ``[layer, head, n, n]`` of any lengths (``norms``: the
+    same examples' norm maps, or ``None``; a list of ``None``: norms alone), right-padded with ``pad`` into
+    ``[batch, layer, head, P, P]`` float tensors (float64 maps stay float64), the examples indexed ``indices``
+    (default ``0, 1, ...``)."""
+    maps = list(maps)
+    indices = list(range(len(maps))) if indices is None else list(indices)
+
+    def padded(group):
+        P = max(np.shape(m)[-1] for m in group)
+        dtype = torch.float64 if any(np.asarray(m).dtype == np.float64 for m in group) else torch.float32
+        out = torch.full((len(group), *np.shape(group[0])[:2], P, P), pad, dtype=dtype)
+        for b, m in enumerate(group):
+            n = np.shape(m)[-1]
+            out[b, :, :, :n, :n] = torch.as_tensor(np.asarray(m))
+        return out
+
+    lengths = [np.shape(m)[-1] for m in maps]
+    examples = [Example(i, n) for i, n in zip(indices, lengths)]
+    return MapBatch(examples, padded(maps), None if norms is None else padded(list(norms)), lengths=lengths)
+
+
+# ------------------------------------------------------------------------------ §6: Jensen-Shannon distances
+
+
+def js_reference(attn: np.ndarray) -> np.ndarray:
+    """``[head, head]``: a slow float64 loop over head pairs and rows with scipy's Jensen-Shannon (squared) of one
+    map ``[layer, head, n, n]``, smoothed as helpers.cluster.stats smooths."""
+    from scipy.spatial.distance import jensenshannon
+
+    from helpers.cluster.stats import JS_SMOOTHING
+
+    L, H, n, _ = attn.shape
+    P = (1.0 - JS_SMOOTHING) * attn.reshape(L * H, n, n).astype(np.float64) + JS_SMOOTHING / n
+    K = P.shape[0]
+    D = np.zeros((K, K))
+    for a in range(K):
+        for b in range(K):
+            D[a, b] = sum(jensenshannon(P[a, i], P[b, i]) ** 2 for i in range(n))
+    return D
+
+
+# ------------------------------------------------------------------------------ norms: shares and norm maps
+
+
+def kind_shares_reference(maps: np.ndarray, masks: dict) -> np.ndarray:
+    """``[kind, layer, head]``: per query row the share of its total on each kind of helpers.norms.stats.KINDS
+    (a row of zeros adds 0), averaged over rows, by loops."""
+    from helpers.norms.stats import KINDS
+
+    L, H, n, _ = maps.shape
+    out = np.zeros((len(KINDS), L, H))
+    for k, kind in enumerate(KINDS):
+        for l in range(L):
+            for h in range(H):
+                for i in range(n):
+                    total = sum(float(maps[l, h, i, j]) for j in range(n))
+                    if total > 0:
+                        out[k, l, h] += sum(float(maps[l, h, i, j]) for j in range(n) if masks[kind][j]) / total / n
+    return out
+
+
+def spearman_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``[layer, head]``: scipy's Spearman correlation of two maps ``[layer, head, n, n]`` over the query-key pairs
+    of each head (NaN for a constant head)."""
+    from scipy.stats import spearmanr
+
+    L, H = a.shape[:2]
+    out = np.full((L, H), np.nan)
+    for l in range(L):
+        for h in range(H):
+            x, y = a[l, h].ravel(), b[l, h].ravel()
+            if np.ptp(x) > 0 and np.ptp(y) > 0:
+                out[l, h] = spearmanr(x, y).statistic
+    return out
+
+
+def _value_projection(lm, layer: int):
+    """``(W_V [hidden, kv_head * d], b_V [kv_head * d], W_O [head * d, hidden])`` of ``layer`` in float64, read from
+    the modules' weights by hand for each architecture; a missing bias is zero."""
+    from helpers.core.internals import attention_parts
+
+    kind = lm.model.config.model_type
+    parts = attention_parts(lm.model, layer)
+    if kind == "gpt2":  # Conv1D, weight [in, 3 * hidden]: q | k | v
+        hidden = parts.value.weight.shape[0]
+        WV = parts.value.weight.double()[:, 2 * hidden : 3 * hidden]
+        bV = parts.value.bias.double()[2 * hidden : 3 * hidden]
+        WO = parts.output.weight.double()
+    else:  # torch Linear, weight [out, in]
+        WV = parts.value.weight.double().T
+        bV = (parts.value.bias.double() if parts.value.bias is not None
+              else torch.zeros(WV.shape[1], dtype=torch.float64, device=WV.device))
+        WO = parts.output.weight.double().T
+    return WV, bV, WO
+
+
+def _attention_input(lm, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+    """What the value projection of ``layer`` reads, from the residual stream ``hidden`` entering it: the stream
+    itself for encoders (post-LN), its pre-attention layer norm for decoders (pre-LN: GPT-2's ``ln_1``, Llama's
+    ``input_layernorm``)."""
+    kind = lm.model.config.model_type
+    if kind == "gpt2":
+        return lm.model.h[layer].ln_1(hidden)
+    if hasattr(lm.model, "layers") and hasattr(lm.model.layers[layer], "input_layernorm"):
+        return lm.model.layers[layer].input_layernorm(hidden)
+    return hidden
+
+
+def norm_maps_reference(lm, input_ids: np.ndarray) -> np.ndarray:
+    """The token-level norm maps of one input, slowly: for every layer, head, query ``i`` and key ``j``,
+    ``||alpha_ij (x_j W_V^g + b_V^g) W_O^h||`` with ``x`` the attention's input in that layer (the hidden states
+    entering it; a decoder's after its layer norm), ``g`` head ``h``'s key-value head (``h`` without grouped-query
+    attention: with it, head ``h`` of ``H`` shares the values of group ``h * kv_heads // H``), ``W`` read from the
+    modules' weights, in float64 loops."""
+    example = Encoded(0, np.asarray(input_ids, dtype=np.int64))
+    n = len(example)
+    result = np.zeros((lm.n_layers, lm.n_heads, n, n))
+    with torch.no_grad():
+        out = lm.model(**model_inputs(lm, [example]), output_attentions=True, output_hidden_states=True)
+        for layer in range(lm.n_layers):
+            WV, bV, WO = _value_projection(lm, layer)
+            x = _attention_input(lm, layer, out.hidden_states[layer]).double()[0]  # [token, hidden]
+            d = WO.shape[0] // lm.n_heads
+            for h in range(lm.n_heads):
+                group = h * lm.n_kv_heads // lm.n_heads
+                cols = slice(group * d, (group + 1) * d)
+                rows = slice(h * d, (h + 1) * d)
+                for j in range(n):
+                    f = (x[j] @ WV[:, cols] + bV[cols]) @ WO[rows, :]
+                    for i in range(n):
+                        alpha = float(out.attentions[layer][0, h, i, j])
+                        result[layer, h, i, j] = float(torch.linalg.vector_norm(alpha * f))
+    return result
+
+
+# ------------------------------------------------------------------------------ sinks: the first position
+
+
+def first_position_reference(maps: np.ndarray, *, normalise: bool = False) -> np.ndarray:
+    """``alpha_1`` ``[layer, head]`` of one input's map ``[layer, head, query, key]`` by loops: the mean over queries
+    of the share of each row on key 0 (``normalise``: each row divided by its sum, a row of zeros adding 0)."""
+    n_layers, n_heads, n, _ = maps.shape
+    out = np.zeros((n_layers, n_heads))
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            total = 0.0
+            for q in range(n):
+                row = sum(float(maps[layer, head, q, k]) for k in range(n)) if normalise else 1.0
+                total += float(maps[layer, head, q, 0]) / row if row > 0 else 0.0
+            out[layer, head] = total / n
+    return out
