@@ -26,7 +26,7 @@ from helpers.context import RunContext
 from helpers.coref.run import run_coref
 from helpers.core.extract import iter_attention
 from helpers.core.labels import head_label
-from helpers.syntax.stats import HeadScorer, score_heads
+from helpers.syntax.stats import score_heads
 
 
 def one(lm, corpus, coref_split, dtype) -> dict:
@@ -77,11 +77,8 @@ def main() -> None:
     sentences = load_treebank(args.corpus)
     batch = encode_words(lm.tokenizer, [s.words for s in sentences], model_max=lm.max_positions)
     start = time.perf_counter()
-    scorer = HeadScorer()
-    for ex, attn in iter_attention(lm, batch, level="word"):
-        scorer.add(attn, sentences[ex.index], index=ex.index)
-    live_scores = scorer.result()
-    # relations are numbered in order of arrival (bucket order here): align them with the cached run's
+    live_scores = score_heads(iter_attention(lm, batch, level="word"), sentences)
+    # relations are numbered in order of first appearance: align them with the cached run's
     live = live_scores.accuracy()[..., [live_scores.relations.index(r) for r in relations]]
     live_s = time.perf_counter() - start
     t16, t32 = runs["float16"].pop("_table1"), runs["float32"].pop("_table1")

@@ -24,7 +24,7 @@ from helpers.core.extract import bucket, forward_attentions
 from helpers.pipeline.extraction import extract_treebank
 from helpers.reduce import stage_device
 from helpers.syntax.run import run_heads
-from helpers.syntax.stats import HeadScorer, score_heads, word_layout
+from helpers.syntax.stats import score_heads, word_layout
 
 
 def naive_score(pairs, sentences, *, causal: bool = False):
@@ -77,20 +77,18 @@ def main() -> None:
     t_bare = elapsed(lm, start)  # the passes, not only their launches on a GPU
 
     start = time.perf_counter()
-    scorer = HeadScorer(causal=lm.causal)
     pairs = []
-    for ex, attn in iter_attention(lm, batch, level="word"):
-        scorer.add(attn, sentences[ex.index], index=ex.index)
-        pairs.append((ex, attn))
-    scores = scorer.result()
-    scores.table()
+
+    def kept():  # the maps, as they are made, also kept for the scoring alone below
+        for ex, attn in iter_attention(lm, batch, level="word"):
+            pairs.append((ex, attn))
+            yield ex, attn
+
+    score_heads(kept(), sentences, causal=lm.causal).table()
     t_full = time.perf_counter() - start
 
     start = time.perf_counter()
-    scorer = HeadScorer(causal=lm.causal)
-    for ex, attn in pairs:
-        scorer.add(attn, sentences[ex.index], index=ex.index)
-    scorer.result().table()
+    score_heads(pairs, sentences, causal=lm.causal).table()
     t_score = time.perf_counter() - start
 
     # the command's path, cold, into empty caches: the heads scored while the treebank is extracted (the maps on the

@@ -2,6 +2,7 @@
 
 Shapes, everywhere: one example's attention is ``[layer, head, query, key]`` with rows summing to 1
 over ``key``; per-head statistics are ``[layer, head]``; head labels in text are 1-based ``"L-H"``.
+How maps become a chapter's numbers, and how to add a statistic: helpers/README.md.
 
 >>> import helpers
 >>> lm = helpers.load_model()                              # offline default: all-MiniLM-L6-v2

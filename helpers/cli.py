@@ -137,7 +137,7 @@ def cmd_extract(args: argparse.Namespace) -> dict:
 
 
 def _download_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--only", choices=("gum", "ewt"), default=None, help="fetch one corpus only")
+    parser.add_argument("--only", choices=("gum", "ewt", "blimp"), default=None, help="fetch one corpus only")
 
 
 def cmd_download(args: argparse.Namespace) -> dict:
@@ -196,7 +196,7 @@ COMMANDS: tuple[Command, ...] = (
             _info_args, cmd_info),
     Command("extract", "extract attention maps of a corpus into the disk cache",
             _extract_args, cmd_extract),
-    Command("download", "fetch GUM and UD English EWT at pinned commits, verifying checksums",
+    Command("download", "fetch GUM, UD English EWT and BLiMP at pinned commits, verifying checksums",
             _download_args, cmd_download),
     Command("install-model", "install an optional offline model (e.g. the 12 x 12 mpnet-base), print its directory",
             _install_model_args, cmd_install_model),

@@ -76,7 +76,7 @@ def data_dir(override: str | os.PathLike | None = None, *, must_exist: bool = Tr
     raise DataNotFoundError(
         "No corpora found: pass --data-dir DIR, set $" + DATA_ENV + ", or place them in "
         f"{_default_data_candidates()[0]}. With internet, `python -m helpers download --data-dir DIR` "
-        "fetches GUM and UD English EWT at pinned versions and checks their checksums."
+        "fetches GUM, UD English EWT and BLiMP at pinned versions and checks their checksums."
     )
 
 

@@ -22,6 +22,7 @@ from helpers.cluster.section import SECTION as CLUSTER
 from helpers.context import RunContext
 from helpers.core.encoding import MAX_LENGTH
 from helpers.core.models import LoadedModel
+from helpers.minimal_pairs.section import SECTION as MINIMAL_PAIRS
 from helpers.mixing.section import SECTION as MIXING
 from helpers.coref.section import SECTION as COREF
 from helpers.norms.section import SECTION as NORMS
@@ -32,7 +33,8 @@ from helpers.sinks.section import SECTION as SINKS
 from helpers.surface.section import SECTION as SURFACE
 from helpers.syntax.section import SECTION as SYNTAX
 
-SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS, SINKS, MIXING, ABLATION)  # the paper's order; norms, sinks, mixing and ablation go beyond it
+SECTIONS: tuple[Section, ...] = (SURFACE, SYNTAX, COREF, PROBE, CLUSTER, NORMS, SINKS, MIXING, ABLATION,
+                                  MINIMAL_PAIRS)  # the paper's order; norms, sinks, mixing, ablation and minimal pairs go beyond it
 PAPER_SECTIONS: tuple[Section, ...] = tuple(s for s in SECTIONS if s.in_paper)  # the sections of "every claim of the paper"
 
 

@@ -1,4 +1,4 @@
-"""The corpus step of ``scripts/setup.sh``: make sure GUM and UD English EWT are where the package reads them.
+"""The corpus step of ``scripts/setup.sh``: make sure GUM, UD English EWT and BLiMP are where the package reads them.
 
 The package looks in ``$BERT_ATTENTION_DATA``, else in ``../shared/data`` beside the repository
 (:func:`helpers.config.data_dir`). When every file of the pinned manifest (``helpers/data/data_manifest.json``)
@@ -37,7 +37,7 @@ def main() -> int:
         print(f"corpora: found in {folder}")
         return 0
     total = sum(1 for e in manifest()["files"] if not e.get("optional"))
-    print(f"corpora: {len(missing)} of {total} files missing in {where(folder)}: fetching GUM and UD English EWT "
+    print(f"corpora: {len(missing)} of {total} files missing in {where(folder)}: fetching GUM, UD English EWT and BLiMP "
           "at their pinned commits (python -m helpers download, checksummed)", flush=True)
     from helpers.data.corpora import download
 
@@ -46,7 +46,7 @@ def main() -> int:
     except (OSError, ValueError) as err:
         reason = re.sub(r"https?://([^/\s]+)\S*", r"\1", " ".join(str(err).split()))  # the host, not the whole URL
         print(f"error: no corpora in {where(folder)} and they could not be downloaded ({reason}); connect to the "
-              f"internet and run this again, or set {config.DATA_ENV} to a folder that holds gum/ and ud-english-ewt/",
+              f"internet and run this again, or set {config.DATA_ENV} to a folder that holds gum/, ud-english-ewt/ and blimp/",
               file=sys.stderr)
         return 1
     print(f"corpora: fetched {counts['fetched']} files into {folder} (kept {counts['kept']} already there); "

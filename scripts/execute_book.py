@@ -35,9 +35,11 @@ COMPARE, GLANCE = "notebooks/08_compare", "notebooks/results_at_a_glance"
 # Waits that no record's inputs say. Chapter 5 extracts the GUM and EWT maps (of more sentences) that the syntax
 # chapter reads: it goes first, else both pages would extract the same maps at once.
 # The ablation chapter's decoder reads the decoder's §3, §4.2 and §4.3 results that the attention-sinks chapter computes
-# (its decoder beside the book's encoder, at the same sizes): it waits for that page.
+# (its decoder beside the book's encoder, at the same sizes): it waits for that page; so does the minimal-pairs
+# chapter, whose decoder reads the same §4.2 and §4.3 results.
 SHARED_MAPS: dict[str, tuple[str, ...]] = {"notebooks/04_syntax": ("notebooks/05_probe",),
-                                           "notebooks/11_ablation": ("notebooks/09_sinks",)}
+                                           "notebooks/11_ablation": ("notebooks/09_sinks",),
+                                           "notebooks/12_minimal_pairs": ("notebooks/09_sinks",)}
 
 
 def chapter_page(record) -> str:

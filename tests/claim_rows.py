@@ -24,3 +24,12 @@ def claim_as(id: str, section: str, verdict: str, value: float | None = 1.0, *, 
              ours: str = "o") -> Claim:
     """A claim ``id`` of ``section`` whose verdict is ``verdict`` (a rule's, :func:`judged_as`)."""
     return claim(id, section, text, paper, ours, value, judged_as(verdict), resampled="segments", n=40)
+
+
+def judged_without_interval(verdict: str):
+    """A :class:`helpers.claims.Judged` of ``verdict`` that carries no interval to form a difference from (what the
+    comparison judges on the control's own verdict): a share of replicates for reproduced, inconclusive and not
+    reproduced; for partly, an effect judged by a permutation p alone."""
+    if verdict == PARTLY:
+        return effect(5.0, None, null=0.0, paper=10.0, p_value=0.01)
+    return share({REPRODUCED: 1.0, INCONCLUSIVE: 0.5, NOT_REPRODUCED: 0.0}[verdict])

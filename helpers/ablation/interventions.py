@@ -31,15 +31,13 @@ from typing import Iterator, Literal
 import torch
 from torch import nn
 
-from helpers.core.internals import attention_parts, kv_head_of, model_type
+from helpers.core.head_mask import NotMaskable, expanded as _expanded, first_layer, head_mask as _head_mask, layer_modules
+from helpers.core.head_mask import parts_of as _parts
+from helpers.core.internals import kv_head_of, model_type
 
 SinkMode = Literal["noop", "redirect"]
 SINK_MODES: tuple[str, ...] = ("noop", "redirect")
 INTERFACE_NAME = "helpers_ablation"  # the attention implementation registered while sink tests run
-
-
-class NotMaskable(NotImplementedError):
-    """The model's attention weights cannot be reached to edit them (or its heads' contexts to mask them)."""
 
 
 @dataclass(frozen=True)
@@ -113,15 +111,6 @@ def _interface_attention(module, query, key, value, attention_mask, *args, **kwa
     return torch.where(heads[:, None, :, None], new.to(out.dtype), out), edited
 
 
-def _parts(model: nn.Module, layer: int):
-    """:func:`~helpers.core.internals.attention_parts` of ``layer``; an architecture whose modules are unknown raises
-    :class:`NotMaskable` (its one line names the model type), not the bare ``NotImplementedError``."""
-    try:
-        return attention_parts(model, layer)
-    except NotImplementedError as err:
-        raise NotMaskable(str(err)) from None
-
-
 def _attention_modules(model: nn.Module) -> dict[int, nn.Module]:
     """``{layer: the module that owns its query projection}`` (the one that calls the attention function), from one
     walk over the model's modules."""
@@ -133,36 +122,6 @@ def _attention_modules(model: nn.Module) -> dict[int, nn.Module]:
             raise NotMaskable(f"model type {model_type(model)!r}: layer {layer}'s attention module was not found")
         out[layer] = owner
     return out
-
-
-@contextmanager
-def _head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0,
-               fill: torch.Tensor | None = None) -> Iterator[None]:
-    """``xi [batch, layer, head]`` multiplies each head's context, through a pre-hook on each output projection of the
-    layers from ``from_layer`` on (those before it must be all ones: :func:`intervene` checks). With ``fill``
-    ``[layer, head, d]`` the context becomes ``xi z + (1 - xi) fill`` (``fill`` a head's mean context: mean
-    ablation)."""
-    n_heads = int(model.config.num_attention_heads)
-    handles = []
-
-    def hook_for(layer: int):
-        def hook(_module, args):
-            (z, *rest) = args
-            scale = xi[:, layer].to(device=z.device, dtype=z.dtype)      # [batch, head]
-            shaped = z.reshape(*z.shape[:-1], n_heads, -1) * scale[:, None, :, None]
-            if fill is not None:
-                mean = fill[layer].to(device=z.device, dtype=z.dtype)    # [head, d]
-                shaped = shaped + (1 - scale)[:, None, :, None] * mean[None, None]
-            return (shaped.reshape(z.shape), *rest)
-        return hook
-
-    try:
-        for layer in range(from_layer, int(model.config.num_hidden_layers)):
-            handles.append(_parts(model, layer).output.register_forward_pre_hook(hook_for(layer)))
-        yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 @contextmanager
@@ -213,60 +172,6 @@ def _dropout_hook(layer: int):
         found = _edited(layer, weights)
         return weights if found is None else found[1]
     return hook
-
-
-def layer_modules(model: nn.Module) -> nn.ModuleList:
-    """The model's list of transformer layers (blocks), in order."""
-    from helpers.core.internals import BERT_LIKE, LLAMA_LIKE, _base
-
-    kind = model_type(model)
-    if kind in (*BERT_LIKE, "mpnet"):
-        return model.encoder.layer
-    if kind == "distilbert":
-        return model.transformer.layer
-    if kind == "gpt2":
-        return _base(model, "h")
-    if kind in LLAMA_LIKE:
-        return _base(model, "layers")
-    raise NotMaskable(f"model type {kind!r}: its list of layers is not known (helpers.ablation.interventions.layer_modules)")
-
-
-def first_layer(xi: torch.Tensor | None, sink_heads: torch.Tensor | None) -> int:
-    """The first layer that ``xi`` ``[K, layer, head]`` (a mask other than 1) or ``sink_heads`` (a head tested) touches;
-    the number of layers when neither touches any."""
-    touched = torch.zeros(0, dtype=torch.bool)
-    for t in (None if xi is None else (xi != 1), sink_heads):
-        if t is not None:
-            per_layer = t.reshape(-1, t.shape[1], t.shape[2]).any(-1).any(0)
-            touched = per_layer if touched.numel() == 0 else touched | per_layer
-    hits = touched.nonzero()
-    return int(hits[0]) if hits.numel() else int(touched.numel())
-
-
-@contextmanager
-def _expanded(model: nn.Module, from_layer: int, repeats: torch.Tensor) -> Iterator[None]:
-    """The batch's ``n`` rows run the layers before ``from_layer`` once; at that layer's input every tensor argument
-    whose first dimension is ``n`` (the hidden states, the attention mask, position embeddings or biases) is repeated
-    ``repeats[b]`` times per row (``repeat_interleave``), so the copies of a segment under different interventions
-    share the layers no intervention touches. Later layers get the model-level arguments expanded the same way."""
-    n, total = len(repeats), int(repeats.sum())
-
-    def expand(value):
-        if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[0] == n and n != total:
-            return value.repeat_interleave(repeats.to(value.device), dim=0)
-        if isinstance(value, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
-            return tuple(expand(v) for v in value)
-        return value
-
-    def hook(_module, args, kwargs):
-        return tuple(expand(a) for a in args), {k: expand(v) for k, v in kwargs.items()}
-
-    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in list(layer_modules(model))[from_layer:]]
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 @contextmanager

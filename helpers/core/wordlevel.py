@@ -56,9 +56,11 @@ def conversion_matrices(
 
 
 def word_level(attn: np.ndarray, word_of_token: np.ndarray, *, mode: WordMode = "mean") -> np.ndarray:
-    """Word-level maps ``[layer, head, word, word]`` from token-level ``attn [layer, head, token, token]``."""
+    """Word-level maps ``[layer, head, word, word]`` (float32) from token-level ``attn [layer, head, token, token]``:
+    :func:`word_level_batch` of a batch of one."""
     R, S = conversion_matrices(word_of_token, mode=mode)
-    return np.einsum("wt,lhts,sv->lhwv", R, np.asarray(attn, dtype=np.float32), S, optimize=True)
+    A = torch.as_tensor(np.asarray(attn, dtype=np.float32))
+    return word_level_batch(A[None], torch.from_numpy(R)[None], torch.from_numpy(S)[None])[0].numpy()
 
 
 def batched_matrices(
@@ -86,23 +88,3 @@ def word_level_batch(attn: torch.Tensor, R: torch.Tensor, S: torch.Tensor) -> to
     """
     R, S = R.to(attn.device), S.to(attn.device)
     return torch.matmul(torch.matmul(R[:, None, None], attn), S[:, None, None])
-
-
-def word_level_reference(attn: np.ndarray, word_of_token: np.ndarray, *, mode: WordMode = "mean") -> np.ndarray:
-    """Slow, obvious loop version of :func:`word_level`, used only to test it."""
-    word_of_token = list(int(w) for w in word_of_token)
-    n_words = max(word_of_token) + 1
-    n_layers, n_heads = attn.shape[:2]
-    tokens_of = [[t for t, w in enumerate(word_of_token) if w == word] for word in range(n_words)]
-    out = np.zeros((n_layers, n_heads, n_words, n_words))
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            for wi in range(n_words):
-                rows = tokens_of[wi] if mode == "mean" else tokens_of[wi][:1]
-                for wj in range(n_words):
-                    total = 0.0
-                    for ti in rows:
-                        for tj in tokens_of[wj]:
-                            total += float(attn[layer, head, ti, tj])
-                    out[layer, head, wi, wj] = total / len(rows)
-    return out

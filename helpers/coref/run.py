@@ -8,6 +8,7 @@ baselines -> Table 2.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -20,18 +21,17 @@ from helpers.core.models import LoadedModel
 from helpers.coref.stats import (
     CANDIDATE_SETS,
     MENTION_TYPES,
+    AntecedentScorer,
     CandidateSet,
     Query,
     baseline_predictions,
-    batch_head_predictions,
-    head_predictions,
     queries_in_window,
     window_words,
 )
 from helpers.data.corpora import file_digest
 from helpers.data.ontogum import CorefDocument, load_coref
-from helpers.pipeline.engine import Execution
-from helpers.pipeline.extraction import shard_size_for
+from helpers.pipeline.extraction import maps_store, shard_size_for
+from helpers.pipeline.route import reduce_maps
 from helpers.syntax.stats import BOOTSTRAP, bootstrap_interval, gain_interval
 
 Setting = Literal["truncated", "windows"]
@@ -169,12 +169,9 @@ class CorefRun:
 @takes_context
 def run_coref(lm: LoadedModel, split: str = "test", ctx: RunContext | None = None, *, setting: Setting = "truncated",
               max_length: int = MAX_LENGTH, max_documents: int | None = None) -> CorefRun:
-    """Score every head and the baselines on one GUM split.
-
-    With a distributed ``ctx.execution`` each cache shard's windows are run through the model and scored by the
-    heads on a worker (:func:`coref_shard`; no map is written unless kept); the rest runs here, in the same order
-    as locally."""
-    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
+    """Score every head and the baselines on one GUM split (the heads on the one route, here or on the workers of a
+    distributed ``ctx.execution``: :func:`_predictions_of`)."""
+    data_dir, cache_root = ctx.data_dir, ctx.cache_dir
     docs = load_coref(split, data_dir=data_dir, cache_root=cache_root)[:max_documents]
     spans = [(d, s, e) for d, doc in enumerate(docs) for s, e in windows(doc, lm.tokenizer, setting=setting, max_length=max_length)]
     batch = encode_words(lm.tokenizer, [docs[d].words[s:e] for d, s, e in spans], max_length=max_length,
@@ -192,8 +189,7 @@ def run_coref(lm: LoadedModel, split: str = "test", ctx: RunContext | None = Non
                 kept.append(q)
         pending[w] = kept
     shard_size = shard_size_for(lm, examples=COREF_SHARD_EXAMPLES)
-    store, correct = _predictions_of(lm, batch, pending, digest=digest, shard_size=shard_size, cache_root=cache_root,
-                                     progress=progress, execution=execution)
+    store, correct = _predictions_of(lm, batch, pending, digest=digest, shard_size=shard_size, ctx=ctx)
     heads, words = correct["heads"], correct["words"]
     base, kinds, doc_ids, examples = [], [], [], []
     for example in (ex for shard in store.shards for ex in shard):  # the store's order, as the predictions'
@@ -220,78 +216,33 @@ def _stack(parts: list[np.ndarray], L: int, H: int) -> np.ndarray:
 
 
 def _predictions_of(lm: LoadedModel, batch, pending: dict[int, list[Query]], *, digest: str, shard_size: int,
-                    cache_root, progress: bool, execution: Execution | None = None):
+                    ctx: RunContext):
     """``(store, {"heads": [layer, head, query], "words": ...})``: every head's predictions on the windows' queries
     in the store's order, kept in the cache (:func:`~helpers.data.cache.cached_arrays`, keyed by the windows' maps
-    and this code), computed in one pass over the maps: the cached maps when the cache holds them, else the
-    model's pass, whose maps are written only when kept (``keep_maps``); with a distributed ``execution``, that
-    pass runs shard by shard on the cluster's workers (:func:`coref_shard`), which write nothing either. The store
-    serves the chapter's examples: the cached maps, or the model run again on one shard when an example reads it."""
+    and this code), computed on the one route (:func:`~helpers.pipeline.route.reduce_maps` with
+    :class:`~helpers.coref.stats.AntecedentScorer`: the cached maps when the cache holds them, else the model's
+    passes, here or on a distributed ``ctx.execution``'s workers, whose maps are written only when kept,
+    ``keep_maps``). The store serves the chapter's examples: the cached maps, or the model run again on one shard
+    when an example reads it (:func:`~helpers.pipeline.extraction.maps_store`)."""
     from helpers.data.cache import cache_key, cached_arrays
     from helpers.digest import code_digest
-    from helpers.pipeline.extraction import one_pass_store
 
     key = cache_key(lm, batch, level="word", word_mode="mean", shard_size=shard_size, source_digest=digest)
-    store = one_pass_store(lm, batch, cache_root=cache_root, source_digest=digest, shard_size=shard_size,
-                           progress=progress)
     L, H = lm.n_layers, lm.n_heads
-    wanted = [ex.index for shard in store.shards for ex in shard if pending.get(ex.index)]  # the store's order
+
+    def store():
+        return maps_store(lm, batch, source_digest=digest, shard_size=shard_size, cache_root=ctx.cache_dir)
 
     def compute() -> dict[str, np.ndarray]:
-        if store.directory is None:  # maps made by the model's passes (here, or on the cluster's workers)
-            from helpers.pipeline.engine import Execution, map_shards
-
-            payloads = [({ex.index: pending[ex.index] for ex in shard if pending.get(ex.index)}, lm.causal)
-                        for shard in store.shards]
-            found = {index: p for part in map_shards(lm, store, execution=execution or Execution(), task=coref_shard,
-                                                     payloads=payloads, batches=True, progress=progress)
-                     for index, p in part.items()}
-        else:  # the cached maps, read here in padded batches scored on the model's device
-            from helpers.reduce import stage_device
-            from helpers.syntax.stats import map_batches
-
-            found = coref_shard(map_batches(store, device=stage_device(lm)), (pending, lm.causal))
+        found = reduce_maps(lm, batch, partial(AntecedentScorer, lm.causal), level="word", ctx=ctx,
+                            extras=lambda ex: (pending.get(ex.index, []),), source_digest=digest,
+                            shard_size=shard_size).result()
+        wanted = [ex.index for shard in store().shards for ex in shard if ex.index in found]  # the store's order
         return {"heads": _stack([found[i][0] for i in wanted], L, H), "words": _stack([found[i][1] for i in wanted], L, H)}
 
     correct = cached_arrays("coref-predictions", {"maps": key, "code": code_digest(run_coref)}, compute,
-                            cache_root=cache_root)
-    return store, correct
-
-
-def _predictions(attn: np.ndarray, queries: list[Query], n_words: int, causal: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Every head's correctness on ``queries`` with mentions, then words, as candidates (``causal``: a decoder's map
-    of ``n_words`` words)."""
-    return (head_predictions(attn, queries, n_words=n_words, causal=causal),
-            head_predictions(attn, queries, candidates="words", n_words=n_words, causal=causal))
-
-
-def coref_shard(stream, payload: tuple[dict[int, list[Query]], bool]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """One shard's head predictions (a task of :func:`helpers.pipeline.engine.map_shards`): ``stream`` yields its
-    padded word-level batches on the model's device (:class:`~helpers.core.extract.MapBatch`), or its
-    ``(example, attn)`` pairs one at a time; ``payload`` is ``(the queries of each example with any, by its index,
-    causal)``; ``{example index: (heads, words)}`` for those examples. A batch's queries are scored at once where
-    its maps are (:func:`~helpers.coref.stats.batch_head_predictions`)."""
-    from helpers.core.extract import MapBatch
-
-    queries_of, causal = payload
-    found = {}
-    for item in stream:
-        if not isinstance(item, MapBatch):
-            ex, attn = item
-            if queries_of.get(ex.index):
-                found[ex.index] = _predictions(attn, queries_of[ex.index], ex.n_words, causal)
-            continue
-        examples = item.examples
-        queries = [queries_of.get(ex.index, []) for ex in examples]
-        if not any(queries):
-            continue
-        sizes, n_words = item.lengths.tolist(), [ex.n_words for ex in examples]
-        heads, words = (batch_head_predictions(item.weights, sizes, n_words, queries, candidates, causal=causal)
-                        for candidates in ("mentions", "words"))
-        for b, ex in enumerate(examples):
-            if queries[b]:
-                found[ex.index] = (heads[b], words[b])
-    return found
+                            cache_root=ctx.cache_dir)
+    return store(), correct
 
 
 def table2(dev: CorefRun, test: CorefRun, *, candidate_sets: tuple[str, ...] = ("mentions",)) -> list[dict]:

@@ -32,12 +32,13 @@ Definitions the paper leaves open, fixed here (and in book/methods.md, §Anteced
   ``"words"`` candidates are the words it sees, those before it.
 
 Every head's choice is made for a whole batch of windows at once where their maps are
-(:func:`batch_head_predictions`: one gather and one ``argmax`` per batch of queries, on the model's device), and
-only the ``[layer, head, query]`` booleans come back; :func:`head_predictions` (one window) stays as the reference.
+(:func:`head_predictions`: one gather and one ``argmax`` per batch of queries, on the model's device), and
+only the ``[layer, head, query]`` booleans come back: :class:`AntecedentScorer`, the accumulator the one route
+(:func:`helpers.pipeline.route.reduce_maps`) hands each batch of windows with their queries.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 import numpy as np
@@ -118,41 +119,23 @@ def candidate_words(query: Query, n_words: int, candidates: CandidateSet = "ment
     return np.array([w for w in range(query.head if causal else n_words) if w != query.head], dtype=np.int64)
 
 
-def head_predictions(attn: np.ndarray, queries: Sequence[Query], candidates: CandidateSet = "mentions", *,
-                     n_words: int | None = None, causal: bool = False) -> np.ndarray:
-    """``[layer, head, query]`` correctness of every head: does the most-attended candidate word
-    (from the query's head word) belong to an antecedent? ``attn`` is the window's word-level map
-    ``[layer, head, word + 2, word + 2]`` ([CLS] first), or a decoder's (``causal``; ``BOS`` and the words, or the
-    words alone: pass ``n_words``); ``candidates`` as in :func:`candidate_words`."""
-    L, H = attn.shape[:2]
-    size = attn.shape[-1]
-    n_words = size - 2 if n_words is None else n_words
-    lead, _ = word_layout(size, n_words)
-    out = np.zeros((L, H, len(queries)), dtype=bool)
-    for q, query in enumerate(queries):
-        cols = candidate_words(query, n_words, candidates, causal=causal) + lead
-        if len(cols) == 0:  # no word before the head word (causal): no prediction, a miss
-            continue
-        scores = attn[:, :, query.head + lead, cols]  # [layer, head, candidate]
-        chosen = cols[scores.argmax(-1)] - lead
-        out[:, :, q] = np.isin(chosen, list(query.correct))
-    return out
-
-
-def batch_head_predictions(maps, sizes: Sequence[int], n_words: Sequence[int], queries: Sequence[Sequence[Query]],
-                           candidates: CandidateSet = "mentions", *, causal: bool = False) -> list[np.ndarray]:
-    """:func:`head_predictions` of a padded batch of windows at once, on the maps' device: ``maps``
-    ``[batch, layer, head, P, P]`` (word-level, right-padded; ``sizes`` ``[batch]`` each map's positions, ``n_words``
-    its words), ``queries`` each window's. Every query of the batch is one row of a gather: its head word's row,
-    its candidates' columns (padded, masked to ``-inf``, so padding never wins), the first maximum taken (the
-    earliest candidate, as :func:`head_predictions`), looked up in the query's correct candidates. Returns one
-    ``[layer, head, query]`` boolean array per window; only those come back to the host. Queries are cut by
-    :func:`helpers.reduce.stat_chunks`."""
+def head_predictions(maps, sizes: Sequence[int], n_words: Sequence[int], queries: Sequence[Sequence[Query]],
+                     candidates: CandidateSet = "mentions", *, causal: bool = False, device=None) -> list[np.ndarray]:
+    """``[layer, head, query]`` correctness of every head on each window's ``queries``: does the most-attended
+    candidate word (from the query's head word; ``candidates`` as in :func:`candidate_words`) belong to an
+    antecedent? One padded batch of windows at once, on ``device`` (default the maps'): ``maps``
+    ``[batch, layer, head, P, P]`` (word-level, right-padded; an encoder's ``[CLS]`` first, or a decoder's, ``BOS``
+    and the words or the words alone: :func:`~helpers.syntax.stats.word_layout`), ``sizes`` ``[batch]`` each map's
+    positions, ``n_words`` its words. Every query of the batch is one row of a gather: its head word's row, its
+    candidates' columns (padded, masked to ``-inf``, so padding never wins), the first maximum taken (the earliest
+    candidate), looked up in the query's correct candidates; a query without candidates (the first word, causal)
+    is a miss. Returns one boolean array per window; only those come back to the host. Queries are cut by
+    :func:`helpers.core.batching.stat_chunks`."""
     import torch
 
     from helpers.core.batching import stat_chunks
 
-    A = torch.as_tensor(maps)
+    A = torch.as_tensor(maps, device=device)
     B, L, H, P = A.shape[:4]
     rows, cols, correct, owner = [], [], [], []
     for b, (size, n, window) in enumerate(zip(sizes, n_words, queries)):
@@ -188,3 +171,33 @@ def batch_head_predictions(maps, sizes: Sequence[int], n_words: Sequence[int], q
         out[b] = found[start : start + len(window)].transpose(1, 2, 0).copy()
         start += len(window)
     return out
+
+
+@dataclass
+class AntecedentScorer:
+    """Every head's antecedent choices on the windows' queries, with the head words of earlier mentions and then
+    every word as candidates (:func:`head_predictions`): the accumulator of :func:`helpers.pipeline.route.reduce_maps`
+    (``update`` a padded batch of word-level maps with one ``(queries,)`` per window, ``merge``, ``result``).
+    ``result()`` is ``{window index: (mentions [layer, head, query], words [layer, head, query])}`` for the windows
+    with queries; ``causal``: a decoder's maps."""
+
+    causal: bool = False
+    found: dict = field(default_factory=dict)
+
+    def update(self, batch, extras: Sequence[tuple]) -> None:
+        queries = [extra[0] if extra else [] for extra in extras]
+        if not any(queries):
+            return
+        sizes, n_words = batch.lengths.tolist(), [ex.n_words for ex in batch.examples]
+        mentions, words = (head_predictions(batch.weights, sizes, n_words, queries, candidates, causal=self.causal)
+                           for candidates in CANDIDATE_SETS)
+        for b, ex in enumerate(batch.examples):
+            if queries[b]:
+                self.found[ex.index] = (mentions[b], words[b])
+
+    def merge(self, other: "AntecedentScorer") -> "AntecedentScorer":
+        self.found.update(other.found)
+        return self
+
+    def result(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        return self.found

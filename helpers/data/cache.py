@@ -117,8 +117,6 @@ class AttentionStore:
     word_mode: str
     stats: dict = field(default_factory=dict)
     maps: str = "weights"
-    # what a reducer made of each shard computed in this run, by shard number (:func:`helpers.pipeline.extraction.extract`)
-    partials: dict = field(default_factory=dict, repr=False)
     _lm: LoadedModel | None = field(default=None, repr=False)
     _loaded: tuple[int, dict] | None = field(default=None, repr=False)
 

@@ -359,10 +359,16 @@ def verify(data_dir: str | os.PathLike | None = None) -> dict[str, list[str]]:
     return report
 
 
+# The corpora the manifest pins, each with the folder it is kept in under the corpora folder: GUM, UD English EWT and
+# BLiMP (the minimal pairs of chapter 12, :mod:`helpers.data.blimp`).
+CORPUS_FOLDERS = {"gum": "gum", "ewt": "ud-english-ewt", "blimp": "blimp"}
+
+
 def download(
-    target: str | os.PathLike, *, only: Literal["gum", "ewt"] | None = None, progress: bool = True
+    target: str | os.PathLike, *, only: Literal["gum", "ewt", "blimp"] | None = None, progress: bool = True
 ) -> dict[str, int]:
-    """Fetch the corpora from their public sources at the pinned commits and check every checksum.
+    """Fetch the corpora (:data:`CORPUS_FOLDERS`; ``only``: one of them) from their public sources at the pinned
+    commits and check every checksum.
 
     Files already present with the right checksum are kept. Each file is written atomically, so an
     interrupted download resumes where it stopped. Raises ``ValueError`` on a checksum mismatch
@@ -375,7 +381,7 @@ def download(
     entries = [
         e
         for e in info["files"]
-        if only is None or e["path"].startswith("gum/" if only == "gum" else "ud-english-ewt/")
+        if only is None or e["path"].startswith(CORPUS_FOLDERS[only] + "/")
     ]
     counts = {"fetched": 0, "kept": 0, "optional_missing": 0}
     for entry in tqdm(entries, desc="corpora", disable=not progress):
@@ -402,8 +408,8 @@ def download(
             tmp.write(payload)
         os.replace(tmp.name, path)
         counts["fetched"] += 1
-    for name, corpus_dir in (("gum", "gum"), ("ewt", "ud-english-ewt")):
-        if only in (None, name):
+    for name, corpus_dir in CORPUS_FOLDERS.items():
+        if only in (None, name) and name in info["corpora"]:
             (target / corpus_dir).mkdir(parents=True, exist_ok=True)
             (target / corpus_dir / "COMMIT").write_text(info["corpora"][name]["commit"] + "\n")
     return counts

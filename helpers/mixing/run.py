@@ -4,7 +4,7 @@
 
 - §4.2: every unit (a head where the method's map has heads, ``[layer, head, T, T]``; a layer otherwise,
   ``[layer, T, T]`` read as ``[layer, 1, T, T]``) scored as a parser by the syntax chapter's scorer
-  (:class:`helpers.syntax.stats.HeadScorer`); each relation's unit chosen on GUM dev and scored on GUM test
+  (:func:`helpers.syntax.stats.score_heads`); each relation's unit chosen on GUM dev and scored on GUM test
   with the best offset baseline and a 95 % bootstrap interval (resampling sentences).
 - §4.3: antecedent selection by every unit (:func:`helpers.coref.stats.head_predictions`) on the coreference
   chapter's truncated windows (a document's first words that fit in ``max_length`` tokens) of each split's first
@@ -48,7 +48,7 @@ from helpers.mixing.stats import median_interval, per_item, pooled_score
 from helpers.pipeline.extraction import encode_treebank
 from helpers.probe.stats import ProbeData, encoder_layout, predict, train_probe, uas
 from helpers import paper
-from helpers.syntax.stats import ALL, BOOTSTRAP, DIRECTIONS, HeadScorer, HeadScores, bootstrap_interval
+from helpers.syntax.stats import ALL, BOOTSTRAP, DIRECTIONS, HeadScores, bootstrap_interval, score_heads
 
 HEADS_METHOD = "value_zeroing_heads"  # the costly one: a subset on the CPU
 METHOD_NAMES = {"attention": "attention weights", "norms": "attention norms ||αf(x)||", "rollout": "attention rollout",
@@ -193,10 +193,7 @@ def score_syntax(maps_dev: dict, maps_test: dict, dev: list[Sentence], test: lis
     unit chosen on dev for all relations (:func:`helpers.mixing.stats.per_item`), for paired comparisons."""
     scored = {}
     for name, maps, sentences in (("dev", maps_dev, dev), ("test", maps_test, test)):
-        scorer = HeadScorer(causal=causal)
-        for index in sorted(maps):
-            scorer.update(maps[index], sentences[index], index=index)
-        scored[name] = scorer.result()
+        scored[name] = score_heads(maps.items(), sentences, causal=causal)
     n_units = next(iter(maps_test.values())).shape[1]
     out = {"sentences": {"dev": len(maps_dev), "test": len(maps_test)},
            "relations": held_out(scored["dev"], scored["test"], syntax_relations(scored["test"]), n_units)}
@@ -255,7 +252,7 @@ def score_coref(maps_dev: dict, maps_test: dict, windows: dict, *, causal: bool,
         parts, docs = [], []
         for w in sorted(maps):
             if queries.get(w):
-                parts.append(head_predictions(maps[w], queries[w], n_words=n_words[w], causal=causal))
+                parts += head_predictions(maps[w][None], [maps[w].shape[-1]], [n_words[w]], [queries[w]], causal=causal)
                 docs += [w] * len(queries[w])
         correct[split] = (np.concatenate(parts, axis=-1) if parts else None, np.asarray(docs, dtype=int))
     (dev, _), (test, test_docs) = correct["dev"], correct["test"]
@@ -340,6 +337,13 @@ def sentence_uas(logits: Sequence[np.ndarray], data: ProbeData) -> tuple[np.ndar
 # ------------------------------------------------------------------------------------- the sinks
 
 
+def rows_normalised(a: np.ndarray) -> np.ndarray:
+    """``a`` in float64 with each row (last axis) divided by its sum; a row summing to 0 stays 0."""
+    a = a.astype(np.float64)
+    total = a.sum(-1, keepdims=True)
+    return np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+
+
 def special_shares(maps: dict[int, np.ndarray], examples: Sequence[Encoded]) -> dict[str, list | None]:
     """``{"first": [layer], "last": [layer]}``: the mean share of each row (rows normalised; every unit and every
     visible row) that goes to the first special position ([CLS], BOS) and to the last ([SEP]); ``None`` where the
@@ -348,9 +352,7 @@ def special_shares(maps: dict[int, np.ndarray], examples: Sequence[Encoded]) -> 
     for ex in examples:
         if ex.index not in maps:
             continue
-        a = maps[ex.index].astype(np.float64)
-        total = a.sum(-1, keepdims=True)
-        a = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+        a = rows_normalised(maps[ex.index])
         f = a[..., 0].mean((1, 2)) if ex.lead else None
         s = a[..., -1].mean((1, 2)) if ex.trail else None
         first = f if first is None else (first + f if f is not None else first)
@@ -369,9 +371,7 @@ def sentence_sink_shares(maps: dict[int, np.ndarray], examples: Sequence[Encoded
     for ex in examples:
         if ex.index not in maps:
             continue
-        a = maps[ex.index].astype(np.float64)
-        total = a.sum(-1, keepdims=True)
-        a = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
+        a = rows_normalised(maps[ex.index])
         share = (a[..., 0].mean((1, 2)).mean() if ex.lead else 0.0) + (a[..., -1].mean((1, 2)).mean() if ex.trail else 0.0)
         units.append(int(ex.index))
         shares.append(round(float(share), ITEM_DECIMALS))

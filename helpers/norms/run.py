@@ -13,6 +13,7 @@ JSON layout is a contract (see :func:`norms_json`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -23,11 +24,10 @@ from helpers.core.models import LoadedModel
 from helpers.data.cache import cached_arrays, cached_json
 from helpers.digest import code_digest
 from helpers.norms.stats import NormAccumulator, NormSegments, NormStats, kind_masks
-from helpers.pipeline.extraction import encode_treebank, one_pass_store
+from helpers.pipeline.extraction import encode_treebank
 from helpers.pipeline.route import reduce_maps
 from helpers.pipeline.segments import SEGMENTS, build_segments
-from helpers.reduce import merge_all, stage_device
-from helpers.syntax.stats import HeadScorer, HeadScores, score_heads, shard_scorers
+from helpers.syntax.stats import HeadScorer, HeadScores
 
 
 @dataclass
@@ -153,29 +153,12 @@ def same_predictions(weights: HeadScores, norms: HeadScores) -> np.ndarray:
 @takes_context
 def run_table1_norms(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, max_sentences: int | None = None,
                      max_length: int = MAX_LENGTH, word_mode: str = "mean") -> HeadScores:
-    """Every head scored as a parser (:mod:`helpers.syntax.stats`) on word-level *norm* maps of ``corpus``, made in
-    the model's pass and read once (written to the cache only with ``keep_maps``: :func:`one_pass_store`). Maps made
-    by the model's pass are scored where it leaves them, a padded batch at a time (on the workers of a distributed
-    ``ctx.execution``: :func:`norm_heads_shard`); cached ones are read and scored (:func:`score_heads`): the same
-    scores either way."""
-    data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
+    """Every head scored as a parser (:class:`~helpers.syntax.stats.HeadScorer`) on word-level *norm* maps of
+    ``corpus``, on the one route (:func:`~helpers.pipeline.route.reduce_maps`: the cached maps when the cache holds
+    them, else the model's passes, here or on a distributed ``ctx.execution``'s workers, whose maps are written only
+    with ``keep_maps``)."""
     sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                               data_dir=data_dir, cache_root=cache_root)
-    store = one_pass_store(lm, batch, word_mode=word_mode, cache_root=cache_root, source_digest=digest,
-                           progress=progress, maps="norms")
-    if store.directory is not None:
-        return score_heads(store, sentences, causal=lm.causal, device=stage_device(lm))
-    from helpers.pipeline.engine import Execution, map_shards
-
-    payloads = [({ex.index: sentences[ex.index] for ex in shard}, lm.causal) for shard in store.shards]
-    parts = map_shards(lm, store, execution=ctx.execution or Execution(), task=norm_heads_shard, payloads=payloads,
-                       batches=True, progress=progress)
-    return merge_all(parts, HeadScorer(causal=lm.causal)).result()
-
-
-def norm_heads_shard(stream, payload: tuple) -> HeadScorer:
-    """One shard's heads scored on its word-level norm maps (a task of :func:`helpers.pipeline.engine.map_shards`):
-    ``stream`` yields the shard's padded batches on the model's device, ``payload`` is ``(its sentences by example
-    index, causal)`` (:func:`~helpers.syntax.stats.shard_scorers`)."""
-    sentences, causal = payload
-    return shard_scorers(stream, sentences, (None,), causal=causal, maps="norms")[0]
+                                               data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
+    return reduce_maps(lm, batch, partial(HeadScorer, causal=lm.causal, maps="norms"), level="word", maps="norms",
+                       ctx=ctx, extras=lambda ex: (sentences[ex.index],), word_mode=word_mode,
+                       source_digest=digest).result()

@@ -1,20 +1,13 @@
 """Where extraction and statistics run: in this process (``local``) or on a Dask distributed cluster.
 
-Every analysis here is one forward pass per batch followed by a sum over sentences, so the work
+Every analysis over maps is one forward pass per batch followed by a sum over sentences, so the work
 splits along the cache's own shards (:func:`helpers.pipeline.extraction.plan_extraction`): one task per shard
-loads or extracts that shard's maps, writes a missing shard to the shared cache (atomically, under
-the same key as a local run) and returns the shard's *partial statistics*; the driver merges the
-partials in shard order, so the result does not depend on which worker ran what or when, and is
-identical to a local run's. Two ways to run the tasks:
-
-- :func:`run_shards` (``extract``, ``heads``, ``coref``): the shard's maps are cached, so a task reads
-  or writes them, then reduces them;
-- :func:`map_shards` (``surface``, ``cluster``, ``norms``): token-level maps of segments are too large
-  to cache, so a task makes its shard's maps on the spot (weights, norms, or both from one forward
-  pass), reduces them as they stream and writes nothing; the driver caches the merged statistics.
-  The local engine runs the same shards with the same forward-pass batches (a shard of 256 examples
-  holds whole batches of 32, so the batches, and their padding, are a one-pass run's), which makes
-  the two engines' results identical; the accumulators' ``merge`` methods combine the partials.
+reads or makes that shard's maps (writing a missing shard to the shared cache, atomically, under the same key as a
+local run, when the maps are kept) and returns the shard's *partial statistics*; the driver merges the partials in
+shard order, so the result does not depend on which worker ran what or when, and is identical to a local run's.
+That task is the one route's (:func:`helpers.pipeline.route.reduce_maps`); it runs, as does work that is not a
+reduction over maps (the ablation chapter's heads of one layer), through the one task runner here,
+:func:`map_tasks`: in this process, or as Dask tasks on workers that hold the model.
 
 >>> from helpers.pipeline.engine import Execution
 >>> Execution.resolve(engine=None, workers=2, address=None)
@@ -53,18 +46,13 @@ import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 ENGINES: tuple[str, ...] = ("local", "dask")
 ADDRESS_SCHEMES: tuple[str, ...] = ("tcp", "tls", "ws", "wss", "ucx")  # what Dask's comm layer speaks
 TLS_SETTINGS = ("DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
                 "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY")  # Dask's own configuration, read by every Client
 EXTRA_HINT = "install the optional extra: pip install -r requirements-distributed.txt (or pip install -e .[distributed])"
-
-# task(items, payload) -> partial: items are one shard's (Encoded, stored map [layer, head, n, n]) in
-# example-index order, payload is what the caller gave for that shard (e.g. its gold trees).
-ShardTask = Callable[[list, Any], Any]
 
 
 @dataclass(frozen=True)
@@ -219,18 +207,6 @@ def _worker_model(spec: ModelSpec, fingerprint: str):
     return lm
 
 
-def _dask_shard(spec: ModelSpec, fingerprint: str, key: str, path: str, shard: list, level: str, word_mode: str,
-                batch_size: int, maps_kind: str, task: ShardTask | None, payload: Any) -> tuple[bool, Any]:
-    """One task: this shard's maps (read if valid, else extracted and written atomically), then ``task``."""
-    from helpers.pipeline.extraction import load_or_compute_shard
-
-    lm = _worker_model(spec, fingerprint)
-    maps, computed = load_or_compute_shard(lm, key, Path(path), shard, level=level, word_mode=word_mode,
-                                           batch_size=batch_size, maps=maps_kind)
-    partial = None if task is None else task([(ex, maps[ex.index]) for ex in shard], payload)
-    return computed, partial
-
-
 # ------------------------------------------------------------------------------------ running
 
 UNAUTHENTICATED = ("note: --workers: neither the cryptography package nor the openssl command is available, so the "
@@ -382,123 +358,6 @@ def event_loop():
         return _LOOP
 
 
-def run_shards(lm, plan, *, execution: Execution, task: ShardTask | None = None,
-               payloads: Sequence[Any] | None = None, progress: bool = False) -> tuple[Any, list]:
-    """Make every shard of ``plan`` (a :class:`~helpers.pipeline.extraction.ExtractionPlan`) and run ``task`` on each.
-
-    Returns ``(store, partials)``: the finished :class:`~helpers.data.cache.AttentionStore` (``meta.json``
-    complete) and ``task``'s results in shard order (empty without a task). ``payloads[k]`` goes to
-    the task of shard ``k``. On the local engine shards are made and reduced here in order; on
-    ``dask`` each is a task on the cluster, retried elsewhere if its worker dies.
-    """
-    from helpers.pipeline.extraction import finish_extraction, load_or_compute_shard
-
-    store = plan.store
-    shards = store.shards
-    level, word_mode, batch_size = store.level, store.word_mode, store.stats.get("batch_size", 32)
-    payloads = list(payloads) if payloads is not None else [None] * len(shards)
-    if len(payloads) != len(shards):
-        raise ValueError(f"{len(payloads)} payloads for {len(shards)} shards")
-    if plan.todo:
-        plan.mark_incomplete()
-    if not execution.distributed:
-        partials, computed = [], 0
-        for number, shard in enumerate(shards):
-            maps, made = load_or_compute_shard(lm, plan.key, plan.shard_path(number), shard, level=level,
-                                               word_mode=word_mode, batch_size=batch_size, maps=store.maps)
-            computed += made
-            if task is not None:
-                partials.append(task([(ex, maps[ex.index]) for ex in shard], payloads[number]))
-            del maps  # before the next shard is read or made: one shard's maps in memory at a time
-        return finish_extraction(plan, computed), partials
-    return _run_dask(lm, plan, execution, task, payloads, progress)
-
-
-# ------------------------------------------------------------------------------ streaming statistics
-
-# task(stream, payload) -> partial: stream yields one shard's (Encoded, map [layer, head, n, n]) -- or
-# (Encoded, weights, norms) for "weights+norms" -- in forward-pass order, each map made on
-# the spot and dropped after use; payload is what the caller gave for that shard (e.g. its token masks).
-StreamTask = Callable[[Iterator, Any], Any]
-STREAMED_MAPS: tuple[str, ...] = ("weights", "norms", "weights+norms")
-
-
-def _shard_stream(lm, shard: list, *, level: str, word_mode: str, batch_size: int, maps: str,
-                  batches: bool = False) -> Iterator:
-    """One shard's maps, computed batch by batch (the shard's forward passes, in length order), never stored;
-    with ``batches`` (``weights``, ``norms``, or token-level ``weights+norms``) each pass's padded maps as they are,
-    on the model's device (:class:`~helpers.core.extract.MapBatch`), instead of one host array per example."""
-    if batches:
-        if level != "token" and maps not in ("weights", "norms"):
-            raise ValueError(f"batches of maps are weights, norms or token-level weights+norms (got {level!r}, {maps!r})")
-        from helpers.core.map_batches import iter_map_batches
-
-        return iter_map_batches(lm, shard, batch_size=batch_size, maps=maps, level=level, word_mode=word_mode)
-    if maps == "weights+norms":
-        if level != "token":
-            raise ValueError(f"maps {maps!r} are token-level only (got level {level!r})")
-        from helpers.core.norm_maps import iter_weights_and_norms
-
-        return iter_weights_and_norms(lm, shard, batch_size=batch_size)
-    if maps == "norms":
-        from helpers.core.norm_maps import iter_norm_maps as iterate
-    elif maps == "weights":
-        from helpers.core.extract import iter_attention as iterate
-    else:
-        raise ValueError(f"maps {maps!r}: choose one of {', '.join(STREAMED_MAPS)}")
-    return iterate(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size)
-
-
-def _dask_stream(spec: ModelSpec, fingerprint: str, shard: list, level: str, word_mode: str, batch_size: int,
-                 maps: str, task: StreamTask, payload: Any, batches: bool = False) -> Any:
-    """One streaming task: this shard's maps made on the worker and reduced by ``task``; nothing is written."""
-    lm = _worker_model(spec, fingerprint)
-    return task(_shard_stream(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, maps=maps,
-                              batches=batches), payload)
-
-
-def map_shards(lm, store, *, execution: Execution, task: StreamTask, payloads: Sequence[Any] | None = None,
-               maps: str | None = None, batches: bool = False, progress: bool = False) -> list:
-    """Run ``task`` on every shard of ``store`` with maps computed on the spot; the partials in shard order.
-
-    For statistics over maps too large to cache (token-level segment maps): ``store`` is the
-    uncached :class:`~helpers.data.cache.AttentionStore` of ``plan_extraction(..., cache=False)``, whose
-    ``shards`` (the cache's layout), level, word mode and batch size are used as they are; ``maps`` is
-    ``"weights"``, ``"norms"`` or ``"weights+norms"`` (default: the store's own kind). Each shard runs
-    the same forward passes (``batch_size`` examples, in length order) on either engine, so a merge of
-    the partials in shard order gives the same numbers locally and on a cluster. Nothing is written to
-    the cache: the caller caches the merged result. On ``dask`` a dead worker's shard is rerun elsewhere.
-    With ``batches`` the stream yields each forward pass's padded maps on the model's device
-    (:class:`~helpers.core.extract.MapBatch`) for accumulators that reduce a batch at once.
-    """
-    shards = store.shards
-    maps = store.maps if maps is None else maps
-    if maps not in STREAMED_MAPS:
-        raise ValueError(f"maps {maps!r}: choose one of {', '.join(STREAMED_MAPS)}")
-    level, word_mode, batch_size = store.level, store.word_mode, store.stats.get("batch_size", 32)
-    payloads = list(payloads) if payloads is not None else [None] * len(shards)
-    if len(payloads) != len(shards):
-        raise ValueError(f"{len(payloads)} payloads for {len(shards)} shards")
-    from tqdm.auto import tqdm
-
-    desc = f"{level}-level {'attention' if maps == 'weights' else maps}"
-    if not execution.distributed:
-        partials = []
-        with tqdm(total=sum(len(s) for s in shards), desc=desc, unit="ex", disable=not progress) as bar:
-            for shard, payload in zip(shards, payloads):
-                stream = _shard_stream(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, maps=maps,
-                                       batches=batches)
-                partials.append(task(_counted(stream, bar), payload))
-        return partials
-    spec = ModelSpec.of(lm)
-    with _model_client(execution, spec) as client:
-        run = uuid.uuid4().hex[:8]  # tasks of two calls on one cluster never share a key
-        futures = [client.submit(_dask_stream, spec, lm.fingerprint(), shard, level, word_mode, batch_size, maps,
-                                 task, payload, batches, key=f"stream-{number:05d}-{run}", pure=False)
-                   for number, (shard, payload) in enumerate(zip(shards, payloads))]
-        return _gather_in_order(futures, desc=f"{desc} shards on Dask", what="shard", progress=progress)
-
-
 @contextmanager
 def _model_client(execution: Execution, spec: ModelSpec):
     """A Dask client for ``execution`` (:func:`_client`) whose workers hold ``spec``'s model (its plugin registered),
@@ -511,12 +370,6 @@ def _model_client(execution: Execution, spec: ModelSpec):
         client.close()
         if cluster is not None:
             cluster.close()
-
-
-def _counted(stream: Iterator, bar) -> Iterator:
-    for item in stream:
-        yield item
-        bar.update(len(item) if hasattr(item, "examples") else 1)
 
 
 def _gather_in_order(futures: list, *, desc: str, what: str, progress: bool) -> list:
@@ -539,28 +392,6 @@ def _gather_in_order(futures: list, *, desc: str, what: str, progress: bool) -> 
                               f"({type(err).__name__}: {err})") from err
             bar.update(1)
     return [results[k] for k in range(len(futures))]
-
-
-def _run_dask(lm, plan, execution: Execution, task, payloads, progress: bool):
-    from helpers.pipeline.extraction import finish_extraction
-
-    store = plan.store
-    spec = ModelSpec.of(lm)
-    fingerprint = plan.meta["model_fingerprint"]
-    with _model_client(execution, spec) as client:
-        run = hashlib.sha256(f"{plan.key}-{id(plan)}-{plan.start}".encode()).hexdigest()[:8]
-        futures = [
-            client.submit(_dask_shard, spec, fingerprint, plan.key, str(plan.shard_path(number)), shard,
-                          store.level, store.word_mode, store.stats.get("batch_size", 32), store.maps, task,
-                          payloads[number],
-                          key=f"shard-{number:05d}-{run}", pure=False)
-            for number, shard in enumerate(store.shards)
-        ]
-        results = _gather_in_order(futures, desc=f"{store.level}-level shards on Dask", what="shard",
-                                   progress=progress)
-    computed = len(plan.todo)  # as a local run counts them, whichever task (or retry) wrote each
-    partials = [partial for _, partial in results] if task is not None else []
-    return finish_extraction(plan, computed), partials
 
 
 # ------------------------------------------------------------------------------ independent model tasks

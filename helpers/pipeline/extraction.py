@@ -11,13 +11,12 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from helpers.context import cache_folder
 from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch
-from helpers.core.extract import Level, MapBatch, bucket, convert, torch_dtype
+from helpers.core.extract import Level, bucket
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode
 from helpers.data import cache as store_format
@@ -165,57 +164,6 @@ def compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encode
     return pairs
 
 
-# What a caller of :func:`extract` may reduce each shard it computes with: ``reduce(number, batches)`` gets the
-# shard's forward passes as :class:`~helpers.core.extract.MapBatch` es on the model's device and returns the shard's
-# partial result (its statistics); :func:`extract` keeps it in ``store.partials[number]``.
-ShardReducer = Callable[[int, Iterator[MapBatch]], Any]
-
-
-def shard_batches(lm: LoadedModel, shard: list[Encoded], *, level: Level, word_mode: WordMode, batch_size: int,
-                  into: list) -> Iterator[MapBatch]:
-    """One shard's forward passes (:func:`~helpers.core.map_batches.iter_map_batches`: the passes, so the maps, of
-    :func:`compute_shard`), each a :class:`~helpers.core.extract.MapBatch` of weight maps on the model's device in the
-    cache's dtype (:data:`~helpers.data.cache.SHARD_DTYPE`: the values the written shard holds), its maps also
-    appended to ``into`` as ``(example, map [layer, head, n, n])`` on the host, for the shard's file: one copy of
-    each pass to the host, and whatever reduces the shard reads the maps where they are."""
-    from helpers.core.map_batches import iter_map_batches
-
-    dtype = np.dtype(store_format.SHARD_DTYPE)
-    for mb in iter_map_batches(lm, shard, batch_size=batch_size, level=level, word_mode=word_mode):
-        host = convert(mb.weights, dtype)  # [batch, layer, head, P, P]; a view on the CPU
-        into.extend((ex, host[b, :, :, :n, :n]) for b, (ex, n) in enumerate(zip(mb.examples, mb.lengths.tolist())))
-        if mb.weights.dtype != torch_dtype(dtype):
-            mb = MapBatch(mb.examples, mb.weights.to(torch_dtype(dtype)), lengths=mb.lengths.tolist())
-        yield mb
-
-
-def compute_reduced_shard(lm: LoadedModel, plan_key: str, path: Path, number: int, shard: list[Encoded],
-                          reduce: ShardReducer, *, level: Level, word_mode: WordMode,
-                          batch_size: int) -> tuple[list[tuple[Encoded, np.ndarray]], Any]:
-    """:func:`compute_shard` of weight maps that also reduces the shard while its maps are on the model's device:
-    ``(pairs written, reduce(number, the shard's batches))``."""
-    pairs: list = []
-    batches = shard_batches(lm, shard, level=level, word_mode=word_mode, batch_size=batch_size, into=pairs)
-    partial = reduce(number, batches)
-    for _ in batches:  # passes the reducer left unread are still written
-        pass
-    pairs.sort(key=lambda p: p[0].index)
-    _write_shard(path, plan_key, pairs)
-    return pairs, partial
-
-
-def load_or_compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
-                          word_mode: WordMode, batch_size: int,
-                          maps: str = "weights") -> tuple[dict[int, np.ndarray], bool]:
-    """``(maps by example index, computed)``: the shard at ``path`` if it is valid, else extracted and written."""
-    try:
-        return _read_shard(path, lm.n_layers, lm.n_heads, plan_key, [ex.index for ex in shard], maps=maps), False
-    except ValueError:
-        pairs = compute_shard(lm, plan_key, path, shard, level=level, word_mode=word_mode, batch_size=batch_size,
-                              maps=maps)
-        return {ex.index: a for ex, a in pairs}, True
-
-
 def finish_extraction(plan: ExtractionPlan, computed: int) -> AttentionStore:
     """Check every shard is on disk, mark ``meta.json`` complete and fill the store's counts."""
     store, shards = plan.store, plan.store.shards
@@ -247,18 +195,12 @@ def extract(
     shard_size: int = SHARD_SIZE,
     progress: bool = True,
     maps: str = "weights",
-    reduce: ShardReducer | None = None,
 ) -> AttentionStore:
     """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
 
     ``maps="norms"`` stores norm-based maps ``||alpha_ij f(x_j)||`` (:mod:`helpers.norms.stats`) instead of weights.
     With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
-    ``reduce`` (weight maps, cached): each shard computed here is also reduced while its maps are on the model's
-    device (:func:`compute_reduced_shard`), its result kept in ``store.partials[number]``; a shard found in the
-    cache gets no call (the caller reduces it from the store: ``store.shard_items(number)``).
     """
-    if reduce is not None and (maps != "weights" or not cache):
-        raise ValueError("extract(reduce=...): only weight maps written to the cache are reduced as they are made")
     from tqdm.auto import tqdm
 
     plan = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=cache, cache_root=cache_root,
@@ -275,13 +217,8 @@ def extract(
             for number in numbers:
                 # the shard's maps are dropped as soon as it is written: held while the next shard was made,
                 # two shards of whole-document windows took the coreference chapter over 3 GB
-                if reduce is None:
-                    made = compute_shard(lm, plan.key, plan.shard_path(number), shards[number], level=level,
-                                         word_mode=word_mode, batch_size=batch_size, maps=maps)
-                else:
-                    made, plan.store.partials[number] = compute_reduced_shard(
-                        lm, plan.key, plan.shard_path(number), number, shards[number], reduce, level=level,
-                        word_mode=word_mode, batch_size=batch_size)
+                made = compute_shard(lm, plan.key, plan.shard_path(number), shards[number], level=level,
+                                     word_mode=word_mode, batch_size=batch_size, maps=maps)
                 bar.update(len(made))
                 del made
         finally:
@@ -316,6 +253,21 @@ def one_pass_store(lm: LoadedModel, batch: EncodedBatch, *, write: bool | None =
         return extract(lm, batch, level=level, word_mode=word_mode, cache_root=cache_root, source_digest=source_digest,
                        shard_size=shard_size, progress=progress, maps=maps)
     store = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=False, shard_size=shard_size, maps=maps)
+    return store
+
+
+def maps_store(lm: LoadedModel, batch: EncodedBatch, *, level: Level = "word", word_mode: WordMode = "mean",
+               maps: str = "weights", source_digest: str | None = None, shard_size: int = SHARD_SIZE,
+               cache_root: str | os.PathLike | None = None) -> AttentionStore:
+    """The maps of ``batch`` for reading examples back after :func:`helpers.pipeline.route.reduce_maps` reduced them
+    (a chapter's figures): the cached extraction when the cache holds it (:func:`is_extracted`; each shard checked
+    when it is read), else the streaming store, which runs the model on a shard when one of its examples is read.
+    Nothing is read or computed here."""
+    store = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=False, shard_size=shard_size, maps=maps)
+    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
+                    maps=maps)
+    if is_extracted(key, cache_root):
+        store.directory = cache_folder(cache_root) / key
     return store
 
 

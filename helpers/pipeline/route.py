@@ -61,9 +61,9 @@ class ShardJob:
 def reduce_maps(lm, corpus: EncodedBatch, make_accumulator: Callable[[], Any], *, level: str = "token",
                 maps: str = "weights", keep: bool = False, ctx=None, extras: Callable[[Encoded], tuple] | None = None,
                 word_mode: str = "mean", source_digest: str | None = None, batch_size: int = 32,
-                desc: str | None = None):
-    """Every map of ``corpus`` reduced by accumulators, one per cache shard, merged in shard order; returns the
-    merged accumulator (call ``.result()``).
+                desc: str | None = None, shard_size: int = SHARD_SIZE):
+    """Every map of ``corpus`` reduced by accumulators, one per cache shard (``shard_size`` examples), merged in
+    shard order; returns the merged accumulator (call ``.result()``).
 
     ``maps``: ``"weights"``, ``"norms"`` or ``"weights+norms"`` (one pass gives both; never cached); ``level``:
     ``"token"`` or ``"word"`` (with ``word_mode``). A shard is read from the cache when the extraction is there
@@ -75,7 +75,7 @@ def reduce_maps(lm, corpus: EncodedBatch, make_accumulator: Callable[[], Any], *
     ctx = in_force(ctx)
     job, shards, finish = _plan(lm, corpus, make_accumulator, level=level, maps=maps,
                                 keep=keep or ctx.keep_maps, cache_root=ctx.cache_dir, word_mode=word_mode,
-                                source_digest=source_digest, batch_size=batch_size)
+                                source_digest=source_digest, batch_size=batch_size, shard_size=shard_size)
     payloads = [(number, shard, None if extras is None else {ex.index: tuple(extras(ex)) for ex in shard})
                 for number, shard in enumerate(shards)]
     parts = map_tasks(lm, execution=ctx.execution, task=reduce_shard, shared=job, payloads=payloads, name="shard",
@@ -113,7 +113,8 @@ class _Finish:
         return None if self.plan is None else finish_extraction(self.plan, len(self.plan.todo))
 
 
-def _plan(lm, corpus, make, *, level, maps, keep, cache_root, word_mode, source_digest, batch_size):
+def _plan(lm, corpus, make, *, level, maps, keep, cache_root, word_mode, source_digest, batch_size,
+          shard_size=SHARD_SIZE):
     """``(job, shards, finish)``: the shards of ``corpus`` (the cache's layout) and, when the maps are cached
     (kept, or already extracted), the cache's plan: shards missing or damaged are made and written by their tasks."""
     if maps not in MAPS:
@@ -121,15 +122,15 @@ def _plan(lm, corpus, make, *, level, maps, keep, cache_root, word_mode, source_
     if level == "word" and maps == "weights+norms":
         raise ValueError(f"maps {maps!r}: word-level batches hold weights or norms")
     cached = maps != "weights+norms" and (keep or is_extracted(
-        cache_key(lm, corpus, level=level, word_mode=word_mode, shard_size=SHARD_SIZE, source_digest=source_digest,
+        cache_key(lm, corpus, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
                   maps=maps), cache_root))
     job = ShardJob(level, word_mode, maps, batch_size, make)
     if not cached:
         if not corpus.examples:
             plan_extraction(lm, corpus, cache=False)  # says why there is nothing to reduce
-        return job, [sorted(g, key=lambda e: e.index) for g in bucket(corpus.examples, batch_size=SHARD_SIZE)], _Finish()
+        return job, [sorted(g, key=lambda e: e.index) for g in bucket(corpus.examples, batch_size=shard_size)], _Finish()
     plan = plan_extraction(lm, corpus, level=level, word_mode=word_mode, cache_root=cache_root,
-                           source_digest=source_digest, batch_size=batch_size, maps=maps)
+                           source_digest=source_digest, batch_size=batch_size, shard_size=shard_size, maps=maps)
     if plan.todo:
         plan.mark_incomplete()
     job = ShardJob(level, word_mode, maps, batch_size, make, plan.key, str(plan.directory))

@@ -198,6 +198,16 @@ def sink_set_rows(result: dict) -> list[dict]:
     return rows
 
 
+def large_share_source(causal: bool, encoder: float, decoder: float) -> str:
+    """Whose figure the pruning claim's "large share" is: Michel et al.'s for fine-tuned BERT (an encoder,
+    ``encoder``) or for their translation model (used for a decoder, ``decoder``), the other named beside it."""
+    if causal:
+        return (f"Michel et al.'s figure for their translation model, used for a decoder; for BERT, an encoder, it is "
+                f"{encoder:.0%}")
+    return (f"Michel et al.'s figure for fine-tuned BERT, an encoder; for their translation model, used for a "
+            f"decoder, it is {decoder:.0%}")
+
+
 def scale_note(result: dict) -> str:
     """The loss's scale on the chapter's sentences: the full model's, every head removed (and what that costs, as a
     share of the loss), and the unigram loss (token frequencies alone), in nats."""

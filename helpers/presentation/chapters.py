@@ -268,6 +268,27 @@ def table3(result: dict) -> "pd.DataFrame":
     } for name, r in rows]).set_index("probe")
 
 
+# The §5 chapter's pooled intervals, glued by name: (name, probe, baseline or None for the probe's own UAS).
+PROBE_GAINS = (("attn_ci", "Attn", None), ("attn_words_ci", "Attn + words", None),
+               ("random_ci", "Random-init Attn + words", None), ("attn_over_rb", "Attn", "Right-branching"),
+               ("aw_over_attn", "Attn + words", "Attn"), ("aw_over_dist", "Attn + words", "Distances + words"),
+               ("aw_over_random", "Attn + words", "Random-init Attn + words"))
+
+
+def probe_gain_texts(result: dict) -> dict[str, str]:
+    """``{name: "55.4 [54.6, 56.3]"}`` for each of :data:`PROBE_GAINS`: a probe's UAS on GUM test, or its gain over a
+    baseline (signed), with the interval pooled over seeds and paired on the sentences
+    (:func:`helpers.probe.claims.gain`)."""
+    from helpers.probe.claims import gain
+
+    out = {}
+    for name, probe, baseline in PROBE_GAINS:
+        g = gain(result, probe, baseline)
+        sign = "+" if baseline else ""
+        out[name] = f"{g['estimate']:{sign}.1f} [{g['interval'][0]:{sign}.1f}, {g['interval'][1]:{sign}.1f}]"
+    return out
+
+
 # ------------------------------------------------------------------------------- §6 clustering
 
 HEAD_STATISTICS = ("next", "prev", "entropy", "cls", "sep", "punct")  # §3 statistics shown with each head

@@ -118,7 +118,8 @@ def predicted_heads(attn: np.ndarray, words: Sequence[str], *, layer: int, head:
     lead, _ = word_layout(len(words), n)
     _check_head(layer, head, attn.shape[0], attn.shape[1])
     d = DIRECTIONS.index(direction)
-    preds = predict_heads(attn[layer : layer + 1, head : head + 1], n_words=n, causal=causal)[d, 0, 0]  # 1-based
+    one = attn[None, layer : layer + 1, head : head + 1]  # a batch of one map of one head
+    preds = predict_heads(one, [len(words)], [n], causal=causal)[0, d, 0, 0].numpy()  # 1-based
     rows = []
     for i, p in enumerate(preds.tolist(), start=1):
         q, k = i - 1 + lead, p - 1 + lead  # positions in the map

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from helpers.claims import Claim
-from helpers.presentation.verdicts import verdict_tally
+from helpers.presentation.verdicts import tally_sentence
 from helpers.results import section_of
 
 
@@ -29,7 +29,6 @@ def claims_html(claims: list[Claim]) -> str:
 
 
 def tally_text(claims: list[Claim], model: str) -> str:
-    """``"Of the paper's 20 claims tested on MODEL: 13 reproduced, 5 partly, 0 inconclusive, 2 not reproduced."``
-    (:func:`helpers.presentation.verdicts.verdict_tally`: every verdict, then "not applicable" where any), the
-    README's sentence."""
-    return f"Of the paper's {len(claims)} claims tested on {model}: {verdict_tally(c.verdict for c in claims)}."
+    """``"Of the paper's 20 claims tested on MODEL (22 verdicts: 2 judged again on the model's measured sink): 12
+    reproduced, ..."`` (:func:`helpers.presentation.verdicts.tally_sentence`), the README's sentence."""
+    return tally_sentence([c.to_json() for c in claims], model)

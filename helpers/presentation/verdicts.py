@@ -9,6 +9,7 @@ table with the same colours and counts as the book's pages.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Iterable
 
@@ -40,3 +41,19 @@ def verdict_tally(verdicts: Iterable[str]) -> str:
         raise ValueError(f"verdicts {unknown} are not among {(*VERDICTS, NOT_APPLICABLE)}")
     shown = [*VERDICTS, *([NOT_APPLICABLE] if counts[NOT_APPLICABLE] else [])]
     return ", ".join(f"{counts[v]} {v}" for v in shown)
+
+
+JUDGED_AGAIN = re.compile(r"judged on the measured sink instead \(([\w-]+)\)")  # a premise row's pointer to its row
+
+
+def tally_sentence(rows: Iterable[dict], model: str) -> str:
+    """``"Of the paper's 20 claims tested on MODEL (22 verdicts: 2 judged again on the model's measured sink): 12
+    reproduced, ..."`` for claim rows (JSON: ``id``, ``verdict``, ``reason``). A row that a not-applicable row names as
+    its claim judged on the model's measured sink is a verdict, not another claim of the paper; without such rows
+    the parenthesis is left out. The tally is :func:`verdict_tally` of every row."""
+    rows = list(rows)
+    again = {m.group(1) for r in rows for m in [JUDGED_AGAIN.search(r.get("reason") or "")] if m}
+    again &= {r["id"] for r in rows}
+    claims = len(rows) - len(again)
+    extra = f" ({len(rows)} verdicts: {len(again)} judged again on the model's measured sink)" if again else ""
+    return f"Of the paper's {claims} claims tested on {model}{extra}: {verdict_tally(r['verdict'] for r in rows)}."

@@ -10,6 +10,7 @@ Shared by the chapter and ``python -m helpers heads`` (whose JSON layout is a co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -20,21 +21,18 @@ from helpers.core.labels import head_label, parse_head_label
 from helpers.core.models import LoadedModel
 from helpers.data.cache import AttentionStore
 from helpers.data.conllu_io import Sentence
-from helpers.pipeline.extraction import encode_treebank, extract
-from helpers.reduce import merge_all, stage_device
+from helpers.pipeline.extraction import encode_treebank, maps_store
+from helpers.pipeline.route import reduce_maps
 from helpers.syntax.stats import (
     ALL,
     BOOTSTRAP,
     DIRECTIONS,
-    HeadScorer,
+    HeadScorers,
     HeadScores,
-    map_batches,
     bootstrap_interval,
     gain_interval,
     gain_replicates,
     predict_heads,
-    score_heads,
-    shard_scorers,
     word_layout,
 )
 
@@ -65,62 +63,19 @@ class HeadsRun:
 def run_heads(lm: LoadedModel, corpus: str, ctx: RunContext | None = None, *, max_sentences: int | None = None,
               max_length: int = MAX_LENGTH, word_mode: str = "mean", possessive: str | None = None,
               variants: tuple[str, ...] = ()) -> HeadsRun:
-    """Extract (or reload) word-level maps of ``corpus`` and score every head against its trees.
-
-    A shard extracted here is scored while its maps are on the model's device (:func:`~helpers.pipeline.extraction.extract`
-    with ``reduce``); a shard already in the cache is read and scored on that device
-    (:func:`~helpers.syntax.stats.shard_scorers`; the same scores either way). ``variants``: more conventions for
-    possessives (each a relation, see :class:`~helpers.syntax.stats.HeadScorer`) scored from the same predictions,
-    in ``HeadsRun.variants``.
-
-    With a distributed ``ctx.execution`` each cache shard is extracted and scored on a worker
-    (:func:`heads_shard`) and the partial scores are merged here in shard order (:func:`merge_heads`):
-    the same result as the local run."""
-    data_dir, cache_root, progress, execution = ctx.data_dir, ctx.cache_dir, ctx.progress, ctx.execution
-    if execution is not None and execution.distributed:
-        from helpers.pipeline.engine import run_shards
-        from helpers.pipeline.extraction import plan_extraction
-
-        sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                                   data_dir=data_dir, cache_root=cache_root)
-        plan = plan_extraction(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root,
-                               source_digest=digest)
-        payloads = [([sentences[ex.index] for ex in shard], possessive, lm.causal) for shard in plan.store.shards]
-        store, partials = run_shards(lm, plan, execution=execution, task=heads_shard, payloads=payloads,
-                                     progress=progress)
-        return HeadsRun(corpus, sentences, store, merge_heads(partials, possessive=possessive, causal=lm.causal),
-                        lm.causal, {v: score_heads(store, sentences, possessive=v, causal=lm.causal) for v in variants})
+    """Score every head of ``lm`` against the trees of ``corpus`` on its word-level maps, on the one route
+    (:func:`~helpers.pipeline.route.reduce_maps`: each batch scored where the maps are, read from the cache or made by
+    the model's passes, here or on the workers of a distributed ``ctx.execution``). The maps are kept in the cache
+    (``keep``): Figure 5's examples read them back (``HeadsRun.store``), as do later runs on the same corpus.
+    ``variants``: more conventions for possessives (each a relation, see :class:`~helpers.syntax.stats.HeadScorer`)
+    scored from the same predictions, in ``HeadsRun.variants``."""
     sentences, batch, digest = encode_treebank(lm, corpus, max_sentences=max_sentences, max_length=max_length,
-                                               data_dir=data_dir, cache_root=cache_root)
-    conventions = (possessive, *variants)
-    store = extract(lm, batch, level="word", word_mode=word_mode, cache_root=cache_root, progress=progress,
-                    source_digest=digest,
-                    reduce=lambda number, batches: shard_scorers(batches, sentences, conventions, causal=lm.causal))
-    device = stage_device(lm)
-    parts = [store.partials.pop(number, None)
-             or shard_scorers(map_batches(store.shard_items(number), device=device), sentences, conventions,
-                              causal=lm.causal)
-             for number in range(len(store.shards))]
-    scores = [merge_all((part[k] for part in parts), HeadScorer(possessive=c, causal=lm.causal)).result()
-              for k, c in enumerate(conventions)]
+                                               data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
+    scores = reduce_maps(lm, batch, partial(HeadScorers, (possessive, *variants), lm.causal), level="word", keep=True,
+                         ctx=ctx, extras=lambda ex: (sentences[ex.index],), word_mode=word_mode,
+                         source_digest=digest).result()
+    store = maps_store(lm, batch, word_mode=word_mode, source_digest=digest, cache_root=ctx.cache_dir)
     return HeadsRun(corpus, sentences, store, scores[0], lm.causal, dict(zip(variants, scores[1:])))
-
-
-def heads_shard(items: list, payload: tuple) -> HeadScorer:
-    """Partial scores of one shard (a distributed task): ``items`` are its ``(example, attn)`` pairs in
-    order, ``payload`` is ``(sentences of those examples, possessive[, causal])`` (``causal``: the maps are a
-    decoder's; default not)."""
-    sentences, possessive, *rest = payload
-    causal = bool(rest[0]) if rest else False
-    sentence_of = {example.index: sentence for (example, _), sentence in zip(items, sentences)}
-    return shard_scorers(map_batches(items), sentence_of, (possessive,), causal=causal)[0]
-
-
-def merge_heads(parts: list[HeadScorer], *, possessive: str | None = None, causal: bool = False) -> HeadScores:
-    """Shards' partial scores merged in shard order (:meth:`HeadScorer.merge`): relations numbered by first
-    appearance, as one scorer fed the shards in that order would number them, so the result equals
-    :func:`score_heads`."""
-    return merge_all(parts, HeadScorer(possessive=possessive, causal=causal)).result()
 
 
 def heads_json(model: str, run: HeadsRun) -> dict:
@@ -271,7 +226,8 @@ def example_sentence(run: HeadsRun, relation: str, index: tuple[int, int, int], 
     for i, sent in enumerate(run.sentences):
         if i not in used or not min_words <= len(sent) <= max_words or relation not in sent.deprels:
             continue
-        preds = predict_heads(run.store[i], n_words=len(sent), causal=run.causal)[d, l, h]
+        attn = run.store[i][None, l : l + 1, h : h + 1]  # the head's map alone, a batch of one
+        preds = predict_heads(attn, [attn.shape[-1]], [len(sent)], causal=run.causal)[0, d, 0, 0].numpy()
         words = [k for k, rel in enumerate(sent.deprels) if rel == relation and sent.heads[k] != 0]
         if words and all(preds[k] == sent.heads[k] for k in words):
             return i

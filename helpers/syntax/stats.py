@@ -25,25 +25,19 @@ Ties between heads of equal accuracy go to the lowest layer, then head, then
 ``dependent-to-head``; between offsets, to the first in :data:`OFFSETS` (smallest distance,
 previous before next).
 
-Scoring is batched (:func:`score_heads`): the maps are stacked into right-padded batches cut by bytes
-(:func:`map_batches`), every head's prediction is one masked ``argmax`` per batch on the scoring device
-(:func:`predict_heads_batch`), and only the predicted words come back to the host; :func:`predict_heads` and
-:meth:`HeadScorer.update` (one sentence) stay as the reference. The ``heads`` command scores a shard while its
-maps are made, from the padded batches the forward passes leave on the model's device
-(:func:`shard_scorers`, handed to :func:`helpers.pipeline.extraction.extract` as its ``reduce``), with the same
-scores as :func:`score_heads` reading the written shards.
+Every head's prediction is one masked ``argmax`` per padded batch of word-level maps, on the maps' device
+(:func:`predict_heads`), and only the predicted words come back to the host. :class:`HeadScorer` is the accumulator
+the one route (:func:`helpers.pipeline.route.reduce_maps`) hands each batch, with each example's gold tree:
 
->>> scorer = HeadScorer()
->>> for example, attn in store:                          # word-level maps     # doctest: +SKIP
-...     scorer.update(attn, sentences[example.index])
->>> scores = scorer.result()                                                    # doctest: +SKIP
->>> scores.best("det")                                                          # doctest: +SKIP
+>>> scorer = reduce_maps(lm, batch, partial(HeadScorer, causal=lm.causal), level="word",      # doctest: +SKIP
+...                      extras=lambda ex: (sentences[ex.index],))
+>>> scorer.result().best("det")                                                               # doctest: +SKIP
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -57,69 +51,69 @@ ALL = "all"
 POSSESSIVE_MARKERS = ("'s", "'", "’s", "’")
 
 
-def word_layout(size: int, n_words: int) -> tuple[int, int]:
+def word_layout(size: int, n_words: int, *, encoder: bool = False, what: str = "map") -> tuple[int, int]:
     """``(lead, trail)``: the special positions before and after the ``n_words`` words of a word-level map with
     ``size`` positions: ``(1, 1)`` for an encoder's ``[CLS] ... [SEP]``, ``(1, 0)`` for a decoder's ``BOS ...``,
-    ``(0, 0)`` for a decoder's words alone (a map never has a trailing special position without a leading one)."""
+    ``(0, 0)`` for a decoder's words alone (a map never has a trailing special position without a leading one).
+    With ``encoder`` only the first is allowed. The one check of a map's size against its words (``what`` names
+    the map in the error: a sentence id)."""
     extra = size - n_words
-    if extra not in (0, 1, 2):
-        raise ValueError(f"map has {size} positions for {n_words} words: expected {n_words} + 2 ([CLS] ... [SEP]), "
-                         f"+ 1 (BOS ...) or + 0")
+    if extra not in ((2,) if encoder else (0, 1, 2)):
+        raise ValueError(f"{what}: map has {size} positions, expected {n_words} words + 2 ([CLS] ... [SEP])"
+                         + ("" if encoder else ", + 1 (BOS ...) or + 0 (a decoder's)"))
     return min(extra, 1), max(extra - 1, 0)
 
 
-def predict_heads(attn: np.ndarray, *, n_words: int | None = None, causal: bool = False) -> np.ndarray:
-    """Predicted head (1-based word index; 0: none) of every word, for both directions, ``[direction, layer, head, word]``.
+def predict_heads(maps, sizes: Sequence[int], n_words: Sequence[int], *, causal: bool = False, device=None):
+    """Predicted head (1-based word index; 0: none) of every word of a padded batch of word-level maps, for both
+    directions: ``[batch, direction, layer, head, W]``, a torch ``long`` tensor on ``device`` (default the maps'),
+    ``W`` the most words (entries past an example's words are meaningless).
 
-    ``attn`` is one sentence's word-level map ``[layer, head, n + 2, n + 2]`` ([CLS] and [SEP] included), or a
-    decoder's (``n + 1`` with BOS, ``n`` without: pass ``n_words``; :func:`word_layout`). With ``causal`` a word's
-    candidates are the words it sees (``dependent-to-head``: those before it) or that see it
-    (``head-to-dependent``: those after it); a word without any predicts 0, which no gold head is.
-    """
-    A = np.asarray(attn, dtype=np.float32)
-    size = A.shape[-1]
-    lead, trail = word_layout(size, size - 2 if n_words is None else n_words)
-    both = np.stack([A, np.swapaxes(A, -1, -2)])[..., lead : size - trail, lead : size - trail].copy()  # words only
-    n = both.shape[-1]
-    both[..., np.arange(n), np.arange(n)] = -np.inf  # a word never predicts itself
-    if not causal:
-        return both.argmax(axis=-1) + 1  # argmax takes the earliest of ties
-    later = np.triu(np.ones((n, n), bool), 1)  # [word, candidate]: the candidate comes after the word
-    both[0][..., later] = -np.inf  # dependent-to-head: a word sees the words before it
-    both[1][..., later.T] = -np.inf  # head-to-dependent: the words after it see it
-    pred = both.argmax(axis=-1) + 1
-    return np.where(np.isneginf(both.max(axis=-1)), 0, pred)
-
-
-def predict_heads_batch(maps, sizes, n_words, *, causal: bool = False):
-    """:func:`predict_heads` of a padded batch at once, on the maps' device: ``maps`` ``[batch, layer, head, P, P]``
-    (a torch tensor or an array; word-level maps right-padded to ``P`` positions), ``sizes`` ``[batch]`` each map's
-    positions, ``n_words`` ``[batch]`` its words. Returns ``[batch, direction, layer, head, W]`` (a torch ``long``
-    tensor on that device; ``W`` the most words; entries past an example's words are meaningless). Candidates past
-    an example's words (its [SEP], the padding) are masked out, so padding never wins; ties go to the earliest word
-    (torch's ``argmax`` takes the first maximum, as numpy's). The same predictions as :func:`predict_heads` (tested)."""
+    ``maps`` ``[batch, layer, head, P, P]`` (a torch tensor or an array, right-padded to ``P`` positions), ``sizes``
+    each map's positions, ``n_words`` its words: an encoder's ``[CLS] w_1 ... w_n [SEP]``, or a decoder's (``n + 1``
+    with BOS, ``n`` without: :func:`word_layout`). Candidates past an example's words (its [SEP], the padding) are
+    masked out, and a word never predicts itself; ties go to the earliest word (torch's ``max`` takes the first
+    maximum). With ``causal`` a word's candidates are the words it sees (``dependent-to-head``: those before it) or
+    that see it (``head-to-dependent``: those after it); a word without any predicts 0, which no gold head is.
+    A sentence's map alone is a batch of one: ``predict_heads(attn[None], [attn.shape[-1]], [n])[0]``."""
     import torch
 
-    A = torch.as_tensor(maps)
-    sizes, n_words = np.asarray(sizes, dtype=int), np.asarray(n_words, dtype=int)
+    A = torch.as_tensor(maps, device=device)
     leads = {word_layout(int(size), int(n))[0] for size, n in zip(sizes, n_words)}
     if len(leads) > 1:
         raise ValueError("one batch of word-level maps with and without a leading special position")
-    lead, W = leads.pop(), int(n_words.max())
-    words = A[..., lead : lead + W, lead : lead + W].to(torch.float32)  # [batch, layer, head, W, W]
-    both = torch.stack([words, words.transpose(-1, -2)], dim=1)  # [batch, direction, layer, head, word, candidate]
+    lead, W = leads.pop(), int(max(n_words))
+    words = A[..., lead : lead + W, lead : lead + W].to(torch.float32)  # [batch, layer, head, word, candidate]
+    # a word's barred candidates, their weights set to -inf: itself, those past the example's words (its [SEP], the
+    # padding, whatever it holds) and, causal, in dependent-to-head those after it (it does not see them), in
+    # head-to-dependent (the transposed map) those before it (they do not see it)
     position = torch.arange(W, device=A.device)
-    real = position[None, :] < torch.as_tensor(n_words, device=A.device)[:, None]  # [batch, candidate]
+    real = position[None, :] < torch.as_tensor(list(n_words), device=A.device)[:, None]  # [batch, candidate]
     barred = ~real[:, None, :] | torch.eye(W, dtype=torch.bool, device=A.device)[None]  # [batch, word, candidate]
-    barred = barred[:, None, None, None].expand(-1, 2, 1, 1, -1, -1)
-    if causal:
-        later = torch.ones(W, W, dtype=torch.bool, device=A.device).triu(1)  # the candidate comes after the word
-        barred = barred | torch.stack([later, later.T])[None, :, None, None]
-    both = both.masked_fill(barred, float("-inf"))
-    pred = both.argmax(dim=-1) + 1
-    if causal:
-        pred = torch.where(torch.isneginf(both.amax(dim=-1)), torch.zeros_like(pred), pred)
-    return pred
+    later = torch.ones(W, W, dtype=torch.bool, device=A.device).triu(1) if causal else None  # candidate after word
+    found = []
+    for direction, oriented in enumerate((words, words.transpose(-1, -2))):
+        bar = barred if later is None else barred | (later if direction == 0 else later.T)
+        masked = torch.where(bar[:, None, None], float("-inf"), oriented)  # contiguous: each row a word's candidates
+        best, pred = masked.max(dim=-1)  # the first maximum: the earliest word of ties
+        found.append(pred.masked_fill_(torch.isneginf(best), -1) if causal else pred)  # -1: no candidate, predicts 0
+    return torch.stack(found, dim=1) + 1  # [batch, direction, layer, head, word]
+
+
+def batch_predictions(batch, sentences: Sequence[Sentence], *, causal: bool = False,
+                      maps: str = "weights") -> Iterator[tuple[int, Sentence, np.ndarray]]:
+    """``(example index, sentence, predictions [direction, layer, head, word])`` of each example of ``batch`` (a
+    :class:`~helpers.core.extract.MapBatch` of word-level maps, ``maps`` its ``weights`` or ``norms``), predicted
+    where the maps are (:func:`predict_heads`) in parts cut by bytes (the argmax's working arrays: the map and its
+    transpose, masked, 6 float32 copies), each map's size checked against its sentence (:func:`word_layout`)."""
+    weights, sizes = getattr(batch, maps), batch.lengths.tolist()
+    for size, sentence in zip(sizes, sentences):
+        word_layout(size, len(sentence), encoder=not causal, what=sentence.sent_id)
+    for part in stat_chunks(len(sentences), 6 * 4 * weights[0].numel(), weights.device):
+        group = sentences[part]
+        preds = predict_heads(weights[part], sizes[part], [len(s) for s in group], causal=causal).cpu().numpy()
+        for b, (example, sentence) in enumerate(zip(batch.examples[part], group)):
+            yield example.index, sentence, preds[b, ..., : len(sentence)]
 
 
 def offset_predictions(n_words: int) -> np.ndarray:
@@ -262,77 +256,65 @@ class HeadScores:
 
 @dataclass
 class HeadScorer:
-    """Streaming accumulation of :func:`predict_heads` against gold trees (``update``, ``merge``,
-    ``result``: the protocol of :class:`helpers.reduce.Accumulator`).
+    """Every head's predictions (:func:`predict_heads`) scored against gold trees: the accumulator of
+    :func:`helpers.pipeline.route.reduce_maps` (``update`` a padded batch of word-level maps with one
+    ``(sentence,)`` per example, ``merge``, ``result``: :class:`helpers.reduce.Accumulator`).
 
-    With ``possessive`` set, words of that relation followed by "'s" are judged by the prediction for
-    the "'s" token (the paper's convention, a labelled variant).
+    The sentences one scorer saw are kept in example-index order, whatever the order of its batches (a shard's
+    passes come by length), and relations are numbered by first appearance in that order; partials merged in shard
+    order (:meth:`merge`) are the shards read one after the other. ``maps``: the batches' maps scored, ``"weights"``
+    or ``"norms"``; ``causal``: a decoder's maps (:func:`predict_heads`). With ``possessive`` set, words of that
+    relation followed by "'s" are judged by the prediction for the "'s" token (the paper's convention, a labelled
+    variant).
     """
 
     possessive: str | None = None
+    causal: bool = False
+    maps: str = "weights"
     relations: list[str] = field(default_factory=lambda: [ALL])
-    causal: bool = False  # the maps are a decoder's (:func:`predict_heads`)
+    n_sentences: int = 0
+    _pending: dict = field(default_factory=dict)  # example index -> its scores, until they are put in order
     _rel: list[np.ndarray] = field(default_factory=list)
     _sent: list[np.ndarray] = field(default_factory=list)
     _correct: list[np.ndarray] = field(default_factory=list)
     _offset: list[np.ndarray] = field(default_factory=list)
-    n_sentences: int = 0
     _index_of: dict = field(default_factory=lambda: {ALL: 0})
 
-    def update(self, attn: np.ndarray, sentence: Sentence, *, index: int | None = None) -> None:
-        """Score one sentence; ``index`` (default: order of arrival) identifies it for bootstraps."""
-        index = self.n_sentences if index is None else index
-        n = len(sentence)
-        if attn.shape[-1] != n + 2 and not (self.causal and attn.shape[-1] in (n, n + 1)):
-            raise ValueError(f"{sentence.sent_id}: map has {attn.shape[-1]} positions, expected {n} words + 2"
-                             + (" (a decoder's: + 1 or + 0)" if self.causal else ""))
-        self._add(predict_heads(attn, n_words=n, causal=self.causal), sentence, index)
-
-    def update_batch(self, maps, sizes, sentences: Sequence[Sentence], indices: Sequence[int]) -> None:
-        """Score a padded batch of word-level maps ``[batch, layer, head, P, P]`` at once on their device
-        (:func:`predict_heads_batch`; ``sizes`` ``[batch]`` each map's positions): only the predicted heads
-        come back to the host, where each sentence is scored in the batch's order, as :meth:`update` would."""
-        for preds, sentence, index in zip(self.predict_batch(maps, sizes, sentences), sentences, indices):
-            self._add(preds, sentence, index)
-
-    def predict_batch(self, maps, sizes, sentences: Sequence[Sentence]) -> list[np.ndarray]:
-        """Each sentence's predicted heads ``[direction, layer, head, word]`` from a padded batch of its word-level
-        maps (:meth:`update_batch` without adding them: :meth:`add_predictions` adds them, in any order)."""
-        for size, sentence in zip(sizes, sentences):
-            n = len(sentence)
-            if size != n + 2 and not (self.causal and size in (n, n + 1)):
-                raise ValueError(f"{sentence.sent_id}: map has {size} positions, expected {n} words + 2"
-                                 + (" (a decoder's: + 1 or + 0)" if self.causal else ""))
-        preds = predict_heads_batch(maps, sizes, [len(s) for s in sentences], causal=self.causal).cpu().numpy()
-        return [preds[b, ..., : len(sentence)] for b, sentence in enumerate(sentences)]
+    def update(self, batch, extras: Sequence[tuple]) -> None:
+        """Score a :class:`~helpers.core.extract.MapBatch` of word-level maps; ``extras[b]`` is ``(sentence,)`` of
+        its ``b``-th example. Only the predicted heads come back to the host."""
+        sentences = [extra[0] for extra in extras]
+        for index, sentence, preds in batch_predictions(batch, sentences, causal=self.causal, maps=self.maps):
+            self.add_predictions(preds, sentence, index)
 
     def add_predictions(self, preds: np.ndarray, sentence: Sentence, index: int) -> None:
-        """Score one sentence's predictions ``[direction, layer, head, word]`` (:meth:`predict_batch`; left unchanged)."""
-        self._add(preds.copy() if self.possessive else preds, sentence, index)
-
-    def _add(self, preds: np.ndarray, sentence: Sentence, index: int) -> None:
-        """Add one sentence's predictions ``[direction, layer, head, word]`` against its gold tree."""
+        """Score one sentence's predictions ``[direction, layer, head, word]`` (left unchanged) against its tree;
+        ``index`` identifies the sentence (bootstraps resample by it) and orders it."""
         n = len(sentence)
         gold = np.asarray(sentence.heads)
         offsets = offset_predictions(n)
         if self.possessive:
+            preds = preds.copy()
             for word, proxy in possessive_targets(sentence, self.possessive):
                 preds[..., word] = preds[..., proxy]
                 offsets[:, word] = offsets[:, proxy]
         counted = gold != 0
-        index_of = self._index_of
-        for rel in sentence.deprels:
-            if rel not in index_of:
-                index_of[rel] = len(self.relations)
-                self.relations.append(rel)
-        rel_index = np.array([index_of[r] for r in sentence.deprels])
-        self._rel.append(rel_index[counted])
-        self._sent.append(np.full(int(counted.sum()), index))
-        self._correct.append((preds == gold)[..., counted])
-        self._offset.append((offsets == gold)[:, counted])
-        self.n_sentences = max(self.n_sentences, index + 1)
+        self._pending[index] = (sentence.deprels, counted, (preds == gold)[..., counted], (offsets == gold)[:, counted])
 
-    add = update  # the name before the shared protocol
+    def _in_order(self) -> None:
+        """Move the pending sentences, in index order, to the scores, numbering new relations as they appear."""
+        index_of = self._index_of
+        for index in sorted(self._pending):
+            deprels, counted, correct, offset = self._pending.pop(index)
+            for rel in deprels:
+                if rel not in index_of:
+                    index_of[rel] = len(self.relations)
+                    self.relations.append(rel)
+            self._rel.append(np.array([index_of[r] for r in deprels])[counted])
+            self._sent.append(np.full(int(counted.sum()), index))
+            self._correct.append(correct)
+            self._offset.append(offset)
+            self.n_sentences = max(self.n_sentences, index + 1)
 
     def merge(self, other: "HeadScorer") -> "HeadScorer":
         """Append ``other``'s sentences (e.g. a later shard's partial) to this scorer, in place; returns it.
@@ -343,6 +325,8 @@ class HeadScorer:
             raise ValueError(f"cannot merge scores with possessive={other.possessive!r} into possessive={self.possessive!r}")
         if other.causal != self.causal:
             raise ValueError("cannot merge the scores of causal and bidirectional maps")
+        self._in_order()
+        other._in_order()
         for rel in other.relations:
             if rel not in self._index_of:
                 self._index_of[rel] = len(self.relations)
@@ -356,56 +340,73 @@ class HeadScorer:
         return self
 
     def result(self) -> HeadScores:
+        self._in_order()
         if not self._rel:
             raise ValueError("no sentences were scored")
         return HeadScores(list(self.relations), np.concatenate(self._rel), np.concatenate(self._sent),
                           np.concatenate(self._correct, axis=-1), np.concatenate(self._offset, axis=-1), self.n_sentences)
 
 
-def score_heads(store, sentences: Sequence[Sentence], *, possessive: str | None = None,
-                causal: bool = False, device=None) -> HeadScores:
-    """Score every head of a word-level :class:`~helpers.data.cache.AttentionStore` against ``sentences``
-    (``causal``: the maps are a decoder's, see :func:`predict_heads`), in padded batches of maps
-    (:func:`map_batches`) on ``device`` (default the CPU): :meth:`HeadScorer.update_batch`."""
+@dataclass
+class HeadScorers:
+    """One :class:`HeadScorer` per possessive convention of ``conventions`` (``None``: none), all fed the same
+    predictions (one ``argmax`` per batch for all of them): an accumulator whose ``result()`` is their
+    :class:`HeadScores`, in the order of ``conventions``."""
+
+    conventions: tuple[str | None, ...] = (None,)
+    causal: bool = False
+    maps: str = "weights"
+    scorers: list[HeadScorer] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.scorers = self.scorers or [HeadScorer(c, self.causal, self.maps) for c in self.conventions]
+
+    def update(self, batch, extras: Sequence[tuple]) -> None:
+        for index, sentence, preds in batch_predictions(batch, [extra[0] for extra in extras], causal=self.causal,
+                                                        maps=self.maps):
+            for scorer in self.scorers:
+                scorer.add_predictions(preds, sentence, index)
+
+    def merge(self, other: "HeadScorers") -> "HeadScorers":
+        for mine, theirs in zip(self.scorers, other.scorers, strict=True):
+            mine.merge(theirs)
+        return self
+
+    def result(self) -> list[HeadScores]:
+        return [scorer.result() for scorer in self.scorers]
+
+
+class Indexed(NamedTuple):
+    """A map's example when only its index is known (:func:`map_batches` of ``(index, map)`` pairs)."""
+
+    index: int
+
+
+def score_heads(items: Iterable[tuple[Any, np.ndarray]], sentences: Sequence[Sentence], *,
+                possessive: str | None = None, causal: bool = False, device=None) -> HeadScores:
+    """Every head scored against ``sentences`` (indexed by example index) on word-level maps in memory:
+    ``items`` are ``(example or its index, attn [layer, head, n, n])`` (a store, or ``maps.items()`` of a dict by
+    index), scored in padded batches (:func:`map_batches`) on ``device`` (default the CPU) by one
+    :class:`HeadScorer` (``causal``: a decoder's maps; ``possessive``: its convention), the sentences in index
+    order."""
     scorer = HeadScorer(possessive=possessive, causal=causal)
-    for batch in map_batches(store, device=device):
-        scorer.update_batch(batch.weights, batch.lengths.tolist(), [sentences[ex.index] for ex in batch.examples],
-                            [ex.index for ex in batch.examples])
+    for batch in map_batches(items, device=device):
+        scorer.update(batch, [(sentences[ex.index],) for ex in batch.examples])
     return scorer.result()
 
 
-def shard_scorers(batches, sentences: Sequence[Sentence], conventions: Sequence[str | None], *,
-                  causal: bool = False, maps: str = "weights") -> list[HeadScorer]:
-    """One cache shard's partial scores, a :class:`HeadScorer` per convention of ``conventions`` (its ``possessive``:
-    ``None`` or a relation), from the shard's padded batches of word-level maps (:class:`~helpers.core.extract.MapBatch`
-    es, in any order: the passes that made them, on the model's device, or :func:`map_batches` of the stored shard).
-    The heads are predicted once per batch where the maps are; the sentences are then added in index order, the
-    order in which :func:`score_heads` reads a shard, so these partials merged in shard order
-    (:meth:`HeadScorer.merge`) are :func:`score_heads`'s scores exactly. ``maps``: the batches' maps scored,
-    ``"weights"`` or ``"norms"``; ``sentences`` is indexed by example index (a list, or a dict of the shard's)."""
-    scorers = [HeadScorer(possessive=convention, causal=causal) for convention in conventions]
-    made: dict[int, np.ndarray] = {}
-    for batch in batches:
-        group, sizes, weights = [sentences[ex.index] for ex in batch.examples], batch.lengths.tolist(), getattr(batch, maps)
-        # the argmax's working arrays (the map and its transpose, masked: 6 float32 copies) cut by bytes, not by count
-        for part in stat_chunks(len(group), 6 * 4 * weights[0].numel(), weights.device):
-            made.update(zip((ex.index for ex in batch.examples[part]),
-                            scorers[0].predict_batch(weights[part], sizes[part], group[part])))
-    for index in sorted(made):
-        for scorer in scorers:
-            scorer.add_predictions(made[index], sentences[index], index)
-    return scorers
-
-
-# Bytes of one padded batch of word-level maps that :func:`score_heads` scores at once (float32): the default
-# model's 64 sentences of 40 words take 6 x 12 x 42 x 42 x 4 x 64 = 32 MiB; a 16 x 32-head model's fewer.
+# Bytes of one padded batch of word-level maps that :func:`map_batches` stacks (float32): the default model's 32
+# sentences of 40 words take 6 x 12 x 42 x 42 x 4 x 32 = 16 MiB; a 16 x 32-head model's fewer.
 HEADS_BATCH_BYTES = 32 * 2**20
+HEADS_BATCH_MAPS = 32  # maps of one batch at most, as a forward pass's: in length order, little padding
 
 
-def map_batches(items, *, device=None, budget: int = HEADS_BATCH_BYTES):
-    """:class:`~helpers.core.extract.MapBatch` es of consecutive ``(example, attn [layer, head, n, n])`` of ``items``
-    (a store, in its order): right-padded float32 ``weights`` ``[batch, layer, head, P, P]`` of at most ``budget``
-    bytes (at least one map each) on ``device`` (default the CPU), ``lengths`` each map's size ``n``."""
+def map_batches(items, *, device=None, budget: int = HEADS_BATCH_BYTES, size: int = HEADS_BATCH_MAPS):
+    """:class:`~helpers.core.extract.MapBatch` es of the ``(example, attn [layer, head, n, n])`` of ``items`` (a store;
+    an example may be given by its index alone, :class:`Indexed`): right-padded ``weights`` ``[batch, layer, head, P,
+    P]`` (float32) of at most ``size`` maps and ``budget`` bytes (at least one map each) on ``device`` (default the
+    CPU), ``lengths`` each map's size ``n``. Each window of ``8 * size`` consecutive maps is batched by size (little
+    padding), so the batches do not keep the maps' order."""
     import torch
 
     from helpers.core.extract import MapBatch
@@ -417,18 +418,27 @@ def map_batches(items, *, device=None, budget: int = HEADS_BATCH_BYTES):
         for b, (_, a) in enumerate(group):
             n = a.shape[-1]
             out[b, :, :, :n, :n] = torch.as_tensor(np.asarray(a, dtype=np.float32))
-        return MapBatch([ex for ex, _ in group], out if device is None else out.to(device),
-                        lengths=[a.shape[-1] for _, a in group])
+        return MapBatch([ex if hasattr(ex, "index") else Indexed(int(ex)) for ex, _ in group],
+                        out if device is None else out.to(device), lengths=[a.shape[-1] for _, a in group])
 
-    group: list = []
-    for example, attn in items:
-        P = max([attn.shape[-1]] + [a.shape[-1] for _, a in group])
-        if group and (len(group) + 1) * attn.shape[0] * attn.shape[1] * P * P * 4 > budget:
+    def batches(window):
+        group: list = []
+        for example, attn in sorted(window, key=lambda pair: pair[1].shape[-1]):
+            P = attn.shape[-1]  # the largest so far
+            if group and (len(group) == size or (len(group) + 1) * attn.shape[0] * attn.shape[1] * P * P * 4 > budget):
+                yield stacked(group)
+                group = []
+            group.append((example, attn))
+        if group:
             yield stacked(group)
-            group = []
-        group.append((example, attn))
-    if group:
-        yield stacked(group)
+
+    window: list = []
+    for pair in items:
+        window.append(pair)
+        if len(window) == 8 * size:
+            yield from batches(window)
+            window = []
+    yield from batches(window)
 
 
 BOOTSTRAP = 1000  # resamples of every bootstrap interval (§4.2's heads, §4.3's head)

@@ -83,20 +83,13 @@ class _Pairs(list):
     """A list that can be weakly referenced (to see when a shard's maps are freed)."""
 
 
-class _Maps(dict):
-    """A dict that can be weakly referenced."""
-
-
-@pytest.mark.parametrize("engine", ["extract", "run_shards"])
-def test_making_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch, engine):
+def test_making_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch):
     """Extracting cold keeps one shard's maps at a time: the maps of a shard just written are freed before
     the next shard is made (holding them took the coreference chapter's whole-document windows over 3 GB)."""
     import gc
     import weakref
 
     import helpers.pipeline.extraction as extraction
-    from helpers.pipeline.engine import Execution, run_shards
-    from helpers.pipeline.extraction import plan_extraction
 
     made, alive_when_making = [], []
     compute = extraction.compute_shard
@@ -105,22 +98,11 @@ def test_making_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch,
         gc.collect()
         alive_when_making.append(sum(ref() is not None for ref in made))
         pairs = _Pairs(compute(*args, **kwargs))
-        if engine == "extract":
-            made.append(weakref.ref(pairs))
+        made.append(weakref.ref(pairs))
         return pairs
 
     monkeypatch.setattr(extraction, "compute_shard", tracked)
-    if engine == "extract":
-        extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
-    else:
-        def load_or_compute(lm, key, path, shard, **kwargs):  # the engine's loader, through the tracked compute
-            maps = _Maps((ex.index, a) for ex, a in extraction.compute_shard(lm, key, path, shard, **kwargs))
-            made.append(weakref.ref(maps))
-            return maps, True
-
-        monkeypatch.setattr(extraction, "load_or_compute_shard", load_or_compute)
-        plan = plan_extraction(tiny_lm, batch, level="word", cache=True, cache_root=tmp_path, shard_size=3)
-        run_shards(tiny_lm, plan, execution=Execution(), task=lambda items, payload: len(items))
+    extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
     assert len(alive_when_making) == 3
     assert alive_when_making == [0, 0, 0], "a written shard's maps were still in memory while the next was made"
 

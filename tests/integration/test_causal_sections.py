@@ -5,6 +5,7 @@ a reason where a claim cannot apply. An encoder's JSON has no such mark."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -93,6 +94,9 @@ def test_claims_on_a_decoder_are_not_applicable_where_due(decoder_dirs, toy_data
             assert claim["reason"] in claim["ours"]
         elif cid in PREMISED_CLAIMS and claim["verdict"] == NOT_APPLICABLE:
             assert "the first position is not a sink of this model" in claim["reason"], cid
+        elif cid.endswith("-head") and claim["verdict"] == NOT_APPLICABLE:
+            # the toy corpus lacks some relations: a relation's head claim has no words to be judged on
+            assert re.fullmatch(r"no \S+ word evaluated on both GUM dev and GUM test", claim["reason"]), cid
         else:
             assert claim["verdict"] in VERDICTS and "reason" not in claim, cid
     assert NOT_APPLICABLE_CLAIMS <= set(verdicts)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -105,29 +106,6 @@ def test_segment_commands_check_execution_options(command, argv, message, tiny_m
     assert len(err) == 1 and message in err[0]
 
 
-def test_shard_partials_merge_to_the_local_scores(tiny_lm, corpus, tmp_path):
-    """run_shards (local loop) + heads_shard + merge_heads == extract + score_heads, relation order included."""
-    from helpers.pipeline.engine import run_shards
-    from helpers.pipeline.extraction import encode_treebank, extract, plan_extraction
-    from helpers.syntax.run import heads_shard, merge_heads
-    from helpers.syntax.stats import score_heads
-
-    sentences, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32)
-    reference = score_heads(extract(tiny_lm, batch, cache_root=tmp_path / "a", source_digest=digest,
-                                    progress=False), sentences)
-    plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path / "b", source_digest=digest)
-    assert len(plan.store.shards) == 2 and len(plan.todo) == 2
-    payloads = [([sentences[ex.index] for ex in shard], None) for shard in plan.store.shards]
-    store, parts = run_shards(tiny_lm, plan, execution=Execution("local"), task=heads_shard, payloads=payloads)
-    merged = merge_heads(parts)
-    assert store.stats["shards_computed"] == 2
-    assert json.dumps(merged.table()) == json.dumps(reference.table())
-    assert merged.relations == reference.relations
-    np.testing.assert_array_equal(merged.word_correct, reference.word_correct)
-    # merging in another order numbers relations differently: the order is what makes it identical
-    assert merge_heads(parts[::-1]).relations != reference.relations
-
-
 # ------------------------------------------------------------------------------ on a local cluster
 
 distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed "
@@ -171,6 +149,44 @@ def _existing_cluster(n_workers: int, **kwargs):
     return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
                         dashboard_address=None, silence_logs=40, scheduler_kwargs={"dashboard_address": HTTP_ADDRESS},
                         loop=event_loop(), **kwargs)
+
+
+def _kill_once(flag, key_prefix: str):
+    """A Dask worker plugin: the worker that starts a task whose key begins with ``key_prefix`` kills its own process
+    (SIGKILL) if it is the first to create the file ``flag``; a rerun of that task elsewhere (``flag`` exists) lives.
+    Made in a function, as the engine's own plugin is: the class travels to the workers by value."""
+    from distributed import WorkerPlugin
+
+    class KillOnce(WorkerPlugin):
+        def __init__(self, flag: str, key_prefix: str):
+            self.flag, self.key_prefix = flag, key_prefix
+
+        def transition(self, key, start, finish, **kwargs):
+            if finish != "executing" or not str(key).startswith(self.key_prefix):
+                return
+            try:
+                os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return KillOnce(str(flag), key_prefix)
+
+
+@contextmanager
+def _killing_once(cluster, flag, key_prefix: str):
+    """The shared ``cluster`` with :func:`_kill_once` on its workers (and on those that replace them) while the block
+    runs; unregistered after it."""
+    from distributed import Client
+
+    name = f"kill-once-{key_prefix}"
+    with Client(cluster, loop=event_loop()) as client:
+        client.register_plugin(_kill_once(flag, key_prefix), name=name)
+        try:
+            yield
+        finally:
+            client.unregister_worker_plugin(name)
 
 
 @pytest.fixture(scope="module")
@@ -265,26 +281,9 @@ def test_extra_installed_under_cache_dir_loads_on_the_workers(tiny_model_dir, co
 def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
     """One worker kills itself (SIGKILL) when it starts the second shard; the scheduler reruns that
     shard on a worker that lives, and the JSON and the extract summary equal the local run's."""
-    from distributed import Client, WorkerPlugin
-
     flag = tmp_path / "killed"
-
-    class KillOnce(WorkerPlugin):
-        def __init__(self, flag):
-            self.flag = str(flag)
-
-        def transition(self, key, start, finish, **kwargs):
-            if finish == "executing" and str(key).startswith("shard-00001-"):
-                try:
-                    os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                except FileExistsError:
-                    return
-                import signal
-                os.kill(os.getpid(), signal.SIGKILL)
-
     local = _heads(tiny_model_dir, corpus, tmp_path, "local")
-    with Client(cluster, loop=event_loop()) as client:
-        client.register_plugin(KillOnce(flag), name="kill-once")
+    with _killing_once(cluster, flag, "shard-00001-"):
         address = cluster.scheduler_address
         dask = _heads(tiny_model_dir, corpus, tmp_path, "dask", "--address", address)
         assert flag.exists(), "no worker was killed: the test did not test recovery"
@@ -315,17 +314,19 @@ def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, toy_coref_data, t
     assert kept == local and list((tmp_path / "cache-kept").rglob("shard-*.npz"))
 
 
-def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster):
-    """A worker whose model differs from the driver's (here: the driver's recorded fingerprint is
-    altered) refuses the shard with a ValueError naming the worker, instead of writing other maps."""
-    from helpers.pipeline.engine import run_shards
-    from helpers.pipeline.extraction import encode_treebank, plan_extraction
+def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster, monkeypatch):
+    """A worker whose model differs from the driver's (here: the driver's fingerprint is altered) refuses the
+    route's shard (here the extract command's, :func:`~helpers.pipeline.route.write_maps`) with a ValueError naming
+    the worker, instead of writing other maps."""
+    from helpers.context import RunContext
+    from helpers.pipeline.extraction import encode_treebank
+    from helpers.pipeline.route import write_maps
 
     _, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32, max_sentences=20)
-    plan = plan_extraction(tiny_lm, batch, cache_root=tmp_path, source_digest=digest)
-    plan.meta["model_fingerprint"] = "0" * 64
+    monkeypatch.setattr(tiny_lm, "fingerprint", lambda: "0" * 64)
+    ctx = RunContext(cache_dir=tmp_path, progress=False, execution=Execution("dask", address=cluster.scheduler_address))
     with pytest.raises(ValueError, match="loaded other weights"):
-        run_shards(tiny_lm, plan, execution=Execution("dask", address=cluster.scheduler_address))
+        write_maps(tiny_lm, batch, level="token", ctx=ctx, source_digest=digest)
     assert not list(tmp_path.glob("*/shard-*.npz"))
 
 
@@ -386,32 +387,12 @@ def test_segment_statistics_on_a_cluster_same_json_as_local(command, tiny_model_
 def test_surface_with_workers_and_a_killed_worker(tiny_model_dir, segment_data, tmp_path, cluster):
     """--workers 2 starts its own cluster; on the shared cluster one worker kills itself (SIGKILL) when
     it starts the second shard's task, the scheduler reruns it elsewhere, and the JSON is the local run's."""
-    from distributed import Client, WorkerPlugin
-
     flag = tmp_path / "killed"
-
-    class KillOnce(WorkerPlugin):
-        def __init__(self, flag):
-            self.flag = str(flag)
-
-        def transition(self, key, start, finish, **kwargs):
-            if finish == "executing" and str(key).startswith("shard-00001-"):
-                try:
-                    os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                except FileExistsError:
-                    return
-                import signal
-                os.kill(os.getpid(), signal.SIGKILL)
-
     local = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "local")
     assert _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "workers", "--workers", "2") == local
-    with Client(cluster, loop=event_loop()) as client:
-        client.register_plugin(KillOnce(flag), name="kill-once-stream")
-        try:
-            dask = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "killed",
-                                 "--address", cluster.scheduler_address)
-        finally:
-            client.unregister_worker_plugin("kill-once-stream")
+    with _killing_once(cluster, flag, "shard-00001-"):
+        dask = _segments_run("surface", tiny_model_dir, segment_data, tmp_path, "killed",
+                             "--address", cluster.scheduler_address)
     assert flag.exists(), "no worker was killed: the test did not test recovery"
     assert dask == local
 

@@ -16,7 +16,7 @@ def test_book_passes_follow_the_chapters_sizes():
     from helpers.probe.run import probe_corpora
     from helpers.surface.run import SEGMENTS
 
-    passes = book_passes(RunContext(small=False), specs=["default", "random:default"])
+    passes = book_passes(RunContext(small=False, compare="default,random:default"))
     book = {(p.input, p.backward): p for p in passes if p.spec == "default"}
     assert book["segments", False].option["n_segments"] == SEGMENTS and book["segments", True].option["n_segments"] == SEGMENTS
     assert all(book[c, False].option["max_sentences"] is None for c in probe_corpora().values())
@@ -112,8 +112,8 @@ def test_the_sinks_chapters_decoder_is_in_the_plan(tmp_path):
     from helpers.results import section
     from helpers.sinks.decoder import random_decoder_dir
 
-    ctx = RunContext(small=False, cache_dir=tmp_path, decoder="some-decoder")
-    passes = [p for p in book_passes(ctx, specs=["default"]) if p.spec == "some-decoder"]
+    ctx = RunContext(small=False, cache_dir=tmp_path, decoder="some-decoder", compare="default")
+    passes = [p for p in book_passes(ctx) if p.spec == "some-decoder"]
     small = {name: section(name).sizes.small for name in ("surface", "syntax", "coref", "sinks")}
     by_input = {(p.input, p.backward): p for p in passes}
     assert by_input["segments", False].option["n_segments"] == small["surface"]["n_segments"] == small["sinks"]["n_segments"]
@@ -124,9 +124,9 @@ def test_the_sinks_chapters_decoder_is_in_the_plan(tmp_path):
         {small["syntax"]["max_sentences"]}
     assert all(p.option["max_documents"] == small["coref"]["max_documents"] for p in passes if "coreference" in p.input)
     assert not any("5" in p.sections or "6" in p.sections or "norms" in p.sections for p in passes)
-    assert not any(p.spec.startswith("random:") for p in book_passes(ctx, specs=["default"]) if "decoder" in p.spec)
-    assert not any(p.input == "segments (no BOS)" for p in book_passes(RunContext(small=False, cache_dir=tmp_path),
-                                                                       specs=["default"]))
+    assert not any(p.spec.startswith("random:") for p in book_passes(ctx) if "decoder" in p.spec)
+    assert not any(p.input == "segments (no BOS)" for p in book_passes(RunContext(small=False, cache_dir=tmp_path,
+                                                                                  compare="default")))
     # the book's own model, when a decoder, has its run without BOS; an encoder has none
     from helpers.plan import is_decoder
 
@@ -139,4 +139,4 @@ def test_the_sinks_chapters_decoder_is_in_the_plan(tmp_path):
     decoder = load_model(str(folder), cache_root=tmp_path)
     assert encode_pass(decoder, by_input["masked-LM segments (train)", False], ctx) is None
     own = RunContext(small=False, cache_dir=tmp_path, model=str(folder))
-    assert [p.input for p in book_passes(own, specs=[str(folder)])].count("segments (no BOS)") == 1
+    assert [p.input for p in book_passes(own.replace(compare=str(folder)))].count("segments (no BOS)") == 1

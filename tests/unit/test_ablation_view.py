@@ -185,3 +185,11 @@ def test_rule_note_says_what_each_rule_read():
     assert view.rule_note(row, fmt="+.1f") == ("+30.0 [+5.0, +40.0] against +0.0 (no effect) and +25.0 asked, "
                                                "permutation p = 0.01")
     assert view.rule_note(not_applicable("x", "s", "t", "p", "why").to_json()) == "not applicable: why"
+
+
+def test_the_large_share_names_whose_figure_it_is():
+    from helpers.presentation.ablation_view import large_share_source
+
+    encoder, decoder = large_share_source(False, 0.4, 0.2), large_share_source(True, 0.4, 0.2)
+    assert encoder.startswith("Michel et al.'s figure for fine-tuned BERT") and encoder.endswith("it is 20%")
+    assert decoder.startswith("Michel et al.'s figure for their translation model") and decoder.endswith("it is 40%")

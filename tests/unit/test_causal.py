@@ -166,18 +166,18 @@ def reference_predictions(attn: np.ndarray, lead: int, n: int) -> np.ndarray:
 @pytest.mark.parametrize("kind", KINDS)
 def test_head_scoring_under_a_causal_mask_against_a_slow_loop(decoders, kind):
     from helpers.data.conllu_io import Sentence
-    from helpers.syntax.stats import HeadScorer, predict_heads
+    from helpers.syntax.stats import predict_heads, score_heads
 
     lm = decoders[kind]
     batch = encode_words(lm.tokenizer, WORDS)
     maps = attention_for(lm, batch, level="word")
     rng = np.random.default_rng(1)
-    scorer, hits, total = HeadScorer(causal=True), 0, 0
+    items, sentences, hits, total = [], {}, 0, 0
     for ex, attn in zip(batch.examples, maps):
         attn = _sharpen(attn, seed=ex.index).astype(np.float32)  # the maps' precision, where the scoring picks
         n = ex.n_words
         assert attn.shape[-1] == n + ex.lead and ex.lead == (0 if kind == "llama-no-bos" else 1)
-        got = predict_heads(attn, n_words=n, causal=True)
+        got = predict_heads(attn[None], [attn.shape[-1]], [n], causal=True)[0].numpy()
         want = reference_predictions(attn, ex.lead, n)
         np.testing.assert_array_equal(got, want)
         assert (got[0, ..., 0] == 0).all() and (got[1, ..., n - 1] == 0).all()  # first / last word: no candidate
@@ -185,22 +185,24 @@ def test_head_scoring_under_a_causal_mask_against_a_slow_loop(decoders, kind):
         heads[0] = 2  # the first word's gold head is the second word: dependent-to-head must miss it
         heads[3] = 0
         sentence = Sentence(tuple(ex.words), tuple(heads), ("dep",) * n, ("X",) * n, ("X",) * n, sent_id=f"s{ex.index}")
-        scorer.update(attn, sentence, index=ex.index)
+        items.append((ex, attn))
+        sentences[ex.index] = sentence
         counted = np.array(heads) != 0
         hits = hits + ((want == np.array(heads)) & counted).sum(-1)
         total += int(counted.sum())
-    scores = scorer.result()
+    scores = score_heads(items, sentences, causal=True)
     assert scores.counts["all"] == total  # the same denominator as an encoder's: every word not attached to ROOT
     np.testing.assert_allclose(scores.accuracy()[..., scores.relations.index("all")], 100.0 * hits / total, rtol=1e-12)
 
 
 def test_head_scoring_rejects_a_decoder_map_without_causal():
     from helpers.data.conllu_io import Sentence
-    from helpers.syntax.stats import HeadScorer
+    from helpers.syntax.stats import score_heads
 
     sentence = Sentence(("a", "b", "c"), (2, 0, 2), ("dep",) * 3, ("X",) * 3, ("X",) * 3, sent_id="s")
-    with pytest.raises(ValueError, match="expected 3 words \\+ 2"):
-        HeadScorer().update(np.full((1, 1, 4, 4), 0.25), sentence)
+    with pytest.raises(ValueError, match="s: map has 4 positions, expected 3 words \\+ 2"):
+        score_heads([(0, np.full((1, 1, 4, 4), 0.25))], [sentence])
+    assert score_heads([(0, np.full((1, 1, 4, 4), 0.25))], [sentence], causal=True).counts["all"] == 2
 
 
 # ------------------------------------------------------------------------------------ §3.2 gradients
@@ -289,11 +291,11 @@ def test_coref_candidates_under_a_causal_mask(decoders):
     n = len(WORDS[1])
     query = Query(mention=None, head=5, candidates=(1,), correct=frozenset({1}), window=0)
     assert candidate_words(query, n, "words", causal=True).tolist() == [0, 1, 2, 3, 4]
-    got = head_predictions(attn, [query], "words", n_words=n, causal=True)
+    (got,) = head_predictions(attn[None], [n], [n], [[query]], "words", causal=True)
     want = attn[:, :, 5, :5].argmax(-1) == 1  # no BOS: word k at position k
     np.testing.assert_array_equal(got[..., 0], want)
     first = Query(mention=None, head=0, candidates=(), correct=frozenset({3}), window=0)  # sees no word: a miss
-    assert not head_predictions(attn, [first], "words", n_words=n, causal=True).any()
+    assert not head_predictions(attn[None], [n], [n], [[first]], "words", causal=True)[0].any()
 
 
 @pytest.mark.parametrize("kind", ("llama", "llama-no-bos"))
@@ -387,19 +389,23 @@ def test_compare_findings_leave_a_not_applicable_model_out():
     assert got.random_too == got.random_own_verdict == got.random_learned == [] and got.tests == []
 
 
-def test_coref_shard_task_scores_a_decoders_windows_as_the_local_run(decoders):
-    """The distributed task (``coref_shard``: its payload carries whether the maps are causal) gives the local
-    predictions of each window."""
-    from helpers.coref.run import _predictions, coref_shard
-    from helpers.coref.stats import Query
+def test_antecedent_scorer_scores_a_decoders_windows_as_the_reference(decoders):
+    """The accumulator of §4.3 (its ``causal`` says the maps are a decoder's) gives each window's predictions, with
+    mentions and then every word it sees as candidates, those of the loops; windows without queries are left out."""
+    from helpers.coref.stats import AntecedentScorer, Query
+    from helpers.syntax.stats import map_batches
+    from tests.references import antecedent_reference
 
     lm = decoders["llama"]
     batch = encode_words(lm.tokenizer, WORDS)
     maps = [_sharpen(m, seed=k) for k, m in enumerate(attention_for(lm, batch, level="word"))]
     first, second = batch.examples[0].index, batch.examples[1].index
     queries = {first: [Query(mention=None, head=4, candidates=(1, 3), correct=frozenset({1}), window=0)], second: []}
-    got = coref_shard(iter(zip(batch.examples, maps)), (queries, True))
-    want = _predictions(maps[0], queries[first], batch.examples[0].n_words, True)
+    acc = AntecedentScorer(causal=True)
+    for mb in map_batches(zip(batch.examples, maps)):
+        acc.update(mb, [(queries.get(ex.index, []),) for ex in mb.examples])
+    got = AntecedentScorer(causal=True).merge(acc).result()
+    n = batch.examples[0].n_words
+    want = [antecedent_reference(maps[0].astype(np.float32), queries[first], n, c, causal=True)
+            for c in ("mentions", "words")]
     assert list(got) == [first] and all(np.array_equal(g, w) for g, w in zip(got[first], want))
-    words = _predictions(maps[0], queries[0], batch.examples[0].n_words, False)[1]  # later words as candidates too
-    assert words.shape == want[1].shape

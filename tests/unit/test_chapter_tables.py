@@ -4,9 +4,8 @@ their sections' results and the benchmarks' JSON: each table and paragraph again
 constructed inputs, and the section reports' parts that the chapters read (computed once, the numbers the
 chapters showed when they computed them).
 
-The tables that chapter cells used to build themselves (issue 53) are checked against those cells' own code, copied
-here from the notebooks as they were (``OLD CELL`` below), on constructed inputs: the table a page shows is the same
-frame as before, values, types, index and column order."""
+A table is checked whole (``pd.testing.assert_frame_equal``: values, types, index and column order) against the frame
+written out here for its constructed input, or built cell by cell by loops over that input (the slow reference)."""
 from __future__ import annotations
 
 import sys
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from claim_rows import claim_as
 from helpers import paper
 from helpers.cluster.run import NO_BEHAVIOUR, THRESHOLDS, ClusterResult
 from helpers.presentation import chapters, performance
@@ -45,44 +45,39 @@ def _maps_example():
     return tokens, word_of_token, words, to_words(mean_rows), to_words(first_rows)
 
 
-def test_the_token_table_is_the_cells():
+def test_the_token_table_gives_each_token_its_word():
     tokens, word_of_token, words, _, _ = _maps_example()
     frame = chapters.token_table(tokens, word_of_token, words)
-    # OLD CELL (02_attention_maps, c90d973c), with example.word_of_token as word_of_token
-    old = pd.DataFrame({"token": tokens, "word position": word_of_token,
-                        "word": [words[w] for w in word_of_token]})
-    pd.testing.assert_frame_equal(frame, old)
-    assert frame["word"].tolist() == ["[CLS]", "the", "unbelievable", "unbelievable", "cat", "[SEP]"]
+    expected = pd.DataFrame([["[CLS]", 0, "[CLS]"], ["the", 1, "the"], ["unbeliev", 2, "unbelievable"],
+                             ["##able", 2, "unbelievable"], ["cat", 3, "cat"], ["[SEP]", 4, "[SEP]"]],
+                            columns=["token", "word position", "word"])
+    pd.testing.assert_frame_equal(frame, expected, check_exact=True)
 
 
 @pytest.mark.parametrize("layer, head", [(0, 0), (1, 2)])
-def test_the_first_or_mean_table_is_the_cells(layer, head):
+def test_the_first_or_mean_table_shows_the_split_words_rows(layer, head):
     _, word_of_token, words, word_attn, first_attn = _maps_example()
     split_word = int(np.bincount(word_of_token).argmax())
     frame = chapters.first_mean_table(word_attn, first_attn, words, layer=layer, head=head, word=split_word)
-    # OLD CELL (02_attention_maps, be47a076)
-    rows = pd.DataFrame({"mean (paper)": word_attn[layer, head, split_word], "first (released code)": first_attn[layer, head, split_word]},
-                        index=words).T.round(3).rename_axis("row of the split word")
-    pd.testing.assert_frame_equal(frame, rows)
-    assert frame.index.tolist() == ["mean (paper)", "first (released code)"] and frame.columns.tolist() == words
+    cells = [[float(f"{maps[layer, head, split_word, key]:.3f}") for key in range(len(words))]  # to 3 places, cell by cell
+             for maps in (word_attn, first_attn)]
+    expected = pd.DataFrame(cells, columns=words,
+                            index=pd.Index(["mean (paper)", "first (released code)"], name="row of the split word"))
+    pd.testing.assert_frame_equal(frame, expected, check_exact=True)
     assert frame.loc["mean (paper)"].sum() == pytest.approx(1.0, abs=5 * 5e-4)  # a word-level row, rounded to 3 places
     assert (frame.loc["mean (paper)"] != frame.loc["first (released code)"]).any()
 
 
-@pytest.mark.parametrize("split_fraction, deviation, formula", [(0.0712, 2.2e-16, 3.1e-7), (0.1, 0.0, 0.0)])
-def test_the_maps_summary_is_the_cells(split_fraction, deviation, formula):
-    from helpers.paper import SPLIT_WORD_FRACTION
-
+@pytest.mark.parametrize("split_fraction, deviation, formula, shown", [
+    (0.0712, 2.2e-16, 3.1e-7, ("7.1% (GUM dev)", "max deviation 2.2e-16", "max difference 3.1e-07")),
+    (0.1, 0.0, 0.0, ("10.0% (GUM dev)", "max deviation 0.0e+00", "max difference 0.0e+00"))])
+def test_the_maps_summary_states_the_three_measures_beside_the_paper(split_fraction, deviation, formula, shown):
     frame = chapters.maps_summary(split_fraction, deviation, formula)
-    # OLD CELL (02_attention_maps, b6ae4467), with float(np.abs(word_attn.sum(-1) - 1).max()) as deviation
-    old = pd.DataFrame(
-        [("words split into several tokens", f"~{100 * SPLIT_WORD_FRACTION.value:.0f}% (WSJ)", f"{100 * split_fraction:.1f}% (GUM dev)", "different corpus and vocabulary"),
-         ("word-level rows sum to 1", "yes", f"max deviation {deviation:.1e}", "by construction"),
-         ("maps equal softmax(QKᵀ/√d)", "formula in §2", f"max difference {formula:.1e}", "scaling written in")],
-        columns=["claim", "paper", "this model", "note"],
-    )
-    pd.testing.assert_frame_equal(frame, old)
-    assert frame["paper"][0] == "~8% (WSJ)"
+    expected = pd.DataFrame([["words split into several tokens", "~8% (WSJ)", shown[0], "different corpus and vocabulary"],
+                             ["word-level rows sum to 1", "yes", shown[1], "by construction"],
+                             ["maps equal softmax(QKᵀ/√d)", "formula in §2", shown[2], "scaling written in"]],
+                            columns=["claim", "paper", "this model", "note"])
+    pd.testing.assert_frame_equal(frame, expected, check_exact=True)
 
 
 # ------------------------------------------------------------------------------- §3 surface
@@ -271,31 +266,55 @@ def _coref_run(n_layers=2, n_heads=3, kinds=("pronoun", "proper", "nominal", "no
                     np.repeat(np.arange(12), 4), 12, [], word_correct=rng.random((n_layers, n_heads, n)) < 0.3)
 
 
-def _old_table2_frame(dev_run, test_run, candidate_sets=("mentions",)):
-    # OLD CELL (04_coref, c0fc20b2), the function it defined, as it was
-    from helpers.coref.run import table2
+def _table2_reference(dev, test, candidate_sets):
+    """The chapter's Table 2 computed here by loops over the queries: per candidate set, the head with the best "all"
+    accuracy on ``dev`` (the first in layer-then-head order on a tie) and on ``test``, each scored on ``test``; the
+    baselines on ``test``; accuracies in percent to 0.1, NaN for a type without a mention; the heads' intervals are the
+    run's own bootstrap (:meth:`CorefRun.head_interval`, tested with the coreference statistics); the paper's rows;
+    the mentions counted one by one."""
+    from helpers.coref.run import BASELINES, CANDIDATE_LABELS
     from helpers.coref.stats import MENTION_TYPES
 
+    types = ("all", *MENTION_TYPES)
+
+    def queries(run, kind):
+        return [q for q in range(len(run.kinds)) if kind == "all" or run.kinds[q] == kind]
+
+    def percent(correct, run, kind):  # correct: [query] booleans
+        qs = queries(run, kind)
+        return float(f"{100 * sum(bool(correct[q]) for q in qs) / len(qs):.1f}") if qs else float("nan")
+
+    def best(correct):  # correct: [layer, head, query]; the most queries right is the best "all" accuracy
+        hits = {(l, h): sum(map(bool, correct[l, h])) for l in range(correct.shape[0]) for h in range(correct.shape[1])}
+        return next(lh for lh, v in hits.items() if v == max(hits.values()))
+
     rows = []
-    for row in table2(dev_run, test_run, candidate_sets=candidate_sets):
-        lo_hi = row.pop("interval")
-        rows.append({"system": row["system"], **{k: round(row[k], 1) for k in ("all", *MENTION_TYPES)},
-                     "95% interval (all)": f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]" if lo_hi else ""})
+    for candidates in candidate_sets:
+        tag = "" if tuple(candidate_sets) == ("mentions",) else f", candidates: {CANDIDATE_LABELS[candidates]}"
+        correct = {"mentions": "head_correct", "words": "word_correct"}[candidates]
+        for (l, h), how in ((best(getattr(dev, correct)), "chosen on dev"),
+                            (best(getattr(test, correct)), "best on test, in-sample")):
+            lo, hi = test.head_interval(l, h, candidates=candidates)
+            rows.append({"system": f"head {l + 1}-{h + 1} ({how}{tag})",
+                         **{k: percent(getattr(test, correct)[l, h], test, k) for k in types},
+                         "95% interval (all)": f"[{lo:.1f}, {hi:.1f}]"})
+    for b, name in enumerate(BASELINES):
+        rows.append({"system": name, **{k: percent(test.baseline_correct[b], test, k) for k in types},
+                     "95% interval (all)": ""})
     for name, values in paper.TABLE2.items():
-        rows.append({"system": f"paper: {name}", **values._asdict(), "95% interval (all)": ""})
-    counts = test_run.counts()
-    rows.append({"system": "mentions (test)", **{k: counts[k] for k in ("all", *MENTION_TYPES)}, "95% interval (all)": ""})
-    return pd.DataFrame(rows, dtype=object).set_index("system")  # counts stay integers
+        rows.append({"system": f"paper: {name}", **dict(zip(types, values)), "95% interval (all)": ""})
+    rows.append({"system": "mentions (test)", **{k: len(queries(test, k)) for k in types}, "95% interval (all)": ""})
+    return pd.DataFrame(rows, dtype=object).set_index("system")
 
 
 @pytest.mark.parametrize("candidate_sets", [("mentions",), ("mentions", "words")])
 @pytest.mark.parametrize("kinds", [("pronoun", "proper", "nominal", "nominal"), ("pronoun", "nominal")])
-def test_table2_frame_is_the_cells(candidate_sets, kinds):
+def test_table2_frame_against_loops_over_the_queries(candidate_sets, kinds):
     """Both calls of the chapter (the mentions alone; mentions and every word), with every mention type and with one
     missing (its accuracies NaN); the heads' intervals filled in, the baselines' empty."""
     dev, test = _coref_run(kinds=kinds, seed=0), _coref_run(kinds=kinds, seed=1)
     frame = chapters.table2_frame(dev, test, candidate_sets=candidate_sets)
-    pd.testing.assert_frame_equal(frame, _old_table2_frame(dev, test, candidate_sets=candidate_sets))
+    pd.testing.assert_frame_equal(frame, _table2_reference(dev, test, candidate_sets))
     heads = 2 * len(candidate_sets)
     intervals = frame["95% interval (all)"].tolist()
     assert all(i.startswith("[") for i in intervals[:heads]) and not any(intervals[heads:])
@@ -304,18 +323,17 @@ def test_table2_frame_is_the_cells(candidate_sets, kinds):
     assert pd.isna(frame.loc["nearest", "proper"]) == ("proper" not in kinds)
 
 
-def test_the_coref_heat_maps_frame_is_the_cells():
-    test = _coref_run()
-    acc = test.accuracy()
-    lm = SimpleNamespace(n_layers=2, n_heads=3)
+def test_the_coref_heat_maps_frame_has_one_row_per_type_and_head():
+    acc = _coref_run().accuracy()
     frame = chapters.coref_accuracy_frame(acc)
-    # OLD CELL (04_coref, f6392a0a)
-    from helpers.core.labels import head_label
-    old = pd.DataFrame([{"relation": kind, "direction": "mention head → candidates", "layer": l + 1, "head": h + 1,
-                         "label": head_label(l, h), "accuracy": round(float(a[l, h]), 1)}
-                        for kind, a in acc.items() for l in range(lm.n_layers) for h in range(lm.n_heads)])
-    pd.testing.assert_frame_equal(frame, old)
-    assert len(frame) == 4 * 2 * 3 and frame["label"].tolist()[:4] == ["1-1", "1-2", "1-3", "2-1"]
+    rows = []
+    for kind in ("all", "pronoun", "proper", "nominal"):  # the accuracy's order: all, then the mention types
+        for layer in range(2):
+            for head in range(3):
+                rows.append([kind, "mention head → candidates", layer + 1, head + 1, f"{layer + 1}-{head + 1}",
+                             float(f"{acc[kind][layer, head]:.1f}")])
+    expected = pd.DataFrame(rows, columns=["relation", "direction", "layer", "head", "label", "accuracy"])
+    pd.testing.assert_frame_equal(frame, expected, check_exact=True)
 
 
 # ------------------------------------------------------------------------------- §5 probes
@@ -400,10 +418,10 @@ def test_the_cluster_thresholds_are_the_jsons():
 # ------------------------------------------------------------------------------- attention norms (chapter 07)
 
 
-def test_the_norms_table1_is_the_cells():
+def test_the_norms_table1_shows_each_rows_heads_and_accuracies():
     """Rows of :func:`helpers.norms.run.table1_comparison` with both directions under each kind of map and
-    accuracies to be rounded; against the chapter's old cell."""
-    from helpers.syntax.run import DIRECTION_ARROWS
+    accuracies to be rounded, against the table written out here (rounded as pandas rounds: 50.55 to 50.6); with
+    the change's paired interval, one more column before the baseline."""
     from helpers.syntax.stats import DIRECTIONS
 
     def row(relation, count, w, n, wd, nd, base):
@@ -414,18 +432,16 @@ def test_the_norms_table1_is_the_cells():
     table1 = [row("all", 500, 40.04, 42.16, 0, 1, 30.0), row("det", 50, 90.0, 89.95, 1, 0, 50.55),
               row("nsubj", 7, 33.333, 66.667, 1, 1, 14.2857)]
     frame = chapters.norms_table1(table1)
-    # OLD CELL (07_norms, norms-19)
-    short = DIRECTION_ARROWS  # "dep→head", "head→dep"
-    old = pd.DataFrame([{"relation": r["relation"], "count": r["count"],
-                   "weights: head": f"{r['weights_head']} {short[r['weights_direction']]}", "weights: accuracy": r["weights_accuracy"],
-                   "norms: head": f"{r['norms_head']} {short[r['norms_direction']]}", "norms: accuracy": r["norms_accuracy"],
-                   "change": r["change"], "baseline": r["baseline_accuracy"]} for r in table1]).set_index("relation").round(1)
-    pd.testing.assert_frame_equal(frame, old)
-    assert frame.loc["all"].tolist() == [500, "5-2 dep→head", 40.0, "4-11 head→dep", 42.2, 2.1, 30.0]
-    assert frame.loc["nsubj", "change"] == 33.3 and frame.loc["det", "weights: head"] == "5-2 head→dep"
+    expected = pd.DataFrame([[500, "5-2 dep→head", 40.0, "4-11 head→dep", 42.2, 2.1, 30.0],
+                             [50, "5-2 head→dep", 90.0, "4-11 dep→head", 90.0, -0.0, 50.6],
+                             [7, "5-2 head→dep", 33.3, "4-11 head→dep", 66.7, 33.3, 14.3]],
+                            columns=["count", "weights: head", "weights: accuracy", "norms: head", "norms: accuracy",
+                                     "change", "baseline"], index=pd.Index(["all", "det", "nsubj"], name="relation"))
+    pd.testing.assert_frame_equal(frame, expected, check_exact=True)
     paired = chapters.norms_table1([{**r, "change_interval": [r["change"] - 1.04, r["change"] + 2.06]} for r in table1])
-    assert list(paired.columns) == [*old.columns[:6], "change: 95% interval", "baseline"]
-    assert paired.loc["all", "change: 95% interval"] == "[1.1, 4.2]" and paired.drop(columns="change: 95% interval").equals(old)
+    pd.testing.assert_frame_equal(paired, expected.assign(**{"change: 95% interval": ["[1.1, 4.2]", "[-1.1, 2.0]",
+                                                                                    "[32.3, 35.4]"]})
+                                  [[*expected.columns[:6], "change: 95% interval", "baseline"]], check_exact=True)
 
 
 # ------------------------------------------------------------------------------- the comparison (chapter 08)
@@ -433,16 +449,19 @@ def test_the_norms_table1_is_the_cells():
 
 def _model(spec, random_init, verdicts, *, sizes=None):
     """A model's result with one claim per verdict (``c0``, ``c1`` ...; an item that is a claim's estimate and
-    interval makes an effect claim of paper level 10 over a null of 0), 2 layers x 3 heads."""
-    from helpers.claims import NOT_APPLICABLE, Claim, claim, effect, not_applicable
+    interval makes an effect claim of paper level 10 over a null of 0; a verdict alone, a row with no interval to
+    form a difference from: :func:`claim_rows.judged_without_interval`), 2 layers x 3 heads."""
+    from helpers.claims import NOT_APPLICABLE, claim, effect, not_applicable
     from helpers.compare.run import ModelResult
 
     def one(i, v):
         if isinstance(v, tuple):
             return claim(f"c{i}", "§3.1", "c", "p", "o", v[0], effect(*v, null=0.0, paper=10.0), resampled="segments",
                          n=40)
+        from claim_rows import judged_without_interval
+
         return not_applicable(f"c{i}", "§3.1", "c", "p", "no [SEP]") if v == NOT_APPLICABLE else \
-            Claim(f"c{i}", "§3.1", "c", "p", "o", 1.0, v)
+            claim(f"c{i}", "§3.1", "c", "p", "o", 1.0, judged_without_interval(v), resampled="segments", n=40)
 
     claims = [one(i, v) for i, v in enumerate(verdicts)]
     return ModelResult(spec, {"name": spec, "layers": 2, "heads": 3, "random_init": random_init}, claims,
@@ -512,11 +531,9 @@ def test_the_comparisons_random_control_on_the_difference():
 
 def test_results_at_a_glance_colours_and_tally():
     """Each verdict on its colour, after the legend; the tally names all four verdicts, then "not applicable"."""
-    from helpers.claims import Claim, not_applicable
+    from helpers.claims import not_applicable
     from helpers.presentation.summary import claims_html, tally_text
     from helpers.presentation.verdicts import VERDICT_COLOURS
-
-    from claim_rows import claim_as
 
     claims = [claim_as("prev-token-heads", "§3.1", I), claim_as("det-head", "§4.2", R),
               not_applicable("sep-self-attention", "§3.2", "c", "p", "no [SEP]")]
@@ -592,44 +609,39 @@ HEADS = {"sentences": 60, "seconds_bare_forward": 2.0, "seconds_extract_and_scor
          "speedup_scoring_over_naive": 120.0, "peak_rss_mib": 800.0}
 
 
-def test_the_extraction_benchmarks_table_is_the_cells():
+def _measures_frame(rows):
+    """``measure | value`` as the page shows it: indexed by ``measure``, the values an object column of floats."""
+    index = pd.Index([m for m, _ in rows], name="measure")
+    return pd.DataFrame({"value": pd.Series([float(v) for _, v in rows], dtype=object, index=index)})
+
+
+def test_the_extraction_benchmarks_table():
+    """benchmarks/extraction.py's JSON as the page shows it: each value as written, in the page's order (the count
+    among seconds a float, 40.0, as the page has always shown it)."""
     from helpers.presentation.measured import extraction_table
 
     frame = extraction_table(EXTRACTION)
-    extraction = EXTRACTION
-    # OLD CELL (performance, perf-08)
-    old = pd.DataFrame([
-        ("sentences (GUM test)", extraction["sentences"]),
-        ("bare forward pass with attentions (s)", extraction["seconds_bare_forward"]),
-        ("extraction + word-level maps (s)", extraction["seconds_extraction_word_level"]),
-        ("ratio to the bare forward pass (goal ≤ 1.2)", extraction["ratio_extraction_over_bare"]),
-        ("token→word conversion, batched matrix products (s)", extraction["seconds_conversion_batched"]),
-        ("token→word conversion, per-head Python loop (s)", extraction["seconds_conversion_naive_loop"]),
-        ("speed-up of the conversion (goal ≥ 20)", extraction["speedup_conversion_over_naive"]),
-        ("peak resident memory (MiB)", extraction["peak_rss_mib"]),
-    ], columns=["measure", "value"]).astype({"value": object}).set_index("measure")
-    pd.testing.assert_frame_equal(frame, old)
-    assert frame["value"].tolist() == [40, 1.25, 1.5, 1.2, 0.01, 0.5, 50.0, 700.5]
+    pd.testing.assert_frame_equal(frame, _measures_frame([
+        ("sentences (GUM test)", 40), ("bare forward pass with attentions (s)", 1.25),
+        ("extraction + word-level maps (s)", 1.5), ("ratio to the bare forward pass (goal ≤ 1.2)", 1.2),
+        ("token→word conversion, batched matrix products (s)", 0.01),
+        ("token→word conversion, per-head Python loop (s)", 0.5), ("speed-up of the conversion (goal ≥ 20)", 50.0),
+        ("peak resident memory (MiB)", 700.5)]), check_exact=True)
+    assert [type(v) for v in frame["value"]] == [float] * 8
 
 
-def test_the_heads_benchmarks_table_is_the_cells():
+def test_the_heads_benchmarks_table():
+    """benchmarks/heads.py's JSON as the page shows it: each value as written, in the page's order."""
     from helpers.presentation.measured import heads_table
 
     frame = heads_table(HEADS)
-    heads = HEADS
-    # OLD CELL (performance, perf-10)
-    old = pd.DataFrame([
-        ("sentences", heads["sentences"]),
-        ("bare forward pass with attentions (s)", heads["seconds_bare_forward"]),
-        ("extraction + word maps + scoring every head, direction and relation (s)", heads["seconds_extract_and_score"]),
-        ("ratio to the bare forward pass", heads["ratio_extract_and_score_over_bare"]),
-        ("scoring alone (s)", heads["seconds_scoring_only"]),
-        ("per-word Python loop scoring, estimated (s)", heads["seconds_naive_scoring_estimated"]),
-        ("speed-up of the scoring", heads["speedup_scoring_over_naive"]),
-        ("peak resident memory (MiB)", heads["peak_rss_mib"]),
-    ], columns=["measure", "value"]).astype({"value": object}).set_index("measure")
-    pd.testing.assert_frame_equal(frame, old)
-    assert frame["value"].tolist() == [60, 2.0, 2.5, 1.25, 0.25, 30.0, 120.0, 800.0]
+    pd.testing.assert_frame_equal(frame, _measures_frame([
+        ("sentences", 60), ("bare forward pass with attentions (s)", 2.0),
+        ("extraction + word maps + scoring every head, direction and relation (s)", 2.5),
+        ("ratio to the bare forward pass", 1.25), ("scoring alone (s)", 0.25),
+        ("per-word Python loop scoring, estimated (s)", 30.0), ("speed-up of the scoring", 120.0),
+        ("peak resident memory (MiB)", 800.0)]), check_exact=True)
+    assert [type(v) for v in frame["value"]] == [float] * 8
 
 
 def test_packed_over_floor_reads_the_recording_or_computes_it_from_the_cores():
@@ -776,9 +788,10 @@ def test_the_repository_has_a_recording_of_the_probes_naive_loop():
 
 def test_a_chapters_claims_table_can_show_the_rules_fields():
     """The chapter's claims table shows any field of a claim's JSON: the rule's numbers to 3 significant digits, an
-    interval as "[lo, hi]", a combined claim's parts, "—" where a row has none (not applicable, or no rule); an
+    interval as "[lo, hi]", a combined claim's parts, "—" where a row has none (not applicable; an effect judged
+    by its permutation p alone has no interval); an
     unknown column is refused, naming it."""
-    from helpers.claims import Claim, claim, combined, effect, not_applicable, within
+    from helpers.claims import claim, combined, effect, not_applicable, within
     from helpers.presentation.book import claims_table
 
     rows = [claim("a", "§3.1", "c", "p", "o", 1.0, effect(12.3456, (11.0, 13.0), null=0.0, paper=10.0),
@@ -786,7 +799,9 @@ def test_a_chapters_claims_table_can_show_the_rules_fields():
             claim("b", "§3.1", "c", "p", "o", 1.0, combined(effect(12.0, (11.0, 13.0), null=0.0, paper=10.0, name="x"),
                                                             within(0.5, (0.2, 2.0), low=0.0, high=1.0, name="y")),
                   resampled="sentences", n=7),
-            not_applicable("c", "§3.2", "c", "p", "no [SEP]"), claim_as("d", "§3.1", P, 2.0)]
+            not_applicable("c", "§3.2", "c", "p", "no [SEP]"),
+            claim("d", "§3.1", "c", "p", "o", 2.0, effect(5.0, None, null=0.0, paper=10.0, p_value=0.01),
+                  resampled="segments", n=40)]
     frame = claims_table(rows, columns=("verdict", "rule", "estimate", "interval", "paper_level", "parts", "n"))
     assert frame.to_dict("index") == {
         "a": {"verdict": R, "rule": "effect", "estimate": "12.3", "interval": "[11, 13]", "paper_level": "10",
@@ -794,7 +809,8 @@ def test_a_chapters_claims_table_can_show_the_rules_fields():
         "b": {"verdict": I, "rule": "combined", "estimate": "—", "interval": "—", "paper_level": "—",
               "parts": "reproduced, inconclusive", "n": 7},
         "c": {"verdict": NA, **dict.fromkeys(("rule", "estimate", "interval", "paper_level", "parts", "n"), "—")},
-        "d": {"verdict": P, **dict.fromkeys(("rule", "estimate", "interval", "paper_level", "parts", "n"), "—")}}
+        "d": {"verdict": P, "rule": "effect", "estimate": "5", "interval": "—", "paper_level": "10", "parts": "—",
+              "n": 40}}
     assert claims_table(rows).columns.tolist() == ["section", "claim", "paper", "ours", "verdict"]
     with pytest.raises(ValueError, match="'nonsense'"):
         claims_table(rows, columns=("verdict", "nonsense"))

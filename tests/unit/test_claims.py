@@ -699,3 +699,21 @@ def test_claims_command_json(tiny_model_dir, toy_data, tmp_path):
         if r["rule"] is not None:
             check_row(r)
     assert all(r["value"] is None or isinstance(r["value"], (int, float)) for r in rows)
+
+
+def test_the_probe_chapters_glued_gains_are_the_claims_gains():
+    """Chapter 5 glues each probe's pooled UAS and each paired gain as ``estimate [lo, hi]`` (signed for a gain), the
+    numbers of :func:`helpers.probe.claims.gain` for the same probes."""
+    from helpers.presentation.chapters import PROBE_GAINS, probe_gain_texts
+
+    result = probe_result({"Right-branching": [25.0], "Distances + words": [50.0, 50.5, 51.0],
+                           "Random-init Attn + words": [30.0, 31.0, 30.5], "Attn": [45.0, 45.5, 46.0],
+                           "Attn + words": [60.0, 61.0, 60.5]})
+    texts = probe_gain_texts(result)
+    assert list(texts) == [name for name, *_ in PROBE_GAINS]
+    for name, probe, baseline in PROBE_GAINS:
+        g = pr.gain(result, probe, baseline)
+        lo, hi = g["interval"]
+        want = (f"{g['estimate']:+.1f} [{lo:+.1f}, {hi:+.1f}]" if baseline else f"{g['estimate']:.1f} [{lo:.1f}, {hi:.1f}]")
+        assert texts[name] == want
+    assert texts["aw_over_attn"].startswith("+") and not texts["attn_ci"].startswith("+")

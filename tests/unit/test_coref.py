@@ -64,6 +64,12 @@ def test_queries_candidates_and_baselines(toy_doc):
     assert 6 not in {q.mention.start for q in queries_in_window(toy_doc, 5, len(toy_doc.words), 1)}
 
 
+def one_window(attn, queries, candidates="mentions"):
+    """:func:`head_predictions` of one encoder window's map (a batch of one)."""
+    size = attn.shape[-1]
+    return head_predictions(attn[None], [size], [size - 2], [queries], candidates)[0]
+
+
 def test_head_accuracy_on_constructed_attention(toy_doc):
     queries = queries_in_window(toy_doc, 0, len(toy_doc.words), 0)
     n = len(toy_doc.words)
@@ -71,7 +77,7 @@ def test_head_accuracy_on_constructed_attention(toy_doc):
     for q in queries:  # head 0 attends from each mention's head word to its antecedent's head word
         attn[0, 0, q.head + 1, max(q.correct) + 1] = 0.9
         attn[0, 1, q.head + 1, q.head] = 0.9  # head 1 attends to the previous word
-    correct = head_predictions(attn, queries)
+    correct = one_window(attn, queries)
     assert correct[0, 0].all()
     assert correct[0, 1].sum() < len(queries)
 
@@ -143,8 +149,8 @@ def test_every_word_candidates_against_a_loop(toy_doc):
     for q in queries:  # head (0, 0): antecedent gets 0.5, a non-mention word after the mention gets 0.6
         attn[0, 0, q.head + 1, max(q.correct) + 1] = 0.5
         attn[0, 0, q.head + 1, min(q.head + 1, n - 1) + 1] = 0.6
-    mentions = head_predictions(attn, queries)
-    words = head_predictions(attn, queries, candidates="words")
+    mentions = one_window(attn, queries)
+    words = one_window(attn, queries, candidates="words")
     assert mentions[0, 0].all() and not words[0, 0].any()
     for l in range(2):
         for h in range(3):
@@ -155,7 +161,7 @@ def test_every_word_candidates_against_a_loop(toy_doc):
                         best, pick = attn[l, h, q.head + 1, w + 1], w
                 assert words[l, h, k] == (pick in q.correct)
     with pytest.raises(ValueError, match="candidates 'all'"):
-        head_predictions(attn, queries, candidates="all")
+        one_window(attn, queries, candidates="all")
 
 
 def test_shard_size_holds_the_default_models_maps_per_shard():

@@ -4,7 +4,7 @@ import torch
 
 from helpers.core.encoding import encode_words
 from helpers.core.extract import bucket, forward_attentions, iter_attention, model_inputs
-from helpers.core.wordlevel import word_level_reference
+from tests.references import word_level_reference
 from test_norms import fast_path_terms
 from tolerances import default_float64, float64_passes, in_float64, round_off
 

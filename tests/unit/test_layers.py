@@ -16,7 +16,8 @@ Layers, lowest first (a module may import its own layer and those below):
    type; its runs' settings include the input length of :mod:`helpers.core.encoding`)
 4. one package per paper section: ``surface``, ``syntax``, ``coref``, ``probe``, ``cluster``, ``norms``,
    ``sinks`` (attention to the first position, for encoders and decoders), ``mixing`` (context-mixing maps
-   scored with the paper's probes) and ``ablation`` (heads and sink terms removed)
+   scored with the paper's probes), ``ablation`` (heads and sink terms removed) and ``minimal_pairs`` (BLiMP's
+   minimal pairs, with the paper's heads removed)
 5. ``results`` (the sections' records, listed once, and every claim for one model), ``segment_pass`` (one pass
    over the segments for the statistics of several sections) and ``compare`` (several models)
 6. ``presentation``: views, charts, glue, summary tables
@@ -40,6 +41,7 @@ LAYERS = {
     "config": 0, "context": 0, "paper": 0, "claims": 0, "digest": 0,
     "core": 1, "data": 2, "pipeline": 3, "reduce": 3, "section": 3,
     "surface": 4, "syntax": 4, "coref": 4, "probe": 4, "cluster": 4, "norms": 4, "sinks": 4, "mixing": 4, "ablation": 4,
+    "minimal_pairs": 4,
     "results": 5, "segment_pass": 5, "compare": 5,
     "presentation": 6, "plan": 6,
     "cli": 7, "__main__": 7, "__init__": 7,

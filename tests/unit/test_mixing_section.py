@@ -13,7 +13,7 @@ from helpers.data.conllu_io import read_conllu
 from helpers.mixing import run as mr
 from helpers.mixing.maps import METHODS
 from helpers.mixing.section import SECTION
-from helpers.syntax.stats import ALL, DIRECTIONS, HeadScorer
+from helpers.syntax.stats import ALL, DIRECTIONS, score_heads
 from tolerances import round_off
 
 
@@ -44,12 +44,7 @@ def test_held_out_chooses_on_dev_and_scores_on_test(toy_conllu):
     layers, units = 2, 3
     maps = {k: {i: rng.random((layers, units, len(s) + 2, len(s) + 2)).astype(np.float32) for i, s in enumerate(sentences)}
             for k in ("dev", "test")}
-    scored = {}
-    for k in maps:
-        scorer = HeadScorer()
-        for i, s in enumerate(sentences):
-            scorer.update(maps[k][i], s, index=i)
-        scored[k] = scorer.result()
+    scored = {k: score_heads(maps[k].items(), sentences) for k in maps}
     rows = mr.held_out(scored["dev"], scored["test"], [ALL, "det"], units, n_boot=50)
     for relation in (ALL, "det"):
         # the slow reference: every unit's dev accuracy, ties to the lowest layer, head, then direction

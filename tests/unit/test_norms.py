@@ -14,10 +14,9 @@ from helpers.core.internals import attention_parts, capture, output_weight
 from helpers.norms.stats import KINDS, NormAccumulator, NormStats, batch_kind_shares, batch_spearman, kind_masks
 from helpers.core.norm_maps import forward_weights_and_norms, iter_norm_maps
 from helpers.surface.stats import batch_statistics, token_masks
-from helpers.core.wordlevel import word_level_reference
 
 from test_formula import tiny
-from tests.references import map_batch, norm_maps_reference
+from tests.references import map_batch, norm_maps_reference, word_level_reference
 from tolerances import EPS16, EPS64, decimals, in_float64, round_off
 
 

@@ -48,13 +48,23 @@ def _copy_results(tmp_path: Path) -> Path:
 
 
 def test_a_changed_claims_recording_fails_the_check(tmp_path):
-    """A verdict changed in the recording no longer matches README.md."""
+    """A verdict changed in the recording no longer matches README.md; a row that carries its rule's fields
+    cannot be given a verdict its rule did not give."""
+    from helpers.claims import RULE_FIELDS
+
     results = _copy_results(tmp_path)
     newest = max(results.glob("claims-default-*.json"), key=lambda p: p.name)
     data = json.loads(newest.read_text())
-    flipped = "partly" if data["claims"][0]["verdict"] != "partly" else "reproduced"
-    data["claims"][0]["verdict"] = flipped
+    first = data["claims"][0]
+    flipped = "partly" if first["verdict"] != "partly" else "reproduced"
+    first["verdict"] = flipped
     newest.write_text(json.dumps(data))
+    if first.get("rule") is not None:
+        with pytest.raises(ValueError, match=first["id"]):
+            readme_tables.generated(results)
+        for key in RULE_FIELDS:  # as a row recorded before rows carried their rule: shown as it is
+            first.pop(key, None)
+        newest.write_text(json.dumps(data))
     text = readme_tables.generated(results)[readme_tables.README]
     assert text != readme_tables.README.read_text(encoding="utf-8")
     assert f"<td>{readme_tables.verdict_cell(flipped)}</td></tr>" in text
@@ -169,3 +179,20 @@ def test_the_builds_table_gives_the_caches_peak_where_it_was_recorded():
     assert readme_tables.cache_cell({"cache_bytes_cold_build": end, "cache_peak_bytes_cold_build": peak}) == (
         "peak 3.6 GB (2.5 GB maps, 1.2 GB probe batches), end 2.0 GB")
     assert readme_tables.cache_cell({}) == "not recorded"
+
+
+def test_rows_judged_again_on_the_measured_sink_are_verdicts_not_claims():
+    """A not-applicable row that names its claim's row on the measured sink: the sentence counts the paper's claims
+    apart from the verdicts, and the README shows only the reason's first clause for the row not applicable."""
+    reason = ("[SEP] is not a sink of this model: it takes at most 0.02 of any layer's attention; the claim is judged "
+              "on the measured sink instead (sink-x)")
+    rows = [_row("sep-x", "not applicable", reason=reason), _row("sink-x", "not reproduced"),
+            _row("other", "not applicable", reason="a decoder has no [SEP]")]
+    from helpers.presentation.verdicts import tally_sentence
+
+    assert tally_sentence(rows, "m") == ("Of the paper's 2 claims tested on m (3 verdicts: 1 judged again on the "
+                                         "model's measured sink): 0 reproduced, 0 partly, 0 inconclusive, "
+                                         "1 not reproduced, 2 not applicable.")
+    assert tally_sentence(rows[1:], "m").startswith("Of the paper's 2 claims tested on m: ")
+    assert readme_tables.ours_cell(rows[0]) == "[SEP] is not a sink of this model"
+    assert readme_tables.ours_cell(rows[1]) == "o"

@@ -22,9 +22,10 @@ PACKAGE = ROOT / "helpers"
 
 def test_each_section_once_in_the_papers_order():
     keys = [s.key for s in SECTIONS]
-    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms", "sinks", "mixing", "ablation"]
+    assert keys == ["surface", "syntax", "coref", "probe", "cluster", "norms", "sinks", "mixing", "ablation",
+                    "minimal_pairs"]
     assert [s.paper for s in PAPER_SECTIONS] == ["§3", "§4.2", "§4.3", "§5", "§6"]
-    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms", "sinks", "mixing", "ablation"]
+    assert [s.key for s in SECTIONS if not s.in_paper] == ["norms", "sinks", "mixing", "ablation", "minimal_pairs"]
     for s in SECTIONS:  # a section reads only sections before it (their reports exist when it runs)
         assert set(s.inputs) <= set(keys[: keys.index(s.key)]), s.key
 
@@ -274,7 +275,7 @@ def test_context_reads_the_environment_once(monkeypatch, tmp_path):
     monkeypatch.setenv("BERT_ATTENTION_MODEL", "some-model")
     ctx = RunContext.from_env()
     assert ctx.small and ctx.refresh and ctx.cache_dir == (tmp_path / "c").resolve() and ctx.model == "some-model"
-    assert not RunContext.from_env(small=False, refresh=False).small  # an entry point's own options win
+    assert not RunContext.from_env(small=False).small  # an entry point's own options win
     for name in ("BERT_ATTENTION_SMALL", "BERT_ATTENTION_REFRESH", "BERT_ATTENTION_CACHE", "BERT_ATTENTION_MODEL"):
         monkeypatch.delenv(name)
     # what was read stays: the sizes follow the context, not the environment of the moment
@@ -283,7 +284,7 @@ def test_context_reads_the_environment_once(monkeypatch, tmp_path):
     monkeypatch.setenv("BERT_ATTENTION_SMALL", "1")
     from helpers.plan import book_passes
 
-    book = [p for p in book_passes(RunContext(small=False), specs=["default"]) if p.input == "segments"]
+    book = [p for p in book_passes(RunContext(small=False, compare="default")) if p.input == "segments"]
     assert book[0].option["n_segments"] == 1000  # the context says full, whatever the environment says
 
 

@@ -14,7 +14,9 @@ from helpers.syntax.stats import (
     bootstrap_interval,
     offset_predictions,
     predict_heads,
+    score_heads,
 )
+from tests.references import antecedent_reference, predict_heads_reference
 from tolerances import EPS64, round_off
 
 
@@ -39,9 +41,7 @@ def gold_maps(s, n_layers=2, n_heads=3, good=(1, 2)):
 
 
 def test_head_pointing_at_gold_head_scores_100():
-    scorer = HeadScorer()
-    scorer.add(gold_maps(TREE), TREE)
-    scores = scorer.result()
+    scores = score_heads([(0, gold_maps(TREE))], [TREE])
     table = scores.table()
     assert table[ALL]["count"] == 5  # the root word is not counted
     acc = scores.accuracy()
@@ -58,9 +58,7 @@ def test_transposed_direction():
     for j in range(1, n + 1):  # each word spreads its attention over its own dependents
         deps = [i for i, h in enumerate(TREE.heads) if h == j]
         attn[0, 0, j, [d + 1 for d in deps] or [n + 1]] = 1.0 / max(len(deps), 1)
-    scorer = HeadScorer()
-    scorer.add(attn, TREE)
-    row = scorer.result().table()[ALL]
+    row = score_heads([(0, attn)], [TREE]).table()[ALL]
     assert row["accuracy"] == 100.0 and row["direction"] == "head-to-dependent"
 
 
@@ -68,8 +66,9 @@ def test_special_tokens_self_and_ties():
     n = 4
     attn = np.full((1, 1, n + 2, n + 2), 1e-3)
     attn[..., 0] = attn[..., -1] = 1.0  # [CLS]/[SEP] dominate but are never candidates
-    preds = predict_heads(attn)
+    preds = predict_heads(attn[None], [n + 2], [n])[0].numpy()
     assert preds.shape == (2, 1, 1, n)
+    np.testing.assert_array_equal(preds, predict_heads_reference(attn, n))
     assert preds[0, 0, 0].tolist() == [2, 1, 1, 1]  # ties -> earliest word; never itself
 
 
@@ -77,25 +76,22 @@ def test_offsets_on_right_branching_chain():
     n = 6
     chain = sentence(list("abcdef"), [2, 3, 4, 5, 6, 0], ["dep"] * 5 + ["root"])
     assert offset_predictions(3).tolist()[OFFSETS.index(1)] == [2, 3, 0]
-    scorer = HeadScorer()
-    scorer.add(np.full((1, 1, n + 2, n + 2), 1 / (n + 2)), chain)
-    row = scorer.result().table()["dep"]
+    row = score_heads([(0, np.full((1, 1, n + 2, n + 2), 1 / (n + 2)))], [chain]).table()["dep"]
     assert row["baseline_offset"] == 1 and row["baseline_accuracy"] == 100.0
 
 
 def test_vectorised_accuracy_matches_slow_loops():
     rng = np.random.default_rng(3)
-    scorer, sents, maps = HeadScorer(), [], []
+    sents, maps = [], []
     for k in range(6):
         n = int(rng.integers(3, 9))
         heads = [int(rng.integers(0, n + 1)) for _ in range(n)]
         heads = [h if h != i + 1 else 0 for i, h in enumerate(heads)]
         s = sentence([f"w{i}" for i in range(n)], heads, [str(rng.choice(["a", "b", "c"])) for _ in range(n)])
         m = rng.dirichlet(np.ones(n + 2), size=(2, 2, n + 2))
-        scorer.add(m, s)
         sents.append(s)
         maps.append(m)
-    scores = scorer.result()
+    scores = score_heads(enumerate(maps), sents)
     acc = scores.accuracy()
     for d, direction in enumerate(DIRECTIONS):
         for l in range(2):
@@ -121,11 +117,9 @@ def test_possessive_convention_judges_the_s_token():
     n = len(s)
     attn = np.zeros((1, 1, n + 2, n + 2))
     attn[0, 0, 1, 2] = attn[0, 0, 2, 3] = attn[0, 0, 3, 4] = attn[0, 0, 4, 1] = 1.0  # "'s" attends to "mat"
-    plain, paper = HeadScorer(), HeadScorer(possessive="nmod:poss")
-    plain.add(attn, s)
-    paper.add(attn, s)
-    assert plain.result().table()["nmod:poss"]["accuracy"] == 0.0
-    assert paper.result().table()["nmod:poss"]["accuracy"] == 100.0
+    plain, paper = score_heads([(0, attn)], [s]), score_heads([(0, attn)], [s], possessive="nmod:poss")
+    assert plain.table()["nmod:poss"]["accuracy"] == 0.0
+    assert paper.table()["nmod:poss"]["accuracy"] == 100.0
 
 
 def test_bootstrap_interval():
@@ -203,10 +197,7 @@ def test_argmax_scores_from_cached_maps_equal_float64_on_near_ties(tmp_path):
     stored = _read_shard(path, 2, 3, "k", [0, 1])
 
     def score(ms):
-        scorer = HeadScorer()
-        for m, s in zip(ms, sents):
-            scorer.add(m, s)
-        return scorer.result().accuracy()[0, ..., 0]  # dependent-to-head, "all"
+        return score_heads(enumerate(ms), sents).accuracy()[0, ..., 0]  # dependent-to-head, "all"
 
     reference = reference_accuracy(maps, sents)
     # tolerance: percentages of the same integer counts (exact in float64): a couple of roundings of values up to 100
@@ -221,7 +212,9 @@ def test_argmax_scores_from_cached_maps_equal_float64_on_near_ties(tmp_path):
     queries = [Query(m(i), i, tuple(range(i)), frozenset({sents[1].heads[i] - 1}), 0) for i in (4, 6, 7, 8)
                if sents[1].heads[i] - 1 < i]
     assert queries
-    np.testing.assert_array_equal(head_predictions(stored[1], queries), head_predictions(maps[1].astype(np.float64), queries))
+    n = len(sents[1])
+    (got,) = head_predictions(stored[1][None], [n + 2], [n], [queries])
+    np.testing.assert_array_equal(got, antecedent_reference(maps[1].astype(np.float64), queries, n))
 
 
 def test_cached_maps_are_the_live_float32_maps(tiny_lm, toy_conllu, tmp_path):
@@ -256,15 +249,18 @@ def _random_sentences(n_sentences=6, seed=3, min_words=3, max_words=9):
 def test_merged_scorers_equal_one_scorer_in_order():
     """HeadScorer.merge: shards' partials merged in order == one scorer fed every sentence (relations too)."""
     sents, maps = _random_sentences()
-    whole = HeadScorer()
-    for k, (m, s) in enumerate(zip(maps, sents)):
-        whole.update(m, s, index=k)
-    merged = HeadScorer()
-    for chunk in ((0, 1), (), (2, 3, 4), (5,)):
+    from helpers.syntax.stats import map_batches
+
+    def scorer(indices):
         part = HeadScorer()
-        for k in chunk:
-            part.update(maps[k], sents[k], index=k)
-        assert merged.merge(part) is merged
+        for batch in map_batches([(k, maps[k]) for k in indices], budget=1):  # one sentence a batch
+            part.update(batch, [(sents[ex.index],) for ex in batch.examples])
+        return part
+
+    whole = scorer(range(6))
+    merged = HeadScorer()
+    for chunk in ((1, 0), (), (4, 2, 3), (5,)):  # a shard's batches in any order: its sentences by index
+        assert merged.merge(scorer(chunk)) is merged
     a, b = whole.result(), merged.result()
     assert b.relations == a.relations and b.n_sentences == a.n_sentences == 6
     np.testing.assert_array_equal(b.word_correct, a.word_correct)
@@ -303,10 +299,6 @@ def _scored_run(sents, maps, *, causal: bool = False):
     """A :class:`HeadsRun` over in-memory word maps, scored by :class:`HeadScorer` (Figure 5's input)."""
     from helpers.syntax.run import HeadsRun
 
-    scorer = HeadScorer(causal=causal)
-    for k, (m, s) in enumerate(zip(maps, sents)):
-        scorer.update(m, s, index=k)
-
     class Store:
         examples = [type("E", (), {"index": k})() for k in range(len(sents))]
         skipped: list = []
@@ -314,7 +306,7 @@ def _scored_run(sents, maps, *, causal: bool = False):
         def __getitem__(self, i):
             return maps[i]
 
-    return HeadsRun("toy", sents, Store(), scorer.result(), causal=causal)
+    return HeadsRun("toy", sents, Store(), score_heads(enumerate(maps), sents, causal=causal), causal=causal)
 
 
 def test_figure5_examples_follow_the_rule():

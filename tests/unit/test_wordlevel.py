@@ -8,8 +8,8 @@ from helpers.core.wordlevel import (
     conversion_matrices,
     word_level,
     word_level_batch,
-    word_level_reference,
 )
+from tests.references import word_level_reference
 from tolerances import round_off
 
 
