@@ -7,6 +7,8 @@ in memory (on an accelerator, there) -> probes trained with three seeds on batch
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from dataclasses import replace
 from functools import partial
@@ -16,7 +18,7 @@ import numpy as np
 import torch
 
 from helpers import paper
-from helpers.context import RunContext, in_force, takes_context
+from helpers.context import RunContext, cache_folder, in_force, takes_context
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel, load_model
 from helpers.core.threads import torch_threads
@@ -28,6 +30,7 @@ from helpers.pipeline.route import reduce_maps
 from helpers.probe.stats import (
     ProbeBatcher,
     ProbeData,
+    SpilledRows,
     fits_on,
     predict,
     right_branching_correct,
@@ -105,15 +108,29 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     source = vectors_from or lm
     dim = len(next(iter(glove.values()))) if glove is not None else source.model.get_input_embeddings().embedding_dim
     hold = _holder(lm, batch, dim)
-    groups = reduce_maps(lm, batch, partial(ProbeBatcher, hold=hold), level="word", keep=keep, ctx=ctx,
-                         source_digest=digest, desc=f"{spec} maps").result()
+    spill = _spill_folder(ctx) if hold == "cpu" else None
+    try:
+        rows, groups = reduce_maps(lm, batch, partial(ProbeBatcher, hold=hold, spill=spill), level="word", keep=keep,
+                                   ctx=ctx, source_digest=digest, desc=f"{spec} maps").result()
+    except BaseException:
+        if spill is not None:
+            shutil.rmtree(spill, ignore_errors=True)
+        raise
+    rows = rows.owning() if spill is not None else rows
     examples = {ex.index: ex for ex in batch.examples}
-    order = [examples[index] for group in groups for index, _, _ in group]
+    order = [examples[index] for group in groups for index in group]
     picked = [sentences[ex.index] for ex in order]
     if vectors is not None:
         if vectors.names != [s.sent_id for s in picked]:
             raise ValueError(f"{spec}: the data whose word vectors are shared hold other sentences, or another order")
         words = vectors.vectors
+    elif spill is not None:  # written as they are made, a chunk of sentences at a time
+        words = SpilledRows(_spill_folder(ctx), single=True).owning()
+        E = input_embeddings(source) if glove is None else None
+        for start in range(0, len(order), VECTOR_CHUNK):
+            made = word_vectors(source, order[start : start + VECTOR_CHUNK], glove, embeddings=E)
+            for ex in order[start : start + VECTOR_CHUNK]:
+                words.append(made[ex.index])
     else:
         made, where = word_vectors(source, order, glove), torch.device(hold or lm.device)
         words = [made[ex.index] if where.type == "cpu" else torch.from_numpy(made[ex.index]).to(where) for ex in order]
@@ -122,16 +139,27 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
                      [np.array([u == "PUNCT" or r == "punct" for u, r in zip(s.upos, s.deprels)]) for s in picked],
                      words, skipped=len(batch.skipped), names=[s.sent_id for s in picked],
                      groups=[list(range(starts[k], starts[k + 1])) for k in range(len(groups))], batch_size=batch_size,
-                     packed=[(block, root) for group in groups for _, block, root in group])
+                     packed=rows)
+
+
+VECTOR_CHUNK = 256  # sentences whose word vectors are made at a time when they are spilled
+
+
+def _spill_folder(ctx: RunContext) -> str:
+    """A new folder in the cache for rows spilled to disk (:class:`~helpers.probe.stats.SpilledRows`; removed when
+    they are let go)."""
+    (root := cache_folder(ctx.cache_dir)).mkdir(parents=True, exist_ok=True)
+    return tempfile.mkdtemp(prefix="probe-spill-", dir=root)
 
 
 def _holder(lm: LoadedModel, batch: EncodedBatch, dim: int):
-    """Where :class:`~helpers.probe.stats.ProbeBatcher` keeps the packed maps of ``batch``: where the route's maps are
-    (``None``) on the CPU, and on an accelerator where they fit (:func:`~helpers.probe.stats.fits_on`), else the
-    host."""
+    """Where :class:`~helpers.probe.stats.ProbeBatcher` keeps the packed maps of ``batch``: on an accelerator, there
+    where they fit (:func:`~helpers.probe.stats.fits_on`: ``None``, where the route's maps are); else ``"cpu"``:
+    spilled to disk (:class:`~helpers.probe.stats.SpilledRows`), so that the host's memory does not grow with the
+    treebank."""
     device = torch.device(lm.device)
     if device.type == "cpu":
-        return None
+        return "cpu"
     K = lm.n_layers * lm.n_heads
     nbytes = sum((ex.n_words ** 2 + 4 * ex.n_words) * K * 2 + ex.n_words * dim * 4 for ex in batch.examples)
     return None if fits_on(device, nbytes) else "cpu"

@@ -31,8 +31,13 @@ features and their training in words: book/methods.md, §Probing classifiers.
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import threading
+import uuid
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
 import numpy as np
@@ -50,6 +55,7 @@ HIDDEN_UNITS = 256  # the hidden layer of Distances + words (tanh units; paper f
 # large weights (at 2e-3 it was still far from converged after 3 epochs: 46.8 dev UAS against 54.9).
 LEARNING_RATES = {"attn": 0.1, "attn+words": 0.02, "distances+words": 5e-3}
 _SEEDING = threading.Lock()  # held while a probe is seeded and initialised (torch's generator is the process's)
+_OPENING = threading.Lock()  # held while a thread opens a file of spilled rows
 
 
 def encoder_layout(attn: np.ndarray, lead: int = 1, trail: int = 1) -> np.ndarray:
@@ -82,14 +88,15 @@ class ProbeData:
     maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each (empty: ``packed`` given)
     heads: list[np.ndarray]         # [n], 0 = ROOT
     punct: list[np.ndarray]         # [n] bool
-    vectors: list                   # [n, dim] each (NumPy arrays, or tensors on the device that holds the maps)
+    vectors: Sequence               # [n, dim] each (NumPy arrays, tensors on the device that holds the maps, or
+    #                                 SpilledRows read from disk)
     skipped: int = 0
     names: list[str] = field(default_factory=list)
     n_maps: int = 0  # layers * heads, read from the maps
     groups: list[list[int]] | None = None
     dim_: int = 0    # word-vector size (read from the vectors)
     batch_size: int | None = None  # the batches' size when none is asked for
-    packed: list[tuple[torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)  # (block, root): pack
+    packed: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)  # (block, root): pack
 
     def __post_init__(self) -> None:
         if self.maps and self.packed is None:
@@ -109,8 +116,9 @@ class ProbeData:
 
     @property
     def device(self) -> torch.device:
-        """Where the packed maps are held (the CPU when there are none)."""
-        return self.packed[0][0].device if self.packed else torch.device("cpu")
+        """Where the packed maps are held (the CPU when there are none, or they are spilled to disk)."""
+        spilled = isinstance(self.packed, SpilledRows)
+        return self.packed[0][0].device if self.packed and not spilled else torch.device("cpu")
 
     def to(self, device) -> "ProbeData":
         """The same sentences with their packed maps and word vectors copied to ``device``."""
@@ -119,7 +127,10 @@ class ProbeData:
 
     def nbytes(self) -> int:
         """The bytes of the packed maps and the word vectors."""
-        return sum(b.nbytes + r.nbytes for b, r in self.packed or ()) + sum(v.nbytes for v in self.vectors)
+        maps = self.packed.nbytes if isinstance(self.packed, SpilledRows) else sum(
+            b.nbytes + r.nbytes for b, r in self.packed or ())
+        return maps + (self.vectors.nbytes if isinstance(self.vectors, SpilledRows) else
+                       sum(v.nbytes for v in self.vectors))
 
     def batches(self, size: int, *, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
         """Sentence indices grouped by length (little padding) within each of ``groups``, optionally in a
@@ -150,17 +161,100 @@ def pack(maps: torch.Tensor, lead: int, n: int, trail: int) -> tuple[torch.Tenso
     return block, root
 
 
+class SpilledRows(Sequence):
+    """Rows of tensors, one a sentence (its packed maps ``(block, root)``, :func:`pack`, or its word vectors), written
+    to files in ``folder`` as they come and read back with ordinary file reads when a batch is made (not a memory map,
+    whose touched pages would count as resident memory; the operating system's page cache keeps the reads fast), so
+    that holding a treebank's rows takes a few bytes a sentence in memory. Indexing gives fresh CPU tensors as they
+    were written: the tuple of a row's parts, or with ``single`` its one part. :meth:`extend` appends another's rows
+    (files in the same folder), :meth:`take` gives the rows in another order (no copy); the folder is removed when
+    the rows that :meth:`owning` returned are let go (or the process ends). Safe to read from several threads."""
+
+    def __init__(self, folder, *, single: bool = False):
+        self.folder, self.single = Path(folder), single
+        self.rows: list[tuple[str, int, tuple, torch.dtype]] = []  # (file, offset, the parts' shapes, dtype)
+        self._name, self._writer, self._readers = None, None, {}
+        self.nbytes = 0
+
+    def append(self, parts) -> None:
+        """One row (a tuple of tensors of one dtype, or with ``single`` one tensor or array) written at the end of
+        this object's file."""
+        parts = [torch.as_tensor(p) for p in ((parts,) if self.single else parts)]
+        if self._writer is None:
+            self._name = f"{uuid.uuid4().hex}.bin"
+            self._writer = open(self.folder / self._name, "wb")
+        offset = self._writer.tell()
+        for part in parts:
+            self._writer.write(part.detach().cpu().contiguous().numpy().tobytes())
+        self.rows.append((self._name, offset, tuple(tuple(p.shape) for p in parts), parts[0].dtype))
+        self.nbytes += sum(p.nbytes for p in parts)
+
+    def _flush(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int):
+        self._flush()
+        name, offset, shapes, dtype = self.rows[i]
+        if name not in self._readers:
+            with _OPENING:
+                if name not in self._readers:
+                    self._readers[name] = os.open(self.folder / name, os.O_RDONLY)
+        sizes = [int(np.prod(shape)) for shape in shapes]
+        out = torch.empty(sum(sizes), dtype=dtype)
+        got = os.preadv(self._readers[name], [out.numpy()], offset)
+        if got != out.nbytes:
+            raise OSError(f"{self.folder / name}: {got} bytes at {offset}, expected {out.nbytes} (removed while read?)")
+        parts = tuple(part.view(shape) for part, shape in zip(out.split(sizes), shapes))
+        return parts[0] if self.single else parts
+
+    def extend(self, other: "SpilledRows") -> "SpilledRows":
+        other._flush()
+        self.rows.extend(other.rows)
+        self.nbytes += other.nbytes
+        return self
+
+    def take(self, order: Sequence[int]) -> "SpilledRows":
+        self._flush()
+        out = SpilledRows(self.folder, single=self.single)
+        out.rows, out.nbytes = [self.rows[i] for i in order], self.nbytes
+        return out
+
+    def owning(self) -> "SpilledRows":
+        """These rows, removing their folder when let go."""
+        weakref.finalize(self, _remove_folder, self.folder, self._readers)
+        return self
+
+    def __getstate__(self) -> dict:  # to and from a Dask worker: the rows, not the open files
+        self._flush()
+        return {**self.__dict__, "_writer": None, "_readers": {}}
+
+
+def _remove_folder(folder: Path, readers: dict) -> None:
+    for fd in readers.values():
+        os.close(fd)
+    readers.clear()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 class ProbeBatcher:
     """The probes' accumulator on the one route (:func:`helpers.pipeline.route.reduce_maps` of word-level weights):
     each sentence's maps rounded to float16 where the route hands them (the model's device) and packed
-    (:func:`pack`), one group per cache shard in the shard's order (by example index). ``result()``: per group, its
-    ``(example index, block, root)``, the groups in shard order: a :class:`ProbeData`'s ``packed`` and ``groups``.
-    ``hold``: the device that keeps the packed maps (``None``: where the maps are)."""
+    (:func:`pack`), one group per cache shard in the shard's order (by example index). Where they are kept:
+    ``spill`` (a folder): written there (:class:`SpilledRows`: the memory does not grow with the treebank); else on
+    ``hold`` (a device; ``None``: where the maps are). ``result()``: ``(rows, groups)``, the packed maps in the groups'
+    order (indexable, ``(block, root)`` each: a :class:`ProbeData`'s ``packed``) and per group, in shard order, its
+    example indices."""
 
-    def __init__(self, hold=None):
+    def __init__(self, hold=None, spill=None):
         self.hold = hold
-        self.groups: list[list[tuple[int, torch.Tensor, torch.Tensor]]] = []
-        self._shard: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        self.rows = [] if spill is None else SpilledRows(spill)
+        self.groups: list[list[tuple[int, int]]] = []  # per closed shard: (example index, row), by example index
+        self._shard: list[tuple[int, int]] = []
 
     def update(self, batch, extras=None) -> None:
         """One forward pass's :class:`~helpers.core.extract.MapBatch` (word level, ``[batch, layer, head, position,
@@ -169,24 +263,29 @@ class ProbeBatcher:
         half = batch.weights.to(torch.float16).reshape(b, L * H, P, P)
         for k, ex in enumerate(batch.examples):
             block, root = pack(half[k], ex.lead, ex.n_words, ex.trail)
-            if self.hold is not None:
+            if isinstance(self.rows, list) and self.hold is not None:
                 block, root = block.to(self.hold), root.to(self.hold)
-            self._shard.append((ex.index, block, root))
+            self._shard.append((ex.index, len(self.rows)))
+            self.rows.append((block, root))
 
     def _close(self) -> None:
         if self._shard:
-            self.groups.append(sorted(self._shard, key=lambda item: item[0]))
+            self.groups.append(sorted(self._shard))
             self._shard = []
 
     def merge(self, other: "ProbeBatcher") -> "ProbeBatcher":
         self._close()
         other._close()
-        self.groups.extend(other.groups)
+        start = len(self.rows)
+        self.groups.extend([(index, start + row) for index, row in group] for group in other.groups)
+        self.rows.extend(other.rows)
         return self
 
-    def result(self) -> list[list[tuple[int, torch.Tensor, torch.Tensor]]]:
+    def result(self) -> tuple[Sequence, list[list[int]]]:
         self._close()
-        return self.groups
+        order = [row for group in self.groups for _, row in group]
+        rows = self.rows.take(order) if isinstance(self.rows, SpilledRows) else [self.rows[i] for i in order]
+        return rows, [[index for index, _ in group] for group in self.groups]
 
 
 @dataclass

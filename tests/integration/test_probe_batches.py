@@ -204,7 +204,7 @@ def test_a_control_takes_the_models_word_vectors(tiny_lm, treebank, tmp_path):
     model = probe_data(tiny_lm, str(treebank), max_length=60, batch_size=4, ctx=ctx)
     shared = probe_data(control, str(treebank), vectors_from=tiny_lm, max_length=60, batch_size=4, vectors=model, ctx=ctx)
     alone = probe_data(control, str(treebank), vectors_from=tiny_lm, max_length=60, batch_size=4, ctx=ctx)
-    assert all(a is b for a, b in zip(shared.vectors, model.vectors, strict=True))
+    assert shared.vectors is model.vectors  # the same rows (on the CPU, spilled to disk)
     for a, b in zip(shared.vectors, alone.vectors, strict=True):
         np.testing.assert_array_equal(a, b)  # tolerance: exact: the same arithmetic on the same embeddings
     assert not all(torch.equal(a[0], b[0]) for a, b in zip(shared.packed, model.packed))  # the control's own maps

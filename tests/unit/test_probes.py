@@ -345,8 +345,9 @@ def test_probe_command(tiny_model_dir, fake_data, toy_conllu, tmp_path):
 
 def test_the_models_and_the_controls_maps_are_never_held_together(tiny_model_dir, fake_data, toy_conllu, tmp_path,
                                                                    monkeypatch):
-    """The trainings on the model's maps run first; its packed maps are let go before the control's are made (memory
-    holds one model's maps, not two), and the control's data take the model's word vectors. With --keep-maps too
+    """The trainings on the model's maps run first; its packed maps are let go before the control's are made (one
+    model's maps held, not two, spilled to disk: their folders are removed when let go), and the control's data take
+    the model's word vectors. With --keep-maps too
     (the maps are then in the cache, not held twice in memory either); the table is the same."""
     import gc
     import weakref
@@ -357,7 +358,7 @@ def test_the_models_and_the_controls_maps_are_never_held_together(tiny_model_dir
     (fake_data / "ud-english-ewt").mkdir()
     shutil.copy(toy_conllu, fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
     lm = load_model(str(tiny_model_dir))
-    made, phases = [], []  # the model's four data are made first (train, dev, test, ewt), then the control's
+    made, phases, folders = [], [], []  # the model's four data are made first (train, dev, test, ewt), then the control's
     real_probe_data, real_train_all = run.probe_data, run.train_all
 
     def alive() -> int:
@@ -367,9 +368,10 @@ def test_the_models_and_the_controls_maps_are_never_held_together(tiny_model_dir
     def recording_data(model, spec, **kwargs):
         made_before = alive() if model is not lm else None
         data = real_probe_data(model, spec, **kwargs)
-        made.append((made_before, [weakref.ref(block) for block, _ in data.packed] if model is lm else []))
+        made.append((made_before, [weakref.ref(data.packed)] if model is lm else []))
+        folders.append(data.packed.folder)  # the CPU: spilled to disk
         if model is not lm:
-            assert all(a is b for a, b in zip(data.vectors, kwargs["vectors"].vectors, strict=True))
+            assert data.vectors is kwargs["vectors"].vectors  # the same rows (spilled to disk: the CPU)
         return data
 
     def recording_train(jobs, sets, *args, **kwargs):
@@ -389,6 +391,8 @@ def test_the_models_and_the_controls_maps_are_never_held_together(tiny_model_dir
         assert not tables[-1]["control_is_model"] and len(made) == 8
         assert [before for before, _ in made[4:]] == [0] * 4  # none of the model's maps left when the control's come
         assert phases == [{"maps"}, {"random"}]
+        gc.collect()
+        assert len(folders) == 8 * (1 + keep) and not any(folder.exists() for folder in folders)  # the spills removed
     assert tables[0]["rows"] == tables[1]["rows"]
     assert tables[0]["trainings"] == len(run.training_jobs((0, 1)))
 
