@@ -1,12 +1,13 @@
 """Paper §5 end to end: word-level maps of GUM train/dev/test and EWT dev (of the model and its random-init
-control) down the one route, packed by the probes' accumulator (:class:`helpers.probe.stats.ProbeBatcher`) and held
-in memory (on an accelerator, there) -> probes trained with three seeds on batches made from them as they are read
--> Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
+control) down the one route, packed by the probes' accumulator (:class:`helpers.probe.stats.ProbeBatcher`) and
+spilled to disk (on an accelerator, held there where they fit) -> probes trained with three seeds on batches made from
+them as they are read -> Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
 
 >>> table = run_probes(lm, seeds=(0, 1, 2))                              # doctest: +SKIP
 """
 from __future__ import annotations
 
+import gc
 import shutil
 import tempfile
 import time
@@ -100,8 +101,10 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
     ``batch_size`` by default. ``vectors``: the data of the same corpus with the same word vectors (the model's, for
     its random-init control, whose ``vectors_from`` is the model), whose vectors are taken instead of made again.
 
-    On an accelerator the packed maps stay there where they take at most
-    :data:`~helpers.probe.stats.RESIDENT_SHARE` of its free memory (the probes train there), else on the host."""
+    The packed maps and the word vectors are written to files in a folder of the cache as they come
+    (:class:`~helpers.probe.stats.SpilledRows`, removed when the data are let go), so that memory does not grow with
+    the treebank; on an accelerator they stay there instead where they take at most
+    :data:`~helpers.probe.stats.RESIDENT_SHARE` of its free memory (the probes train there)."""
     ctx = in_force(ctx)
     sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
                                                data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
@@ -129,8 +132,8 @@ def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None =
         E = input_embeddings(source) if glove is None else None
         for start in range(0, len(order), VECTOR_CHUNK):
             made = word_vectors(source, order[start : start + VECTOR_CHUNK], glove, embeddings=E)
-            for ex in order[start : start + VECTOR_CHUNK]:
-                words.append(made[ex.index])
+            for ex in order[start : start + VECTOR_CHUNK]:  # float32, as the batches copy them (the same rounding)
+                words.append(made[ex.index].astype(np.float32, copy=False))
     else:
         made, where = word_vectors(source, order, glove), torch.device(hold or lm.device)
         words = [made[ex.index] if where.type == "cpu" else torch.from_numpy(made[ex.index]).to(where) for ex in order]
@@ -199,9 +202,9 @@ def run_probes(lm: LoadedModel, ctx: RunContext | None = None, *, seeds=(0, 1, 2
     (cached on disk, keyed by the model, the corpus files, the word vectors, the settings and the code that
     computes them: :func:`helpers.digest.code_digest` of this module, which follows its imports).
 
-    ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks. The maps are held
-    in memory packed, once each at half precision (:func:`probe_data`), the model's and its control's never together;
-    their padded batches are made as they are read. Only the model's maps of the evaluation treebanks stay in the
+    ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks. The maps are
+    packed, once each at half precision, and spilled to disk (:func:`probe_data`), the model's and its control's
+    never together; their padded batches are made as they are read. Only the model's maps of the evaluation treebanks stay in the
     cache (every map with ``keep_maps``)."""
     data_dir = ctx.data_dir
     corpora = corpora or probe_corpora()
@@ -338,6 +341,7 @@ def _run_probes(lm: LoadedModel, ctx: RunContext, *, seeds, epochs, glove_path, 
         if random_sets is None and any(job[2] == "random" for job in phase):
             t = time.perf_counter()
             sets = {name: replace(data, packed=None) for name, data in sets.items()}  # served the first phase only
+            gc.collect()  # their batches refer back to them: their spilled maps go now, before the control's come
             random_sets = {name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], vectors=sets[name],
                                             **kw) for name, spec in corpora.items()}
             t_data += time.perf_counter() - t

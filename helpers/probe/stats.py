@@ -80,7 +80,8 @@ class ProbeData:
     transpose) and the padding, made batch by batch as they are read (:func:`make_batch`, :class:`HeldBatches`).
 
     Made by the probes' accumulator on the one route (:class:`ProbeBatcher`: ``packed``, at half precision, in
-    cache-shard order, ``groups`` the shards) or from in-memory maps ``[layer, head, n + 2, n + 2]`` in the encoder's
+    cache-shard order, ``groups`` the shards; on the CPU ``packed`` and ``vectors`` are :class:`SpilledRows`, read
+    from disk) or from in-memory maps ``[layer, head, n + 2, n + 2]`` in the encoder's
     layout (``maps``: small data, the context-mixing section's and the tests'), packed here in their own dtype.
     ``groups`` (optional) partitions the sentences; a batch never mixes two groups.
     """
@@ -181,7 +182,7 @@ class SpilledRows(Sequence):
         this object's file."""
         parts = [torch.as_tensor(p) for p in ((parts,) if self.single else parts)]
         if self._writer is None:
-            self._name = f"{uuid.uuid4().hex}.bin"
+            self._name = f"probe-{uuid.uuid4().hex}.bin"  # what `prune` removes (a stopped run's leftovers)
             self._writer = open(self.folder / self._name, "wb")
         offset = self._writer.tell()
         for part in parts:

@@ -474,3 +474,40 @@ def test_twin_jobs_pair_each_control_job_with_the_models_own():
 
     twins = twin_jobs(training_jobs((0, 1, 2)))
     assert twins == {("Random-init Attn + words", s): ("Attn + words", s) for s in (0, 1, 2)}
+
+
+def test_spilled_rows_read_back_what_was_written(tmp_path):
+    """Rows spilled to disk read back bit for bit, in any order (take), across files (extend), after a trip through
+    pickle (to a Dask worker and back), from several threads; their folder goes when the owning rows are let go."""
+    import gc
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from helpers.probe.stats import SpilledRows
+
+    folder = tmp_path / "spill"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    rows = [(torch.from_numpy(rng.random((n, n, 3)).astype(np.float16)),
+             torch.from_numpy(rng.random((n, 6, 2)).astype(np.float16))) for n in (1, 4, 2, 7)]
+    first, second = SpilledRows(folder), SpilledRows(folder)
+    for row in rows[:2]:
+        first.append(row)
+    for row in rows[2:]:
+        second.append(row)
+    spilled = pickle.loads(pickle.dumps(first)).extend(pickle.loads(pickle.dumps(second))).take([3, 0, 2, 1]).owning()
+    want = [rows[k] for k in (3, 0, 2, 1)]
+    assert len(spilled) == 4 and spilled.nbytes == sum(b.nbytes + r.nbytes for b, r in rows)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(spilled.__getitem__, [0, 1, 2, 3] * 5))
+    for (block, root), (b, r) in zip(got, want * 5):
+        assert block.dtype == torch.float16 and torch.equal(block, b) and torch.equal(root, r)  # tolerance: exact
+    vectors = SpilledRows(folder, single=True)
+    vectors.append(np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(vectors[0].numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert len(list(folder.glob("probe-*.bin"))) == 3  # what `prune` removes after a stopped run
+    del spilled, got
+    gc.collect()
+    assert not folder.exists()
