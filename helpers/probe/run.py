@@ -362,7 +362,7 @@ def _run_probes(lm: LoadedModel, ctx: RunContext, *, seeds, epochs, glove_path, 
                    **{name: [r[name] for r in runs] for name in tests if name != "test"}}
         rows[label] = {**{k: _summary(v) for k, v in results.items()}, "epochs": [r["epoch"] for r in runs]}
         per_sentence["correct"][label] = {name: [r["correct"][name] for r in runs] for name in tests}
-    return {
+    result = {
         "model": lm.label, "word_vectors": f"GloVe file {glove_path}" if glove_path else f"{lm.label} static input embeddings",
         "corpora": corpora,
         "sentences": {k: len(v) for k, v in sets.items()}, "skipped": {k: v.skipped for k, v in sets.items()},
@@ -374,3 +374,6 @@ def _run_probes(lm: LoadedModel, ctx: RunContext, *, seeds, epochs, glove_path, 
                     "total": round(time.perf_counter() - start, 1)},
         "paper": dict(paper.TABLE3),
     }
+    sets = None
+    gc.collect()  # the spilled maps and vectors go now (their batches refer back to them), not at the next collection
+    return result
