@@ -41,7 +41,7 @@ def one(lm, corpus, coref_split, dtype) -> dict:
         scores = score_heads(store, sentences)
         read_score_s = time.perf_counter() - start
         for number in range(len(store.shards)):
-            largest = max(largest, sum(a.nbytes for a in store._shard_maps(number).values()))
+            largest = max(largest, sum(a.nbytes for a in store.shard_maps(number).values()))
         start = time.perf_counter()
         coref = run_coref(lm, coref_split, RunContext(cache_dir=root))
         coref_s = time.perf_counter() - start

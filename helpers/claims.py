@@ -231,7 +231,10 @@ class Undefined(ValueError):
 
 def effect(estimate: float, interval: Sequence[float] | None, *, null: float, paper: float,
            p_value: float | None = None, name: str | None = None) -> Judged:
-    """:func:`judge` with the numbers it read (rule ``"effect"``); raises :class:`Undefined` on a NaN."""
+    """:func:`judge` with the numbers it read (rule ``"effect"``); raises :class:`Undefined` on a NaN, or without
+    an interval (and no permutation p standing in for it)."""
+    if interval is None and p_value is None:
+        raise Undefined(f"{name or 'the estimate'} has no interval at these sizes")
     if not _finite(estimate) or (interval is not None and not _finite(*interval)) \
             or (p_value is not None and not _finite(p_value)):
         raise Undefined(f"{name or 'the estimate'} or its interval is undefined (NaN) at these sizes")

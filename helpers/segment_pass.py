@@ -14,21 +14,13 @@ from __future__ import annotations
 from helpers.core.encoding import MAX_LENGTH
 
 
-class _Missing(Exception):
-    pass
-
-
-def _missing():
-    raise _Missing
-
-
 def _cached(kind: str, key: dict, cache_root):
     """The cached result ``kind`` under ``key``, or ``None`` when the cache lacks it (or refreshes it)."""
-    from helpers.data.cache import cached_json
+    from helpers.data.cache import NotCached, cached_json, not_cached
 
     try:
-        return cached_json(kind, key, _missing, cache_root=cache_root)
-    except _Missing:
+        return cached_json(kind, key, not_cached, cache_root=cache_root)
+    except NotCached:
         return None
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Set up .venv (if needed) and run every test: unit and integration tests (tiny random BERT, no
-# network), each chapter notebook on a small configuration (BERT_ATTENTION_SMALL=1) via nbmake, and
-# a browser test of a small book build.
+# Set up .venv (if needed) and run every test: unit and integration tests (tiny random models, no network), and
+# two small builds of the whole book (BERT_ATTENTION_SMALL=1; tests/book/conftest.py): one with the default model,
+# which executes every chapter notebook and renders it with warnings as errors (a browser opens it), one with a
+# tiny random decoder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -28,9 +29,7 @@ threads=$(( $(nproc) / (workers > 0 ? workers : 1) ))
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( threads > 0 ? threads : 1 ))}"
 export MKL_NUM_THREADS="${MKL_NUM_THREADS:-$OMP_NUM_THREADS}" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 # Two worker processes (pytest-xdist): much of a test's time uses one core (kernel start, imports, numpy). Tests
-# that share work (the chapters and the small book build) stay together on one worker: see tests/conftest.py.
+# that share work (each small book build and the tests that read it) stay together on one worker: see
+# tests/conftest.py. The chapter notebooks run inside the small book build (default model), not a second time.
 # --durations: the slowest tests, printed at the end of every run, to keep CI under 12 minutes.
-# The Performance page runs in the small book build of tests/book (it measures the model in use, whichever
-# it is), so nbmake does not run it a second time; every other chapter runs here with the default model.
-python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -q --durations=25 \
-  -n "$workers" --dist loadgroup --ignore=notebooks/performance.ipynb "$@"
+python -m pytest tests -q --durations=25 -n "$workers" --dist loadgroup "$@"

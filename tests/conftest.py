@@ -34,7 +34,7 @@ def pytest_sessionstart(session) -> None:
 
 def pytest_configure(config) -> None:
     """No test and no chapter notebook touches the network or the user's cache: set here, before anything
-    runs (nbmake's kernels, which this folder's fixtures do not reach, inherit it), one analysis cache per
+    runs (the kernels and commands tests start inherit it), one analysis cache per
     process (per xdist worker), which the chapters and the tests that share their inputs read and fill."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     factory = getattr(config, "_tmp_path_factory", None)  # pytest's own temporary folders (kept as it keeps them)
@@ -43,12 +43,10 @@ def pytest_configure(config) -> None:
 
 
 # Tests run on two processes (pytest-xdist, ``--dist loadgroup``, in scripts/test.sh). Items that share work run on
-# one of them, in collection order: the chapter notebooks (a chapter reads the cached analyses of the chapters
-# before it) with the CI-sized comparison (the comparison chapter reads its random-init analyses), and the
-# tests of the one small book build (:func:`tests.book.conftest.small_book`), and of the decoder's
-# (:func:`tests.book.conftest.small_decoder_book`).
+# one of them, in collection order: the tests of the small book build (:func:`tests.book.conftest.small_book`, the
+# default model: it executes every chapter, and the CI-sized comparison reads the analyses it cached), and of the
+# decoder's (:func:`tests.book.conftest.small_decoder_book`).
 SHARED_WORK = {
-    "chapters": lambda item: item.path.suffix == ".ipynb" or item.name == "test_compare_ci_sized_on_the_real_corpora",
     "small-book": lambda item: "small_book" in getattr(item, "fixturenames", ()),
     "decoder-book": lambda item: "small_decoder_book" in getattr(item, "fixturenames", ()),
 }

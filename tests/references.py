@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from helpers.core.encoding import Encoded
-from helpers.core.extract import MapBatch, model_inputs
+from helpers.core.extract import MapBatch, bucket, convert, forward_parts, model_inputs
 
 
 class Example:
@@ -250,3 +250,29 @@ def antecedent_reference(attn: np.ndarray, queries, n_words: int, candidates: st
                         best, choice = A[l, h, query.head + k, w + k], w
                 out[l, h, q] = choice is not None and choice in query.correct
     return out
+
+
+def surface_stats(per_segment: dict[str, np.ndarray], segment_uniform, undefined: dict | None = None):
+    """A :class:`~helpers.surface.stats.SurfaceStats` of constructed segments given by their values ``{statistic:
+    [segment, layer, head]}`` and uniform entropies ``[segment]``: the means over segments, each counting once."""
+    from helpers.surface.stats import SurfaceStats
+
+    per = {k: np.asarray(v, dtype=np.float64) for k, v in per_segment.items()}
+    uniform = np.asarray(segment_uniform, dtype=np.float64)
+    return SurfaceStats({k: v.mean(0) for k, v in per.items()}, float(uniform.mean()), len(uniform),
+                        dict(undefined or {}), per_segment=per, segment_uniform=uniform)
+
+
+def iter_weights_and_norms(lm, batch, *, batch_size: int = 32):
+    """Stream token-level ``(example, attn, norms)``, both float32 ``[layer, head, n, n]``, one pass
+    (:func:`helpers.core.norm_maps.forward_weights_and_norms`) per batch of the extraction's buckets."""
+    from helpers.core.encoding import EncodedBatch
+    from helpers.core.norm_maps import forward_weights_and_norms
+
+    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
+    for group in bucket(examples, batch_size=batch_size):
+        for part in forward_parts(lm, group):
+            attn, norms = forward_weights_and_norms(lm, part)
+            for b, ex in enumerate(part):
+                n = len(ex)
+                yield ex, convert(attn[b, :, :, :n, :n], np.float32), convert(norms[b, :, :, :n, :n], np.float32)

@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from helpers.ablation import stats
+from helpers.ablation.run import SINK_NAMES
 from helpers.claims import (
     Claim,
     Judged,
@@ -57,7 +58,6 @@ PRUNE_RISE = 0.05       # the loss "rises" past 5 % above the full model's along
 # the WMT Transformer's (a translation model, decoding) are pruned before the score drops noticeably.
 LARGE_SHARE_ENCODER = 0.4
 LARGE_SHARE_DECODER = 0.2
-LARGE_SHARE = LARGE_SHARE_ENCODER
 PRUNE_GAIN = 0.01       # importance order "beats" random order: its loss lies below random order's by at least 1 %
                         # of the loss, averaged over the steps between none and every head removed (our choice)
 PAPER_HEADS_GAIN = 25.0  # the specialised heads "matter more": their mean single-head-effect percentile at least 25
@@ -67,7 +67,6 @@ CONTROL_GAP = 0.01      # ... by at least 1 % of the loss less than removing a r
                         # the same heads (the matched control; our choice) ...
 REDIRECT_MIN = 0.02     # ... while redirecting the attention raises it by at least 2 % (our choice)
 RHO_STRONG = 0.5        # importance "ranks heads as removal does": Spearman's rho at least this (our choice)
-SINK_NAMES = {"sep": "[SEP]", "cls": "[CLS]", "bos": "BOS"}
 
 
 def _pct(x: float) -> str:

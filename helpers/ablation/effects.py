@@ -10,10 +10,11 @@ length go together, so padding stays small.
   mean minus the base loss).
 - :func:`importance`: Michel's ``I = |dL/dxi|`` per segment ``[segment, layer, head]``, from one backward pass of a
   per-row ``xi`` (the absolute value is taken per segment, never over a batch's summed gradient).
-- :func:`only_losses`: "all but one", ``[layer, head, segment]``, every other head of that layer removed.
-- :func:`prune_curve`: heads removed 10 % of all at a time, by recomputed layer-normalised importance and in random
-  orders.
-- :func:`sink_losses`: the no-op and redirect tests, per head and for every head at once.
+- :func:`per_layer` of :func:`only_masks`: "all but one", ``[layer, head, segment]``, every other head of that layer
+  removed; of :func:`sink_masks` with ``sink`` and ``mode``: the no-op and redirect tests per head
+  (:func:`every_head_sink_losses`: on every head at once).
+- :func:`held_out_prune_curves`: heads removed 10 % of all at a time, by recomputed layer-normalised importance
+  (fitted on other segments than those scored) and in random orders.
 - :func:`head_effects`: the whole for a list of word lists (the Python API).
 
 >>> effects = head_effects(lm, [["The", "cat", "sat", "."], ["A", "dog", "ran", "."]], head=my_head)  # doctest: +SKIP
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from itertools import groupby
 from typing import Sequence
 
 import numpy as np
@@ -103,15 +105,8 @@ def intervention_losses(lm: LoadedModel, segments: Segments, xi: torch.Tensor | 
 
 def _runs(rows: Sequence[int]) -> tuple[list[int], list[int]]:
     """``(segments, repeats)``: the runs of equal consecutive ``rows``."""
-    given: list[int] = []
-    repeats: list[int] = []
-    for r in rows:
-        if given and given[-1] == r:
-            repeats[-1] += 1
-        else:
-            given.append(r)
-            repeats.append(1)
-    return given, repeats
+    runs = [(r, len(list(group))) for r, group in groupby(rows)]
+    return [r for r, _ in runs], [k for _, k in runs]
 
 
 def base_losses(lm: LoadedModel, segments: Segments) -> np.ndarray:
@@ -156,14 +151,6 @@ def per_layer(lm: LoadedModel, segments: Segments, masks: torch.Tensor, **kw) ->
 def single_head_losses(lm: LoadedModel, segments: Segments, **kw) -> np.ndarray:
     """``[layer, head, segment]``: each segment's loss with that head removed (``xi = 0`` for it alone)."""
     return per_layer(lm, segments, single_head_masks(lm.n_layers, lm.n_heads), **kw)
-
-
-def only_losses(lm: LoadedModel, segments: Segments, **kw) -> np.ndarray | None:
-    """``[layer, head, segment]``: each segment's loss with only that head kept in its layer; ``None`` for a model
-    with one head per layer (nothing to remove)."""
-    if lm.n_heads < 2:
-        return None
-    return per_layer(lm, segments, only_masks(lm.n_layers, lm.n_heads), **kw)
 
 
 def importance(lm: LoadedModel, segments: Segments, xi: torch.Tensor | None = None, *,
@@ -240,26 +227,6 @@ def _order_masks(order: Sequence[int], counts: Sequence[int], n_layers: int, n_h
     return torch.stack(masks)
 
 
-def prune_curve(lm: LoadedModel, segments: Segments, *, seeds: Sequence[int] = PRUNE_SEEDS,
-                step: float = PRUNE_STEP) -> dict:
-    """Michel et al. §4's pruning curve: ``{"removed": [count], "shares": [share], "importance": [loss],
-    "order": [flattened heads in removal order], "random": [[loss] per seed]}``, the mean loss after each step.
-
-    By importance: each step removes the heads still present with the lowest layer-normalised importance,
-    recomputed on the pruned model (pruned heads' importance counts as 0 in the normalisation). Random: the same
-    steps in a random order per seed (``np.random.default_rng(seed).permutation``), all steps of all seeds as one
-    batch of masks. The importance and the curve come from the same segments (the chapter's held-out curves:
-    :func:`held_out_prune_curves`)."""
-    L, H = lm.n_layers, lm.n_heads
-    total = L * H
-    counts = prune_steps(total, step)
-    order, inside, _ = _recomputed_order(lm, segments, counts)
-    curve = [float(x) for x in inside.mean(1)]
-    random = random_order_losses(lm, segments, counts, seeds).mean(-1)
-    return {"removed": counts, "shares": [c / total for c in counts], "importance": curve, "order": order,
-            "random": random.tolist(), "seeds": list(seeds)}
-
-
 def random_order_losses(lm: LoadedModel, segments: Segments, counts: Sequence[int],
                         seeds: Sequence[int] = PRUNE_SEEDS) -> np.ndarray:
     """``[seed, step, segment]``: the losses after each step of ``counts`` heads removed in a random order per seed
@@ -326,13 +293,6 @@ def held_out_prune_curves(lm: LoadedModel, segments: Segments, *, single: np.nda
     return {"removed": counts, "shares": [c / total for c in counts], "held_out": held, "in_sample": inside,
             "by_delta": by_delta, "random": random, "orders": orders, "delta_orders": delta_orders or None,
             "folds": fold.tolist(), "seeds": list(seeds)}
-
-
-def sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode: str, **kw) -> tuple[np.ndarray, np.ndarray]:
-    """``(per head [layer, head, segment], every head at once [segment])``: the losses with the sink test ``mode``
-    on the sink ``sink`` applied to one head, and to every head of every layer."""
-    per_head = per_layer(lm, segments, sink_masks(lm.n_layers, lm.n_heads), sink=sink, mode=mode, **kw)
-    return per_head, every_head_sink_losses(lm, segments, sink, mode, **kw)
 
 
 def every_head_sink_losses(lm: LoadedModel, segments: Segments, sink: str, mode: str, **kw) -> np.ndarray:
@@ -407,13 +367,6 @@ def mean_contexts(lm: LoadedModel, segments: Segments, *, budget: int = ROW_TOKE
                 sums[layer] = sums.get(layer, 0) + value
                 count[layer] = count.get(layer, 0) + rec["count"][layer]
     return torch.stack([sums[layer] / count[layer] for layer in range(lm.n_layers)]).float()
-
-
-def mean_ablation_losses(lm: LoadedModel, segments: Segments, fill: torch.Tensor | None = None, **kw) -> np.ndarray:
-    """``[layer, head, segment]``: each segment's loss with that head's context replaced by its mean (``fill``,
-    default :func:`mean_contexts` of ``segments``), the other heads intact."""
-    fill = mean_contexts(lm, segments) if fill is None else fill
-    return per_layer(lm, segments, single_head_masks(lm.n_layers, lm.n_heads), fill=fill, **kw)
 
 
 @dataclass

@@ -274,14 +274,18 @@ def _compute(lm: LoadedModel, ctx: RunContext, segments: Segments, n_detail: int
                            "sinks": None, "control": None, "sink_sets": None, "mean": None,
                            "all_removed": results[("all_removed",)][0].tolist(),
                            "unigram": unigram_losses(lm, ctx, segments)}
+
+    def by_layer(*task) -> np.ndarray:  # [layer, head, segment]: the tasks of each layer, in order
+        return np.concatenate([results[(*task, l)] for l in range(L)]).reshape(L, H, -1)
+
     single = None
     if "single" in parts:
-        single = np.concatenate([results[("single", l)] for l in range(L)]).reshape(L, H, -1)
+        single = by_layer("single")
         out["single"] = single.tolist()
     if "mean" in parts:
-        out["mean"] = np.concatenate([results[("mean", l)] for l in range(L)]).reshape(L, H, -1).tolist()
+        out["mean"] = by_layer("mean").tolist()
     if "only" in parts and H > 1:
-        out["only"] = np.concatenate([results[("only", l)] for l in range(L)]).reshape(L, H, -1).tolist()
+        out["only"] = by_layer("only").tolist()
     if "importance" in parts:
         grads, _ = importance(lm, segments)
         out["importance"] = grads.tolist()
@@ -292,8 +296,7 @@ def _compute(lm: LoadedModel, ctx: RunContext, segments: Segments, n_detail: int
     if "sinks" in parts or "sink_heads" in parts:
         out["sinks"] = {
             kind: {test: {"all": results[("sinks", kind, test)][0].tolist() if "sinks" in parts else None,
-                          "per_head": np.concatenate([results[("sink_heads", kind, test, l)] for l in range(L)])
-                          .reshape(L, H, -1).tolist() if "sink_heads" in parts else None}
+                          "per_head": by_layer("sink_heads", kind, test).tolist() if "sink_heads" in parts else None}
                    for test in SINK_TESTS}
             for kind in sink_kinds}
     if "sinks" in parts and draws:

@@ -21,8 +21,7 @@ PERMUTATIONS = 10000  # random head sets of the permutation test
 CONFIDENCE = 0.95
 
 
-def bootstrap_mean_interval(values: np.ndarray, *, n_boot: int = BOOTSTRAP, seed: int = 0,
-                            confidence: float = CONFIDENCE) -> np.ndarray:
+def bootstrap_mean_interval(values: np.ndarray, *, n_boot: int = BOOTSTRAP, seed: int = 0) -> np.ndarray:
     """``[..., 2]``: the percentile bootstrap interval of the mean over the last axis (segments), the same resampled
     segments for every leading index (one draw of ``n_boot x S`` indices from ``seed``)."""
     values = np.asarray(values, dtype=np.float64)
@@ -31,7 +30,7 @@ def bootstrap_mean_interval(values: np.ndarray, *, n_boot: int = BOOTSTRAP, seed
         return np.full((*values.shape[:-1], 2), np.nan)
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
     means = values[..., idx].mean(-1)                                   # [..., n_boot]
-    alpha = (1 - confidence) / 2
+    alpha = (1 - CONFIDENCE) / 2
     return np.stack([np.quantile(means, alpha, axis=-1), np.quantile(means, 1 - alpha, axis=-1)], axis=-1)
 
 
@@ -41,11 +40,6 @@ def percentiles(scores: np.ndarray) -> np.ndarray:
     flat = np.asarray(scores, dtype=np.float64).ravel()
     ranks = np.searchsorted(np.sort(flat), flat, side="right")
     return (100.0 * ranks / flat.size).reshape(np.shape(scores))
-
-
-def set_mean(scores: np.ndarray, heads: Sequence[tuple[int, int]]) -> float:
-    """The mean score of the heads ``heads`` (0-based ``(layer, head)``)."""
-    return float(np.mean([scores[l, h] for l, h in heads])) if heads else float("nan")
 
 
 def permutation_p(scores: np.ndarray, heads: Sequence[tuple[int, int]], *, n_perm: int = PERMUTATIONS,
@@ -74,8 +68,8 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(spearmanr(x, y).statistic)
 
 
-def spearman_interval(x: np.ndarray, y: np.ndarray, *, n_boot: int = BOOTSTRAP, seed: int = 0,
-                      confidence: float = CONFIDENCE) -> tuple[float, tuple[float, float]]:
+def spearman_interval(x: np.ndarray, y: np.ndarray, *, n_boot: int = BOOTSTRAP,
+                      seed: int = 0) -> tuple[float, tuple[float, float]]:
     """``(rho, (lo, hi))``: Spearman's rho between the means over segments of ``x`` and ``y`` (``[..., segment]``, per
     head), and its percentile bootstrap interval resampling segments (the same segments for both)."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
@@ -88,7 +82,7 @@ def spearman_interval(x: np.ndarray, y: np.ndarray, *, n_boot: int = BOOTSTRAP, 
     draws = np.asarray([d for d in draws if np.isfinite(d)])
     if draws.size == 0:
         return rho, (float("nan"), float("nan"))
-    alpha = (1 - confidence) / 2
+    alpha = (1 - CONFIDENCE) / 2
     return rho, (float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha)))
 
 
@@ -151,9 +145,3 @@ def percentiles_replicates(scores: np.ndarray) -> np.ndarray:
     ordered = np.sort(flat, axis=1)
     ranks = np.stack([np.searchsorted(row, values, side="right") for row, values in zip(ordered, flat)])
     return (100.0 * ranks / flat.shape[1]).reshape(s.shape)
-
-
-def spearman_replicates(x: np.ndarray, y_replicates: np.ndarray) -> np.ndarray:
-    """``[n_boot]``: Spearman's rho of the fixed scores ``x`` (flattened) with each replicate of ``y`` (``[n_boot,
-    ...]``, flattened per replicate); NaN where either is constant."""
-    return np.array([spearman(x, y) for y in np.asarray(y_replicates)])

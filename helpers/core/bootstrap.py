@@ -20,6 +20,8 @@ True
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -111,3 +113,24 @@ def pooled_replicates(statistic, n_units: Sequence[int], *, n_boot: int = BOOTST
     """
     return np.concatenate([np.asarray(statistic(s, counts(n, n_boot=n_boot, seed=seed + s)))
                            for s, n in enumerate(n_units)])
+
+
+# --- trim-b: the segments behind a section's means (§3's sinks and norms) ---
+
+@dataclass
+class SegmentDraws:
+    """Per-segment values kept for intervals over segments (the unit resampled): segments in the order of their
+    example ``index`` ``[segment]``; a subclass adds its value arrays ``[segment, ...]``. Replicates are ``n_boot``
+    draws of the segments (:func:`counts`, ``seed``), the same draws for every statistic."""
+
+    index: np.ndarray
+    n_boot: int = field(default=BOOTSTRAP, kw_only=True)
+    seed: int = field(default=0, kw_only=True)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        """``[n_boot, segment]``: how many times each segment is drawn in each replicate (:func:`counts`)."""
+        return counts(len(self), n_boot=self.n_boot, seed=self.seed)

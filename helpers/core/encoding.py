@@ -304,8 +304,3 @@ def special_token_ids(tokenizer) -> dict[str, int]:
         raise ValueError(f"{type(tokenizer).__name__}: no CLS/BOS or SEP/EOS token; the analyses need a leading "
                          "and a separating special token (a BERT-family tokenizer)")
     return {"cls": int(cls), "sep": int(sep)}
-
-
-def special_token_names(tokenizer) -> dict[str, str]:
-    """How the model writes its ``cls`` and ``sep`` tokens (e.g. ``{"cls": "<s>", "sep": "</s>"}``), for labels."""
-    return {role: tokenizer.convert_ids_to_tokens(i) for role, i in special_token_ids(tokenizer).items()}

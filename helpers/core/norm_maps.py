@@ -99,20 +99,3 @@ def iter_norm_maps(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, 
                 for ex, norms in zip(part, batch_norm_maps(lm, part, level=level, word_mode=word_mode)):
                     yield ex, convert(norms, dtype)
                 bar.update(len(part))
-
-
-def iter_weights_and_norms(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, batch_size: int = 32,
-                           progress: bool = False) -> Iterator[tuple[Encoded, np.ndarray, np.ndarray]]:
-    """Stream token-level ``(example, attn, norms)``, both float32 ``[layer, head, n, n]``, one pass per batch."""
-    from tqdm.auto import tqdm
-
-    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
-    with tqdm(total=len(examples), desc="weights and norms", unit="ex", disable=not progress) as bar:
-        for group in bucket(examples, batch_size=batch_size):
-            for part in forward_parts(lm, group):
-                attn, norms = forward_weights_and_norms(lm, part)
-                for b, ex in enumerate(part):
-                    n = len(ex)
-                    yield ex, convert(attn[b, :, :, :n, :n], np.float32), convert(norms[b, :, :, :n, :n], np.float32)
-                del attn, norms
-                bar.update(len(part))

@@ -64,13 +64,11 @@ def claims(dev: CorefRun, test: CorefRun) -> list[Claim]:
     hm, rb = base[HEAD_MATCH]["all"], base[RULE_BASED]["all"]
     interval = test.head_interval(layer, head)
     over_hm, over_rb = test.gain_over(layer, head, HEAD_MATCH), test.gain_over(layer, head, RULE_BASED)
-
-    def diff(g: dict) -> str:
-        return f"{g['gain']:+.1f} [{g['interval'][0]:+.1f}, {g['interval'][1]:+.1f}]"
-
     judged = judged_or_undefined(lambda: judge_coref_head(over_hm["gain"], over_hm["interval"], over_rb["gain"],
                                                           over_rb["interval"]))
     return [claim("coref-head", PAPER_SECTION, text, p_text,
                   f"{interval_text(acc, interval)} ({head_label(layer, head)}, chosen on dev) vs {hm:.1f} and {rb:.1f} "
-                  f"({test.counts()['all']:,} mentions, whole documents); {diff(over_hm)} and {diff(over_rb)} points",
+                  f"({test.counts()['all']:,} mentions, whole documents); "
+                  f"{interval_text(over_hm['gain'], over_hm['interval'], '+.1f')} and "
+                  f"{interval_text(over_rb['gain'], over_rb['interval'], '+.1f')} points",
                   acc, judged, resampled=RESAMPLED, n=over_hm["documents"])]

@@ -133,11 +133,8 @@ class CorefRun:
 
     def head_interval(self, layer: int, head: int, kind: str = "all", *, n_boot: int = BOOTSTRAP, seed: int = 0,
                       candidates: CandidateSet = "mentions"):
-        """95% bootstrap interval of one head's accuracy, resampling documents."""
-        mask = self._mask(kind)
-        correct = np.bincount(self.documents[mask], weights=self._correct(candidates)[layer, head, mask],
-                              minlength=self.n_documents)
-        total = np.bincount(self.documents[mask], minlength=self.n_documents)
+        """95% bootstrap interval of one head's accuracy, resampling documents (:meth:`document_counts`)."""
+        correct, _, total = self.document_counts(layer, head, kind, candidates=candidates)
         return bootstrap_interval(correct, total, n_boot=n_boot, seed=seed)
 
     def document_counts(self, layer: int, head: int, kind: str = "all", *,

@@ -136,7 +136,9 @@ class AttentionStore:
                 "word_mode": self.word_mode if self.level == "word" else None,
                 "cache": str(self.directory) if self.directory else None}
 
-    def _shard_maps(self, number: int) -> dict[int, np.ndarray]:
+    def shard_maps(self, number: int) -> dict[int, np.ndarray]:
+        """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index
+        (kept until another shard is read or :meth:`release`)."""
         if self._loaded is not None and self._loaded[0] == number:
             return self._loaded[1]
         self._loaded = None  # one shard in memory at a time: the old one goes before the next is read
@@ -152,11 +154,6 @@ class AttentionStore:
         return _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level, word_mode=self.word_mode,
                                         batch_size=self.stats.get("batch_size", 32))
 
-    def shard_maps(self, number: int) -> dict[int, np.ndarray]:
-        """The maps of shard ``number`` as stored (float32 ``[layer, head, n, n]``), by example index
-        (kept until another shard is read or :meth:`release`)."""
-        return self._shard_maps(number)
-
     def shard_items(self, number: int, dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
         """``(example, attn)`` of shard ``number`` with maps as ``dtype``, one at a time: a streaming store's
         (``directory`` ``None``, nothing cached) as the model's pass makes them, so the shard is never in memory
@@ -167,7 +164,7 @@ class AttentionStore:
             for ex, attn in self._made(number):
                 yield ex, convert(attn, dtype)
             return
-        maps = self._shard_maps(number)
+        maps = self.shard_maps(number)
         for ex in self.shards[number]:
             yield ex, convert(maps[ex.index], dtype)
 
@@ -189,7 +186,7 @@ class AttentionStore:
         """
         try:
             for number, shard in enumerate(self.shards):
-                maps = self._shard_maps(number)
+                maps = self.shard_maps(number)
                 for position, ex in enumerate(shard):
                     attn = convert(maps[ex.index], dtype)
                     if position == len(shard) - 1 and attn.base is not None:
@@ -202,7 +199,7 @@ class AttentionStore:
     def __getitem__(self, index: int) -> np.ndarray:
         for number, shard in enumerate(self.shards):
             if any(ex.index == index for ex in shard):
-                return convert(self._shard_maps(number)[index], np.float32)
+                return convert(self.shard_maps(number)[index], np.float32)
         if index in self.batch.skipped:
             raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
         raise KeyError(f"no example with index {index}")
@@ -467,6 +464,16 @@ def artifact_path(kind: str, key: dict, suffix: str, cache_root: str | os.PathLi
     """Where a derived artifact (statistics, a fitted head ...) keyed by ``key`` lives in the cache."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode())
     return cache_folder(cache_root) / "artifacts" / f"{kind}-{digest.hexdigest()[:24]}{suffix}"
+
+
+class NotCached(Exception):
+    """What :func:`not_cached` raises: the cache lacks the entry a read that must not compute asked for."""
+
+
+def not_cached():
+    """The ``compute`` of a read that must not compute (:func:`cached_json`, :func:`cached_arrays`): raises
+    :class:`NotCached` where the cache lacks the entry (or refreshes it)."""
+    raise NotCached
 
 
 def _refuse_constant(name: str):

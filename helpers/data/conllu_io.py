@@ -183,6 +183,23 @@ def tree_problem(heads: list[int], deprels: list[str] | None = None) -> str | No
     return None
 
 
+def check_conllu_file(path: Path, shown: str | None = None) -> None:
+    """Raise naming ``path`` (or ``shown``) unless it is a regular file that can be read: missing
+    (``FileNotFoundError``), a directory (``IsADirectoryError``), or a pipe, device, socket, link loop
+    or broken link (``OSError``)."""
+    from helpers.data.files import input_file_problem
+
+    problem = input_file_problem(path)
+    if problem is None:
+        return
+    shown = printable(shown if shown is not None else str(path))
+    if problem == "no such file":
+        raise FileNotFoundError(f"{shown}: no such CoNLL-U file")
+    if problem == "is a directory":
+        raise IsADirectoryError(f"{shown}: is a directory, not a CoNLL-U file")
+    raise OSError(f"{shown}: {problem}; give a CoNLL-U file")
+
+
 def read_conllu(path: str | Path, *, doc_id: str | None = None, max_sentences: int | None = None) -> list[Sentence]:
     """Read every sentence of a CoNLL-U file, or its first ``max_sentences``.
 
@@ -197,21 +214,13 @@ def read_conllu(path: str | Path, *, doc_id: str | None = None, max_sentences: i
         ConllError: malformed input (within the sentences read), naming the file and line.
         FileNotFoundError: no such file.
     """
-    from helpers.data.files import input_file_problem
-
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"read_conllu: the path of a CoNLL-U file, not {printable(repr(path), limit=60)}")
     if max_sentences is not None and (isinstance(max_sentences, bool)
                                       or not isinstance(max_sentences, numbers.Integral) or max_sentences < 1):
         raise ValueError(f"max_sentences={printable(repr(max_sentences), limit=60)}: a whole number from 1, or None")
     path = Path(path)
-    problem = input_file_problem(path)
-    if problem == "is a directory":
-        raise IsADirectoryError(f"{printable(path)}: is a directory, not a CoNLL-U file")
-    if problem == "no such file":
-        raise FileNotFoundError(f"{printable(path)}: no such CoNLL-U file")
-    if problem:
-        raise OSError(f"{printable(path)}: {problem}; give a CoNLL-U file")
+    check_conllu_file(path)
     sentences: list[Sentence] = []
     current_doc = doc_id or path.stem
     for start, lines in _blocks(path):

@@ -28,7 +28,7 @@ from typing import Literal
 
 from helpers.context import cache_folder, data_folder
 from helpers.core.encoding import printable
-from helpers.data.conllu_io import Sentence, read_conllu
+from helpers.data.conllu_io import Sentence, check_conllu_file, read_conllu
 
 GumSplit = Literal["train", "dev", "test", "test2"]
 GUM_SPLITS: tuple[str, ...] = ("train", "dev", "test", "test2")
@@ -267,23 +267,6 @@ def corpus_files(spec: str, *, data_dir: str | os.PathLike | None = None) -> lis
     raise ValueError(
         f"corpus {printable(spec, limit=120)!r}: use gum:train, gum:dev, gum:test, gum:test2, ewt:dev or a path to a .conllu file"
     )
-
-
-def check_conllu_file(path: Path, shown: str | None = None) -> None:
-    """Raise naming ``path`` (or ``shown``) unless it is a regular file that can be read: missing
-    (``FileNotFoundError``), a directory (``IsADirectoryError``), or a pipe, device, socket, link loop
-    or broken link (``OSError``)."""
-    from helpers.data.files import input_file_problem
-
-    problem = input_file_problem(path)
-    if problem is None:
-        return
-    shown = printable(shown if shown is not None else str(path))
-    if problem == "no such file":
-        raise FileNotFoundError(f"{shown}: no such CoNLL-U file")
-    if problem == "is a directory":
-        raise IsADirectoryError(f"{shown}: is a directory, not a CoNLL-U file")
-    raise OSError(f"{shown}: {problem}; give a CoNLL-U file")
 
 
 def check_glove(glove: str, option: str = "--glove") -> None:

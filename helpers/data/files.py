@@ -241,12 +241,6 @@ def write_output(path: str | os.PathLike, text: str) -> None:
     write_text(path, text)
 
 
-def write_json(path: str | os.PathLike, payload, **kwargs) -> None:
-    """Write ``payload`` as JSON atomically (``indent=1`` unless given); refuses NaN and Infinity,
-    naming where the first one is."""
-    write_text(path, strict_dumps(payload, **{"indent": 1, **kwargs}) + "\n")
-
-
 _KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "is a named pipe (FIFO), not a regular file"),
           (stat.S_ISCHR, "is a character device (like /dev/null), not a regular file"),
           (stat.S_ISBLK, "is a block device, not a regular file"), (stat.S_ISSOCK, "is a socket, not a regular file"))

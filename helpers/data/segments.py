@@ -97,13 +97,6 @@ def truncate_pair(a: list[int], b: list[int], budget: int, rng: random.Random) -
     return a, b
 
 
-def _budget(tokenizer, max_length: int) -> int:
-    budget = max_length - tokenizer.num_special_tokens_to_add(pair=True)
-    if budget < 2:
-        raise ValueError(f"--max-length {max_length}: too short for a two-part segment")
-    return budget
-
-
 def chunk_document(sentences: Sequence[Sequence[int]], budget: int, rng: random.Random,
                    doc_id: str = "") -> list[Segment]:
     """The authors' ``prep_document`` on one document given as tokenised sentences (token ids, no specials).
@@ -132,13 +125,9 @@ def chunk_document(sentences: Sequence[Sequence[int]], budget: int, rng: random.
     return out
 
 
-def document_segments(
-    documents: Sequence[Document], tokenizer, *, n: int = SEGMENTS, max_length: int = MAX_LENGTH, seed: int = 0
-) -> list[Segment]:
-    """The authors' construction (module docstring): documents in a seeded order, ``n`` segments, shuffled."""
-    if n < 1:
-        raise ValueError(f"--segments {n}: must be at least 1")
-    budget = _budget(tokenizer, max_length)
+def document_segments(documents: Sequence[Document], tokenizer, *, n: int, budget: int, seed: int) -> list[Segment]:
+    """The authors' construction (module docstring): documents in a seeded order, ``n`` segments of at most
+    ``budget`` tokens besides the specials, shuffled."""
     rng = random.Random(seed)
     order = list(documents)
     rng.shuffle(order)
@@ -155,13 +144,9 @@ def document_segments(
     return segments
 
 
-def paragraph_segments(
-    documents: Sequence[Document], tokenizer, *, n: int = SEGMENTS, max_length: int = MAX_LENGTH, seed: int = 0
-) -> list[Segment]:
-    """Draw ``n`` segments of two consecutive paragraphs (fewer if the corpus has fewer pairs)."""
-    if n < 1:
-        raise ValueError(f"--segments {n}: must be at least 1")
-    budget = _budget(tokenizer, max_length)
+def paragraph_segments(documents: Sequence[Document], tokenizer, *, n: int, budget: int, seed: int) -> list[Segment]:
+    """Draw ``n`` segments of two consecutive paragraphs (fewer if the corpus has fewer pairs), of at most
+    ``budget`` tokens besides the specials."""
     candidates = []
     for doc in documents:
         paras = [p for p in doc.paragraphs if p]
@@ -191,8 +176,13 @@ def paper_segments(
             raise TypeError(f"{name}={value!r:.60}: a whole number")
     if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
         raise TypeError(f"documents: a list of GUM documents (helpers.load_gum), not {type(documents).__name__}")
+    if n < 1:
+        raise ValueError(f"--segments {n}: must be at least 1")
+    budget = max_length - tokenizer.num_special_tokens_to_add(pair=True)
+    if budget < 2:
+        raise ValueError(f"--max-length {max_length}: too short for a two-part segment")
     build = document_segments if source == "documents" else paragraph_segments
-    return build(documents, tokenizer, n=n, max_length=max_length, seed=seed)
+    return build(documents, tokenizer, n=n, budget=budget, seed=seed)
 
 
 def encode_segments(tokenizer, segments: Sequence[Segment], *, max_length: int = MAX_LENGTH) -> EncodedBatch:

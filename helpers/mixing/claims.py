@@ -53,8 +53,6 @@ def judge_erases(ratio: float, interval) -> Judged:
     with its 95 % ``interval``, against the null :data:`NO_CHANGE` and our level :data:`ERASE_RATIO` (below the
     null: the interval below 1 and the ratio at most 0.5 is reproduced). Raises :class:`Undefined` on a NaN ratio
     or without an interval."""
-    if interval is None:
-        raise Undefined("the ratio of the shares on the special positions has no interval at these sizes")
     return effect(ratio, interval, null=NO_CHANGE, paper=ERASE_RATIO, name="the ratio of the shares on the special "
                                                                           "positions")
 
@@ -72,8 +70,6 @@ def judge_better(gain: float, interval) -> Judged:
     the null :data:`NO_GAIN` and our level :data:`IMPROVE_MARGIN` (the interval above 0 and a gain of at least
     the margin: reproduced; above 0 and less: partly; an interval that holds 0: inconclusive where it reaches the
     margin, else not reproduced). Raises :class:`Undefined` on a NaN or without an interval."""
-    if interval is None:
-        raise Undefined("the gain over the weights has no interval at these sizes")
     return effect(gain, interval, null=NO_GAIN, paper=IMPROVE_MARGIN, name="the gain over the weights")
 
 

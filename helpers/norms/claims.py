@@ -189,13 +189,9 @@ def _noop_claim(stats: NormStats, grads: dict) -> Claim:
     text = f"gradients and norms both mark attention to {KIND_NAMES[kind]} as a no-op"
     paper = f"§3.2 (gradients, for [SEP]); Kobayashi et al. (norms); no level stated (ours: both ratios ≤ {NOOP_RATIO:g})"
     premise = sink_premise({kind: stats.layer_share("weights", kind)}, kind)
-    if premise:
-        return not_applicable("noop-agreement", SECTION, text, paper, f"no sink to test: {premise}")
-    if no_per_segment_gradients(grads, kind):
-        return not_applicable("noop-agreement", SECTION, text, paper,
-                              "no per-segment gradients: the §3 gradients keep only their means, so the gradient "
-                              "ratio has no interval")
-    reason = _no_segments(stats)
+    reason = (f"no sink to test: {premise}" if premise
+              else "no per-segment gradients: the §3 gradients keep only their means, so the gradient ratio has no "
+                   "interval" if no_per_segment_gradients(grads, kind) else _no_segments(stats))
     if reason:
         return not_applicable("noop-agreement", SECTION, text, paper, reason)
     g, g_interval = gradient_ratio(grads, kind, layers), gradient_ratio_interval(grads, kind, layers)

@@ -253,28 +253,16 @@ SEGMENT_DTYPE = np.float32  # each segment's shares as kept and cached (a mean o
 
 
 @dataclass
-class NormSegments:
-    """Each segment's values behind :class:`NormStats`, for its bootstrap intervals over segments (the unit
-    resampled): ``weights`` and ``norms`` ``[segment, kind, layer, head]`` (:func:`batch_kind_shares`), ``uniform``
-    ``[segment, kind]`` (:func:`uniform_shares`), segments in the order of their example ``index`` ``[segment]``,
-    float32 (:data:`SEGMENT_DTYPE`: as cached, whether computed now or read back, so every run gives the same
-    intervals). Replicates are ``n_boot`` draws of the segments (:func:`helpers.core.bootstrap.counts`, ``seed``),
-    the same draws for every statistic."""
+class NormSegments(bootstrap.SegmentDraws):
+    """Each segment's values behind :class:`NormStats`, for its bootstrap intervals over segments
+    (:class:`helpers.core.bootstrap.SegmentDraws`: ``index``, ``n_boot``, ``seed``, ``counts``): ``weights`` and
+    ``norms`` ``[segment, kind, layer, head]`` (:func:`batch_kind_shares`), ``uniform`` ``[segment, kind]``
+    (:func:`uniform_shares`), float32 (:data:`SEGMENT_DTYPE`: as cached, whether computed now or read back, so every
+    run gives the same intervals)."""
 
-    index: np.ndarray
     weights: np.ndarray
     norms: np.ndarray
     uniform: np.ndarray
-    n_boot: int = bootstrap.BOOTSTRAP
-    seed: int = 0
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    @cached_property
-    def counts(self) -> np.ndarray:
-        """``[n_boot, segment]``: how many times each segment is drawn in each replicate."""
-        return bootstrap.counts(len(self), n_boot=self.n_boot, seed=self.seed)
 
     def share_intervals(self, measure: str) -> np.ndarray:
         """``[kind, layer, head, 2]``: the 95 % interval of each head's mean share under ``measure`` ("weights" or
@@ -336,19 +324,6 @@ class NormStats:
     def layer_share(self, measure: str, kind: str) -> np.ndarray:
         """``[layer]`` mean over heads."""
         return self.share(measure, kind).mean(axis=1)
-
-    def share_interval(self, measure: str, kind: str) -> np.ndarray:
-        """``[layer, head, 2]``: the 95 % interval of :meth:`share` over the resampled segments (NaN without
-        :attr:`segments`)."""
-        if self.segments is None:
-            return np.full((*self.spearman.shape, 2), np.nan)
-        return self.segments.share_intervals(measure)[KINDS.index(kind)]
-
-    def layer_share_interval(self, measure: str, kind: str) -> np.ndarray:
-        """``[layer, 2]``: the 95 % interval of :meth:`layer_share` over the resampled segments."""
-        if self.segments is None:
-            return np.full((self.spearman.shape[0], 2), np.nan)
-        return self.segments.layer_share_intervals(measure)[KINDS.index(kind)]
 
     def uniform_share(self, kind: str) -> float:
         """The mean share of ``kind`` under uniform attention (:func:`uniform_shares`; NaN without :attr:`segments`)."""

@@ -139,10 +139,7 @@ def _interval(value: float | None, interval: Sequence[float] | None, base: float
 
 def _relative(entry: dict | None) -> str:
     """``"+0.12 % [-0.03, +0.30]"``: a change over the full model's loss on the same sentences, with its interval."""
-    if entry is None:
-        return "—"
-    lo, hi = entry["relative_interval"]
-    return f"{100 * entry['relative']:+.2f} % [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+    return "—" if entry is None else _interval(entry["relative"], entry["relative_interval"], 1.0)
 
 
 def sink_rows(result: dict) -> list[dict]:

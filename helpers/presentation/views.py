@@ -218,19 +218,6 @@ def libraries_html(*, bertviz: bool = True, vega: bool = True, mode: Libraries |
 
 
 # ------------------------------------------------------------------------------------------ bertviz
-def bertviz_attention(attn: np.ndarray, *, decimals: int = 3):
-    """bertviz's input format (a tuple per layer of ``[1, head, query, key]`` tensors) from ``[layer, head, query, key]``.
-
-    Weights are rounded to ``decimals`` places and kept in float64, so each is written as a short
-    decimal (float32 would print as 0.12300000339746475). For bertviz's own functions; the views
-    here send weights as bytes (:func:`pack_weights`).
-    """
-    import torch
-
-    rounded = np.round(np.asarray(attn, dtype=np.float64), decimals)
-    return tuple(torch.from_numpy(rounded[layer])[None] for layer in range(rounded.shape[0]))
-
-
 def pack_weights(attn: np.ndarray) -> str:
     """Base64 of ``round(255 * w)`` as one byte per weight, C order (decoded in the browser as ``b / 255``)."""
     quantised = np.clip(np.rint(np.asarray(attn, dtype=np.float64) * 255.0), 0, 255).astype(np.uint8)

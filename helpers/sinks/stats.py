@@ -28,7 +28,6 @@ In words: book/methods.md, §Attention sinks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -92,10 +91,7 @@ class FirstPositionAccumulator:
         """``{"weights", "norms"}``: mean ``alpha_1`` over inputs, ``[layer, head]``; ``{"inputs"}``: their count."""
         if not self.count:
             raise ValueError("no input to measure the attention to the first position on (no segment fits)")
-        weights, norms = np.zeros_like(self.sums[0][0]), np.zeros_like(self.sums[0][1])
-        for w, n in self.sums:
-            weights += w
-            norms += n
+        weights, norms = sum(w for w, _ in self.sums), sum(n for _, n in self.sums)  # in the batches' order
         return {"weights": weights / self.count, "norms": norms / self.count, "inputs": self.count}
 
 
@@ -103,25 +99,14 @@ SEGMENT_DTYPE = np.float32  # each input's alpha_1 as kept and cached (the means
 
 
 @dataclass
-class SegmentShares:
-    """Each input's ``alpha_1`` behind the means, for bootstrap intervals over segments (the unit resampled):
-    ``weights`` and ``norms`` ``[segment, layer, head]``, segments in the order of their example ``index``
-    ``[segment]``, float32 (:data:`SEGMENT_DTYPE`, as cached, so a cold and a warm run give the same intervals).
-    Replicates are ``n_boot`` draws of the segments (:func:`helpers.core.bootstrap.counts`, ``seed``)."""
+class SegmentShares(bootstrap.SegmentDraws):
+    """Each input's ``alpha_1`` behind the means, for bootstrap intervals over segments
+    (:class:`helpers.core.bootstrap.SegmentDraws`: ``index``, ``n_boot``, ``seed``, ``counts``): ``weights`` and
+    ``norms`` ``[segment, layer, head]``, float32 (:data:`SEGMENT_DTYPE`, as cached, so a cold and a warm run give
+    the same intervals)."""
 
-    index: np.ndarray
     weights: np.ndarray
     norms: np.ndarray
-    n_boot: int = bootstrap.BOOTSTRAP
-    seed: int = 0
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    @cached_property
-    def counts(self) -> np.ndarray:
-        """``[n_boot, segment]``: how many times each segment is drawn in each replicate."""
-        return bootstrap.counts(len(self), n_boot=self.n_boot, seed=self.seed)
 
     def mean_replicates(self, measure: str = "weights") -> np.ndarray:
         """``[n_boot, layer, head]``: mean ``alpha_1`` under ``measure`` in each replicate."""
@@ -157,7 +142,7 @@ class SegmentShares:
 
         def cut(s: "SegmentShares") -> "SegmentShares":
             at = np.searchsorted(s.index, common)
-            return SegmentShares(common, s.weights[at], s.norms[at], self.n_boot, self.seed)
+            return SegmentShares(common, s.weights[at], s.norms[at], n_boot=self.n_boot, seed=self.seed)
         return cut(self), cut(other)
 
     def to_arrays(self) -> dict[str, np.ndarray]:

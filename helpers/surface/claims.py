@@ -25,9 +25,9 @@ from helpers.claims import (
     NOT_APPLICABLE,
     Claim,
     Judged,
-    Undefined,
     claim,
     effect,
+    interval_text,
     judged_or_undefined,
     not_applicable,
     share,
@@ -184,15 +184,6 @@ def _sink_name(stats: SurfaceStats, kind: str) -> str:
     return FIRST_POSITION if stats.causal and kind == "cls" else SINK_NAMES[kind]
 
 
-def _interval(replicates: np.ndarray) -> tuple[float, float]:
-    return bootstrap.percentile_interval(replicates)
-
-
-def _text(estimate: float, interval, fmt: str = ".2f") -> str:
-    lo, hi = interval
-    return f"{estimate:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
-
-
 def _position(cid: str, statistic: str, word: str, heads: paper.Reported, layers: paper.Reported,
               stats: SurfaceStats, boot: SegmentReplicates) -> Claim:
     text = f"heads with >{SPECIALIST_THRESHOLD:.0%} attention on the {word} token"
@@ -225,10 +216,11 @@ def _sep_attention(stats: SurfaceStats, boot: SegmentReplicates) -> Claim:
 def _self_claim(cid: str, text: str, paper_text: str, kind: str, stats: SurfaceStats,
                 boot: SegmentReplicates) -> Claim:
     estimate, n_top = self_attention(stats, kind)
-    interval = _interval(self_attention_replicates(boot, kind))
+    interval = bootstrap.percentile_interval(self_attention_replicates(boot, kind))
     judged = judged_or_undefined(self_attended, estimate, interval)
     return claim(cid, SPECIAL_TOKENS, text, paper_text,
-                 f"{_text(estimate, interval)} (mean over the {n_top} layers with most {SINK_NAMES[kind]} attention)",
+                 f"{interval_text(estimate, interval, '.2f')} (mean over the {n_top} layers with most "
+                 f"{SINK_NAMES[kind]} attention)",
                  estimate, judged, resampled=RESAMPLED, n=stats.n_segments)
 
 
@@ -275,9 +267,10 @@ def _cls_broad(stats: SurfaceStats, boot: SegmentReplicates) -> Claim:
         return not_applicable(cid, BROAD, text, paper_text, stats.undefined["entropy_cls"])
     cls_last = float(stats.layer_means("entropy_cls")[-1])
     fraction = cls_entropy_fraction(stats)
-    interval = _interval(cls_entropy_fraction_replicates(boot))
+    interval = bootstrap.percentile_interval(cls_entropy_fraction_replicates(boot))
     return claim(cid, BROAD, text, paper_text,
-                 f"{cls_last:.2f} nats, uniform {stats.uniform_entropy:.2f}: {_text(fraction, interval)} of uniform",
+                 f"{cls_last:.2f} nats, uniform {stats.uniform_entropy:.2f}: {interval_text(fraction, interval, '.2f')}"
+                 " of uniform",
                  cls_last, judged_or_undefined(cls_broad, fraction, interval), resampled=RESAMPLED,
                  n=stats.n_segments)
 
@@ -289,13 +282,11 @@ def _gradient_claim(cid: str, text: str, paper_text: str, kind: str, name: str, 
                          "with helpers.surface.run.run_surface, which keeps them")
     ratio = gradient_ratio(grads, kind, layers)
     interval = gradient_ratio_interval(grads, kind, layers)
-    judged = judged_or_undefined(gradient_small, ratio, interval)
-    if isinstance(judged, Undefined):
-        return not_applicable(cid, SPECIAL_TOKENS, text, paper_text, str(judged))
     mine, other = (float(np.mean(np.asarray(grads[k])[layers])) for k in (kind, "other"))
     return claim(cid, SPECIAL_TOKENS, text, paper_text,
-                 f"ratio {_text(ratio, interval)} ({where}: {name} {mine:.2e} vs other {other:.2e})", ratio, judged,
-                 resampled=RESAMPLED, n=len(grads["per_segment"]["other"]))
+                 f"ratio {interval_text(ratio, interval, '.2f')} ({where}: {name} {mine:.2e} vs other {other:.2e})",
+                 ratio, judged_or_undefined(gradient_small, ratio, interval), resampled=RESAMPLED,
+                 n=len(grads["per_segment"]["other"]))
 
 
 def _sep_gradient(stats: SurfaceStats, grads: dict, shares: dict) -> Claim:

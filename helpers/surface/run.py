@@ -20,7 +20,7 @@ from torch import nn
 from helpers.context import RunContext, takes_context
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.models import LoadedModel
-from helpers.data.cache import cached_arrays, cached_json
+from helpers.data.cache import NotCached, cached_arrays, cached_json, not_cached
 from helpers.data.segments import SegmentSource, segment_tokens
 from helpers.digest import code_digest
 from helpers.pipeline.route import reduce_maps
@@ -74,14 +74,6 @@ def gradients_json(grads: dict | None) -> dict | None:
     return None if grads is None else {k: v for k, v in grads.items() if k != "per_segment"}
 
 
-class _Missing(Exception):
-    pass
-
-
-def _missing():
-    raise _Missing
-
-
 def _store(kind: str, key: dict, parts: tuple[dict, dict[str, np.ndarray]], cache_root) -> tuple[dict, dict]:
     """Store ``parts`` = ``(value, arrays)`` under ``key``, whatever the cache holds: the JSON ``value``
     (:func:`~helpers.data.cache.cached_json`, ``kind``) and, beside it, each segment's values (``arrays``, an ``.npz``:
@@ -96,9 +88,9 @@ def _cached_with_segments(kind: str, key: dict, compute, *, cache_root) -> tuple
     """``(value, arrays)`` stored under ``key`` (:func:`_store`); ``compute()`` gives both, once, when the cache
     lacks either (or a refresh is asked)."""
     try:
-        return (cached_json(kind, key, _missing, cache_root=cache_root),
-                cached_arrays(f"{kind}-segments", key, _missing, cache_root=cache_root))
-    except _Missing:
+        return (cached_json(kind, key, not_cached, cache_root=cache_root),
+                cached_arrays(f"{kind}-segments", key, not_cached, cache_root=cache_root))
+    except NotCached:
         return _store(kind, key, compute(), cache_root)
 
 
@@ -115,8 +107,8 @@ def cached_statistics(key: dict, *, cache_root=None) -> SurfaceStats | None:
     """The §3 statistics cached under ``key`` (:func:`stats_key`), with each segment's values; ``None`` when the
     cache lacks either (what :func:`helpers.segment_pass.segment_statistics` checks before its pass)."""
     try:
-        return _statistics_from(_cached_with_segments("surface-stats", key, _missing, cache_root=cache_root))
-    except _Missing:
+        return _statistics_from(_cached_with_segments("surface-stats", key, not_cached, cache_root=cache_root))
+    except NotCached:
         return None
 
 
@@ -175,17 +167,12 @@ def run_surface(lm: LoadedModel, ctx: RunContext | None = None, *, n_segments: i
     key = stats_key(lm, batch, segments_from)
     stats = cached_surface_statistics(lm, batch, segments_from=segments_from, ctx=ctx)
     grads = mlm = None
-    if gradients and lm.causal:  # the model's own next-token loss: nothing is fitted
-        grad_batch = batch if gradient_segments is None else EncodedBatch(
-            batch.examples[:gradient_segments], [], batch.max_length)
-        mlm = dict(LM_HEAD_SOURCE)
-        grads = cached_gradients({**key, "grad": grad_batch.digest(), "head": mlm, "seed": seed,
-                                  "grad_code": code_digest(gradient_importance)},
-                                 lambda: gradient_importance(lm, None, grad_batch, seed=seed, progress=progress),
-                                 cache_root=cache_root)
-    elif gradients:
-        head, mlm = gradient_head(lm, ctx, n_segments=n_segments, seed=seed, max_length=max_length,
-                                  segments_from=segments_from)
+    if gradients:
+        if lm.causal:  # the model's own next-token loss: nothing is fitted
+            head, mlm = None, dict(LM_HEAD_SOURCE)
+        else:
+            head, mlm = gradient_head(lm, ctx, n_segments=n_segments, seed=seed, max_length=max_length,
+                                      segments_from=segments_from)
         grad_batch = batch if gradient_segments is None else EncodedBatch(
             batch.examples[:gradient_segments], [], batch.max_length)
         fitted = {k: v for k, v in mlm.items() if k != "cached"}

@@ -232,16 +232,6 @@ class SurfaceStats:
         per_head.update({k: np.full(shape, np.nan) for k in undefined})
         return cls(per_head, payload["uniform_entropy"], payload["n_segments"], undefined)
 
-    @classmethod
-    def from_segments(cls, per_segment: dict[str, np.ndarray], segment_uniform, undefined: dict | None = None
-                      ) -> "SurfaceStats":
-        """The statistics of segments given by their values ``{statistic: [segment, layer, head]}`` and uniform
-        entropies ``[segment]``: the means over segments, each counting once (constructed statistics in tests)."""
-        per = {k: np.asarray(v, dtype=np.float64) for k, v in per_segment.items()}
-        uniform = np.asarray(segment_uniform, dtype=np.float64)
-        return cls({k: v.mean(0) for k, v in per.items()}, float(uniform.mean()), len(uniform), dict(undefined or {}),
-                   per_segment=per, segment_uniform=uniform)
-
     SEGMENT_UNIFORM = "__uniform__"  # the name of ``segment_uniform`` among :meth:`segment_arrays`
 
     def segment_arrays(self) -> dict[str, np.ndarray]:
@@ -403,16 +393,6 @@ def gradient_ratio_interval(grads: dict, kind: str, layers: np.ndarray, *, n_boo
     den = np.asarray(per["other"], dtype=np.float64)[:, layers].mean(-1)
     c = bootstrap.counts(len(num), seed=seed, **({} if n_boot is None else {"n_boot": n_boot}))
     return bootstrap.percentile_interval(bootstrap.ratio_replicates(num, den, c))
-
-
-def sink_gradient(stats: SurfaceStats, grads: dict, kind: str = "cls") -> tuple[np.ndarray, float]:
-    """``(layers, ratio)``: the layers where ``kind`` is a sink (:func:`sink_layers` of its layer means) and
-    the :func:`gradient_ratio` there, the "no-op" test of §3.2 applied to the token a model parks attention on.
-
-    >>> layers, ratio = sink_gradient(report.stats, report.gradients, "cls")    # doctest: +SKIP
-    """
-    layers = sink_layers(stats.layer_means(kind))
-    return layers, gradient_ratio(grads, kind, layers)
 
 
 # ------------------------------------------------------------------ intervals: the segments resampled

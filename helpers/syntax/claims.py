@@ -118,11 +118,6 @@ def held_out(test: HeadsRun, dev: HeadsRun, **options) -> list[dict]:
     return held_out_rows(dev.scores, test.scores, wanted, **options)
 
 
-def _gain_text(row: dict) -> str:
-    lo, hi = row["gain_ci"]
-    return f"gain {row['gain']:+.1f} [{lo:+.1f}, {hi:+.1f}]"
-
-
 def claims(relations: list[str], held: list[dict], statements: dict) -> list[Claim]:
     """The §4.2 claims from Table 1's ``relations`` (:func:`~helpers.syntax.run.table1_relations` of GUM test),
     the ``held`` rows (:func:`held_out`: the head chosen on GUM dev, scored on GUM test) and the ``statements``'
@@ -133,7 +128,8 @@ def claims(relations: list[str], held: list[dict], statements: dict) -> list[Cla
 
     def ours(row: dict) -> str:
         return (f"{interval_text(row['held_out_accuracy'], row['held_out_ci'])} ({row['dev_head']}, chosen on dev) "
-                f"vs baseline {row['baseline_accuracy']:.1f}; {_gain_text(row)}")
+                f"vs baseline {row['baseline_accuracy']:.1f}; gain "
+                f"{interval_text(row['gain'], row['gain_ci'], '+.1f')}")
 
     out = []
     text = "no single head does well at syntax overall"

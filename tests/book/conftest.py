@@ -1,8 +1,14 @@
-"""One small build of the whole book, shared by the book tests: the any-model test reads every page of
-it, the browser test opens its chapter 1 in Chromium. It is built for a tiny random BERT (2 layers x 4
-heads, the default's vocabulary) chosen by ``$BERT_ATTENTION_MODEL``, in the small configuration, with
-the book's own JavaScript when ``.book_assets`` is installed. Building it once (not once per test file)
-keeps the test command within its time."""
+"""The small builds of the whole book, shared by the book tests; each is built once (not once per test file), which
+keeps the test command within its time:
+
+- ``small_book``: the offline default model (the book's own), in the small configuration, with the book's own
+  JavaScript when ``.book_assets`` is installed. Building it executes every chapter with the default model, as the
+  chapter notebooks' own test once did (nbmake, now retired: the same execution twice cost about 5 minutes of the
+  suite), and renders them with warnings as errors; the browser test opens its chapter 2 in Chromium, and the
+  CI-sized comparison reads the analyses it left in its cache.
+- ``small_decoder_book``: a tiny random decoder chosen by ``$BERT_ATTENTION_MODEL``, the model any reader may set:
+  the decoder test and the any-model test read every page of it.
+"""
 from __future__ import annotations
 
 import os
@@ -16,35 +22,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
-def small_bert_dir(tmp_path_factory) -> Path:
-    """2 layers x 4 heads, hidden size 32, random weights, with the default model's uncased vocabulary."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from helpers.core.models import default_model_path
-
-    directory = tmp_path_factory.mktemp("small-random-bert")
-    tokenizer = AutoTokenizer.from_pretrained(default_model_path())
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=512)
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
-def build_small_book(model_dir: Path, src: Path) -> Path:
-    """``_build/html`` of the whole book for ``model_dir``, small configuration, built in ``src`` as
+def build_small_book(model_dir: Path | None, src: Path) -> Path:
+    """``_build/html`` of the whole book for ``model_dir`` (``None``: the offline default), small configuration, built
+    in ``src`` (its analysis cache in ``src / "cache"``) as
     ``scripts/build_book.sh`` builds: the pages executed two at a time into jupyter-book's cache, then rendered
     (warnings as errors), every page found executed."""
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, src / name)
     for folder in ("book", "notebooks", "benchmarks"):  # the Performance chapter runs the benchmark scripts
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build", "latest"))
-    env = {**os.environ, "BERT_ATTENTION_MODEL": str(model_dir), "BERT_ATTENTION_SMALL": "1",
+    env = {**{k: v for k, v in os.environ.items() if k != "BERT_ATTENTION_MODEL"}, "BERT_ATTENTION_SMALL": "1",
            "BERT_ATTENTION_CACHE": str(src / "cache"), "HF_HUB_OFFLINE": "1",
-           "BOOK_ASSETS_DIR": str(ROOT / ".book_assets")}
+           "BOOK_ASSETS_DIR": str(ROOT / ".book_assets"),
+           **({"BERT_ATTENTION_MODEL": str(model_dir)} if model_dir is not None else {})}
     executed = subprocess.run([sys.executable, str(ROOT / "scripts" / "execute_book.py"), "--book", str(src), "--jobs", "2"],
                               env=env, capture_output=True, text=True, timeout=1500)
     assert executed.returncode == 0 and "0 failed" in executed.stdout, executed.stdout[-4000:] + executed.stderr[-4000:]
@@ -59,9 +49,10 @@ def build_small_book(model_dir: Path, src: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def small_book(small_bert_dir, tmp_path_factory) -> Path:
-    """``_build/html`` of the whole book for :func:`small_bert_dir`, small configuration (built once)."""
-    return build_small_book(small_bert_dir, tmp_path_factory.mktemp("book"))
+def small_book(tmp_path_factory) -> Path:
+    """``_build/html`` of the whole book for the offline default model, small configuration (built once); its
+    analysis cache is ``small_book.parents[1] / "cache"``."""
+    return build_small_book(None, tmp_path_factory.mktemp("book"))
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,6 @@
-"""The whole book builds for a model chosen by one setting, $BERT_ATTENTION_MODEL: here a tiny random
-BERT (2 layers x 4 heads) with a real WordPiece vocabulary, on the small configuration (the shared
-``small_book`` build of ``tests/book/conftest.py``, warnings as errors), and every page names the model
-analysed."""
+"""The whole book builds for a model chosen by one setting, $BERT_ATTENTION_MODEL: here the tiny random decoder
+(4 layers x 4 heads) of the shared ``small_decoder_book`` build of ``tests/book/conftest.py`` (small configuration,
+warnings as errors), and every page names the model analysed, never the default."""
 from __future__ import annotations
 
 import re
@@ -11,10 +10,10 @@ import pytest
 pytestmark = pytest.mark.book
 
 
-def test_book_builds_for_the_model_in_the_environment(small_bert_dir, small_book):
-    html = small_book
-    name = str(small_bert_dir)
-    size = re.compile(r"2 layers x 4 heads")
+def test_book_builds_for_the_model_in_the_environment(small_decoder_dir, small_decoder_book):
+    html = small_decoder_book
+    name = str(small_decoder_dir)
+    size = re.compile(r"4 layers x 4 heads")
     pages = [html / "book" / "intro.html", *sorted((html / "notebooks").glob("0*.html")), html / "notebooks" / "results_at_a_glance.html"]
     assert len(pages) >= 8
     for page in pages:

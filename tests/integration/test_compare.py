@@ -144,29 +144,6 @@ def test_compare_refuses_bad_specs(tmp_path, capsys):
     assert "--models" in capsys.readouterr().err
 
 
-def test_compare_ci_sized_on_the_real_corpora(shared_data, tmp_path):
-    """``compare --models random:default`` on the real corpora and the offline default's random-init copy, at the
-    sizes the comparison chapter gives a second model in the small configuration (:data:`SMALL_REDUCED_SIZES`), in
-    the run's shared cache: the chapter's random-init child then reads these analyses instead of computing them
-    again. Its rows equal those of ``claims --random-init`` on the same inputs (read back from the same cache).
-    The trained default is left out: no chapter reads it at these sizes (it doubled the test's time), and
-    :func:`test_compare_command_equals_claims` checks a trained model's rows against ``claims`` computed apart."""
-    reduced = cmp.SMALL_REDUCED_SIZES
-    sizes = ["--segments", str(reduced["n_segments"]), "--max-sentences", str(reduced["max_sentences"]),
-             "--max-documents", str(reduced["max_documents"]), "--epochs", str(reduced["epochs"])]
-    out = tmp_path / "compare.json"
-    assert main(["compare", "--models", "random:default", *sizes, "--quiet", "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
-    assert [(m["spec"], m["random_init"]) for m in result["models"]] == [("random:default", True)]
-    for spec, extra in (("random:default", ["--random-init"]),):
-        single = tmp_path / f"claims-{spec.replace(':', '-')}.json"
-        assert main(["claims", "--model", "default", *extra, *sizes, "--quiet", "--json", str(single)]) == 0
-        alone = json.loads(single.read_text())["claims"]
-        assert [c["id"] for c in alone] == [r["id"] for r in result["claims"]]
-        for c, row in zip(alone, result["claims"]):
-            assert row["results"][spec] == {k: c[k] for k in ("ours", "value", "verdict", *RULE_FIELDS)}, c["id"]
-
-
 def test_relative_depth_and_charts():
     """Layers are placed at (index + 1) / layers, so a 2-layer and a 4-layer model end at 1; the figures
     and the table build from the same results."""

@@ -17,7 +17,7 @@ import pytest
 
 import helpers.data.cache as cache_mod
 import helpers.cli as cli
-from helpers.data.files import write_json
+from helpers.data.files import strict_dumps, write_text
 import helpers.core.models as models_mod
 from helpers.pipeline.argtypes import IntRange
 from helpers.data.cache import cache_entries, cached_json
@@ -290,9 +290,9 @@ def test_the_reported_cases(argv, capsys, no_model):
 def test_writer_refuses_nan(tmp_path):
     out = tmp_path / "r.json"
     with pytest.raises(ValueError, match=r"nan at rows\.Attn\.runs\[1\]"):
-        write_json(out, {"rows": {"Attn": {"runs": [1.0, float("nan")]}}})
+        write_text(out, strict_dumps({"rows": {"Attn": {"runs": [1.0, float("nan")]}}}))
     with pytest.raises(ValueError, match="inf at x"):
-        write_json(out, {"x": float("inf")})
+        write_text(out, strict_dumps({"x": float("inf")}))
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
@@ -419,7 +419,7 @@ def test_files_follow_the_umask(tiny_lm, batch, tmp_path, umask):
     previous = os.umask(umask)
     try:
         store = extract(tiny_lm, batch, cache_root=tmp_path, shard_size=2, progress=False)
-        write_json(tmp_path / "out.json", {"a": 1})
+        write_text(tmp_path / "out.json", strict_dumps({"a": 1}))
         cached_json("t", {"k": 1}, lambda: {"a": 1}, cache_root=tmp_path)
     finally:
         os.umask(previous)

@@ -466,11 +466,11 @@ def test_single_head_losses_zero_that_head_alone(case):
     assert np.abs(want - base).max() > 100 * tol  # the heads matter far beyond the tolerance (see _redrawn)
 
 
-def test_only_losses_keep_one_head_of_its_layer(case):
-    """"All but one": ``only_losses`` ``[layer, head, segment]`` against the reference with every OTHER head of that
-    layer zeroed (the other layers intact)."""
+def test_only_masks_keep_one_head_of_its_layer(case):
+    """"All but one": ``per_layer`` of ``only_masks`` ``[layer, head, segment]`` against the reference with every
+    OTHER head of that layer zeroed (the other layers intact)."""
     L, H = case.lm.n_layers, case.lm.n_heads
-    got = effects.only_losses(case.lm, case.segments)
+    got = effects.per_layer(case.lm, case.segments, effects.only_masks(L, H))
     want = np.array([[_single(case, [(layer, other) for other in range(H) if other != head]) for head in range(H)]
                      for layer in range(L)])
     np.testing.assert_allclose(got, want, rtol=0, atol=loss_tolerance(case))
@@ -532,15 +532,17 @@ def test_importance_check_catches_a_per_batch_absolute_value(case):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sink_losses_against_the_hand_edited_attention(case, mode):
-    """``sink_losses`` per head ``[layer, head, segment]`` and with every head at once ``[segment]``, for each sink
-    kind, against the reference whose attention applies the test in its defining form."""
+    """The sink tests per head (``per_layer`` of ``sink_masks``) ``[layer, head, segment]`` and with every head at once
+    (``every_head_sink_losses``) ``[segment]``, for each sink kind, against the reference whose attention applies the
+    test in its defining form."""
     L, H, S = case.lm.n_layers, case.lm.n_heads, len(case.segments)
     every = {(layer, head) for layer in range(L) for head in range(H)}
     tol = loss_tolerance(case)
     for kind in SINKS[case.kind]:
         for n in range(S):  # the module's sink positions are the reference's
             assert set(np.flatnonzero(case.segments.sinks[kind][n])) == case.ref.sinks(n, kind)
-        per_head, at_once = effects.sink_losses(case.lm, case.segments, kind, mode)
+        per_head = effects.per_layer(case.lm, case.segments, effects.sink_masks(L, H), sink=kind, mode=mode)
+        at_once = effects.every_head_sink_losses(case.lm, case.segments, kind, mode)
         want = np.array([[[case.ref.loss(n, sink=(kind, {(layer, head)}, mode)) for n in range(S)] for head in range(H)]
                          for layer in range(L)])
         np.testing.assert_allclose(per_head, want, rtol=0, atol=tol, err_msg=f"{kind}, one head at a time")
@@ -805,9 +807,11 @@ def test_head_effects_refuses_a_bare_string(cases):
 # ------------------------------------------------------------------------------------- one head per layer
 
 
-def test_only_losses_is_none_with_one_head_per_layer(tmp_path, tiny_model_dir, tiny_lm):
-    """A model with one head per layer has nothing to keep "all but one" of: ``None``, not a crash; its single-head
-    losses still come (``[layer, 1, segment]``)."""
+def test_one_head_per_layer_has_no_all_but_one_task(tmp_path, tiny_model_dir, tiny_lm):
+    """A model with one head per layer has nothing to keep "all but one" of: the run has no such task, not a crash;
+    its single-head losses still come (``[layer, 1, segment]``)."""
+    from helpers.ablation.run import PARTS, tasks
+
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(tmp_path)
@@ -817,7 +821,8 @@ def test_only_losses_is_none_with_one_head_per_layer(tmp_path, tiny_model_dir, t
     BertModel(config).save_pretrained(tmp_path)
     lm = load_model(str(tmp_path))
     segments = prepare(lm, encode_words(lm.tokenizer, SENTENCES[:2]), head=_seeded_head(lm), seed=0)
-    assert effects.only_losses(lm, segments) is None
+    assert not [t for t in tasks(lm.n_layers, lm.n_heads, PARTS, ("sep",)) if t[0] == "only"]
+    assert [t for t in tasks(2, 2, PARTS, ("sep",)) if t[0] == "only"] == [("only", 0), ("only", 1)]
     assert effects.single_head_losses(lm, segments).shape == (2, 1, 2)
 
 
@@ -828,10 +833,13 @@ def test_prune_curve_removes_the_least_important_head_recomputed(cases):
     """Michel et al. §4's curve, step by step against the reference: the loss after each step; the head removed is,
     among those present, the lowest layer-normalised mean ``|dL/dxi|`` recomputed on the pruned model (removed heads
     counting 0), up to the tolerance of the normalised score (ties: a layer with one head left scores 1); the random
-    orders' losses follow their seeded permutations."""
+    orders' losses follow their seeded permutations. One fold: the order is fitted on the segments it scores."""
     case = cases("gpt2")
     lm, L, H, S = case.lm, case.lm.n_layers, case.lm.n_heads, len(case.segments)
-    out = effects.prune_curve(lm, case.segments, seeds=(0,))
+    curves = effects.held_out_prune_curves(lm, case.segments, seeds=(0,), n_folds=1)
+    out = {"removed": curves["removed"], "order": curves["orders"][0], "importance": curves["in_sample"].mean(1),
+           "random": curves["random"].mean(-1)}
+    np.testing.assert_array_equal(curves["held_out"], curves["in_sample"])
     counts = out["removed"]
     assert counts == effects.prune_steps(L * H) and counts[-1] == L * H and sorted(out["order"]) == list(range(L * H))
     tol = loss_tolerance(case)
@@ -899,11 +907,11 @@ def test_mean_contexts_are_the_reference_mean(case):
 
 
 def test_mean_ablation_replaces_a_head_by_its_mean(case):
-    """``mean_ablation_losses`` ``[layer, head, segment]`` against the reference with that head's context replaced,
+    """``single_head_losses`` with ``fill`` ``[layer, head, segment]`` against the reference with that head's context replaced,
     at every position, by the same vector (the reference's float64 mean, as float32); it differs from zeroing."""
     L, H, S = case.lm.n_layers, case.lm.n_heads, len(case.segments)
     fill = torch.from_numpy(case.ref.mean_context()).float()
-    got = effects.mean_ablation_losses(case.lm, case.segments, fill)
+    got = effects.single_head_losses(case.lm, case.segments, fill=fill)
     want = np.array([[[case.ref.loss(n, fill={(layer, head): fill[layer, head].double().numpy()}) for n in range(S)]
                       for head in range(H)] for layer in range(L)])
     tol = loss_tolerance(case)

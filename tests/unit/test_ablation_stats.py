@@ -42,9 +42,6 @@ def test_bootstrap_interval_edge_cases():
     assert np.isnan(stats.bootstrap_mean_interval(np.zeros((2, 0)))).all()
     assert stats.bootstrap_mean_interval(np.zeros((2, 0))).shape == (2, 2)
     np.testing.assert_array_equal(stats.bootstrap_mean_interval(np.full(5, 0.25), n_boot=50), [0.25, 0.25])
-    wide = stats.bootstrap_mean_interval(np.arange(10.0), n_boot=400, confidence=0.99)
-    narrow = stats.bootstrap_mean_interval(np.arange(10.0), n_boot=400, confidence=0.5)
-    assert wide[0] <= narrow[0] <= narrow[1] <= wide[1]
 
 
 def _loop_percentiles(scores: np.ndarray) -> np.ndarray:
@@ -103,8 +100,6 @@ def test_permutation_p_edge_cases():
     # repeats count once: the same as the head alone
     assert stats.permutation_p(SCORES_2x2, [(0, 1), (0, 1)], n_perm=500) == stats.permutation_p(
         SCORES_2x2, [(0, 1)], n_perm=500)
-    assert stats.set_mean(SCORES_2x2, [(0, 1), (1, 0)]) == pytest.approx(0.35)
-    assert math.isnan(stats.set_mean(SCORES_2x2, []))
 
 
 @pytest.mark.parametrize("seed", [0, 1])

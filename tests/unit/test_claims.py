@@ -27,6 +27,7 @@ from helpers.claims import (
 )
 from helpers.presentation.book import claims_table
 from claim_rows import claim_as
+from tests.references import surface_stats
 
 EPS = 1e-6  # a step just across a threshold
 
@@ -106,13 +107,13 @@ def test_paper_rows_by_name_and_probe_rows_mapped():
 def _surface_stats(L=4, H=2, S=20, *, seed=0, causal=False, **values):
     """Constructed §3 statistics of ``S`` segments: every statistic 0 in every segment but those given in
     ``values`` (``{statistic: [segment, layer, head]``, or anything that broadcasts to it), uniform entropy 3."""
-    from helpers.surface.stats import CAUSAL_DEFINITIONS, STATISTICS, SurfaceStats
+    from helpers.surface.stats import CAUSAL_DEFINITIONS, STATISTICS
 
     per = {k: np.broadcast_to(np.asarray(values.get(k, 0.0), dtype=float), (S, L, H)).copy() for k in STATISTICS}
     undefined = {k: v for k, v in CAUSAL_DEFINITIONS.items()} if causal else {}
     for k in undefined:
         per[k][:] = np.nan
-    return SurfaceStats.from_segments(per, np.full(S, 3.0), undefined)
+    return surface_stats(per, np.full(S, 3.0), undefined)
 
 
 def _gradients(L=4, S=20, **kinds):

@@ -13,7 +13,6 @@ from helpers.core.encoding import encode_words
 from helpers.core.errors import ModelNotAvailableError, NoAttentionError
 from helpers.core.extract import iter_attention
 from helpers.core.models import check_model, is_causal_config, load_model, positions_limit
-from helpers.core.norm_maps import iter_weights_and_norms
 from helpers.sinks.stats import (
     FirstPositionAccumulator,
     first_position_shares,
@@ -22,7 +21,7 @@ from helpers.sinks.stats import (
 )
 
 import tiny_decoders as td
-from tests.references import first_position_reference, norm_maps_reference, word_level_reference
+from tests.references import first_position_reference, iter_weights_and_norms, norm_maps_reference, word_level_reference
 from tolerances import in_float64, round_off
 
 KINDS = ("gpt2", "llama")

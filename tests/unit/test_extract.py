@@ -76,7 +76,8 @@ def test_cut_forward_passes_give_the_same_maps(tiny_lm, monkeypatch):
     token and word level, weights and norms, as the uncut pass does."""
     import helpers.core.extract as extract
     import helpers.core.norm_maps as norm_maps
-    from helpers.core.norm_maps import iter_norm_maps, iter_weights_and_norms
+    from helpers.core.norm_maps import iter_norm_maps
+    from tests.references import iter_weights_and_norms
 
     lm = in_float64(tiny_lm)  # two float32 passes differ by what the layers make of their round-off: no bound
     batch = encode_words(lm.tokenizer, SENTS)

@@ -219,7 +219,8 @@ def test_accumulator_round_trips_and_json_layout():
     lo, hi = row["interval"]["norms"]["sep"]
     assert lo - decimals(6) <= row["norms"]["sep"] <= hi + decimals(6)  # 3 segments: the mean lies within their range
     layer = payload["layers"]["2"]["interval"]["weights"]["cls"]
-    np.testing.assert_allclose(layer, stats.layer_share_interval("weights", "cls")[1], rtol=0, atol=decimals(6))  # as above
+    want = stats.segments.layer_share_intervals("weights")[KINDS.index("cls"), 1]
+    np.testing.assert_allclose(layer, want, rtol=0, atol=decimals(6))  # as above
     bare = NormStats.from_cache(stats.to_cache()).to_json()  # read back without its segments: the layout of before
     assert list(bare) == ["segments", "heads", "layers"] and list(bare["heads"]["2-3"]) == ["weights", "norms", "spearman"]
 
@@ -472,7 +473,7 @@ def test_sharded_pass_keeps_the_segments_of_one_pass(tiny_lm):
     intervals are then the same."""
     import pickle
 
-    from helpers.core.norm_maps import iter_weights_and_norms
+    from tests.references import iter_weights_and_norms
     from helpers.norms.run import norm_statistics
     from helpers.pipeline.extraction import plan_extraction
     import helpers.norms.stats as ns

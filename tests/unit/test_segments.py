@@ -99,9 +99,9 @@ def test_document_segments_are_full_length_seeded_and_shuffled(tiny_lm):
     tok = tiny_lm.tokenizer
     words = ["the", "cat", "sat", "on", "the", "mat", "."]
     docs = [_doc(f"d{k}", [words * (1 + (j % 3)) for j in range(12)]) for k in range(5)]
-    segs = document_segments(docs, tok, n=12, max_length=32, seed=3)
-    assert segs == document_segments(docs, tok, n=12, max_length=32, seed=3)
-    assert segs != document_segments(docs, tok, n=12, max_length=32, seed=4)
+    segs = paper_segments(docs, tok, n=12, max_length=32, seed=3)
+    assert segs == paper_segments(docs, tok, n=12, max_length=32, seed=3)
+    assert segs != paper_segments(docs, tok, n=12, max_length=32, seed=4)
     assert len(segs) == 12 and len({s.doc_id for s in segs}) > 1
     batch = encode_segments(tok, segs, max_length=32)
     assert not batch.skipped and all(len(e) <= 32 for e in batch.examples)
@@ -111,8 +111,9 @@ def test_document_segments_are_full_length_seeded_and_shuffled(tiny_lm):
 
 def test_paper_segments_dispatch_and_bad_source(tiny_lm):
     docs = [_doc("d", [["the", "cat", "sat"]] * 6)]
+    budget = 12 - tiny_lm.tokenizer.num_special_tokens_to_add(pair=True)
     assert paper_segments(docs, tiny_lm.tokenizer, n=2, max_length=12, seed=0) == \
-        document_segments(docs, tiny_lm.tokenizer, n=2, max_length=12, seed=0)
+        document_segments(docs, tiny_lm.tokenizer, n=2, budget=budget, seed=0)
     with pytest.raises(ValueError, match="--segments-from 'books'"):
         paper_segments(docs, tiny_lm.tokenizer, source="books")
 

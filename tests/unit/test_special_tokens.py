@@ -2,13 +2,13 @@
 import pytest
 
 from helpers import load_model
-from helpers.core.encoding import encode_words, special_token_ids, special_token_names
+from helpers.core.encoding import encode_words, special_token_ids
 from helpers.surface.stats import token_masks
 
 
 def test_wordpiece_roles(tiny_lm):
     ids = special_token_ids(tiny_lm.tokenizer)
-    assert special_token_names(tiny_lm.tokenizer) == {"cls": "[CLS]", "sep": "[SEP]"}
+    assert tiny_lm.tokenizer.convert_ids_to_tokens([ids["cls"], ids["sep"]]) == ["[CLS]", "[SEP]"]
     ex = encode_words(tiny_lm.tokenizer, [["the", "cat", "sat"]]).examples[0]
     assert ex.input_ids[0] == ids["cls"] and ex.input_ids[-1] == ids["sep"]
     masks = token_masks(tiny_lm.tokenizer, ex.input_ids)
@@ -18,7 +18,8 @@ def test_wordpiece_roles(tiny_lm):
 
 def test_byte_level_bpe_roles(tiny_bpe_model_dir):
     lm = load_model(str(tiny_bpe_model_dir))
-    assert special_token_names(lm.tokenizer) == {"cls": "<s>", "sep": "</s>"}
+    ids = special_token_ids(lm.tokenizer)
+    assert lm.tokenizer.convert_ids_to_tokens([ids["cls"], ids["sep"]]) == ["<s>", "</s>"]
     ex = encode_words(lm.tokenizer, [["the", "dog", "sat", "."]]).examples[0]
     masks = token_masks(lm.tokenizer, ex.input_ids)
     tokens = lm.tokenizer.convert_ids_to_tokens(ex.input_ids.tolist())

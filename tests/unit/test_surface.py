@@ -7,7 +7,7 @@ import pytest
 from helpers.surface.stats import STATISTICS, SurfaceAccumulator, SurfaceStats, batch_statistics
 from helpers.surface.run import SurfaceReport
 from helpers.surface.claims import claims as surface_claims
-from tests.references import map_batch
+from tests.references import map_batch, surface_stats
 from tolerances import decimals
 
 
@@ -133,7 +133,7 @@ def test_specialist_heads_and_claims():
     per_segment["entropy"][:, 0] = 2.5
     per_segment["entropy"][:, 1] = 2.0
     per_segment["entropy_cls"][:, 1] = 1.0
-    stats = SurfaceStats.from_segments(per_segment, np.full(3, 3.0))
+    stats = surface_stats(per_segment, np.full(3, 3.0))
     assert stats.n_segments == 3 and stats.uniform_entropy == 3.0
     assert stats.heads_above("prev") == ["2-3"] and stats.heads_above("next") == ["1-1"]
     assert stats.best_head("next") == (0, 0)
@@ -164,7 +164,7 @@ def test_segment_replicates_against_a_slow_loop():
     per = {k: rng.uniform(0, 1, (S, L, H)) for k in STATISTICS}
     per["prev"] = rng.uniform(0.3, 0.7, (S, L, H))
     uniform = rng.uniform(2, 4, S)
-    stats = SurfaceStats.from_segments(per, uniform)
+    stats = surface_stats(per, uniform)
     boot = SegmentReplicates(stats, n_boot=B)
     idx = _draws(S, B)
     heads = np.stack([np.mean([per["prev"][i] for i in row], axis=0) for row in idx])  # [B, L, H]
@@ -271,7 +271,7 @@ def test_merged_partials_equal_one_accumulator():
 
 def test_sink_gradient_is_the_ratio_in_the_sink_layers():
     """The surface chapter's [CLS] test: layers whose mean [CLS] share exceeds SINK_SHARE, gradient ratio there."""
-    from helpers.surface.stats import SINK_SHARE, gradient_ratio, sink_gradient, sink_layers
+    from helpers.surface.stats import SINK_SHARE, gradient_ratio, sink_layers
 
     per_head = {k: np.zeros((4, 2)) for k in STATISTICS}
     per_head["cls"][1] = SINK_SHARE + 0.1
@@ -279,13 +279,13 @@ def test_sink_gradient_is_the_ratio_in_the_sink_layers():
     per_head["cls"][2] = [SINK_SHARE, SINK_SHARE]  # at the threshold: not a sink
     stats = SurfaceStats(per_head, 3.0, 1)
     grads = {"cls": [1.0, 0.2, 1.0, 0.4], "other": [1.0, 1.0, 1.0, 2.0]}
-    layers, ratio = sink_gradient(stats, grads, "cls")
-    assert layers.tolist() == [1, 3] == sink_layers(stats.layer_means("cls")).tolist()
+    layers = sink_layers(stats.layer_means("cls"))
+    assert layers.tolist() == [1, 3]
     # tolerance: a ratio of constructed floats (relative 1e-12)
-    assert ratio == pytest.approx(np.mean([0.2, 0.4]) / np.mean([1.0, 2.0]), rel=1e-12)
-    assert gradient_ratio(grads, "cls", layers) == ratio
-    layers, ratio = sink_gradient(SurfaceStats({k: np.zeros((4, 2)) for k in STATISTICS}, 3.0, 1), grads)
-    assert len(layers) == 0 and np.isnan(ratio)  # no sink: no ratio (the chapter says "none")
+    assert gradient_ratio(grads, "cls", layers) == pytest.approx(np.mean([0.2, 0.4]) / np.mean([1.0, 2.0]), rel=1e-12)
+    layers = sink_layers(SurfaceStats({k: np.zeros((4, 2)) for k in STATISTICS}, 3.0, 1).layer_means("cls"))
+    # no sink: no ratio (the chapter says "none")
+    assert len(layers) == 0 and np.isnan(gradient_ratio(grads, "cls", layers))
 
 
 def test_cached_statistics_keep_each_segments_values(tiny_lm, tmp_path, monkeypatch):

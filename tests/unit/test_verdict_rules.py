@@ -205,6 +205,9 @@ def test_bootstrap_counts_are_the_integer_draws():
     assert c.shape == (b, n) and (c.sum(1) == n).all()
     for r in range(b):
         assert (c[r] == np.bincount(idx[r], minlength=n)).all()
+    # the segments kept behind a section's means draw the same counts (keyword-only n_boot, seed)
+    draws = bootstrap.SegmentDraws(np.arange(10, 10 + n), n_boot=b, seed=3)
+    assert len(draws) == n and (draws.counts == c).all()
 
 
 def test_bootstrap_statistics_against_a_loop():

@@ -8,7 +8,7 @@ from helpers.data.conllu_io import read_conllu
 from helpers.data.examples import first_with_split_word
 from helpers.core.formula import recompute_attention
 from helpers.core.labels import head_label, parse_head_label
-from helpers.presentation.views import attention_rows, bertviz_attention, heatmap
+from helpers.presentation.views import attention_rows, heatmap
 from test_formula import formula_tolerance
 from tolerances import decimals, in_float64
 
@@ -25,13 +25,6 @@ def test_rows_round_trip_every_weight():
     spec = heatmap(attn, list("abcd")).to_dict()
     assert any(p["name"] == "layer" for p in spec["params"])
     assert len(json.dumps(spec)) < 20_000
-
-
-def test_bertviz_format_is_short_decimals():
-    attn = np.full((2, 3, 4, 4), 0.25, dtype=np.float32) + 1e-4
-    layers = bertviz_attention(attn)
-    assert len(layers) == 2 and tuple(layers[0].shape) == (1, 3, 4, 4)
-    assert layers[0].tolist()[0][0][0][0] == 0.25
 
 
 def test_example_rule_picks_first_sentence_with_split_word(tiny_lm, toy_conllu):
