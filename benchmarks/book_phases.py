@@ -12,9 +12,9 @@ each phase by wrapping the functions that do it (inclusive seconds; a phase insi
   norms accumulators' updates (the rest of the pass is the model's forward pass and its maps); the
   masked-LM head (inside it, the forward passes that collect its inputs: the rest is its fit) and the
   gradient pass;
-- §5: reading and encoding the treebanks, the extraction of the maps it keeps (the model's evaluation
-  treebanks, which §4.2 reads), the spilled batches (the model's pass, or the cached maps, then building and
-  writing the batches) and the trainings;
+- §5: reading and encoding the treebanks, the maps down the one route (the model's and its control's passes, or
+  the cached maps, packed by the probes' accumulator; the model's evaluation treebanks' written for §4.2) and
+  the trainings;
 - §4.3: the heads' predictions (the windows' model pass) and the rest (reading OntoGUM, intervals).
 
 ``--floor FILE`` (a ``book_floor.py`` JSON of the same model) adds each page's floor: the seconds of the
@@ -68,9 +68,7 @@ class Phases:
 def instrument(phases: Phases) -> None:
     """Wrap the functions named in the module docstring where the chapters' code looks them up."""
     import helpers.coref.run as coref_run
-    import helpers.pipeline.extraction as extraction
     import helpers.plan as plan
-    import helpers.probe.batches as batches
     import helpers.probe.run as probe_run
     import helpers.surface.mlm as mlm
     import helpers.surface.run as surface_run
@@ -86,8 +84,7 @@ def instrument(phases: Phases) -> None:
     phases.wrap(mlm, "_collect", "surface: . its inputs (forward passes)")
     phases.wrap(surface_run, "gradient_importance", "surface: gradient pass (forward + backward)")
     phases.wrap(probe_run, "encode_treebank", "probe: treebanks (read, encode)")
-    phases.wrap(extraction, "extract", "probe: extraction of the evaluation treebanks' maps (kept for §4.2)")
-    phases.wrap(batches, "spill", "probe: spilled batches (the model's pass or cached maps, build, write)")
+    phases.wrap(probe_run, "reduce_maps", "probe: the maps down the route (passes or cache, packed)")
     phases.wrap(probe_run, "train_all", "probe: trainings")
     phases.wrap(coref_run, "_predictions_of", "coref: the heads' predictions (the windows' model pass)")
 

@@ -1,24 +1,24 @@
-"""Benchmark: training epochs of the probes (paper §5) from spilled batches, against a plain read of the
-spill file and against plain-autograd formulations.
+"""Benchmark: training epochs of the probes (paper §5) from their held batches, against making the batches alone
+and against plain-autograd formulations; and the ``probe`` command cold against its floor.
 
     python benchmarks/probes.py [--sentences 2000] [--corpus gum:train] [--layers 6 --heads 12 --dim 384]
+    python benchmarks/probes.py --skip-formulations --skip-naive --command [--baseline-tree DIR]
 
 The sentences have the lengths of the corpus; the maps are random (time does not depend on the values),
-so no model runs. Their padded batches are spilled to a temporary file exactly as ``probe`` does
-(:mod:`helpers.probe.batches`), and we time
+so no model runs. They are packed and their padded batches made as ``probe`` makes them
+(:class:`helpers.probe.stats.HeldBatches`), and we time
 
-- a plain read of that file (the bytes, from the page cache): the floor of an epoch that reads the features;
-- one training epoch of each probe (forward, backward, Adam step over the streamed batches, as
+- making every batch once, no probe: the floor of an epoch that reads the features;
+- one training epoch of each probe (forward, backward, Adam step over the batches, as
   :func:`helpers.probe.stats.train_probe` does), and an epoch of forward passes alone;
 - Distances + words against the same network written with plain autograd over padded batches
   (``out(tanh(dep + cand + dist))``), and Attn + words against a batched product plus an ``einsum``.
 
 Both formulations start from the same weights and must give the same loss (checked). Writes
-benchmarks/results/probes.json, with the ratio of each epoch to the plain read.
+benchmarks/results/probes.json, with the ratio of each epoch to making the batches.
 
 Then, on ``--device`` (default the CPU; ``cuda`` on a GPU), each probe's training epoch as
-:func:`helpers.probe.stats.train_probe` runs it there (the batches of :func:`helpers.probe.stats.batches_on`:
-streamed from the spill on the CPU, held on the device elsewhere) against
+:func:`helpers.probe.stats.train_probe` runs it there (the batches of :func:`helpers.probe.stats.batches_on`) against
 
 - a naive per-sentence reference: the same epoch with a Python loop over each batch's sentences, each sentence
   alone at its own length (the same loss and Adam steps; checked);
@@ -35,11 +35,22 @@ The naive loop takes minutes at the default sizes, so the Performance page does 
 
 and kept as ``results/probes-LAYERSxHEADS-DATE.json`` (``probes_cuda-...`` for a run with ``--device cuda``,
 beside the CPU's, never in its place).
+
+With ``--command``, the ``probe`` command as a user runs it, cold (an empty cache: the model's and its control's
+passes over every treebank, then the 13 trainings of Table 3; ``--command-sentences`` caps each treebank), each run
+a process of its own with OpenMP on one thread (``--threads``, default 1), against a floor process that loads the
+model and its random-init control, encodes GUM train and runs the bare forward pass with attentions of each over it
+(two bare passes over GUM train); with ``--baseline-tree DIR`` the same command from another checkout beside (an
+older commit's worktree), in the same run. Each process's wall and processor seconds (every process and thread it
+waited for) and the peak memory of its largest process, and the ratios to the floor (issue 63's goal: ``probe``
+within 3 times the floor).
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,9 +59,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from common import LATEST, machine, peak_rss_mib, save
+from common import LATEST, machine, measure, peak_rss_mib, save
 from helpers.data.corpora import load_treebank
-from helpers.probe.batches import spill
 from helpers.probe.stats import (
     HIDDEN_UNITS,
     AttentionProbe,
@@ -65,6 +75,8 @@ from helpers.probe.stats import (
     probe_loss,
     stream,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class PlainDistanceProbe(DistanceProbe):
@@ -135,27 +147,26 @@ def epoch(model: nn.Module, batches, *, train: bool = True, fused: bool = True) 
     return time.perf_counter() - start, total
 
 
-def plain_read(path: Path) -> float:
-    """Seconds to read ``path`` whole (best of three: from the page cache)."""
+def making_seconds(batches) -> float:
+    """Seconds to make every batch of ``batches`` once, no probe (best of three)."""
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        with open(path, "rb") as handle:
-            while handle.read(1 << 24):
-                pass
+        for _ in stream(batches, range(len(batches))):
+            pass
         times.append(time.perf_counter() - start)
     return min(times)
 
 
-def compare(name: str, fast: nn.Module, plain: nn.Module | None, batches, read_seconds: float, repeats: int = 2) -> dict:
+def compare(name: str, fast: nn.Module, plain: nn.Module | None, batches, making: float, repeats: int = 2) -> dict:
     epoch(copy.deepcopy(fast), batches)  # warm-up (allocator, thread pool, page cache)
     # best of `repeats` fresh epochs each, from the same weights
     t_fast, loss_fast = min(epoch(copy.deepcopy(fast), batches) for _ in range(repeats))
     t_forward = min(epoch(fast, batches, train=False)[0] for _ in range(repeats))
     row = {"seconds_epoch": round(t_fast, 3), "seconds_forward_only": round(t_forward, 3),
            "ratio_training_over_forward": round(t_fast / t_forward, 2),
-           "ratio_epoch_over_plain_read": round(t_fast / read_seconds, 2)}
-    text = f"{name}: epoch {t_fast:.2f} s ({row['ratio_epoch_over_plain_read']}x a plain read of the spill file)"
+           "ratio_epoch_over_batches": round(t_fast / making, 2)}
+    text = f"{name}: epoch {t_fast:.2f} s ({row['ratio_epoch_over_batches']}x making its batches)"
     if plain is not None:
         plain.load_state_dict(fast.state_dict())  # the same weights, the plain forward
         t_plain, loss_plain = min(epoch(copy.deepcopy(plain), batches, fused=False) for _ in range(repeats))
@@ -240,6 +251,63 @@ def against_naive(name: str, model: nn.Module, batches, device: torch.device, re
     return row
 
 
+FLOOR = """
+import sys
+from helpers import load_model
+from helpers.core.extract import bucket, forward_attentions, forward_parts
+from helpers.pipeline.extraction import encode_treebank
+from helpers.probe.run import control_model
+lm = load_model(None)
+control = control_model(lm)
+limit = int(sys.argv[3]) if len(sys.argv) > 3 else None
+_, batch, _ = encode_treebank(lm, "gum:train", max_sentences=limit, data_dir=sys.argv[1], cache_root=sys.argv[2])
+for model in (lm, control):
+    for group in bucket(batch.examples, batch_size=32):
+        for part in forward_parts(model, group):
+            forward_attentions(model, part)
+"""
+
+
+def command_runs(tmp: Path, *, data_dir: str, threads: int, sentences: int | None, baseline: str | None) -> dict:
+    """The ``probe`` command cold (and from ``baseline``'s checkout) against the floor process (:data:`FLOOR`), each a
+    process of its own: :func:`common.measure` of each, the ratios to the floor, and whether the baseline's JSON
+    is the command's, timing aside."""
+    import json
+
+    (tmp / "floor.py").write_text(FLOOR)
+    limit = [] if sentences is None else [str(sentences)]
+    probe = ["-m", "helpers", "probe", "--data-dir", data_dir, "--quiet"] + (
+        [] if sentences is None else ["--max-sentences", str(sentences)])
+    runs = {"floor": (ROOT, [str(tmp / "floor.py"), data_dir, str(tmp / "cache-floor"), *limit]),
+            "probe": (ROOT, [*probe, "--cache-dir", str(tmp / "cache-probe"), "--json", str(tmp / "probe.json")])}
+    if baseline:
+        runs["baseline probe"] = (Path(baseline).resolve(), [*probe, "--cache-dir", str(tmp / "cache-baseline"),
+                                                             "--json", str(tmp / "baseline.json")])
+    env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE"}
+    out = {"threads": threads, "sentences": sentences}
+    for name, (tree, argv) in runs.items():
+        result = measure([sys.executable, *argv], {**os.environ, **env, "PYTHONPATH": str(tree)}, cwd=tree)
+        if result["exit_status"] != 0:
+            sys.exit(f"{name}: exit {result['exit_status']}: {result.get('error')}")
+        out[name] = {"tree": str(tree), "seconds": result["seconds"], "cpu_seconds": result["cpu_seconds"],
+                     "peak_rss_mib": round(result["peak_rss_bytes"] / 2 ** 20)}
+        print(f"{name:15s} wall {result['seconds']:7.1f} s  processor {result['cpu_seconds']:7.1f} s  peak "
+              f"{out[name]['peak_rss_mib']:6d} MiB", flush=True)
+    for name in runs:
+        if name != "floor":
+            for what in ("seconds", "cpu_seconds"):
+                out[f"ratio_{name.replace(' ', '_')}_over_floor_{what}"] = round(out[name][what] / out["floor"][what], 2)
+            print(f"{name}: {out[name]['seconds'] / out['floor']['seconds']:.2f} x the floor's wall, "
+                  f"{out[name]['cpu_seconds'] / out['floor']['cpu_seconds']:.2f} x its processor time (goal <= 3)")
+    if baseline:
+        timing = ("seconds",)
+        mine, theirs = (json.loads((tmp / f).read_text()) for f in ("probe.json", "baseline.json"))
+        out["same_json_as_baseline"] = ({k: v for k, v in mine.items() if k not in timing}
+                                        == {k: v for k, v in theirs.items() if k not in timing})
+        print(f"the baseline's JSON, timing aside, is {'the same' if out['same_json_as_baseline'] else 'DIFFERENT'}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default="gum:train", help="sentence lengths come from this corpus")
@@ -253,13 +321,22 @@ def main() -> None:
     parser.add_argument("--skip-naive", action="store_true",
                         help="only the formulations (not the trainings on --device against the naive loop, which take "
                              "minutes: the Performance page shows a recording of them)")
+    parser.add_argument("--command", action="store_true",
+                        help="also the probe command cold against two bare passes over GUM train (minutes at full size)")
+    parser.add_argument("--command-sentences", type=int, default=None,
+                        help="the command's --max-sentences (default: every sentence, the book's size)")
+    parser.add_argument("--baseline-tree", default=None, help="with --command: another checkout whose probe command "
+                                                              "runs beside")
+    parser.add_argument("--data-dir", default=os.environ.get("BERT_ATTENTION_DATA", str(ROOT.parent / "shared" / "data")),
+                        help="with --command: the corpora (default $BERT_ATTENTION_DATA, else ../shared/data)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch's intra-op threads (default: torch's own choice, usually the cores)")
+                        help="torch's intra-op threads (default: torch's own choice, usually the cores; the command's "
+                             "processes: 1)")
     parser.add_argument("--out", default=str(LATEST / "probes.json"))
     parser.add_argument("--record", action="store_true", help="also keep a dated recorded measurement in benchmarks/results/")
     args = parser.parse_args()
-    if args.skip_formulations and args.skip_naive:
-        parser.error("--skip-formulations and --skip-naive together leave nothing to measure")
+    if args.skip_formulations and args.skip_naive and not args.command:
+        parser.error("--skip-formulations and --skip-naive together leave nothing to measure (add --command)")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     started = machine()
@@ -267,42 +344,39 @@ def main() -> None:
     torch.manual_seed(0)
     lengths = [len(s) for s in load_treebank(args.corpus, max_sentences=args.sentences)]
     data = synthetic(lengths, args.layers, args.heads, args.dim)
-    groups = [list(range(i, min(i + 256, len(lengths)))) for i in range(0, len(lengths), 256)]  # cache shards
-    data.groups = groups
-    spilled = ProbeData([], data.heads, data.punct, [], groups=groups, batch_size=32)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "probe-bench.bin"
-        spilled.spilled = spill(spilled, ((g, [data.maps[i] for i in g], [data.vectors[i] for i in g]) for g in groups),
-                                path, "benchmark", 32)
-        data.maps = []
-        read_seconds = plain_read(path)
-        print(f"plain read of the spill file ({path.stat().st_size / 2 ** 20:.0f} MiB): {read_seconds:.3f} s")
-        batches = spilled.spilled
-        result = {
-            "corpus": args.corpus, "sentences": len(lengths), "mean_words": round(float(np.mean(lengths)), 1),
-            "maps": args.layers * args.heads, "dim": args.dim, "hidden_units": HIDDEN_UNITS, "threads": torch.get_num_threads(),
-            "spill_file_mib": round(path.stat().st_size / 2 ** 20, 1), "seconds_plain_read": round(read_seconds, 3),
-        }
-        if not args.skip_formulations:
-            result.update({
-                "distances+words": compare("Distances + words", build_probe("distances+words", spilled),
-                                           PlainDistanceProbe(spilled.dim), batches, read_seconds),
-                "attn": compare("Attn", build_probe("attn", spilled), None, batches, read_seconds),
-                "attn+words": compare("Attn + words", build_probe("attn+words", spilled),
-                                      PlainAttentionProbe(2 * spilled.n_maps, spilled.dim, with_words=True), batches,
-                                      read_seconds),
-            })
-        device = torch.device(args.device)
-        if not args.skip_naive:
-            start = time.perf_counter()
-            held = batches_on(spilled, None, device)  # read (and on a device moved) once, for every training there
-            synchronize(device)
-            result["device"] = {"name": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
-                                "seconds_batches_on_device": round(time.perf_counter() - start, 3)}
-            for kind, name in (("attn", "Attn"), ("attn+words", "Attn + words"),
-                               ("distances+words", "Distances + words")):
-                torch.manual_seed(0)
-                result["device"][kind] = against_naive(name, build_probe(kind, spilled), held, device)
+    data.groups = [list(range(i, min(i + 256, len(lengths)))) for i in range(0, len(lengths), 256)]  # cache shards
+    data.batch_size = 32
+    batches = prepared(data)
+    making = making_seconds(batches)
+    print(f"making every batch ({data.nbytes() / 2 ** 20:.0f} MiB of packed maps and vectors): {making:.3f} s")
+    result = {
+        "corpus": args.corpus, "sentences": len(lengths), "mean_words": round(float(np.mean(lengths)), 1),
+        "maps": args.layers * args.heads, "dim": args.dim, "hidden_units": HIDDEN_UNITS, "threads": torch.get_num_threads(),
+        "held_mib": round(data.nbytes() / 2 ** 20, 1), "seconds_batches": round(making, 3),
+    }
+    if not args.skip_formulations:
+        result.update({
+            "distances+words": compare("Distances + words", build_probe("distances+words", data),
+                                       PlainDistanceProbe(data.dim), batches, making),
+            "attn": compare("Attn", build_probe("attn", data), None, batches, making),
+            "attn+words": compare("Attn + words", build_probe("attn+words", data),
+                                  PlainAttentionProbe(2 * data.n_maps, data.dim, with_words=True), batches, making),
+        })
+    device = torch.device(args.device)
+    if not args.skip_naive:
+        start = time.perf_counter()
+        held = batches_on(data, None, device)  # on a device, the packed maps moved there once, for every training
+        synchronize(device)
+        result["device"] = {"name": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
+                            "seconds_batches_on_device": round(time.perf_counter() - start, 3)}
+        for kind, name in (("attn", "Attn"), ("attn+words", "Attn + words"), ("distances+words", "Distances + words")):
+            torch.manual_seed(0)
+            result["device"][kind] = against_naive(name, build_probe(kind, data), held, device)
+    if args.command:
+        result["peak_rss_mib"] = round(peak_rss_mib(), 1)  # this process's, before the commands run
+        with tempfile.TemporaryDirectory() as tmp:
+            result["command"] = command_runs(Path(tmp), data_dir=args.data_dir, threads=args.threads or 1,
+                                             sentences=args.command_sentences, baseline=args.baseline_tree)
     record = ("probes" if device.type == "cpu" else f"probes_{device.type}") if args.record else None
     save(result, args.out, record=record, model=f"{args.layers}x{args.heads}", started=started)
 

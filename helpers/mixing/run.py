@@ -11,7 +11,7 @@
   documents, as many as it takes for their windows to hold ``min_mentions`` evaluated mentions (documents differ a
   lot: from 0 to 21 in a window); the unit chosen on the dev documents, scored on the test documents with an
   interval resampling documents. Value zeroing reruns only the rows §4.3 reads (the mentions' head words).
-- §5: the attention-only probe (:func:`helpers.probe.probes.train_probe`, ``"attn"``) on the method's word-level
+- §5: the attention-only probe (:func:`helpers.probe.stats.train_probe`, ``"attn"``) on the method's word-level
   maps, trained on GUM train, its epoch chosen on GUM dev, scored on GUM test (UAS without punctuation), once
   per seed.
 
@@ -287,7 +287,7 @@ def coref_baselines(queries: dict[int, list]) -> dict[str, float | None]:
 
 def probe_data(maps: dict[int, np.ndarray], examples: Sequence[Encoded], sentences: list[Sentence]) -> ProbeData:
     """The probes' in-memory data for the examples with maps: each map in the encoder's layout
-    (:func:`helpers.probe.probes.encoder_layout`), float16 as the probes store maps, gold heads, punctuation, and
+    (:func:`helpers.probe.stats.encoder_layout`), float16 as the probes store maps, gold heads, punctuation, and
     no word vectors (the attention-only probe reads none)."""
     kept = [ex for ex in examples if ex.index in maps]
     sents = [sentences[ex.index] for ex in kept]
@@ -324,7 +324,7 @@ def score_probe(train: ProbeData, dev: ProbeData, test: ProbeData, *, seeds: Seq
 
 
 def sentence_uas(logits: Sequence[np.ndarray], data: ProbeData) -> tuple[np.ndarray, np.ndarray]:
-    """``(correct, total)`` per sentence of :func:`helpers.probe.probes.uas` (greedy heads, punctuation excluded):
+    """``(correct, total)`` per sentence of :func:`helpers.probe.stats.uas` (greedy heads, punctuation excluded):
     its score is ``100 * correct.sum() / total.sum()``."""
     correct, total = np.zeros(len(logits), int), np.zeros(len(logits), int)
     for k, (scores, heads, punct) in enumerate(zip(logits, data.heads, data.punct)):

@@ -235,27 +235,6 @@ def extract(
     return finish_extraction(plan, computed)
 
 
-def one_pass_store(lm: LoadedModel, batch: EncodedBatch, *, write: bool | None = None, level: Level = "word",
-                   word_mode: WordMode = "mean", cache_root: str | os.PathLike | None = None,
-                   source_digest: str | None = None, shard_size: int = SHARD_SIZE, maps: str = "weights",
-                   progress: bool = False) -> AttentionStore:
-    """The maps of ``batch`` for a pass that reads them once (the probes' batches, the coreference heads'
-    predictions, the norm maps' head scores), which keeps what it computes from them instead: the cached
-    extraction when the cache holds it (:func:`is_extracted`) or ``write`` (default: ``keep_maps`` of the
-    context in force, :func:`helpers.context.keep_maps_requested`) asks for the maps to be written
-    (:func:`extract`); else the streaming store (``cache=False``), which runs the model shard by shard as it is
-    read and writes nothing. Both have the same shards and yield the same maps."""
-    from helpers.context import keep_maps_requested
-
-    key = cache_key(lm, batch, level=level, word_mode=word_mode, shard_size=shard_size, source_digest=source_digest,
-                    maps=maps)
-    if (keep_maps_requested() if write is None else write) or is_extracted(key, cache_root):
-        return extract(lm, batch, level=level, word_mode=word_mode, cache_root=cache_root, source_digest=source_digest,
-                       shard_size=shard_size, progress=progress, maps=maps)
-    store = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=False, shard_size=shard_size, maps=maps)
-    return store
-
-
 def maps_store(lm: LoadedModel, batch: EncodedBatch, *, level: Level = "word", word_mode: WordMode = "mean",
                maps: str = "weights", source_digest: str | None = None, shard_size: int = SHARD_SIZE,
                cache_root: str | os.PathLike | None = None) -> AttentionStore:

@@ -1,36 +1,39 @@
 """Paper §5 end to end: word-level maps of GUM train/dev/test and EWT dev (of the model and its random-init
-control) -> padded batches spilled to disk for the run's trainings (on an accelerator, made and held there from the
-model's passes instead: :mod:`helpers.probe.device_batches`) -> probes trained with three seeds ->
-Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
+control) down the one route, packed by the probes' accumulator (:class:`helpers.probe.stats.ProbeBatcher`) and
+spilled to disk (on an accelerator, held there where they fit) -> probes trained with three seeds on batches made from
+them as they are read -> Table 3 (UAS without punctuation, greedy and maximum-spanning-tree decoding).
 
 >>> table = run_probes(lm, seeds=(0, 1, 2))                              # doctest: +SKIP
 """
 from __future__ import annotations
 
-import hashlib
-import json
+import gc
+import shutil
+import tempfile
 import time
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from helpers import paper
+from helpers.context import RunContext, cache_folder, in_force, takes_context
 from helpers.core.encoding import MAX_LENGTH, EncodedBatch
-from helpers.context import RunContext, cache_folder, keep_maps_requested, takes_context
 from helpers.core.models import LoadedModel, load_model
-from helpers.data.cache import cache_key, cached_json
+from helpers.core.threads import torch_threads
+from helpers.data.cache import cached_json
 from helpers.data.corpora import corpus_files, file_digest
 from helpers.digest import code_digest
-from helpers.pipeline.extraction import encode_treebank, extract_treebank, one_pass_store
+from helpers.pipeline.extraction import encode_treebank
+from helpers.pipeline.route import reduce_maps
 from helpers.probe.stats import (
+    ProbeBatcher,
     ProbeData,
-    ResidentBatches,
-    encoder_layout,
+    SpilledRows,
     fits_on,
-    hold_resident,
     predict,
-    release_resident,
     right_branching_correct,
     right_branching_uas,
     sentence_correct,
@@ -89,139 +92,80 @@ def input_embeddings(lm: LoadedModel) -> np.ndarray:
 
 
 def probe_data(lm: LoadedModel, spec: str, *, vectors_from: LoadedModel | None = None, glove=None,
-               glove_digest: str | None = None, max_sentences: int | None = None, max_length: int = MAX_LENGTH,
-               data_dir=None, cache_root=None, progress: bool = False, batch_size: int | None = None,
-               shard_size: int = 256, spill: bool = True, write_maps: bool | None = None,
-               share_vectors: ProbeData | None = None, resident_on=None) -> ProbeData:
-    """Maps of ``lm`` and word vectors (of ``vectors_from``, default ``lm``, or GloVe) for a corpus.
+               max_sentences: int | None = None, max_length: int = MAX_LENGTH, batch_size: int | None = None,
+               keep: bool = False, vectors: ProbeData | None = None, ctx: RunContext | None = None) -> ProbeData:
+    """The word-level maps of ``lm`` for a corpus, down the one route (:func:`helpers.pipeline.route.reduce_maps`,
+    packed by :class:`~helpers.probe.stats.ProbeBatcher`: read from the cache when it holds them, else made by the
+    model's passes and written only when ``keep`` or the context's ``keep_maps`` asks), with word vectors (of
+    ``vectors_from``, default ``lm``, or GloVe), gold heads and punctuation, in cache-shard order, batches of
+    ``batch_size`` by default. ``vectors``: the data of the same corpus with the same word vectors (the model's, for
+    its random-init control, whose ``vectors_from`` is the model), whose vectors are taken instead of made again.
 
-    With ``batch_size`` and ``spill`` the padded batches are spilled to disk (built one cache shard at a
-    time, reused by later runs until :func:`remove_spills`) and streamed back: memory stays flat whatever the
-    corpus size. They are made from the cached word-level maps when the cache holds them, else from the
-    model's pass itself, and the maps are then written to the cache only with ``write_maps`` (default: the
-    context's ``keep_maps``, :func:`helpers.context.keep_maps_requested`): the batches are all the probes read.
-    Without ``batch_size`` or with ``spill=False`` every map is kept in memory (and cached on disk; ``batch_size``
-    is then the default size of its batches). Sentences are in cache-shard order in both forms, and batches
-    never cross a shard, so both give the same batches. ``share_vectors``: the spilled data of the same corpus
-    with the same word vectors (the model's, for its random-init control, whose ``vectors_from`` is the model):
-    the spill then holds the maps only and reads the vectors from that one's file.
-
-    Where the probes train on a device other than the CPU (``resident_on``, default the model's device; ``False``:
-    never) and hold their batches there (:func:`helpers.probe.stats.fits_on`), batches of maps the cache does not
-    hold are instead made on that device from the model's passes and held there (:mod:`helpers.probe.device_batches`:
-    the same batches, no spill file, no map on the host); cached maps, and batches too large for the device, are
-    spilled as on the CPU.
-    """
-    from helpers.probe.batches import DiskBatches, hold, load_spilled, spill as spill_batches  # not `spill`: the argument
-
-    if batch_size is None or not spill:
-        sentences, store = extract_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
-                                            data_dir=data_dir, cache_root=cache_root, progress=progress,
-                                            shard_size=shard_size)
-    else:
-        sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
-                                                   data_dir=data_dir, cache_root=cache_root)
-        # the cached maps, else the model's pass shard by shard, read only if the batches are not spilled yet
-        store = one_pass_store(lm, batch, write=write_maps, cache_root=cache_root, source_digest=digest,
-                               shard_size=shard_size, progress=progress)
-        directory = cache_folder(cache_root) / cache_key(lm, batch, level="word", word_mode="mean",
-                                                         shard_size=shard_size, source_digest=digest)
+    The packed maps and the word vectors are written to files in a folder of the cache as they come
+    (:class:`~helpers.probe.stats.SpilledRows`, removed when the data are let go), so that memory does not grow with
+    the treebank; on an accelerator they stay there instead where they take at most
+    :data:`~helpers.probe.stats.RESIDENT_SHARE` of its free memory (the probes train there)."""
+    ctx = in_force(ctx)
+    sentences, batch, digest = encode_treebank(lm, spec, max_sentences=max_sentences, max_length=max_length,
+                                               data_dir=ctx.data_dir, cache_root=ctx.cache_dir)
     source = vectors_from or lm
-    order = [ex for shard in store.shards for ex in shard]
-    position = {ex.index: p for p, ex in enumerate(order)}
-    groups = [[position[ex.index] for ex in shard] for shard in store.shards]
-    heads = [np.asarray(sentences[ex.index].heads) for ex in order]
-    punct = [np.array([u == "PUNCT" or r == "punct" for u, r in zip(sentences[ex.index].upos, sentences[ex.index].deprels)])
-             for ex in order]
-    names = [sentences[ex.index].sent_id for ex in order]
-    E = None if glove is not None else input_embeddings(source)
-
-    if batch_size is None or not spill:
-        vectors = word_vectors(source, order, glove, embeddings=E)
-        maps = dict((ex.index, encoder_layout(attn, ex.lead, ex.trail)) for ex, attn in store.items(np.float16))
-        return ProbeData([maps[ex.index] for ex in order], heads, punct, [vectors[ex.index] for ex in order],
-                         skipped=len(store.skipped), names=names, groups=groups, batch_size=batch_size)
-
-    data = ProbeData([], heads, punct, [], skipped=len(store.skipped), names=names, groups=groups,
-                     batch_size=batch_size)
-    if resident_on is None:  # where the probes train: the model's device
-        resident_on = lm.device if torch.device(lm.device).type != "cpu" else False
-    if resident_on is not False and store.directory is None:  # maps made by the passes now, not read from the cache
-        made = _made_on_device(lm, store, data, groups, position, batch_size, torch.device(resident_on), source=source,
-                               glove=glove, embeddings=E, share_vectors=share_vectors)
-        if made is not None:
-            return made
-    shared = share_vectors.spilled if share_vectors is not None else None
-    shared = shared if isinstance(shared, DiskBatches) else None  # (a device's held batches: no file to share)
-    key = {"store": directory.name, "vectors": glove_digest if glove is not None else source.fingerprint(),
-           "batch_size": batch_size, "code": code_digest(probe_data)}
-    if shared is not None:
-        key["vectors_in"] = shared.path.name
-    key = json.dumps(key, sort_keys=True)
-    path = directory / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
-    directory.mkdir(parents=True, exist_ok=True)
-    hold(path)  # before it is read or written: another run's removal leaves it alone until this run removes it
-    spilled = load_spilled(data, path, key, vectors=shared)
-    if spilled is None:
-        def shards():
-            for number, shard in enumerate(store.shards):
-                # read from the cache, or made by the model now, each map halved as it comes (never the shard at float32)
-                made = {ex.index: encoder_layout(attn, ex.lead, ex.trail) for ex, attn in store.shard_items(number, np.float16)}
-                half = [made.pop(ex.index) for ex in shard]
-                store.release()  # a cached float32 shard goes before the batches are built
-                vectors = {} if shared is not None else word_vectors(source, shard, glove, embeddings=E)
-                yield [position[ex.index] for ex in shard], half, [vectors[ex.index] for ex in shard if vectors]
-                del half
-        spilled = spill_batches(data, shards(), path, key, batch_size, vectors=shared)
-    data.spilled = spilled
-    return data
+    dim = len(next(iter(glove.values()))) if glove is not None else source.model.get_input_embeddings().embedding_dim
+    hold = _holder(lm, batch, dim)
+    spill = _spill_folder(ctx) if hold == "cpu" else None
+    try:
+        rows, groups = reduce_maps(lm, batch, partial(ProbeBatcher, hold=hold, spill=spill), level="word", keep=keep,
+                                   ctx=ctx, source_digest=digest, desc=f"{spec} maps").result()
+    except BaseException:
+        if spill is not None:
+            shutil.rmtree(spill, ignore_errors=True)
+        raise
+    rows = rows.owning() if spill is not None else rows
+    examples = {ex.index: ex for ex in batch.examples}
+    order = [examples[index] for group in groups for index in group]
+    picked = [sentences[ex.index] for ex in order]
+    if vectors is not None:
+        if vectors.names != [s.sent_id for s in picked]:
+            raise ValueError(f"{spec}: the data whose word vectors are shared hold other sentences, or another order")
+        words = vectors.vectors
+    elif spill is not None:  # written as they are made, a chunk of sentences at a time
+        words = SpilledRows(_spill_folder(ctx), single=True).owning()
+        E = input_embeddings(source) if glove is None else None
+        for start in range(0, len(order), VECTOR_CHUNK):
+            made = word_vectors(source, order[start : start + VECTOR_CHUNK], glove, embeddings=E)
+            for ex in order[start : start + VECTOR_CHUNK]:  # float32, as the batches copy them (the same rounding)
+                words.append(made[ex.index].astype(np.float32, copy=False))
+    else:
+        made, where = word_vectors(source, order, glove), torch.device(hold or lm.device)
+        words = [made[ex.index] if where.type == "cpu" else torch.from_numpy(made[ex.index]).to(where) for ex in order]
+    starts = np.cumsum([0] + [len(group) for group in groups])
+    return ProbeData([], [np.asarray(s.heads) for s in picked],
+                     [np.array([u == "PUNCT" or r == "punct" for u, r in zip(s.upos, s.deprels)]) for s in picked],
+                     words, skipped=len(batch.skipped), names=[s.sent_id for s in picked],
+                     groups=[list(range(starts[k], starts[k + 1])) for k in range(len(groups))], batch_size=batch_size,
+                     packed=rows)
 
 
-def _made_on_device(lm: LoadedModel, store, data: ProbeData, groups, position: dict[int, int], batch_size: int,
-                    device: torch.device, *, source: LoadedModel, glove, embeddings, share_vectors) -> ProbeData | None:
-    """``data`` with its batches made on ``device`` from the model's passes over the streaming ``store`` and held
-    there (:func:`helpers.probe.device_batches.device_batches`), or ``None`` where they would not fit
-    (:func:`helpers.probe.stats.fits_on`: they are spilled then). The held batches are the data's
-    ``spilled`` batches (what :func:`helpers.probe.stats.prepared` gives) and those
-    :func:`helpers.probe.stats.batches_on` keeps for ``device``."""
-    from helpers.probe.device_batches import device_batches, held_bytes, shard_shapes
-
-    dim = len(next(iter(glove.values()))) if glove is not None else int(embeddings.shape[1])
-    batches = shard_shapes(data, groups, batch_size)
-    if not fits_on(device, held_bytes(data, batches, lm.n_layers * lm.n_heads, dim)):
-        return None
-    shared = getattr(share_vectors, "spilled", None)
-    shared = shared.held if isinstance(shared, ResidentBatches) and shared.device == device else None
-    data.n_maps, data.dim_ = lm.n_layers * lm.n_heads, dim
-    data.spilled = device_batches(lm, store, data, batches, position, batch_size, device, shared=shared,
-                                  vectors=lambda shard: word_vectors(source, shard, glove, embeddings=embeddings))
-    hold_resident(data, batch_size, data.spilled)
-    return data
+VECTOR_CHUNK = 256  # sentences whose word vectors are made at a time when they are spilled
 
 
-def remove_spills(sets) -> int:
-    """Remove the spilled batches of the :class:`ProbeData` in ``sets`` (an iterable) from the cache, and the
-    folder that held them when nothing else is left in it; the bytes removed. What the probes' run does once
-    its table is computed (unless maps are kept, ``keep_maps``): the batches serve its trainings only, and a
-    later run with other settings spills them again. Batches another process still reads (the same probes run
-    twice at once) stay for it to remove (:func:`helpers.probe.batches.remove`)."""
-    from helpers.probe.batches import remove
+def _spill_folder(ctx: RunContext) -> str:
+    """A new folder in the cache for rows spilled to disk (:class:`~helpers.probe.stats.SpilledRows`; removed when
+    they are let go)."""
+    (root := cache_folder(ctx.cache_dir)).mkdir(parents=True, exist_ok=True)
+    return tempfile.mkdtemp(prefix="probe-spill-", dir=root)
 
-    freed = 0
-    for data in sets:
-        release_resident(data)  # and the copies of its batches held on a device (probes.batches_on)
-        spilled = getattr(data, "spilled", None)
-        if isinstance(spilled, ResidentBatches):  # made on the device, never spilled (helpers.probe.device_batches)
-            data.spilled = None
-            continue
-        if spilled is None:
-            continue
-        freed += remove(spilled.path)  # unless another run still reads it (the last one removes it)
-        try:
-            spilled.path.parent.rmdir()  # only when empty: cached maps beside them stay
-        except OSError:
-            pass
-    return freed
+
+def _holder(lm: LoadedModel, batch: EncodedBatch, dim: int):
+    """Where :class:`~helpers.probe.stats.ProbeBatcher` keeps the packed maps of ``batch``: on an accelerator, there
+    where they fit (:func:`~helpers.probe.stats.fits_on`: ``None``, where the route's maps are); else ``"cpu"``:
+    spilled to disk (:class:`~helpers.probe.stats.SpilledRows`), so that the host's memory does not grow with the
+    treebank."""
+    device = torch.device(lm.device)
+    if device.type == "cpu":
+        return "cpu"
+    K = lm.n_layers * lm.n_heads
+    nbytes = sum((ex.n_words ** 2 + 4 * ex.n_words) * K * 2 + ex.n_words * dim * 4 for ex in batch.examples)
+    return None if fits_on(device, nbytes) else "cpu"
 
 
 def _summary(values: list[float]) -> dict:
@@ -258,13 +202,11 @@ def run_probes(lm: LoadedModel, ctx: RunContext | None = None, *, seeds=(0, 1, 2
     (cached on disk, keyed by the model, the corpus files, the word vectors, the settings and the code that
     computes them: :func:`helpers.digest.code_digest` of this module, which follows its imports).
 
-    ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks.
-    Memory does not grow with the corpora: batches are spilled to disk and streamed (see
-    :mod:`helpers.probe.batches`), and removed once the table is computed; only the model's maps of the
-    evaluation treebanks stay in the cache (every map with ``keep_maps``, the batches too). On an accelerator the
-    batches are held there; those of maps the cache lacks are made there from the model's passes, never spilled
-    (:func:`probe_data`)."""
-    data_dir, cache_root, progress = ctx.data_dir, ctx.cache_dir, ctx.progress
+    ``corpora`` (see :func:`probe_corpora`) names the training, development and test treebanks. The maps are
+    packed, once each at half precision, and spilled to disk (:func:`probe_data`), the model's and its control's
+    never together; their padded batches are made as they are read. Only the model's maps of the evaluation treebanks stay in the
+    cache (every map with ``keep_maps``)."""
+    data_dir = ctx.data_dir
     corpora = corpora or probe_corpora()
     key = {"model": lm.fingerprint(), "code": code_digest(_run_probes), "seeds": list(seeds), "epochs": epochs,
            "max_sentences": max_sentences, "max_length": max_length,
@@ -272,11 +214,10 @@ def run_probes(lm: LoadedModel, ctx: RunContext | None = None, *, seeds=(0, 1, 2
            "data": {name: file_digest(corpus_files(spec, data_dir=data_dir)) for name, spec in corpora.items()}}
     if corpora != probe_corpora():
         key["specs"] = corpora
-    return cached_json("probes", key, lambda: _run_probes(lm, seeds=seeds, epochs=epochs, glove_path=glove_path,
+    return cached_json("probes", key, lambda: _run_probes(lm, ctx, seeds=seeds, epochs=epochs, glove_path=glove_path,
                                                          max_sentences=max_sentences, max_length=max_length,
-                                                         data_dir=data_dir, cache_root=cache_root, progress=progress,
                                                          corpora=corpora, workers=workers),
-                       cache_root=cache_root, refresh=refresh)
+                       cache_root=ctx.cache_dir, refresh=refresh)
 
 
 def control_model(lm: LoadedModel, seed: int = 0) -> LoadedModel:
@@ -295,7 +236,7 @@ CONFIGS = (("Distances + words", "distances+words", "maps", False), ("Random-ini
            ("Attn + words (original misalignment)", "attn+words", "maps", True))
 # Relative cost of an epoch (measured by benchmarks/probes.py): the longest trainings are started first.
 _COST = {"distances+words": 3, "attn+words": 2, "attn": 1}
-WORKERS = 2  # trainings at a time (processes of one thread each): the 2-core machine's cores; each holds
+WORKERS = 2  # trainings at a time (threads, torch on one thread each): the 2-core machine's cores; each holds
 #              one batch buffer, so memory grows with this number
 
 
@@ -342,26 +283,15 @@ def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epoc
     return out
 
 
-_WORKER_SETS: dict = {}
-
-
-def _worker_init(sets) -> None:
-    torch.set_num_threads(1)
-    _WORKER_SETS.update(sets)
-
-
-def _worker_train(job, tests, epochs, device=None) -> dict:
-    return train_one(job, _WORKER_SETS, tests, epochs, device)
-
-
 def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, epochs: int, workers: int | None = None,
               progress: bool = False, device=None) -> dict[tuple[str, int], dict]:
-    """:func:`train_one` for every job, ``{(label, seed): scores}``. With ``workers`` > 1 (default
-    :data:`WORKERS`, at most the cores available) the trainings run in that many spawned processes of one
-    thread each, the datasets sent once to each (spilled data are a file name and an index); a training's
-    result does not depend on where it runs (seeded, and the same on one thread or several: tested). On a
-    ``device`` other than the CPU (the model's, e.g. ``cuda``) they run one at a time in this process, there."""
+    """:func:`train_one` for every job, ``{(label, seed): scores}``. With ``workers`` > 1 (default :data:`WORKERS`, at
+    most the cores available) the trainings run in that many threads of this process, on the same held maps (torch
+    releases the interpreter's lock in its operations); torch computes on one thread throughout (as many trainings at
+    once as cores), so a training's result does not depend on how many run beside it (tested). On a ``device`` other
+    than the CPU (the model's, e.g. ``cuda``) they run one at a time, there."""
     import os
+    from concurrent.futures import ThreadPoolExecutor
 
     from tqdm.auto import tqdm
 
@@ -370,43 +300,28 @@ def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, 
         workers = 1  # one accelerator: the trainings take turns on it
     bar = tqdm(total=len(jobs), desc="probe trainings", unit="probe", disable=not progress)
     out = {}
-    if workers <= 1:
-        for job in jobs:
-            out[(job[0], job[4])] = train_one(job, sets, tests, epochs, device)
-            bar.update()
-        bar.close()
-        return out
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_init, initargs=(sets,)) as pool:
-        futures = {pool.submit(_worker_train, job, tests, epochs, device): job for job in jobs}
-        try:
-            for future in as_completed(futures):
-                job = futures[future]
-                out[(job[0], job[4])] = future.result()
-                bar.update()
-        except BrokenProcessPool as exc:
-            raise RuntimeError(f"a probe training process died ({exc}); out of memory? Run with fewer workers "
-                               "(run_probes(..., workers=1)): the extracted maps and spilled batches stay cached") from exc
+    def one(job) -> None:
+        out[(job[0], job[4])] = train_one(job, sets, tests, epochs, device)
+        bar.update()
+
+    with torch_threads(1), ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
+        for done in [pool.submit(one, job) for job in jobs]:
+            done.result()
     bar.close()
     return out
 
 
-def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, max_length, data_dir, cache_root,
-                progress, corpora, workers=None) -> dict:
+def _run_probes(lm: LoadedModel, ctx: RunContext, *, seeds, epochs, glove_path, max_sentences, max_length, corpora,
+                workers=None) -> dict:
     start = time.perf_counter()
     glove = load_glove(glove_path) if glove_path else None
-    kw = dict(max_sentences=max_sentences, max_length=max_length, data_dir=data_dir, cache_root=cache_root,
-              progress=progress, glove=glove, glove_digest=file_digest([Path(glove_path)]) if glove_path else None)
+    kw = dict(max_sentences=max_sentences, max_length=max_length, glove=glove, ctx=ctx)
     size = {name: TRAIN_BATCH if name == "train" else EVAL_BATCH for name in corpora}
-    keep = keep_maps_requested()
     # The model's maps of the evaluation treebanks are §4.2's too (chapter 5 goes first and writes them, see
-    # scripts/execute_book.py); the training treebank's and the control's feed these probes only: their batches
-    # are made in the model's pass, and the maps are written only when kept (keep_maps).
-    sets = {name: probe_data(lm, spec, batch_size=size[name], write_maps=keep or name != "train", **kw)
+    # scripts/execute_book.py); the training treebank's and the control's feed these probes only: they come down the
+    # route from the model's pass, and are written only when kept (keep_maps).
+    sets = {name: probe_data(lm, spec, batch_size=size[name], keep=name != "train", **kw)
             for name, spec in corpora.items()}
     control = control_model(lm)
     control_is_model = control.fingerprint() == lm.fingerprint()  # lm is itself a random-init model
@@ -415,39 +330,30 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
     jobs = training_jobs(seeds)
     twins = twin_jobs(jobs) if control_is_model else {}
     jobs = [job for job in jobs if (job[0], job[4]) not in twins]
-
-    def control_sets(shared: bool) -> dict:
-        # the same sentences in the same batches with the model's word vectors: read from the model's file while
-        # its batches stay (``shared``), else held in the control's own
-        return {name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], write_maps=keep,
-                                 share_vectors=sets[name] if shared else None, **kw) for name, spec in corpora.items()}
-
-    # Unless batches are kept, two phases, so that the model's batches and its control's are never on disk together:
-    # the trainings on the model's maps; then, its batches removed, the control's batches (made from its pass) and
-    # the trainings on them. Each phase starts its most expensive trainings first; no score depends on the order.
-    split = not keep and not control_is_model
-    random_sets = sets if control_is_model else (None if split else control_sets(shared=True))
-    phases = ([[job for job in jobs if job[2] == "maps"], [job for job in jobs if job[2] == "random"]] if split
-              else [jobs])
+    # Two phases, so that the model's maps and its control's are never held together: the trainings on the model's
+    # maps; then, those maps let go, the control's (from its pass, with the model's word vectors) and the trainings on
+    # them. Each phase starts its most expensive trainings first; no score depends on the order.
+    random_sets = sets if control_is_model else None
+    phases = ([jobs] if control_is_model else
+              [[job for job in jobs if job[2] == "maps"], [job for job in jobs if job[2] == "random"]])
     t_data, t_train, scores = time.perf_counter() - start, 0.0, {}
     for phase in phases:
         if random_sets is None and any(job[2] == "random" for job in phase):
             t = time.perf_counter()
-            remove_spills(sets.values())  # the model's batches served the first phase only
-            random_sets = control_sets(shared=False)
+            sets = {name: replace(data, packed=None) for name, data in sets.items()}  # served the first phase only
+            gc.collect()  # their batches refer back to them: their spilled maps go now, before the control's come
+            random_sets = {name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], vectors=sets[name],
+                                            **kw) for name, spec in corpora.items()}
             t_data += time.perf_counter() - t
         t = time.perf_counter()
         scores.update(train_all(phase, {"maps": sets, "random": random_sets}, tests, epochs=epochs, workers=workers,
-                                progress=progress, device=lm.device))
+                                progress=ctx.progress, device=lm.device))
         t_train += time.perf_counter() - t
-    control = None  # its batches are on disk now: the model goes
+    control = random_sets = None  # their maps go
     scores.update({job: scores[twin] for job, twin in twins.items()})
     # Per sentence, in each test set's order (the model's and its control's data hold the same sentences in the
-    # same order: checked), the words each probe gets right with each seed: what the claims' bootstrap resamples.
-    for name in tests:
-        if random_sets is not None and random_sets[name].names != sets[name].names:
-            raise RuntimeError(f"the random-init control's {name} sentences are not the model's, in its order: its "
-                               "per-sentence scores cannot be paired with the model's")
+    # same order: probe_data checks it), the words each probe gets right with each seed: what the claims' bootstrap
+    # resamples.
     per_sentence = {"totals": {name: sentence_totals(sets[name]).tolist() for name in tests},
                     "correct": {"Right-branching": {name: [right_branching_correct(sets[name]).tolist()] for name in tests}}}
     for label, _, _, misaligned in CONFIGS:
@@ -456,9 +362,7 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
                    **{name: [r[name] for r in runs] for name in tests if name != "test"}}
         rows[label] = {**{k: _summary(v) for k, v in results.items()}, "epochs": [r["epoch"] for r in runs]}
         per_sentence["correct"][label] = {name: [r["correct"][name] for r in runs] for name in tests}
-    if not keep:  # the batches served these trainings only (another run's settings spill them again)
-        remove_spills([*sets.values(), *(random_sets or {}).values()])
-    return {
+    result = {
         "model": lm.label, "word_vectors": f"GloVe file {glove_path}" if glove_path else f"{lm.label} static input embeddings",
         "corpora": corpora,
         "sentences": {k: len(v) for k, v in sets.items()}, "skipped": {k: v.skipped for k, v in sets.items()},
@@ -470,15 +374,6 @@ def _run_probes(lm: LoadedModel, *, seeds, epochs, glove_path, max_sentences, ma
                     "total": round(time.perf_counter() - start, 1)},
         "paper": dict(paper.TABLE3),
     }
-
-
-def seed_interval(runs: list[float], level: float = 0.95) -> tuple[float, float] | None:
-    """Student-t interval of the mean over seeds (``None`` with fewer than two runs: unknown). The claims no longer
-    read it: their intervals resample the test sentences within each seed too (:mod:`helpers.probe.claims`)."""
-    from scipy import stats
-
-    if len(runs) < 2:
-        return None
-    mean, sem = float(np.mean(runs)), float(np.std(runs, ddof=1) / np.sqrt(len(runs)))
-    half = float(stats.t.ppf((1 + level) / 2, len(runs) - 1)) * sem
-    return (mean - half, mean + half)
+    sets = None
+    gc.collect()  # the spilled maps and vectors go now (their batches refer back to them), not at the next collection
+    return result

@@ -31,7 +31,13 @@ features and their training in words: book/methods.md, §Probing classifiers.
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import threading
+import uuid
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
 import numpy as np
@@ -48,6 +54,8 @@ HIDDEN_UNITS = 256  # the hidden layer of Distances + words (tanh units; paper f
 # attention weights are small numbers, so the attention-only probe needs large steps to reach
 # large weights (at 2e-3 it was still far from converged after 3 epochs: 46.8 dev UAS against 54.9).
 LEARNING_RATES = {"attn": 0.1, "attn+words": 0.02, "distances+words": 5e-3}
+_SEEDING = threading.Lock()  # held while a probe is seeded and initialised (torch's generator is the process's)
+_OPENING = threading.Lock()  # held while a thread opens a file of spilled rows
 
 
 def encoder_layout(attn: np.ndarray, lead: int = 1, trail: int = 1) -> np.ndarray:
@@ -66,45 +74,64 @@ def encoder_layout(attn: np.ndarray, lead: int = 1, trail: int = 1) -> np.ndarra
 
 @dataclass
 class ProbeData:
-    """Sentences for probing: word-level maps (float16), gold heads, punctuation masks, word vectors.
+    """Sentences for probing: their word-level maps as the probes read them, gold heads, punctuation masks and word
+    vectors, in one form whatever the corpus's size: each sentence's maps kept once, unpadded (:func:`pack`: the
+    word-to-word block and the ROOT parts), and the padded features, which hold every map twice (itself and its
+    transpose) and the padding, made batch by batch as they are read (:func:`make_batch`, :class:`HeldBatches`).
 
-    Two forms with the same batches: in memory (``maps`` and ``vectors`` per sentence; small data,
-    tests) or *spilled* (``maps`` and ``vectors`` empty, the padded batches read one at a time from a
-    file on disk, see :mod:`helpers.probe.batches`), so memory does not grow with the corpus.
-    ``groups`` (optional) partitions the sentences; a batch never mixes two groups (the spilled form
-    groups by cache shard, so it can be built one shard at a time).
+    Made by the probes' accumulator on the one route (:class:`ProbeBatcher`: ``packed``, at half precision, in
+    cache-shard order, ``groups`` the shards; on the CPU ``packed`` and ``vectors`` are :class:`SpilledRows`, read
+    from disk) or from in-memory maps ``[layer, head, n + 2, n + 2]`` in the encoder's
+    layout (``maps``: small data, the context-mixing section's and the tests'), packed here in their own dtype.
+    ``groups`` (optional) partitions the sentences; a batch never mixes two groups.
     """
 
-    maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each (empty when spilled)
+    maps: list[np.ndarray]          # [layer, head, n + 2, n + 2] each (empty: ``packed`` given)
     heads: list[np.ndarray]         # [n], 0 = ROOT
     punct: list[np.ndarray]         # [n] bool
-    vectors: list[np.ndarray]       # [n, dim] (empty when spilled)
+    vectors: Sequence               # [n, dim] each (NumPy arrays, tensors on the device that holds the maps, or
+    #                                 SpilledRows read from disk)
     skipped: int = 0
     names: list[str] = field(default_factory=list)
     n_maps: int = 0  # layers * heads, read from the maps
     groups: list[list[int]] | None = None
-    dim_: int = 0    # word-vector size (read from the vectors when in memory)
-    batch_size: int | None = None  # the batches' size when none is asked for (the spilled size)
-    spilled: object | None = field(default=None, repr=False)  # a probe_batches.DiskBatches (or the ResidentBatches
-    #                                                            made on a device: helpers.probe.device_batches)
+    dim_: int = 0    # word-vector size (read from the vectors)
+    batch_size: int | None = None  # the batches' size when none is asked for
+    packed: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)  # (block, root): pack
 
     def __post_init__(self) -> None:
-        if self.maps and not self.n_maps:
-            self.n_maps = int(self.maps[0].shape[0] * self.maps[0].shape[1])
+        if self.maps and self.packed is None:
+            self.packed = [pack(torch.as_tensor(np.asarray(A)).reshape(-1, *A.shape[-2:]), 1, A.shape[-1] - 2, 1)
+                           for A in self.maps]
+        if self.packed and not self.n_maps:
+            self.n_maps = int(self.packed[0][0].shape[-1])
         if self.vectors and not self.dim_:
             self.dim_ = int(self.vectors[0].shape[1])
 
     def __len__(self) -> int:
         return len(self.heads)
 
-    def release_maps(self, batch_size: int) -> None:
-        """Build the padded batches for ``batch_size`` once, then drop the per-sentence maps (memory)."""
-        prepared(self, batch_size)
-        self.maps = []
-
     @property
     def dim(self) -> int:
         return self.dim_
+
+    @property
+    def device(self) -> torch.device:
+        """Where the packed maps are held (the CPU when there are none, or they are spilled to disk)."""
+        spilled = isinstance(self.packed, SpilledRows)
+        return self.packed[0][0].device if self.packed and not spilled else torch.device("cpu")
+
+    def to(self, device) -> "ProbeData":
+        """The same sentences with their packed maps and word vectors copied to ``device``."""
+        return dataclasses.replace(self, maps=[], packed=[(b.to(device), r.to(device)) for b, r in self.packed],
+                                   vectors=[torch.as_tensor(v).to(device) for v in self.vectors])
+
+    def nbytes(self) -> int:
+        """The bytes of the packed maps and the word vectors."""
+        maps = self.packed.nbytes if isinstance(self.packed, SpilledRows) else sum(
+            b.nbytes + r.nbytes for b, r in self.packed or ())
+        return maps + (self.vectors.nbytes if isinstance(self.vectors, SpilledRows) else
+                       sum(v.nbytes for v in self.vectors))
 
     def batches(self, size: int, *, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
         """Sentence indices grouped by length (little padding) within each of ``groups``, optionally in a
@@ -116,6 +143,150 @@ class ProbeData:
         if shuffle:
             np.random.default_rng(seed).shuffle(out)
         return out
+
+
+def pack(maps: torch.Tensor, lead: int, n: int, trail: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sentence's word-level ``maps [K, lead + n + trail, lead + n + trail]`` (``K = layer * head``, flattened as
+    ``layer * n_heads + head``; ``lead`` special positions, its ``n`` words, then ``trail``: an encoder's 1, 1, a
+    decoder's 1 or 0, 0) as the probes keep them, in the maps' dtype and on their device: ``(block [n, n, K], root
+    [n, 2K, 2])`` with ``block[i, j] = A[i, j]`` between words, ``root[i, :K] = (A[i, CLS], A[i, SEP])`` and
+    ``root[i, K:] = (A[CLS, i], A[SEP, i])``, zero where a special position is missing (what the encoder's layout,
+    :func:`encoder_layout`, puts there). Every value is copied, none computed."""
+    K, words = maps.shape[0], slice(lead, lead + n)
+    block = maps[:, words, words].permute(1, 2, 0).contiguous()
+    root = maps.new_zeros(n, 2 * K, 2)
+    for column, at, present in ((0, 0, lead > 0), (1, lead + n, trail > 0)):
+        if present:
+            root[:, :K, column] = maps[:, words, at].T
+            root[:, K:, column] = maps[:, at, words].T
+    return block, root
+
+
+class SpilledRows(Sequence):
+    """Rows of tensors, one a sentence (its packed maps ``(block, root)``, :func:`pack`, or its word vectors), written
+    to files in ``folder`` as they come and read back with ordinary file reads when a batch is made (not a memory map,
+    whose touched pages would count as resident memory; the operating system's page cache keeps the reads fast), so
+    that holding a treebank's rows takes a few bytes a sentence in memory. Indexing gives fresh CPU tensors as they
+    were written: the tuple of a row's parts, or with ``single`` its one part. :meth:`extend` appends another's rows
+    (files in the same folder), :meth:`take` gives the rows in another order (no copy); the folder is removed when
+    the rows that :meth:`owning` returned are let go (or the process ends). Safe to read from several threads."""
+
+    def __init__(self, folder, *, single: bool = False):
+        self.folder, self.single = Path(folder), single
+        self.rows: list[tuple[str, int, tuple, torch.dtype]] = []  # (file, offset, the parts' shapes, dtype)
+        self._name, self._writer, self._readers = None, None, {}
+        self.nbytes = 0
+
+    def append(self, parts) -> None:
+        """One row (a tuple of tensors of one dtype, or with ``single`` one tensor or array) written at the end of
+        this object's file."""
+        parts = [torch.as_tensor(p) for p in ((parts,) if self.single else parts)]
+        if self._writer is None:
+            self._name = f"probe-{uuid.uuid4().hex}.bin"  # what `prune` removes (a stopped run's leftovers)
+            self._writer = open(self.folder / self._name, "wb")
+        offset = self._writer.tell()
+        for part in parts:
+            self._writer.write(part.detach().cpu().contiguous().numpy().tobytes())
+        self.rows.append((self._name, offset, tuple(tuple(p.shape) for p in parts), parts[0].dtype))
+        self.nbytes += sum(p.nbytes for p in parts)
+
+    def _flush(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int):
+        self._flush()
+        name, offset, shapes, dtype = self.rows[i]
+        if name not in self._readers:
+            with _OPENING:
+                if name not in self._readers:
+                    self._readers[name] = os.open(self.folder / name, os.O_RDONLY)
+        sizes = [int(np.prod(shape)) for shape in shapes]
+        out = torch.empty(sum(sizes), dtype=dtype)
+        got = os.preadv(self._readers[name], [out.numpy()], offset)
+        if got != out.nbytes:
+            raise OSError(f"{self.folder / name}: {got} bytes at {offset}, expected {out.nbytes} (removed while read?)")
+        parts = tuple(part.view(shape) for part, shape in zip(out.split(sizes), shapes))
+        return parts[0] if self.single else parts
+
+    def extend(self, other: "SpilledRows") -> "SpilledRows":
+        other._flush()
+        self.rows.extend(other.rows)
+        self.nbytes += other.nbytes
+        return self
+
+    def take(self, order: Sequence[int]) -> "SpilledRows":
+        self._flush()
+        out = SpilledRows(self.folder, single=self.single)
+        out.rows, out.nbytes = [self.rows[i] for i in order], self.nbytes
+        return out
+
+    def owning(self) -> "SpilledRows":
+        """These rows, removing their folder when let go."""
+        weakref.finalize(self, _remove_folder, self.folder, self._readers)
+        return self
+
+    def __getstate__(self) -> dict:  # to and from a Dask worker: the rows, not the open files
+        self._flush()
+        return {**self.__dict__, "_writer": None, "_readers": {}}
+
+
+def _remove_folder(folder: Path, readers: dict) -> None:
+    for fd in readers.values():
+        os.close(fd)
+    readers.clear()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class ProbeBatcher:
+    """The probes' accumulator on the one route (:func:`helpers.pipeline.route.reduce_maps` of word-level weights):
+    each sentence's maps rounded to float16 where the route hands them (the model's device) and packed
+    (:func:`pack`), one group per cache shard in the shard's order (by example index). Where they are kept:
+    ``spill`` (a folder): written there (:class:`SpilledRows`: the memory does not grow with the treebank); else on
+    ``hold`` (a device; ``None``: where the maps are). ``result()``: ``(rows, groups)``, the packed maps in the groups'
+    order (indexable, ``(block, root)`` each: a :class:`ProbeData`'s ``packed``) and per group, in shard order, its
+    example indices."""
+
+    def __init__(self, hold=None, spill=None):
+        self.hold = hold
+        self.rows = [] if spill is None else SpilledRows(spill)
+        self.groups: list[list[tuple[int, int]]] = []  # per closed shard: (example index, row), by example index
+        self._shard: list[tuple[int, int]] = []
+
+    def update(self, batch, extras=None) -> None:
+        """One forward pass's :class:`~helpers.core.extract.MapBatch` (word level, ``[batch, layer, head, position,
+        position]``); ``extras`` unused."""
+        b, L, H, P, _ = batch.weights.shape
+        half = batch.weights.to(torch.float16).reshape(b, L * H, P, P)
+        for k, ex in enumerate(batch.examples):
+            block, root = pack(half[k], ex.lead, ex.n_words, ex.trail)
+            if isinstance(self.rows, list) and self.hold is not None:
+                block, root = block.to(self.hold), root.to(self.hold)
+            self._shard.append((ex.index, len(self.rows)))
+            self.rows.append((block, root))
+
+    def _close(self) -> None:
+        if self._shard:
+            self.groups.append(sorted(self._shard))
+            self._shard = []
+
+    def merge(self, other: "ProbeBatcher") -> "ProbeBatcher":
+        self._close()
+        other._close()
+        start = len(self.rows)
+        self.groups.extend([(index, start + row) for index, row in group] for group in other.groups)
+        self.rows.extend(other.rows)
+        return self
+
+    def result(self) -> tuple[Sequence, list[list[int]]]:
+        self._close()
+        order = [row for group in self.groups for _, row in group]
+        rows = self.rows.take(order) if isinstance(self.rows, SpilledRows) else [self.rows[i] for i in order]
+        return rows, [[index for index, _ in group] for group in self.groups]
 
 
 @dataclass
@@ -137,10 +308,7 @@ class Batch:
 
     def to(self, device) -> "Batch":
         """The batch with its tensors on ``device`` (itself, no copy, where they already are: the CPU)."""
-        device = torch.device(device)
-        here = self.features.device
-        if here == device or (device.type == "cuda" and device.index is None and here.type == "cuda"
-                              and here.index == torch.cuda.current_device()):  # "cuda" is the current "cuda:N"
+        if _same_device(self.features.device, device):
             return self
         moved = {name: getattr(self, name).to(device) for name in
                  ("features", "root_parts", "heads", "punct", "vectors", "mask", "cand_mask")}
@@ -154,43 +322,15 @@ class Batch:
         return torch.cat([self.vectors[:, 1:], torch.zeros_like(self.vectors[:, :1])], dim=1)
 
 
-def make_batch(data: ProbeData, indices: Sequence[int], dtype: torch.dtype = torch.float32) -> Batch:
-    """Pad sentences ``indices`` into tensors (see :class:`Batch`); ``features`` and ``root_parts`` as
-    ``dtype`` (the maps are float16, so ``torch.float16`` holds the same values in half the memory)."""
-    n = max(len(data.heads[i]) for i in indices)
-    B, K, dim = len(indices), data.n_maps, data.dim
-    feats = torch.zeros(B, n, n + 1, 2 * K, dtype=dtype)
-    root = torch.zeros(B, n, 2 * K, 2, dtype=dtype)
-    vectors = torch.zeros(B, n, dim)
-    F, R, V = feats.numpy(), root.numpy(), vectors.numpy()  # views: the copies below write the tensors
-    for b, i in enumerate(indices):
-        A = np.asarray(data.maps[i])  # float16; the copies below convert
-        m = A.shape[-1] - 2
-        fill_sentence(F[b], R[b], V[b], A.reshape(K, m + 2, m + 2).transpose(1, 2, 0), data.vectors[i])
-    return assemble_batch(data, indices, feats, root, vectors)
+def _same_device(here: torch.device, device) -> bool:
+    device = torch.device(device)
+    return here == device or (device.type == "cuda" and device.index is None and here.type == "cuda"
+                              and here.index == torch.cuda.current_device())  # "cuda" is the current "cuda:N"
 
 
-def fill_sentence(feats: np.ndarray, root: np.ndarray, vectors: np.ndarray, maps: np.ndarray,
-                  words: np.ndarray) -> None:
-    """Write one sentence of ``m`` words into its rows of a padded batch (zeros beyond ``m``, left as they are):
-    ``feats [n, n + 1, 2K]``, ``root [n, 2K, 2]`` and ``vectors [n, dim]`` from its word-level ``maps
-    [query, key, K]`` (``m + 2`` positions, [CLS] first and [SEP] last; a view of ``[layer, head, query, key]``
-    maps or the spilled layout, :mod:`helpers.probe.batches`) and its word vectors ``words [m, dim]``; NumPy
-    arrays (views of the batch's tensors), the copies converting to their dtype. The one place the features are
-    made, in memory and from spilled batches alike."""
-    m, K = maps.shape[0] - 2, maps.shape[-1]
-    # features: the K maps [query, key, K], then the K transposes; [CLS] (0) and [SEP] (m + 1) feed ROOT
-    for part, view in ((slice(None, K), maps), (slice(K, None), maps.transpose(1, 0, 2))):
-        feats[:m, 1 : m + 1, part] = view[1 : m + 1, 1 : m + 1]
-        root[:m, part, 0] = view[1 : m + 1, 0]
-        root[:m, part, 1] = view[1 : m + 1, m + 1]
-    vectors[:m] = words
-
-
-def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor, root: torch.Tensor,
-                   vectors: torch.Tensor) -> Batch:
-    """A :class:`Batch` from its padded ``feats``, ``root`` and ``vectors`` and the sentences' gold heads and
-    punctuation (the labels and masks are rebuilt from ``data``: small, never stored)."""
+def labels(data: ProbeData, indices: Sequence[int]) -> tuple[torch.Tensor, ...]:
+    """``(heads, punct, mask, cand_mask)`` of :class:`Batch` for sentences ``indices`` of ``data``, on the device that
+    holds its maps."""
     B, n = len(indices), max(len(data.heads[i]) for i in indices)
     heads = torch.full((B, n), -100, dtype=torch.long)
     punct = torch.zeros(B, n, dtype=torch.bool)
@@ -198,27 +338,89 @@ def assemble_batch(data: ProbeData, indices: Sequence[int], feats: torch.Tensor,
     cand = torch.zeros(B, n, n + 1, dtype=torch.bool)
     for b, i in enumerate(indices):
         m = len(data.heads[i])
-        heads[b, :m] = torch.from_numpy(data.heads[i].astype(np.int64))
-        punct[b, :m] = torch.from_numpy(data.punct[i])
+        heads[b, :m] = torch.from_numpy(np.asarray(data.heads[i], dtype=np.int64))
+        punct[b, :m] = torch.from_numpy(np.asarray(data.punct[i], dtype=bool))
         mask[b, :m] = True
         cand[b, :m, : m + 1] = True
         cand[b, torch.arange(m), torch.arange(m) + 1] = False  # never its own head
-    return Batch(feats, root, heads, punct, vectors, mask, cand, tuple(indices))
+    return tuple(x.to(data.device) for x in (heads, punct, mask, cand))
 
 
-def prepared(data: ProbeData, batch_size: int | None = None) -> Sequence[Batch]:
-    """Every batch of ``data``: the spilled batches, read from disk one at a time, or else built once and
-    kept in memory (features cached across epochs, seeds and probes)."""
-    if data.spilled is not None:
-        if batch_size is not None and batch_size != data.spilled.batch_size:
-            raise ValueError(f"batches of {batch_size} asked for, but the data was spilled in batches of "
-                             f"{data.spilled.batch_size}")
-        return data.spilled
-    batch_size = batch_size or data.batch_size or 32
-    cache = data.__dict__.setdefault("_batches", {})
-    if batch_size not in cache:
-        cache[batch_size] = [make_batch(data, group) for group in data.batches(batch_size)]
-    return cache[batch_size]
+def make_batch(data: ProbeData, indices: Sequence[int], *, features: bool = True, buffers=None,
+               labelled: tuple | None = None) -> Batch:
+    """Sentences ``indices`` of ``data`` padded into a :class:`Batch` on the device that holds their maps: the
+    features and ROOT parts (float32) copied from the packed maps, the word vectors, zeros elsewhere (and in the
+    ROOT column of ``features``). ``features=False``: none (``[batch, n, n + 1, 0]``; Distances + words reads
+    none). ``buffers``: ``(flat, vectors)`` float32 tensors large enough, whose starts hold the features, then the
+    ROOT parts, and the vectors (the batch is valid until they are written again); ``None``: fresh ones.
+    ``labelled``: :func:`labels` of ``indices``, when the caller keeps them."""
+    B, n = len(indices), max(len(data.heads[i]) for i in indices)
+    K = data.n_maps if features else 0
+    f, r, v = B * n * (n + 1) * 2 * K, B * n * 2 * K * 2, B * n * data.dim
+    if buffers is None:
+        buffers = torch.empty(f + r, device=data.device), torch.empty(v, device=data.device)
+    F, R = buffers[0][:f].view(B, n, n + 1, 2 * K), buffers[0][f : f + r].view(B, n, 2 * K, 2)
+    V = buffers[1][:v].view(B, n, data.dim)
+    if K:
+        F[:, :, 0] = 0  # the ROOT column: from the ROOT parts
+    for b, i in enumerate(indices):
+        m = len(data.heads[i])
+        if K:
+            block, root = data.packed[i]
+            F[b, :m, 1 : m + 1, :K] = block       # A[i, j]: the dependent attends
+            F[b, :m, 1 : m + 1, K:] = block.transpose(0, 1)  # A[j, i]: the candidate attends
+            R[b, :m] = root
+        V[b, :m] = torch.as_tensor(data.vectors[i])
+        if m < n:
+            if K:
+                F[b, :m, m + 1 :] = 0
+                F[b, m:] = 0
+                R[b, m:] = 0
+            V[b, m:] = 0
+    heads, punct, mask, cand = labels(data, indices) if labelled is None else labelled
+    return Batch(F, R, heads, punct, V, mask, cand, tuple(indices))
+
+
+class HeldBatches(Sequence):
+    """Every padded batch of a :class:`ProbeData` (its :meth:`~ProbeData.batches` of ``size``), made from its packed
+    maps when it is read (:func:`make_batch`): indexing gives fresh tensors, :meth:`stream` reuses one set of buffers
+    sized for the largest batch (each batch valid until the next is read: the training loops read every batch once
+    an epoch, and fresh tensors per batch would cost a page fault per 4 KiB). ``features=False``
+    (:meth:`without_features`): no attention features (Distances + words reads none)."""
+
+    def __init__(self, data: ProbeData, size: int, *, features: bool = True, labelled: list | None = None):
+        self.data, self.batch_size, self.features = data, size, features
+        self.groups = data.batches(size)
+        self.labelled = [labels(data, g) for g in self.groups] if labelled is None else labelled
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def __getitem__(self, k: int) -> Batch:
+        return make_batch(self.data, self.groups[k], features=self.features, labelled=self.labelled[k])
+
+    def stream(self, order) -> Iterator[Batch]:
+        """The batches at ``order`` (indices), made into buffers reused from batch to batch."""
+        K = self.data.n_maps if self.features else 0
+        shapes = [(len(g), max(len(self.data.heads[i]) for i in g)) for g in self.groups]
+        buffers = (torch.empty(max(B * n * (n + 1) * 2 * K + B * n * 4 * K for B, n in shapes), device=self.data.device),
+                   torch.empty(max(B * n * self.data.dim for B, n in shapes), device=self.data.device))
+        for k in order:
+            yield make_batch(self.data, self.groups[int(k)], features=self.features, buffers=buffers,
+                             labelled=self.labelled[int(k)])
+
+    def without_features(self) -> "HeldBatches":
+        return HeldBatches(self.data, self.batch_size, features=False, labelled=self.labelled)
+
+
+def prepared(data: ProbeData, batch_size: int | None = None) -> HeldBatches:
+    """The batches of ``data`` of ``batch_size`` (default: the data's own size, else 32), kept on ``data``: their
+    labels and masks are made once, their features each time they are read."""
+    size = batch_size or data.batch_size or 32
+    held = data.__dict__.setdefault("_held", {})
+    if size not in held:
+        held[size] = HeldBatches(data, size)
+    return held[size]
 
 
 def distance_features(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -466,86 +668,28 @@ def build_probe(kind: ProbeKind, data: ProbeData) -> nn.Module:
     raise ValueError(f"probe {kind!r}: choose attn, attn+words or distances+words")
 
 
-class ResidentBatches(Sequence):
-    """Every padded batch of a :class:`ProbeData` held on a device, read (from the spill file, or from the
-    in-memory batches) and moved there once, or made there from the model's passes (``held``:
-    :mod:`helpers.probe.device_batches`), then shared by every epoch, seed and probe kind that trains on it
-    there: Table 3's trainings on a GPU read no file and copy nothing from the host.
-
-    The features and ROOT parts are held at float16 (the maps' own precision, :mod:`helpers.probe.batches`: the
-    same values in half the memory) and converted to float32 on the device as each batch is used, so a batch is
-    the same float32 tensors that :func:`stream` gives on the host. ``features=False``
-    (:meth:`without_features`) leaves them float16 and unread (Distances + words reads none)."""
-
-    def __init__(self, batches: Sequence[Batch], device, *, features: bool = True,
-                 held: list[Batch] | None = None):
-        self.device, self.features = torch.device(device), features
-        if held is None:
-            held = []
-            for batch in stream(batches, range(len(batches))):  # a streamed batch lives until the next: copied
-                half = {name: getattr(batch, name).to(self.device, torch.float16, copy=True)
-                        for name in ("features", "root_parts")}
-                rest = {name: getattr(batch, name).to(self.device, copy=True)
-                        for name in ("heads", "punct", "vectors", "mask", "cand_mask")}
-                held.append(Batch(**half, **rest, indices=batch.indices))
-        self.held = held
-        self.batch_size = getattr(batches, "batch_size", None)
-
-    def __len__(self) -> int:
-        return len(self.held)
-
-    def __getitem__(self, k: int) -> Batch:
-        batch = self.held[k]
-        if not self.features:
-            return batch
-        return dataclasses.replace(batch, features=batch.features.float(), root_parts=batch.root_parts.float())
-
-    def stream(self, order) -> Iterator[Batch]:
-        for k in order:
-            yield self[int(k)]
-
-    def without_features(self) -> "ResidentBatches":
-        return ResidentBatches([], self.device, features=False, held=self.held)
-
-    @staticmethod
-    def nbytes(batches: Sequence[Batch]) -> int:
-        """The bytes ``batches`` take held on a device (float16 features and ROOT parts, the rest as they are),
-        from their shapes alone (spilled batches: from their index, nothing read)."""
-        index = getattr(batches, "index", None)  # spilled batches' index (a list's .index is a method)
-        if isinstance(index, dict):
-            K2, dim = 2 * index["n_maps"], index["dim"]
-            return sum(len(e["indices"]) * e["n"] * ((e["n"] + 1) * K2 * 2 + K2 * 4 + dim * 4 + (e["n"] + 1) + 10)
-                       for e in index["batches"])
-        return sum(b.features.numel() * 2 + b.root_parts.numel() * 2 + b.vectors.numel() * b.vectors.element_size()
-                   + b.cand_mask.numel() + b.heads.numel() * 10 for b in batches)
-
-
-# The share of a device's free memory the resident batches may take (the rest: the probes' own tensors; the
+# The share of a device's free memory the probes' packed maps may take (the rest: the probes' own tensors; the
 # hidden layer of Distances + words is [batch, n, n + 1, 256] float32 and autograd keeps a few).
 RESIDENT_SHARE = 0.5
 
 
-def batches_on(data: ProbeData, batch_size: int | None, device) -> Sequence[Batch]:
-    """The batches of ``data`` for training or evaluating on ``device``: on the CPU the batches of
-    :func:`prepared` (streamed from the spill, as they are); on another device the :class:`ResidentBatches` held
-    there, made once per ``data``, size and device and kept on ``data`` (dropped by :func:`release_resident`), or,
-    where they would take more than :data:`RESIDENT_SHARE` of the device's free memory, the streamed batches
-    (each moved when used)."""
+def batches_on(data: ProbeData, batch_size: int | None, device) -> HeldBatches:
+    """The batches of ``data`` for training or evaluating on ``device``: made where its maps are held when that is
+    ``device`` or the CPU (:func:`prepared`); for another device, made there from a copy of the packed maps and word
+    vectors moved there once and kept on ``data``, or, where they would take more than :data:`RESIDENT_SHARE` of its
+    free memory (:func:`fits_on`), made where they are (each batch moved when used)."""
     device = torch.device(device)
-    batches = prepared(data, batch_size)
-    if device.type == "cpu":
-        return batches
-    cache = data.__dict__.setdefault("_resident", {})
-    key = (str(device), getattr(batches, "batch_size", None) or batch_size)
-    if key not in cache:
-        fits = device.type != "cuda" or fits_on(device, ResidentBatches.nbytes(batches))
-        cache[key] = ResidentBatches(batches, device) if fits else batches
-    return cache[key]
+    if device.type == "cpu" or _same_device(data.device, device) or not data.packed:
+        return prepared(data, batch_size)
+    moved = data.__dict__.setdefault("_on", {})
+    if str(device) not in moved:
+        moved[str(device)] = data.to(device) if fits_on(device, data.nbytes()) else data
+    return prepared(moved[str(device)], batch_size or data.batch_size)
 
 
 def fits_on(device, nbytes: int) -> bool:
-    """Whether batches of ``nbytes`` are held on ``device`` (not the CPU): on a CUDA device when they take at most
-    :data:`RESIDENT_SHARE` of its free memory, on any other always (the decision of :func:`batches_on`)."""
+    """Whether ``nbytes`` are held on ``device`` (not the CPU): on a CUDA device when they take at most
+    :data:`RESIDENT_SHARE` of its free memory, on any other always."""
     device = torch.device(device)
     if device.type != "cuda":
         return True
@@ -553,25 +697,12 @@ def fits_on(device, nbytes: int) -> bool:
     return nbytes <= RESIDENT_SHARE * free
 
 
-def hold_resident(data: ProbeData, batch_size: int, batches: ResidentBatches) -> None:
-    """Keep ``batches`` (held on their device) as what :func:`batches_on` gives for ``data`` there at
-    ``batch_size``: batches made on the device directly (:mod:`helpers.probe.device_batches`)."""
-    data.__dict__.setdefault("_resident", {})[(str(batches.device), batch_size)] = batches
-
-
-def release_resident(data: ProbeData) -> None:
-    """Drop the batches :func:`batches_on` holds on a device for ``data`` (their memory goes back to the
-    device's allocator)."""
-    data.__dict__.pop("_resident", None)
-
-
 def predict(model: nn.Module, data: ProbeData, *, batch_size: int | None = None,
             misaligned: bool = False, device=None) -> list[np.ndarray]:
-    """Logits ``[n, n + 1]`` of every sentence (in order); batches of ``batch_size`` (default 64, or the
-    spilled data's own size), computed on ``device`` (default: where ``model`` is)."""
+    """Logits ``[n, n + 1]`` of every sentence (in order); batches of ``batch_size`` (default the data's own size,
+    else 64), computed on ``device`` (default: where ``model`` is)."""
     device = _device_of(model) if device is None else torch.device(device)
-    if batch_size is None and data.spilled is None:
-        batch_size = data.batch_size or 64
+    batch_size = batch_size or data.batch_size or 64
     out: list[np.ndarray | None] = [None] * len(data)
     model.eval()
     with torch.no_grad():
@@ -589,7 +720,7 @@ def _device_of(model: nn.Module) -> torch.device:
 
 
 def stream(batches: Sequence[Batch], order) -> Iterator[Batch]:
-    """The batches at ``order``, one at a time; spilled batches are read into buffers that are reused
+    """The batches at ``order``, one at a time; :class:`HeldBatches` are made into buffers that are reused
     (each is valid until the next is read: no fresh memory, and no page faults, per batch)."""
     if hasattr(batches, "stream"):
         yield from batches.stream(order)
@@ -599,7 +730,7 @@ def stream(batches: Sequence[Batch], order) -> Iterator[Batch]:
 
 
 def _for_model(batches: Sequence[Batch], model: nn.Module) -> Sequence[Batch]:
-    """Spilled batches without their attention features when ``model`` reads none (less to read)."""
+    """The batches without their attention features when ``model`` reads none (less to make)."""
     if isinstance(model, DistanceProbe) and hasattr(batches, "without_features"):
         return batches.without_features()
     return batches
@@ -612,8 +743,7 @@ def greedy_uas(model: nn.Module, data: ProbeData, *, batch_size: int | None = No
     argmax over its own (the padding is ``-1e9``, after them), so the score is the same number, with one
     transfer to the host at the end instead of every sentence's logits."""
     device = _device_of(model) if device is None else torch.device(device)
-    if batch_size is None and data.spilled is None:
-        batch_size = data.batch_size or 64
+    batch_size = batch_size or data.batch_size or 64
     correct = total = 0  # become tensors on the batches' device at the first sum (one transfer, at the end)
     model.eval()
     with torch.no_grad():
@@ -769,14 +899,17 @@ def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int 
                 device=None) -> tuple[nn.Module, dict]:
     """Train with Adam (``lr`` default :data:`LEARNING_RATES`) on ``train`` (cross-entropy summed over a
     sentence's words, averaged over the batch's sentences); keep the epoch with the best UAS on ``dev``.
-    ``batch_size`` defaults to 32 (or the spilled data's own size). The probe and each batch are on ``device``
-    (default the CPU, where the batches are streamed from the spill; on another device they are read and moved
-    once and held there for every training on the same data, :func:`batches_on`), the same code on every device.
-    Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
+    ``batch_size`` defaults to the data's own size, else 32. The probe and each batch are on ``device`` (default the
+    CPU; on another device the packed maps are moved there once, for every training on the same data, when they are
+    not there already: :func:`batches_on`), the same code on every device. Trainings may run in several threads at
+    once (:func:`helpers.probe.run.train_all`): the probe's initial weights are drawn from torch's one generator
+    under a lock. Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
     lr = LEARNING_RATES[kind] if lr is None else lr
     device = torch.device("cpu" if device is None else device)
-    torch.manual_seed(seed)
-    model = build_probe(kind, train).to(device)  # initialised on the CPU (the same weights on every device)
+    with _SEEDING:
+        torch.manual_seed(seed)
+        model = build_probe(kind, train)
+    model = model.to(device)  # initialised on the CPU (the same weights on every device)
     optim = torch.optim.Adam(model.parameters(), lr=lr)
     history, best, best_state = [], -1.0, None
     batches = _for_model(batches_on(train, batch_size, device), model)

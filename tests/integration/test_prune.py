@@ -10,7 +10,7 @@ import pytest
 from helpers.cli import main
 from helpers.data.cache import cache_usage, cached_json, prune
 from helpers.data.files import _HOST
-from helpers.probe.run import probe_data
+from helpers.pipeline.extraction import extract_treebank
 from tests.integration.test_probe_batches import random_treebank
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -18,16 +18,24 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 @pytest.fixture
 def filled(tiny_lm, tmp_path):
-    """A cache with two extractions of a toy treebank's maps, the probe batches spilled beside one,
-    a cached result and an installed model; returns ``(cache, treebank)``."""
+    """A cache with two extractions of a toy treebank's maps, probe batches spilled beside one (as versions before
+    the probes held their maps in memory left them), a cached result and an installed model; returns ``(cache,
+    treebank)``."""
     cache, treebank = tmp_path / "cache", tmp_path / "train.conllu"
     random_treebank(treebank, 20, seed=3)
-    probe_data(tiny_lm, str(treebank), batch_size=4, max_length=60, cache_root=cache, shard_size=8, write_maps=True)
-    probe_data(tiny_lm, str(treebank), batch_size=4, max_length=40, cache_root=cache, shard_size=8, spill=False)
+    extract(tiny_lm, treebank, cache)
+    for suffix, size in ((".bin", 5000), (".json", 100)):
+        next(cache.glob("*/meta.json")).with_name(f"probe-0123456789abcdef{suffix}").write_bytes(b"b" * size)
     cached_json("toy", {"n": 1}, lambda: {"answer": 42}, cache_root=cache)
     (cache / "models" / "extra").mkdir(parents=True)
     (cache / "models" / "extra" / "weights.bin").write_bytes(b"w" * 1000)
     return cache, treebank
+
+
+def extract(lm, treebank, cache) -> None:
+    """The toy treebank's word-level maps at two input lengths: two extractions."""
+    for max_length in (60, 40):
+        extract_treebank(lm, str(treebank), max_length=max_length, cache_root=cache, shard_size=8)
 
 
 def by_hand(cache) -> dict:
@@ -82,15 +90,14 @@ def test_prune_keeps_results_and_the_maps_come_back(tiny_lm, filled):
                      "total": before["results"] + before["models"]}
     assert cached_json("toy", {"n": 1}, lambda: pytest.fail("the result was not kept"), cache_root=cache) == {"answer": 42}
 
-    probe_data(tiny_lm, str(treebank), batch_size=4, max_length=60, cache_root=cache, shard_size=8, write_maps=True)
-    probe_data(tiny_lm, str(treebank), batch_size=4, max_length=40, cache_root=cache, shard_size=8, spill=False)
+    extract(tiny_lm, treebank, cache)
     again = shards(cache)
     assert sorted(again) == sorted(maps_before)  # the same keys and shards, computed again
     for name, arrays in again.items():  # holding the same maps
         assert arrays.keys() == maps_before[name].keys()
         for member, value in arrays.items():
             np.testing.assert_array_equal(value, maps_before[name][member])
-    assert by_hand(cache)["probe_batches"] == before["probe_batches"]
+    assert by_hand(cache)["probe_batches"] == 0  # spilled by an earlier version: not made again
 
 
 def test_keep_maps_removes_the_spilled_batches_only(filled):

@@ -444,19 +444,6 @@ def test_probe_rules_both_sides():
     assert pr.judge_attn_words_best(2 * g, (g, 3 * g), 2.0, (-1.0, g - EPS)).verdict == NOT_REPRODUCED
 
 
-def test_seed_interval_against_scipy():
-    from scipy import stats
-
-    from helpers.probe.run import seed_interval
-
-    runs = [60.0, 61.0, 63.0]
-    lo, hi = seed_interval(runs)
-    ref = stats.t.interval(0.95, 2, loc=np.mean(runs), scale=stats.sem(runs))
-    # tolerance: the same percentile formula on the same draws; only float summation order differs
-    assert (lo, hi) == pytest.approx(ref)
-    assert seed_interval([60.0]) is None
-
-
 def probe_result(uas: dict[str, list[float]], n_sentences: int = 60, words: int = 10, seed: int = 0) -> dict:
     """A constructed :func:`run_probes` result: each probe right on about its UAS of the ``words`` of each of
     ``n_sentences`` test sentences, with each seed; ``rows`` and ``per_sentence`` as the run writes them."""

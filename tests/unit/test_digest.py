@@ -98,11 +98,12 @@ def test_surface_statistics_closure_holds_the_encoding():
 
 
 def test_probe_closure_holds_extraction_word_level_and_conllu():
-    """The probe's hand list (probes, batches, run) left out core.extract, core.wordlevel and data.conllu_io."""
+    """The probe's hand list (probes, batches, run) left out core.extract, core.wordlevel and data.conllu_io; the
+    route is in it."""
     import helpers.probe.run as run
 
     assert {"helpers.core.extract", "helpers.core.wordlevel", "helpers.data.conllu_io", "helpers.probe.stats",
-            "helpers.probe.batches", "helpers.probe.run"} <= import_closure(run._run_probes)
+            "helpers.pipeline.route", "helpers.probe.run"} <= import_closure(run._run_probes)
 
 
 def test_compare_claims_follow_what_all_claims_runs():

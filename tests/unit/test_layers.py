@@ -23,10 +23,10 @@ Layers, lowest first (a module may import its own layer and those below):
 6. ``presentation``: views, charts, glue, summary tables
 7. ``cli``, ``__main__`` and the package's public names (``helpers/__init__.py``)
 
-Inside a section the modules are ordered ``stats`` < its other helpers (``gradients``, ``mlm``, ``batches``,
-``device_batches``) < ``run`` < ``claims`` < ``command`` < ``section`` (the section's record, which names its run,
-claims and command); a module imports none later than its own rank. A section reads another's results
-only as declared inputs of its record, handed in as reports: no exception to the sibling rule.
+Inside a section the modules are ordered ``stats`` < its other helpers (``gradients``, ``mlm``) < ``run`` <
+``claims`` < ``command`` < ``section`` (the section's record, which names its run, claims and command); a module
+imports none later than its own rank. A section reads another's results only as declared inputs of its record,
+handed in as reports: no exception to the sibling rule.
 """
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 returns valid trees that match networkx; distance features; GloVe reading; the CLI."""
 import json
 import shutil
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -344,63 +343,66 @@ def test_probe_command(tiny_model_dir, fake_data, toy_conllu, tmp_path):
                 assert round(100.0 * sum(correct) / totals.sum(), 2) == shown  # the table's rounded UAS
 
 
-def test_the_models_and_the_controls_batches_are_never_on_disk_together(tiny_model_dir, fake_data, toy_conllu, tmp_path,
-                                                                         monkeypatch):
-    """Unless batches are kept, the trainings on the model's maps run first; its spilled batches are removed before
-    the control's are made (the cache's peak holds one model's batches, not two), and the control's batches hold
-    their own copy of the model's word vectors. The table is the one of a run that keeps both (whose control reads
-    the vectors from the model's file)."""
-    import helpers.probe.batches as batches
+def test_the_models_and_the_controls_maps_are_never_held_together(tiny_model_dir, fake_data, toy_conllu, tmp_path,
+                                                                   monkeypatch):
+    """The trainings on the model's maps run first; its packed maps are let go before the control's are made (one
+    model's maps held, not two, spilled to disk: their folders are removed when let go), and the control's data take
+    the model's word vectors. With --keep-maps too
+    (the maps are then in the cache, not held twice in memory either); the table is the same."""
+    import gc
+    import weakref
+
     import helpers.probe.run as run
     from helpers import load_model
 
     (fake_data / "ud-english-ewt").mkdir()
     shutil.copy(toy_conllu, fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
     lm = load_model(str(tiny_model_dir))
-    spilled, phases = [], []  # the model's four spills are made first (train, dev, test, ewt), then the control's
-    real_spill, real_train_all = batches.spill, run.train_all
+    made, phases, folders = [], [], []  # the model's four data are made first (train, dev, test, ewt), then the control's
+    real_probe_data, real_train_all = run.probe_data, run.train_all
 
-    def on_disk():
-        return sorted(p.name for p in tmp_path.rglob("probe-*.bin"))
+    def alive() -> int:
+        gc.collect()
+        return sum(ref() is not None for _, refs in made for ref in refs)
 
-    def recording_spill(data, shards, path, key, batch_size, *, vectors=None):
-        spilled.append((Path(path).name, vectors is not None, on_disk()))
-        return real_spill(data, shards, path, key, batch_size, vectors=vectors)
+    def recording_data(model, spec, **kwargs):
+        made_before = alive() if model is not lm else None
+        data = real_probe_data(model, spec, **kwargs)
+        made.append((made_before, [weakref.ref(data.packed)] if model is lm else []))
+        folders.append(data.packed.folder)  # the CPU: spilled to disk
+        if model is not lm:
+            assert data.vectors is kwargs["vectors"].vectors  # the same rows (spilled to disk: the CPU)
+        return data
 
     def recording_train(jobs, sets, *args, **kwargs):
-        phases.append(({job[2] for job in jobs}, on_disk()))
+        phases.append({job[2] for job in jobs})
         return real_train_all(jobs, sets, *args, **kwargs)
 
-    monkeypatch.setattr(batches, "spill", recording_spill)
+    monkeypatch.setattr(run, "probe_data", recording_data)
     monkeypatch.setattr(run, "train_all", recording_train)
     # (the tiny model was made as its seed-0 control is: another seed, so that the control differs from it)
     monkeypatch.setattr(run, "control_model", lambda model: load_model(model.spec, random_init=True, seed=1))
     kw = dict(seeds=(0, 1), epochs=1, max_length=60, workers=1)
-    split = run.run_probes(lm, RunContext(data_dir=fake_data, cache_dir=tmp_path / "c"), **kw)
-    assert not split["control_is_model"] and len(spilled) == 8
-    model, control = [name for name, _, _ in spilled[:4]], spilled[4:]
-    assert all(not shared and not set(model) & set(disk) for _, shared, disk in control)
-    assert [which for which, _ in phases] == [{"maps"}, {"random"}]
-    assert phases[0][1] == sorted(model) and phases[1][1] == sorted(name for name, _, _ in control)
-    assert on_disk() == []  # and none is left
-    spilled.clear(), phases.clear()
-    kept = run.run_probes(lm, RunContext(data_dir=fake_data, cache_dir=tmp_path / "k", keep_maps=True), **kw)
-    assert [which for which, _ in phases] == [{"maps", "random"}]  # one phase: both are kept anyway
-    assert [shared for _, shared, _ in spilled] == [False] * 4 + [True] * 4  # the control reads the model's vectors
-    assert kept["rows"] == split["rows"] and split["trainings"] == kept["trainings"] == len(run.training_jobs((0, 1)))
+    tables = []
+    for keep in (False, True):
+        made.clear(), phases.clear()
+        ctx = RunContext(data_dir=fake_data, cache_dir=tmp_path / f"c{keep}", keep_maps=keep)
+        tables.append(run.run_probes(lm, ctx, **kw))
+        assert not tables[-1]["control_is_model"] and len(made) == 8
+        assert [before for before, _ in made[4:]] == [0] * 4  # none of the model's maps left when the control's come
+        assert phases == [{"maps"}, {"random"}]
+        gc.collect()
+        assert len(folders) == 8 * (1 + keep) and not any(folder.exists() for folder in folders)  # the spills removed
+    assert tables[0]["rows"] == tables[1]["rows"]
+    assert tables[0]["trainings"] == len(run.training_jobs((0, 1)))
 
 
-def test_trainings_in_worker_processes_equal_trainings_here():
-    """Table 3's trainings run two at a time in spawned one-thread processes; every score is the same as
-    when they run one after another in this process (with its own thread count), for every probe kind."""
-    import os
-
+def test_trainings_in_threads_equal_trainings_one_at_a_time():
+    """Table 3's trainings run two at a time in threads of this process (torch on one thread); every score is the
+    same as when they run one after another, for every probe kind, and the thread count is restored."""
     import torch
 
     from helpers.probe.run import CONFIGS, train_all, training_jobs
-
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("one core: train_all runs every training here")
 
     rng = np.random.default_rng(3)
     maps = {"train": synthetic(rng, 80), "dev": synthetic(rng, 30), "test": synthetic(rng, 30), "ewt": synthetic(rng, 20)}
@@ -411,12 +413,12 @@ def test_trainings_in_worker_processes_equal_trainings_here():
     assert sorted({job[0] for job in jobs}) == sorted(label for label, *_ in CONFIGS)
     assert len(jobs) == 2 * (len(CONFIGS) - 1) + 1  # the misaligned row: one seed
     threads = torch.get_num_threads()
-    here = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=1)
+    one = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=1)
     assert torch.get_num_threads() == threads
-    there = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=2)
-    assert set(here) == {(job[0], job[4]) for job in jobs}
-    assert there == here
-    assert len({json.dumps(v, sort_keys=True) for v in here.values()}) > 1  # the trainings differ from each other
+    two = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=2)
+    assert set(one) == {(job[0], job[4]) for job in jobs}
+    assert two == one
+    assert len({json.dumps(v, sort_keys=True) for v in one.values()}) > 1  # the trainings differ from each other
 
 
 def test_probe_result_key_carries_the_code(tiny_lm, fake_data, monkeypatch):
@@ -430,7 +432,7 @@ def test_probe_result_key_carries_the_code(tiny_lm, fake_data, monkeypatch):
     corpora = {"train": "gum:train", "dev": "gum:dev", "test": "gum:test"}
     run.run_probes(tiny_lm, RunContext(data_dir=fake_data), corpora=corpora)
     assert keys[-1]["code"] == code_digest(run) and "v" not in keys[-1]
-    assert import_closure(run) >= {"helpers.probe.stats", "helpers.probe.batches", "helpers.probe.run"}
+    assert import_closure(run) >= {"helpers.probe.stats", "helpers.pipeline.route", "helpers.probe.run"}
     monkeypatch.setattr(run, "code_digest", lambda target: "changed-code")
     run.run_probes(tiny_lm, RunContext(data_dir=fake_data), corpora=corpora)
     assert keys[-1]["code"] == "changed-code" and keys[0]["code"] != keys[1]["code"]
@@ -472,3 +474,40 @@ def test_twin_jobs_pair_each_control_job_with_the_models_own():
 
     twins = twin_jobs(training_jobs((0, 1, 2)))
     assert twins == {("Random-init Attn + words", s): ("Attn + words", s) for s in (0, 1, 2)}
+
+
+def test_spilled_rows_read_back_what_was_written(tmp_path):
+    """Rows spilled to disk read back bit for bit, in any order (take), across files (extend), after a trip through
+    pickle (to a Dask worker and back), from several threads; their folder goes when the owning rows are let go."""
+    import gc
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from helpers.probe.stats import SpilledRows
+
+    folder = tmp_path / "spill"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    rows = [(torch.from_numpy(rng.random((n, n, 3)).astype(np.float16)),
+             torch.from_numpy(rng.random((n, 6, 2)).astype(np.float16))) for n in (1, 4, 2, 7)]
+    first, second = SpilledRows(folder), SpilledRows(folder)
+    for row in rows[:2]:
+        first.append(row)
+    for row in rows[2:]:
+        second.append(row)
+    spilled = pickle.loads(pickle.dumps(first)).extend(pickle.loads(pickle.dumps(second))).take([3, 0, 2, 1]).owning()
+    want = [rows[k] for k in (3, 0, 2, 1)]
+    assert len(spilled) == 4 and spilled.nbytes == sum(b.nbytes + r.nbytes for b, r in rows)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(spilled.__getitem__, [0, 1, 2, 3] * 5))
+    for (block, root), (b, r) in zip(got, want * 5):
+        assert block.dtype == torch.float16 and torch.equal(block, b) and torch.equal(root, r)  # tolerance: exact
+    vectors = SpilledRows(folder, single=True)
+    vectors.append(np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(vectors[0].numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert len(list(folder.glob("probe-*.bin"))) == 3  # what `prune` removes after a stopped run
+    del spilled, got
+    gc.collect()
+    assert not folder.exists()

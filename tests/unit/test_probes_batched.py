@@ -1,23 +1,19 @@
 """The probes' batched paths (issue 51: one set of kernels per padded batch, the batches held on the device) against
 a slow, obvious reference written one sentence, one word and one candidate at a time in float64 from the maps
 themselves: logits, loss, gradients and UAS of each probe kind; padding never leaks (a sentence padded beside
-longer ones gives what it gives alone); the batches held on a device are the streamed ones."""
+longer ones gives what it gives alone)."""
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from helpers.probe.batches import spill
 from helpers.probe.stats import (
     ProbeData,
-    ResidentBatches,
     build_probe,
     greedy_uas,
     make_batch,
     predict,
-    prepared,
     probe_loss,
-    stream,
     uas,
 )
 from tolerances import float64_passes
@@ -186,43 +182,3 @@ def test_uas_counted_on_the_batches_equals_the_per_sentence_count(kind):
     got = uas([probe64(probe_in_float64(probe64, make_batch(data, [s]))[1])[0].detach().numpy()
                for s in range(len(data))], data)
     assert got == want
-
-
-def spilled(data: ProbeData, path, batch_size: int) -> ProbeData:
-    groups = [list(range(len(data)))]
-    out = ProbeData([], data.heads, data.punct, [], groups=groups, batch_size=batch_size)
-    out.spilled = spill(out, [(groups[0], list(data.maps), list(data.vectors))], path, "test", batch_size)
-    return out
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_batches_held_on_a_device_are_the_streamed_ones(kind, tmp_path):
-    """:class:`ResidentBatches` (made here on the CPU, the same code as on a GPU) from spilled batches: every batch
-    equal to the streamed one, tensor by tensor, and an epoch of training on them gives the same losses and weights
-    bit for bit."""
-    data = synthetic(np.random.default_rng(15), 10)
-    data = spilled(data, tmp_path / "probe.bin", 4)
-    streamed = prepared(data)
-    held = ResidentBatches(streamed, "cpu")
-    assert len(held) == len(streamed) == 3
-    for a, b in zip(stream(held, [2, 0, 1]), stream(streamed, [2, 0, 1])):
-        for name in ("features", "root_parts", "heads", "punct", "vectors", "mask", "cand_mask"):
-            x, y = getattr(a, name), getattr(b, name)
-            assert x.dtype == y.dtype and torch.equal(x, y), name
-        assert a.indices == b.indices
-    runs = []
-    for source in (held, streamed):
-        torch.manual_seed(0)
-        probe = build_probe(kind, data)
-        optim = torch.optim.Adam(probe.parameters(), lr=0.01)
-        losses = []
-        source = source.without_features() if kind == "distances+words" else source
-        for batch in stream(source, [1, 2, 0]):
-            loss = probe_loss(probe, batch)
-            optim.zero_grad()
-            loss.backward()
-            optim.step()
-            losses.append(float(loss.detach()))
-        runs.append((losses, [p.detach().clone() for p in probe.parameters()]))
-    assert runs[0][0] == runs[1][0]
-    assert all(torch.equal(a, b) for a, b in zip(runs[0][1], runs[1][1]))
