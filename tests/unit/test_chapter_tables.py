@@ -695,12 +695,12 @@ def test_memory_and_probe_tables():
                                       "mpnet-base": None})
     assert frame["within budget"].tolist() == ["NO", "yes"] and frame.index.tolist() == [("m", "heads"), ("m", "probe")]
     assert performance.memory_table({"default": None})["measurement"].tolist()[0].startswith("not recorded yet")
-    probe = {"seconds_epoch": 2.0, "ratio_epoch_over_plain_read": 4.0, "seconds_forward_only": 1.0,
+    probe = {"seconds_epoch": 2.0, "ratio_epoch_over_batches": 4.0, "seconds_forward_only": 1.0,
              "ratio_training_over_forward": 2.0}
     frame = performance.probe_epoch_table({key: {**probe, "seconds_epoch": float(i)}
                                            for i, key in enumerate(performance.PROBES.values())})
     assert frame.index.tolist() == list(performance.PROBES) and frame["epoch (s)"].tolist() == [0.0, 1.0, 2.0]
-    assert frame["plain autograd (s)"].isna().all()
+    assert frame["plain autograd (s)"].isna().all() and frame["epoch / making the batches"].tolist() == [4.0] * 3
 
 
 def test_the_benchmarks_are_read_without_touching_sys_path():
