@@ -34,8 +34,8 @@ def pytest_sessionstart(session) -> None:
 
 def pytest_configure(config) -> None:
     """No test and no chapter notebook touches the network or the user's cache: set here, before anything
-    runs (the kernels and commands tests start inherit it), one analysis cache per
-    process (per xdist worker), which the chapters and the tests that share their inputs read and fill."""
+    runs (the kernels and commands tests start inherit it), one analysis cache per process (per xdist worker),
+    which the tests that share their inputs read and fill (the small book builds keep caches of their own)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     factory = getattr(config, "_tmp_path_factory", None)  # pytest's own temporary folders (kept as it keeps them)
     os.environ["BERT_ATTENTION_CACHE"] = str(factory.mktemp("cache") if factory is not None

@@ -115,7 +115,7 @@ def pooled_replicates(statistic, n_units: Sequence[int], *, n_boot: int = BOOTST
                            for s, n in enumerate(n_units)])
 
 
-# --- trim-b: the segments behind a section's means (§3's sinks and norms) ---
+# --- the segments behind a section's means (§3's sinks and norms) ---
 
 @dataclass
 class SegmentDraws:

@@ -31,10 +31,11 @@ def build_small_book(model_dir: Path | None, src: Path) -> Path:
         shutil.copy(ROOT / name, src / name)
     for folder in ("book", "notebooks", "benchmarks"):  # the Performance chapter runs the benchmark scripts
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build", "latest"))
-    env = {**{k: v for k, v in os.environ.items() if k != "BERT_ATTENTION_MODEL"}, "BERT_ATTENTION_SMALL": "1",
-           "BERT_ATTENTION_CACHE": str(src / "cache"), "HF_HUB_OFFLINE": "1",
-           "BOOK_ASSETS_DIR": str(ROOT / ".book_assets"),
-           **({"BERT_ATTENTION_MODEL": str(model_dir)} if model_dir is not None else {})}
+    env = {**os.environ, "BERT_ATTENTION_SMALL": "1", "BERT_ATTENTION_CACHE": str(src / "cache"), "HF_HUB_OFFLINE": "1",
+           "BOOK_ASSETS_DIR": str(ROOT / ".book_assets")}
+    env.pop("BERT_ATTENTION_MODEL", None)  # the default, unless a model is given
+    if model_dir is not None:
+        env["BERT_ATTENTION_MODEL"] = str(model_dir)
     executed = subprocess.run([sys.executable, str(ROOT / "scripts" / "execute_book.py"), "--book", str(src), "--jobs", "2"],
                               env=env, capture_output=True, text=True, timeout=1500)
     assert executed.returncode == 0 and "0 failed" in executed.stdout, executed.stdout[-4000:] + executed.stderr[-4000:]

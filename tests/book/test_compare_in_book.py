@@ -18,8 +18,8 @@ def test_compare_ci_sized_on_the_real_corpora(shared_data, small_book, tmp_path)
     the analysis cache of the small book's build (:func:`tests.book.conftest.small_book`, the default model): it reads
     the analyses the comparison chapter computed there for its random-init child. Its rows equal those of ``claims
     --random-init`` on the same inputs (read back from the same cache). The trained default is left out: no chapter
-    reads it at these sizes, and ``test_compare_command_equals_claims`` (tests/integration/test_compare.py) checks a trained model's rows against
-    ``claims`` computed apart."""
+    reads it at these sizes, and ``test_compare_command_equals_claims`` (tests/integration/test_compare.py) checks a
+    trained model's rows against ``claims`` computed apart."""
     reduced = cmp.SMALL_REDUCED_SIZES
     sizes = ["--segments", str(reduced["n_segments"]), "--max-sentences", str(reduced["max_sentences"]),
              "--max-documents", str(reduced["max_documents"]), "--epochs", str(reduced["epochs"]),
