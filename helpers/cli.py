@@ -296,11 +296,12 @@ def check_cache(args: argparse.Namespace) -> None:
 def check_model_option(args: argparse.Namespace) -> int | None:
     """The model of ``--model`` (or ``$BERT_ATTENTION_MODEL``, or the default) can be loaded: its folder
     is whole, or the hub name is known here. Returns its input limit in tokens (``None``: no model used)."""
-    from helpers.core.models import MODEL_ENV, check_model, requested_model
+    from helpers.context import model_for
+    from helpers.core.models import MODEL_ENV, check_model
 
     if args.command in ("download", "install-model", "compare", "prune") or getattr(args, "no_model", False):
         return None
-    name = requested_model(args.model)
+    name = model_for(args.model)  # --model, else $BERT_ATTENTION_MODEL, else None: the default
     option = "--model" if args.model else f"${MODEL_ENV}"
     return check_model(name, cache_root=args.cache_dir, option=option, random_init=args.random_init)
 
