@@ -33,7 +33,7 @@ import torch
 
 from helpers.context import RunContext, data_folder, refresh_requested, takes_context
 from helpers.core import bootstrap
-from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch, encode_words
+from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch, encode_words, word_token_counts
 from helpers.core.extract import bucket, model_inputs
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import batched_matrices, word_level_batch
@@ -207,12 +207,6 @@ def score_syntax(maps_dev: dict, maps_test: dict, dev: list[Sentence], test: lis
 # --------------------------------------------------------------------------------------------- §4.3
 
 
-def _word_tokens(tokenizer, words: list[str]) -> list[int]:
-    enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
-    counts = np.bincount([w for w in enc.word_ids() if w is not None], minlength=len(words))
-    return np.maximum(counts, 1).tolist()  # a word with no token is encoded as [UNK]
-
-
 def coref_windows(lm: LoadedModel, split: str, *, max_documents: int | None, max_length: int,
                   min_mentions: int | None = None, data_dir=None, cache_root=None) -> tuple[EncodedBatch, dict[int, list], str]:
     """``(windows, {window: queries}, digest)``: each document's first window (the coreference chapter's
@@ -230,7 +224,7 @@ def coref_windows(lm: LoadedModel, split: str, *, max_documents: int | None, max
     for doc in load_coref(split, data_dir=data_dir, cache_root=cache_root)[:max_documents]:
         if min_mentions is not None and sum(map(len, queries.values())) >= min_mentions:
             break
-        end = window_words(_word_tokens(lm.tokenizer, doc.words), 0, budget)
+        end = window_words(word_token_counts(lm.tokenizer, doc.words), 0, budget)
         queries[len(docs)] = queries_in_window(doc, 0, end, len(docs))
         docs.append(doc)
         ends.append(end)
