@@ -46,7 +46,8 @@ from helpers.digest import code_digest
 from helpers.mixing.maps import METHODS, check_methods, mixing_batch
 from helpers.mixing.stats import median_interval, per_item, pooled_score
 from helpers.pipeline.extraction import encode_treebank
-from helpers.probe.stats import ProbeData, encoder_layout, predict, train_probe, uas
+from helpers.probe.stats import (ProbeData, encoder_layout, predict, sentence_correct, sentence_totals, train_probe,
+                                 uas)
 from helpers import paper
 from helpers.syntax.stats import ALL, BOOTSTRAP, DIRECTIONS, HeadScores, bootstrap_interval, score_heads
 
@@ -303,11 +304,10 @@ def score_probe(train: ProbeData, dev: ProbeData, test: ProbeData, *, seeds: Seq
         model, info = train_probe("attn", train, dev, seed=seed, epochs=epochs, device=device)
         logits = predict(model, test, device=device)
         runs.append(uas(logits, test))
-        hits, total = sentence_uas(logits, test)
-        correct.append(hits)
+        correct.append(sentence_correct(logits, test))
         dev_runs.append(max(info["dev_uas"]))
     names = test.names if len(test.names) == len(test) else list(range(len(test)))
-    items = [per_item(names, c, total) for c in correct]
+    items = [per_item(names, c, sentence_totals(test)) for c in correct]
     per_sentence = {**items[0], "correct": [i["correct"] for i in items]}
     _, interval = pooled_score(per_sentence)
     return {"sentences": {"train": len(train), "dev": len(dev), "test": len(test)}, "seeds": list(seeds),
@@ -315,17 +315,6 @@ def score_probe(train: ProbeData, dev: ProbeData, test: ProbeData, *, seeds: Seq
             "mean": round(float(np.mean(runs)), 2),
             "sd": round(float(np.std(runs, ddof=1)), 2) if len(runs) > 1 else 0.0,
             "interval": _interval(interval), "per_sentence": per_sentence}
-
-
-def sentence_uas(logits: Sequence[np.ndarray], data: ProbeData) -> tuple[np.ndarray, np.ndarray]:
-    """``(correct, total)`` per sentence of :func:`helpers.probe.stats.uas` (greedy heads, punctuation excluded):
-    its score is ``100 * correct.sum() / total.sum()``."""
-    correct, total = np.zeros(len(logits), int), np.zeros(len(logits), int)
-    for k, (scores, heads, punct) in enumerate(zip(logits, data.heads, data.punct)):
-        keep = ~punct
-        correct[k] = int((scores.argmax(-1)[keep] == heads[keep]).sum())
-        total[k] = int(keep.sum())
-    return correct, total
 
 
 # ------------------------------------------------------------------------------------- the sinks
