@@ -121,12 +121,9 @@ def single_head_masks(n_layers: int, n_heads: int) -> torch.Tensor:
 
 def only_masks(n_layers: int, n_heads: int) -> torch.Tensor:
     """``[layer * head, layer, head]``: mask ``k = (l, h)`` keeps only head ``h`` in layer ``l`` (others intact)."""
-    xi = torch.ones(n_layers * n_heads, n_layers, n_heads)
-    for k in range(n_layers * n_heads):
-        layer, head = divmod(k, n_heads)
-        xi[k, layer] = 0.0
-        xi[k, layer, head] = 1.0
-    return xi
+    alone = torch.eye(n_layers * n_heads).reshape(-1, n_layers, n_heads)  # head k, and no other head of its layer
+    own_layer = (torch.arange(n_layers * n_heads) // n_heads)[:, None] == torch.arange(n_layers)  # [k, layer]
+    return torch.where(own_layer[:, :, None], alone, torch.ones_like(alone))
 
 
 def sink_masks(n_layers: int, n_heads: int) -> torch.Tensor:
