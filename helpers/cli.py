@@ -410,13 +410,11 @@ _OS_HINTS = {
 def _named_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
     """``(how an error names it, path)`` for every path option of ``args``, most specific first."""
     named: list[tuple[str, Path]] = []
-    for option in ("json", "conllu", "glove", "train", "dev", "model"):
+    for option in ("json", "conllu", "glove", "train", "dev", "model", "test"):
         value = getattr(args, option, None)
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str) and item and item != STDOUT:
                 named.append((f"--{option} {item}", Path(item).expanduser().absolute()))
-    for item in getattr(args, "test", None) or []:
-        named.append((f"--test {item}", Path(item).expanduser().absolute()))
     named.append((cache_label(args), config.cache_dir(getattr(args, "cache_dir", None))))
     data = getattr(args, "data_dir", None) or os.environ.get(config.DATA_ENV)
     if data:
