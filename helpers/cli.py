@@ -296,11 +296,12 @@ def check_cache(args: argparse.Namespace) -> None:
 def check_model_option(args: argparse.Namespace) -> int | None:
     """The model of ``--model`` (or ``$BERT_ATTENTION_MODEL``, or the default) can be loaded: its folder
     is whole, or the hub name is known here. Returns its input limit in tokens (``None``: no model used)."""
-    from helpers.core.models import MODEL_ENV, check_model, requested_model
+    from helpers.context import model_for
+    from helpers.core.models import MODEL_ENV, check_model
 
     if args.command in ("download", "install-model", "compare", "prune") or getattr(args, "no_model", False):
         return None
-    name = requested_model(args.model)
+    name = model_for(args.model)  # --model, else $BERT_ATTENTION_MODEL, else None: the default
     option = "--model" if args.model else f"${MODEL_ENV}"
     return check_model(name, cache_root=args.cache_dir, option=option, random_init=args.random_init)
 
@@ -409,13 +410,11 @@ _OS_HINTS = {
 def _named_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
     """``(how an error names it, path)`` for every path option of ``args``, most specific first."""
     named: list[tuple[str, Path]] = []
-    for option in ("json", "conllu", "glove", "train", "dev", "model"):
+    for option in ("json", "conllu", "glove", "train", "dev", "model", "test"):
         value = getattr(args, option, None)
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str) and item and item != STDOUT:
                 named.append((f"--{option} {item}", Path(item).expanduser().absolute()))
-    for item in getattr(args, "test", None) or []:
-        named.append((f"--test {item}", Path(item).expanduser().absolute()))
     named.append((cache_label(args), config.cache_dir(getattr(args, "cache_dir", None))))
     data = getattr(args, "data_dir", None) or os.environ.get(config.DATA_ENV)
     if data:

@@ -121,12 +121,9 @@ def single_head_masks(n_layers: int, n_heads: int) -> torch.Tensor:
 
 def only_masks(n_layers: int, n_heads: int) -> torch.Tensor:
     """``[layer * head, layer, head]``: mask ``k = (l, h)`` keeps only head ``h`` in layer ``l`` (others intact)."""
-    xi = torch.ones(n_layers * n_heads, n_layers, n_heads)
-    for k in range(n_layers * n_heads):
-        layer, head = divmod(k, n_heads)
-        xi[k, layer] = 0.0
-        xi[k, layer, head] = 1.0
-    return xi
+    alone = torch.eye(n_layers * n_heads).reshape(-1, n_layers, n_heads)  # head k, and no other head of its layer
+    own_layer = (torch.arange(n_layers * n_heads) // n_heads)[:, None] == torch.arange(n_layers)  # [k, layer]
+    return torch.where(own_layer[:, :, None], alone, torch.ones_like(alone))
 
 
 def sink_masks(n_layers: int, n_heads: int) -> torch.Tensor:
@@ -188,9 +185,9 @@ def prune_steps(n_heads_total: int, step: float = PRUNE_STEP) -> list[int]:
 
 
 def _recomputed_order(lm: LoadedModel, fit: Segments, counts: Sequence[int],
-                      score: Segments | None = None) -> tuple[list[int], np.ndarray, np.ndarray | None]:
+                      score: Segments) -> tuple[list[int], np.ndarray, np.ndarray]:
     """Michel et al.'s order, recomputed on ``fit``: ``(order, in-sample losses [step, len(fit)], held-out losses
-    [step, len(score)] or None)``. Each step removes the heads still present with the lowest layer-normalised
+    [step, len(score)])``. Each step removes the heads still present with the lowest layer-normalised
     importance on ``fit``, recomputed on the pruned model (pruned heads' importance counts as 0 in the
     normalisation; ties to the lower flattened index); the losses are those after each step's removals (``counts``,
     heads removed in all), on ``fit`` (the importance passes') and, under the same masks, on ``score``."""
@@ -199,12 +196,11 @@ def _recomputed_order(lm: LoadedModel, fit: Segments, counts: Sequence[int],
     xi = torch.ones(L, H)
     order: list[int] = []
     inside = np.empty((len(counts), len(fit)))
-    held = None if score is None else np.empty((len(counts), len(score)))
+    held = np.empty((len(counts), len(score)))
     for i, count in enumerate(counts):
         grads, losses = importance(lm, fit, xi)
         inside[i] = losses
-        if score is not None:
-            held[i] = intervention_losses(lm, score, xi[None].clone())[0].numpy()
+        held[i] = intervention_losses(lm, score, xi[None].clone())[0].numpy()
         if i + 1 == len(counts):
             break
         scores = grads.mean(0) * xi.numpy()                      # removed heads count as 0

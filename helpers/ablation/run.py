@@ -175,8 +175,7 @@ def run_task(lm: LoadedModel, shared: dict, task: tuple) -> np.ndarray:
 
 
 def run_ablation(lm: LoadedModel, ctx: RunContext, *, max_sentences: int | None, detail_sentences: int | None,
-                 parts: Sequence[str] = PARTS, seed: int = 0, max_length: int = MAX_LENGTH,
-                 prune_seeds: Sequence[int] = PRUNE_SEEDS, head=None,
+                 parts: Sequence[str] = PARTS, seed: int = 0, max_length: int = MAX_LENGTH, head=None,
                  sink_heads: dict[str, Any] | None = None, draws: int = CONTROL_DRAWS) -> dict:
     """Every part's per-segment losses (cached): ``{"model", "loss", "loss_head" (an encoder's head: where it comes
     from and, fitted, its held-out and unigram losses), "treebank", "segments", "detail_segments",
@@ -195,11 +194,11 @@ def run_ablation(lm: LoadedModel, ctx: RunContext, *, max_sentences: int | None,
     n_detail = len(segments) if detail_sentences is None else min(detail_sentences, len(segments))
     sets = {k: np.asarray(v, dtype=bool).tolist() for k, v in (sink_heads or {}).items()
             if k in segments.sinks and np.asarray(v, dtype=bool).any()}
-    settings = {"parts": list(parts), "detail": n_detail, "prune_seeds": list(prune_seeds), "max_length": max_length,
+    settings = {"parts": list(parts), "detail": n_detail, "prune_seeds": list(PRUNE_SEEDS), "max_length": max_length,
                 "sink_heads": sets, "draws": draws, "unigram": _unigram_key(ctx)}
 
     def compute() -> dict:
-        return _compute(lm, ctx, segments, n_detail, parts, tuple(prune_seeds), sets, draws, seed)
+        return _compute(lm, ctx, segments, n_detail, parts, sets, draws, seed)
 
     out = cached_json("ablation", {**key, **settings, "code": code_digest(run_ablation)}, compute,
                       cache_root=ctx.cache_dir)
@@ -255,7 +254,7 @@ def unigram_losses(lm: LoadedModel, ctx: RunContext, segments: Segments) -> list
 
 
 def _compute(lm: LoadedModel, ctx: RunContext, segments: Segments, n_detail: int, parts: tuple[str, ...],
-             prune_seeds: tuple[int, ...], sets: dict[str, list], draws: int, seed: int) -> dict:
+             sets: dict[str, list], draws: int, seed: int) -> dict:
     from helpers.pipeline.engine import map_tasks
 
     L, H = lm.n_layers, lm.n_heads
@@ -290,8 +289,7 @@ def _compute(lm: LoadedModel, ctx: RunContext, segments: Segments, n_detail: int
         grads, _ = importance(lm, segments)
         out["importance"] = grads.tolist()
     if "prune" in parts and len(segments) >= PRUNE_FOLDS:
-        curves = held_out_prune_curves(lm, segments, single=None if single is None else single - base,
-                                       seeds=prune_seeds)
+        curves = held_out_prune_curves(lm, segments, single=None if single is None else single - base)
         out["prune"] = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in curves.items()}
     if "sinks" in parts or "sink_heads" in parts:
         out["sinks"] = {

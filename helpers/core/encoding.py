@@ -229,6 +229,14 @@ def _word_positions(word_ids: list[int | None], n_words: int) -> np.ndarray:
     return out
 
 
+def word_token_counts(tokenizer, words: list[str]) -> list[int]:
+    """``[word]``: how many tokens ``tokenizer`` makes of each word of ``words`` (no special tokens), at least 1 (a
+    word with no token is encoded as the unknown token, as :func:`encode_words` does)."""
+    enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
+    counts = np.bincount([w for w in enc.word_ids() if w is not None], minlength=len(words))
+    return np.maximum(counts, 1).tolist()
+
+
 def check_positions(batch: EncodedBatch, model_max: int) -> None:
     """Raise ``ValueError`` when an input of ``batch`` is longer than the model's ``model_max`` positions:
     ``--max-length`` above the model's limit let such inputs through (segments are built up to

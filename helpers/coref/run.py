@@ -15,7 +15,7 @@ import numpy as np
 
 from helpers import paper
 from helpers.context import RunContext, data_folder, takes_context
-from helpers.core.encoding import MAX_LENGTH, encode_words
+from helpers.core.encoding import MAX_LENGTH, encode_words, word_token_counts
 from helpers.core.labels import head_label
 from helpers.core.models import LoadedModel
 from helpers.coref.stats import (
@@ -47,12 +47,6 @@ COREF_SHARD_EXAMPLES = 64
 SMALL_DOCUMENTS = 4  # documents per split in the small (test) configuration; the book reads them all
 
 
-def _word_tokens(tokenizer, words: list[str]) -> list[int]:
-    enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
-    counts = np.bincount([w for w in enc.word_ids() if w is not None], minlength=len(words))
-    return np.maximum(counts, 1).tolist()  # a word with no token is encoded as [UNK]
-
-
 def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", max_length: int = MAX_LENGTH) -> list[tuple[int, int]]:
     """Word ranges ``[start, end)`` of the windows read from a document.
 
@@ -60,7 +54,7 @@ def windows(doc: CorefDocument, tokenizer, *, setting: Setting = "truncated", ma
     overlap by half, covering the whole document.
     """
     budget = max_length - tokenizer.num_special_tokens_to_add(pair=False)
-    counts = _word_tokens(tokenizer, doc.words)
+    counts = word_token_counts(tokenizer, doc.words)
     spans = [(0, window_words(counts, 0, budget))]
     while setting == "windows" and spans[-1][1] < len(doc.words):
         start, end = spans[-1]

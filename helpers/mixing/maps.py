@@ -84,7 +84,6 @@ from helpers.core.norm_maps import gram_matrices, transformed_norms
 
 METHODS: tuple[str, ...] = ("attention", "norms", "rollout", "value_zeroing", "alti", "alti_rollout",
                             "value_zeroing_heads")
-HEADED: tuple[str, ...] = ("attention", "norms", "value_zeroing_heads")  # [.., layer, head, query, key]
 
 # Vectors (rows of the hidden size) one rerun chunk may hold: value zeroing reruns a layer on ``batch x units x
 # token`` rows (units: T sources, or heads x T), ALTI forms ``batch x query x key`` vectors; both are cut into

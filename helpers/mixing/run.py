@@ -33,7 +33,7 @@ import torch
 
 from helpers.context import RunContext, data_folder, refresh_requested, takes_context
 from helpers.core import bootstrap
-from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch, encode_words
+from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch, encode_words, word_token_counts
 from helpers.core.extract import bucket, model_inputs
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import batched_matrices, word_level_batch
@@ -46,7 +46,8 @@ from helpers.digest import code_digest
 from helpers.mixing.maps import METHODS, check_methods, mixing_batch
 from helpers.mixing.stats import median_interval, per_item, pooled_score
 from helpers.pipeline.extraction import encode_treebank
-from helpers.probe.stats import ProbeData, encoder_layout, predict, train_probe, uas
+from helpers.probe.stats import (ProbeData, encoder_layout, predict, sentence_correct, sentence_totals, train_probe,
+                                 uas)
 from helpers import paper
 from helpers.syntax.stats import ALL, BOOTSTRAP, DIRECTIONS, HeadScores, bootstrap_interval, score_heads
 
@@ -207,12 +208,6 @@ def score_syntax(maps_dev: dict, maps_test: dict, dev: list[Sentence], test: lis
 # --------------------------------------------------------------------------------------------- §4.3
 
 
-def _word_tokens(tokenizer, words: list[str]) -> list[int]:
-    enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
-    counts = np.bincount([w for w in enc.word_ids() if w is not None], minlength=len(words))
-    return np.maximum(counts, 1).tolist()  # a word with no token is encoded as [UNK]
-
-
 def coref_windows(lm: LoadedModel, split: str, *, max_documents: int | None, max_length: int,
                   min_mentions: int | None = None, data_dir=None, cache_root=None) -> tuple[EncodedBatch, dict[int, list], str]:
     """``(windows, {window: queries}, digest)``: each document's first window (the coreference chapter's
@@ -230,7 +225,7 @@ def coref_windows(lm: LoadedModel, split: str, *, max_documents: int | None, max
     for doc in load_coref(split, data_dir=data_dir, cache_root=cache_root)[:max_documents]:
         if min_mentions is not None and sum(map(len, queries.values())) >= min_mentions:
             break
-        end = window_words(_word_tokens(lm.tokenizer, doc.words), 0, budget)
+        end = window_words(word_token_counts(lm.tokenizer, doc.words), 0, budget)
         queries[len(docs)] = queries_in_window(doc, 0, end, len(docs))
         docs.append(doc)
         ends.append(end)
@@ -309,11 +304,10 @@ def score_probe(train: ProbeData, dev: ProbeData, test: ProbeData, *, seeds: Seq
         model, info = train_probe("attn", train, dev, seed=seed, epochs=epochs, device=device)
         logits = predict(model, test, device=device)
         runs.append(uas(logits, test))
-        hits, total = sentence_uas(logits, test)
-        correct.append(hits)
+        correct.append(sentence_correct(logits, test))
         dev_runs.append(max(info["dev_uas"]))
     names = test.names if len(test.names) == len(test) else list(range(len(test)))
-    items = [per_item(names, c, total) for c in correct]
+    items = [per_item(names, c, sentence_totals(test)) for c in correct]
     per_sentence = {**items[0], "correct": [i["correct"] for i in items]}
     _, interval = pooled_score(per_sentence)
     return {"sentences": {"train": len(train), "dev": len(dev), "test": len(test)}, "seeds": list(seeds),
@@ -321,17 +315,6 @@ def score_probe(train: ProbeData, dev: ProbeData, test: ProbeData, *, seeds: Seq
             "mean": round(float(np.mean(runs)), 2),
             "sd": round(float(np.std(runs, ddof=1)), 2) if len(runs) > 1 else 0.0,
             "interval": _interval(interval), "per_sentence": per_sentence}
-
-
-def sentence_uas(logits: Sequence[np.ndarray], data: ProbeData) -> tuple[np.ndarray, np.ndarray]:
-    """``(correct, total)`` per sentence of :func:`helpers.probe.stats.uas` (greedy heads, punctuation excluded):
-    its score is ``100 * correct.sum() / total.sum()``."""
-    correct, total = np.zeros(len(logits), int), np.zeros(len(logits), int)
-    for k, (scores, heads, punct) in enumerate(zip(logits, data.heads, data.punct)):
-        keep = ~punct
-        correct[k] = int((scores.argmax(-1)[keep] == heads[keep]).sum())
-        total[k] = int(keep.sum())
-    return correct, total
 
 
 # ------------------------------------------------------------------------------------- the sinks

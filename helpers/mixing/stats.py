@@ -45,15 +45,8 @@ def paired_gain(a: Mapping, b: Mapping, *, n_boot: int = BOOTSTRAP, seed: int = 
     """``(gain, (lo, hi))`` in points: ``a``'s score minus ``b``'s (each ``100 * sum(correct) / sum(total)``) on the
     same items (:func:`per_item` dicts of the same units and totals), and its 95 % interval, each replicate
     drawing the items once for both sides (the difference of the two ratios of sums). NaN where nothing is
-    counted."""
-    _check_paired(a, b)
-    if not a["units"]:
-        return float("nan"), (float("nan"), float("nan"))
-    ca, cb = np.asarray(a["correct"], np.float64), np.asarray(b["correct"], np.float64)
-    total = np.asarray(a["total"], np.float64)
-    gain = 100.0 * (ca.sum() - cb.sum()) / total.sum()
-    c = bootstrap.counts(len(total), n_boot=n_boot, seed=seed)
-    return float(gain), bootstrap.percentile_interval(100.0 * bootstrap.ratio_replicates(ca - cb, total, c))
+    counted. :func:`pooled_gain` of one run."""
+    return pooled_gain(a, b, n_boot=n_boot, seed=seed)
 
 
 def _seed_correct(side: Mapping) -> np.ndarray:
@@ -64,14 +57,8 @@ def pooled_score(side: Mapping, *, n_boot: int = BOOTSTRAP, seed: int = 0) -> tu
     """``(mean, (lo, hi))`` of a probe's score over seeds (``side["correct"]`` ``[seed][sentence]``, ``"total"``
     ``[sentence]``): each seed's score ``100 * sum(correct) / sum(total)``, their mean, and the 95 % interval of
     the test sentences resampled within each seed, the seeds' replicates pooled
-    (:func:`helpers.core.bootstrap.pooled_replicates`)."""
-    correct, total = _seed_correct(side), np.asarray(side["total"], np.float64)
-    if not len(total):
-        return float("nan"), (float("nan"), float("nan"))
-    mean = float(np.mean(100.0 * correct.sum(1) / total.sum()))
-    reps = bootstrap.pooled_replicates(lambda s, c: 100.0 * bootstrap.ratio_replicates(correct[s], total, c),
-                                       [len(total)] * len(correct), n_boot=n_boot, seed=seed)
-    return mean, bootstrap.percentile_interval(reps)
+    (:func:`helpers.core.bootstrap.pooled_replicates`): :func:`pooled_gain` over a side with nothing correct."""
+    return pooled_gain(side, {**side, "correct": np.zeros_like(_seed_correct(side))}, n_boot=n_boot, seed=seed)
 
 
 def pooled_gain(a: Mapping, b: Mapping, *, n_boot: int = BOOTSTRAP, seed: int = 0) -> tuple[float, tuple[float, float]]:

@@ -163,24 +163,6 @@ def test_sentence_sink_shares_average_to_the_chapters_share():
     assert decoder["share"][0] == pytest.approx((a[..., 0] / a.sum(-1)).mean(), abs=1e-6)
 
 
-def test_sentence_uas_adds_up_to_the_probes_uas():
-    from helpers.probe.stats import ProbeData, uas
-
-    rng = np.random.default_rng(5)
-    lengths = [4, 1, 6]
-    heads = [rng.integers(0, n + 1, n) for n in lengths]
-    punct = [rng.random(n) < 0.3 for n in lengths]
-    punct[1][:] = True  # a sentence of punctuation alone: nothing counted
-    data = ProbeData([], heads, punct, [np.zeros((n, 0), np.float32) for n in lengths])
-    logits = [rng.normal(size=(n, n + 1)) for n in lengths]
-    correct, total = mr.sentence_uas(logits, data)
-    for k, n in enumerate(lengths):
-        keep = ~punct[k]
-        assert correct[k] == sum(int(logits[k][w].argmax() == heads[k][w]) for w in range(n) if keep[w])
-        assert total[k] == keep.sum()
-    assert 100 * correct.sum() / total.sum() == pytest.approx(uas(logits, data), abs=1e-12)
-
-
 def test_score_syntax_keeps_the_chosen_units_counts_per_sentence(toy_conllu):
     from helpers.core.bootstrap import counts, percentile_interval, ratio_replicates
 
