@@ -3,7 +3,8 @@
     python benchmarks/heads.py [--model NAME] [--corpus gum:test]
 
 Prints the bare forward pass with attentions over the corpus, extraction + word-level maps + scoring
-of every head, direction and relation (no cache), scoring alone (maps in memory), the command's own path cold
+of every head, direction and relation (no cache: on the one route, ``reduce_maps`` with ``HeadScorers``, each padded
+batch scored where the model's pass makes it), scoring alone (maps in memory, ``score_heads``), the command's own path cold
 (heads scored while the maps are extracted and cached) against extracting first and scoring the cached maps
 (left out with ``--skip-command-path``),
 and the speed-up of the vectorised scorer over a per-head, per-word Python loop (measured on a subset, scaled).
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from functools import partial
 
 import numpy as np
 
@@ -22,9 +24,10 @@ from helpers import encode_words, iter_attention, load_model, load_treebank
 from helpers.context import RunContext
 from helpers.core.extract import bucket, forward_attentions
 from helpers.pipeline.extraction import extract_treebank
+from helpers.pipeline.route import reduce_maps
 from helpers.reduce import stage_device
 from helpers.syntax.run import run_heads
-from helpers.syntax.stats import score_heads, word_layout
+from helpers.syntax.stats import HeadScorers, score_heads, word_layout
 
 
 def naive_score(pairs, sentences, *, causal: bool = False):
@@ -76,16 +79,15 @@ def main() -> None:
         forward_attentions(lm, g)
     t_bare = elapsed(lm, start)  # the passes, not only their launches on a GPU
 
-    start = time.perf_counter()
-    pairs = []
-
-    def kept():  # the maps, as they are made, also kept for the scoring alone below
-        for ex, attn in iter_attention(lm, batch, level="word"):
-            pairs.append((ex, attn))
-            yield ex, attn
-
-    score_heads(kept(), sentences, causal=lm.causal).table()
-    t_full = time.perf_counter() - start
+    # extraction + word-level maps + scoring as the package does it: on the one route, each padded batch of the
+    # model's word-level maps scored where it is made, nothing written to the (empty) cache
+    with tempfile.TemporaryDirectory() as empty:
+        start = time.perf_counter()
+        reduce_maps(lm, batch, partial(HeadScorers, (None,), lm.causal), level="word",
+                    ctx=RunContext(cache_dir=empty, progress=False),
+                    extras=lambda ex: (sentences[ex.index],)).result()[0].table()
+        t_full = elapsed(lm, start)
+    pairs = list(iter_attention(lm, batch, level="word"))  # the maps in memory, for the scoring alone below
 
     start = time.perf_counter()
     score_heads(pairs, sentences, causal=lm.causal).table()
