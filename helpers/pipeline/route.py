@@ -146,6 +146,7 @@ def reduce_shard(lm, job: ShardJob, payload: tuple):
     for batch in shard_batches(lm, job, number, shard):
         if acc is not None:
             acc.update(batch, [() if extras is None else extras[ex.index] for ex in batch.examples])
+        del batch  # its maps go before the next pass makes its own (else two batches' maps are alive at once)
     return acc
 
 
@@ -170,6 +171,7 @@ def shard_batches(lm, job: ShardJob, number: int, shard: list[Encoded]) -> Itera
         if path is not None:
             batch = _as_stored(batch, dtype, written)
         yield batch
+        del batch  # released before the next pass, as the consumer releases its own reference (reduce_shard)
     if path is not None:
         written.sort(key=lambda pair: pair[0].index)
         _write_shard(path, job.key, written)
@@ -202,3 +204,4 @@ def _stored_batches(lm, shard: list[Encoded], stored: dict[int, np.ndarray], job
             padded = padded.to(lm.device)
             yield (MapBatch(part, padded, lengths=sizes) if job.maps == "weights"
                    else MapBatch(part, None, padded, lengths=sizes))
+            del padded  # before the next batch is padded

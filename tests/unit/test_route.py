@@ -138,6 +138,42 @@ def test_maps_are_read_when_kept_and_written_only_when_kept(tiny_lm, tmp_path):
     assert not any((tmp_path / "both").rglob("shard-*.npz"))  # weights and norms together are never cached
 
 
+def test_one_batch_of_maps_alive_when_a_pass_starts(tiny_lm, tmp_path, monkeypatch):
+    """When a forward pass starts, the maps of every batch fed before it are gone, made and fed or also written (the
+    route's loops release each batch before asking for the next: a pass's own memory is not added to the last
+    batch's maps; chapter 9's encoder side held two batches of weights and norms, 0.3 GiB, issue 63's memory note)."""
+    import weakref
+
+    import helpers.core.map_batches as map_batches
+
+    fed, alive = [], []
+
+    class Held:
+        def update(self, batch, extras):
+            fed.extend(weakref.ref(m) for m in (batch.weights, batch.norms) if m is not None)
+
+        def merge(self, other):
+            return self
+
+        def result(self):
+            return None
+
+    def counting(real):
+        def forward(*args, **kwargs):
+            alive.append(sum(ref() is not None for ref in fed))
+            return real(*args, **kwargs)
+        return forward
+
+    for name in ("forward_attentions", "forward_weights_and_norms"):
+        monkeypatch.setattr(map_batches, name, counting(getattr(map_batches, name)))
+    batch = _segments(300, seed=6)
+    for case, kw in enumerate(({}, {"maps": "weights+norms"}, {"keep": True})):
+        fed.clear(), alive.clear()
+        reduce_maps(tiny_lm, batch, Held, ctx=RunContext(cache_dir=tmp_path / str(case)), **kw)
+        assert len(alive) > 2 and len(fed) >= len(alive)
+        assert alive == [0] * len(alive), (kw, alive)
+
+
 def test_word_level_maps_read_back_are_the_passes(tiny_lm, tmp_path):
     """Word-level maps written by one run and read by the next reach the accumulator in the same batches with the
     same values (their padding aside)."""
