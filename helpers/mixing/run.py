@@ -307,7 +307,8 @@ def score_probe(train: ProbeData, dev: ProbeData, test: ProbeData, *, seeds: Seq
         correct.append(sentence_correct(logits, test))
         dev_runs.append(max(info["dev_uas"]))
     names = test.names if len(test.names) == len(test) else list(range(len(test)))
-    items = [per_item(names, c, sentence_totals(test)) for c in correct]
+    totals = sentence_totals(test)  # the same words counted for every seed
+    items = [per_item(names, c, totals) for c in correct]
     per_sentence = {**items[0], "correct": [i["correct"] for i in items]}
     _, interval = pooled_score(per_sentence)
     return {"sentences": {"train": len(train), "dev": len(dev), "test": len(test)}, "seeds": list(seeds),
