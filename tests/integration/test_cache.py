@@ -107,24 +107,6 @@ def test_making_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch)
     assert alive_when_making == [0, 0, 0], "a written shard's maps were still in memory while the next was made"
 
 
-def test_shard_items_are_the_shards_maps_one_at_a_time(tiny_lm, batch, tmp_path):
-    """``shard_items`` gives each shard's maps as ``shard_maps`` does (the same values, converted), from a cached
-    store and from a streaming one; the streaming one never keeps its shard (nothing is loaded after it)."""
-    from helpers.pipeline.extraction import plan_extraction
-
-    cached = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
-    streaming = plan_extraction(tiny_lm, batch, level="word", cache=False, shard_size=3)
-    for store in (cached, streaming):
-        for number, shard in enumerate(store.shards):
-            got = dict((ex.index, a) for ex, a in store.shard_items(number, np.float16))
-            assert streaming._loaded is None
-            want = cached.shard_maps(number)
-            assert sorted(got) == sorted(ex.index for ex in shard)
-            for index, attn in got.items():
-                assert attn.dtype == np.float16
-                np.testing.assert_array_equal(attn, want[index].astype(np.float16))  # exact: the same float32 maps
-
-
 def test_settings_change_the_key(tiny_lm, batch, tmp_path):
     a = extract(tiny_lm, batch, level="word", cache_root=tmp_path, progress=False)
     b = extract(tiny_lm, batch, level="word", word_mode="first", cache_root=tmp_path, progress=False)

@@ -36,12 +36,18 @@ def same_scores(a, b) -> None:
     assert json.dumps(a.table()) == json.dumps(b.table())
 
 
+def shard_items(store, number):
+    """``(example, attn)`` of a cached store's shard ``number``, in the shard's order."""
+    maps = store.shard_maps(number)
+    return [(ex, maps[ex.index]) for ex in store.shards[number]]
+
+
 def shardwise(store, sentences, **kw):
     """The reference: a scorer per shard of ``store``, fed its maps in the store's order, merged in shard order."""
     parts = []
     for number in range(len(store.shards)):
         part = HeadScorer(**kw)
-        for batch in map_batches(store.shard_items(number), budget=1):  # one map a batch
+        for batch in map_batches(shard_items(store, number), budget=1):  # one map a batch
             part.update(batch, [(sentences[ex.index],) for ex in batch.examples])
         parts.append(part)
     return merge_all(parts, HeadScorer(**kw)).result()
@@ -97,7 +103,7 @@ def test_merged_in_another_order_the_relations_are_numbered_otherwise(tiny_lm, t
 
     def shard(number):
         part = HeadScorer()
-        for b in map_batches(store.shard_items(number)):
+        for b in map_batches(shard_items(store, number)):
             part.update(b, [(sentences[ex.index],) for ex in b.examples])
         return part
 
