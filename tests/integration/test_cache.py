@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import helpers.data.cache as cache_mod
+import helpers.pipeline.route as route
 from helpers.pipeline.extraction import extract
 from helpers.core.encoding import encode_words
 from helpers.core.extract import iter_attention
@@ -79,31 +80,30 @@ def test_reading_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch
     np.testing.assert_array_equal(last, store[store.shards[0][-1].index])  # the copy holds the same numbers
 
 
-class _Pairs(list):
-    """A list that can be weakly referenced (to see when a shard's maps are freed)."""
-
-
 def test_making_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch):
     """Extracting cold keeps one shard's maps at a time: the maps of a shard just written are freed before
     the next shard is made (holding them took the coreference chapter's whole-document windows over 3 GB)."""
     import gc
     import weakref
 
-    import helpers.pipeline.extraction as extraction
+    import helpers.pipeline.route as route
 
     made, alive_when_making = [], []
-    compute = extraction.compute_shard
+    make, write = route.iter_map_batches, route._write_shard
 
-    def tracked(*args, **kwargs):
+    def tracked_make(*args, **kwargs):  # a shard's passes start
         gc.collect()
         alive_when_making.append(sum(ref() is not None for ref in made))
-        pairs = _Pairs(compute(*args, **kwargs))
-        made.append(weakref.ref(pairs))
-        return pairs
+        return make(*args, **kwargs)
 
-    monkeypatch.setattr(extraction, "compute_shard", tracked)
+    def tracked_write(path, key, pairs, *args, **kwargs):  # a shard's maps, as written
+        made.extend(weakref.ref(attn) for _, attn in pairs)
+        return write(path, key, pairs, *args, **kwargs)
+
+    monkeypatch.setattr(route, "iter_map_batches", tracked_make)
+    monkeypatch.setattr(route, "_write_shard", tracked_write)
     extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
-    assert len(alive_when_making) == 3
+    assert len(alive_when_making) == 3 and len(made) == len(batch.examples)
     assert alive_when_making == [0, 0, 0], "a written shard's maps were still in memory while the next was made"
 
 
@@ -136,7 +136,7 @@ def test_damaged_shard_is_recomputed(tiny_lm, batch, tmp_path, damage):
 
 def test_interrupted_run_resumes(tiny_lm, batch, tmp_path, monkeypatch):
     calls = {"n": 0}
-    real = cache_mod.iter_attention
+    real = route.iter_map_batches  # a shard's passes (the route's shard task: extract's too)
 
     def failing(*args, **kwargs):
         calls["n"] += 1
@@ -144,10 +144,10 @@ def test_interrupted_run_resumes(tiny_lm, batch, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cache_mod, "iter_attention", failing)
+    monkeypatch.setattr(route, "iter_map_batches", failing)
     with pytest.raises(KeyboardInterrupt):
         extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
-    monkeypatch.setattr(cache_mod, "iter_attention", real)
+    monkeypatch.setattr(route, "iter_map_batches", real)
     resumed = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
     assert resumed.stats["shards_reused"] == 1 and resumed.stats["shards_computed"] == 2
     assert not list(resumed.directory.glob("*.tmp"))
