@@ -84,7 +84,7 @@ def cache_key(
         "shard_size": shard_size,
     }
     if maps != "weights":  # weight maps keep the keys they always had
-        from helpers.core.norm_maps import iter_norm_maps
+        from helpers.core.map_batches import iter_norm_maps
         from helpers.digest import code_digest
 
         settings["maps"] = {"kind": maps, "code": code_digest(iter_norm_maps)}  # the norm maps' definition
@@ -189,11 +189,11 @@ class AttentionStore:
 
 
 def _map_iterator(maps: str):
-    """``iter_attention`` for weight maps, :func:`helpers.core.norm_maps.iter_norm_maps` for norm maps."""
+    """``iter_attention`` for weight maps, :func:`helpers.core.map_batches.iter_norm_maps` for norm maps."""
     if maps not in MAPS:
         raise ValueError(f"maps {maps!r}: choose one of {', '.join(MAPS)}")
     if maps == "norms":
-        from helpers.core.norm_maps import iter_norm_maps
+        from helpers.core.map_batches import iter_norm_maps
 
         return iter_norm_maps
     return iter_attention

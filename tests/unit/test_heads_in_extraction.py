@@ -117,7 +117,7 @@ def test_norm_maps_scored_on_the_route_equal_the_streamed_stores(tiny_lm, toy_co
     on the model's device), the scores of the streaming store's norm maps read shard by shard; with ``keep_maps``
     the norm maps are written, and a warm run reads them, with the same scores."""
     from helpers.core.map_batches import iter_map_batches
-    from helpers.core.norm_maps import iter_norm_maps
+    from helpers.core.map_batches import iter_norm_maps
     from helpers.data.cache import cache_usage
     from helpers.norms.run import run_table1_norms
 
