@@ -14,7 +14,7 @@ token masks ...), computed here, in the driver; the route imports no section. To
 one accumulator (``update(batch, extras)``, ``merge(other)``, ``result()``) in the section's ``stats.py`` and name it
 in the section's run: ``reduce_maps(lm, batch, MyAccumulator).result()``.
 
-The per-shard function (:func:`~helpers.pipeline.extraction.reduce_shard`, with which ``extract`` writes shards too)
+The per-shard function (:func:`~helpers.pipeline.shards.reduce_shard`, with which ``extract`` writes shards too)
 is the same in this process and on a Dask worker (:func:`helpers.pipeline.engine.map_tasks`, the one task runner),
 and the passes, so the maps and the order in which an accumulator sees them, are the same whether a shard is read or
 made: the results are identical either way.
@@ -31,14 +31,8 @@ from helpers.core.encoding import Encoded, EncodedBatch
 from helpers.core.extract import bucket
 from helpers.data.cache import AttentionStore, cache_key
 from helpers.pipeline.engine import map_tasks
-from helpers.pipeline.extraction import (
-    SHARD_SIZE,
-    ShardJob,
-    finish_extraction,
-    is_extracted,
-    plan_extraction,
-    reduce_shard,
-)
+from helpers.pipeline.extraction import SHARD_SIZE, finish_extraction, is_extracted, plan_extraction
+from helpers.pipeline.shards import ShardJob, reduce_shard
 from helpers.reduce import merge_all
 
 MAPS: tuple[str, ...] = ("weights", "norms", "weights+norms")  # what a batch holds; the cache keeps weights or norms

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import helpers.data.cache as cache_mod
-import helpers.pipeline.extraction as extraction
+import helpers.pipeline.shards as shards
 from helpers.pipeline.extraction import extract
 from helpers.core.encoding import encode_words
 from helpers.core.extract import iter_attention
@@ -87,7 +87,7 @@ def test_making_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch)
     import weakref
 
     made, alive_when_making = [], []
-    make, write = extraction.iter_map_batches, extraction._write_shard
+    make, write = shards.iter_map_batches, shards._write_shard
 
     def tracked_make(*args, **kwargs):  # a shard's passes start
         gc.collect()
@@ -98,8 +98,8 @@ def test_making_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch)
         made.extend(weakref.ref(attn) for _, attn in pairs)
         return write(path, key, pairs, *args, **kwargs)
 
-    monkeypatch.setattr(extraction, "iter_map_batches", tracked_make)
-    monkeypatch.setattr(extraction, "_write_shard", tracked_write)
+    monkeypatch.setattr(shards, "iter_map_batches", tracked_make)
+    monkeypatch.setattr(shards, "_write_shard", tracked_write)
     extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
     assert len(alive_when_making) == 3 and len(made) == len(batch.examples)
     assert alive_when_making == [0, 0, 0], "a written shard's maps were still in memory while the next was made"
@@ -134,7 +134,7 @@ def test_damaged_shard_is_recomputed(tiny_lm, batch, tmp_path, damage):
 
 def test_interrupted_run_resumes(tiny_lm, batch, tmp_path, monkeypatch):
     calls = {"n": 0}
-    real = extraction.iter_map_batches  # a shard's passes (the shard task, extract's and the route's)
+    real = shards.iter_map_batches  # a shard's passes (the shard task, extract's and the route's)
 
     def failing(*args, **kwargs):
         calls["n"] += 1
@@ -142,10 +142,10 @@ def test_interrupted_run_resumes(tiny_lm, batch, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(extraction, "iter_map_batches", failing)
+    monkeypatch.setattr(shards, "iter_map_batches", failing)
     with pytest.raises(KeyboardInterrupt):
         extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
-    monkeypatch.setattr(extraction, "iter_map_batches", real)
+    monkeypatch.setattr(shards, "iter_map_batches", real)
     resumed = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
     assert resumed.stats["shards_reused"] == 1 and resumed.stats["shards_computed"] == 2
     assert not list(resumed.directory.glob("*.tmp"))
