@@ -35,7 +35,8 @@ import numpy as np
 
 from helpers.context import cache_folder, refresh_requested
 from helpers.core.encoding import Encoded, EncodedBatch
-from helpers.core.extract import Level, convert, iter_attention
+from helpers.core.extract import Level, convert
+from helpers.core.map_batches import iter_map_batches, iter_norm_maps
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode
 from helpers.data.files import (
@@ -84,7 +85,6 @@ def cache_key(
         "shard_size": shard_size,
     }
     if maps != "weights":  # weight maps keep the keys they always had
-        from helpers.core.map_batches import iter_norm_maps
         from helpers.digest import code_digest
 
         settings["maps"] = {"kind": maps, "code": code_digest(iter_norm_maps)}  # the norm maps' definition
@@ -143,9 +143,9 @@ class AttentionStore:
             return self._loaded[1]
         self._loaded = None  # one shard in memory at a time: the old one goes before the next is read
         if self.directory is None:
-            maps = {ex.index: a for ex, a in _map_iterator(self.maps)(
-                self._lm, self.shards[number], level=self.level, word_mode=self.word_mode,
-                batch_size=self.stats.get("batch_size", 32))}
+            passes = iter_map_batches(self._lm, self.shards[number], batch_size=self.stats.get("batch_size", 32),
+                                      maps=self.maps, level=self.level, word_mode=self.word_mode)
+            maps = {ex.index: convert(a, np.float32) for part in passes for ex, a in part.items()}
         else:
             maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads, maps=self.maps)
         self._loaded = (number, maps)
@@ -186,17 +186,6 @@ class AttentionStore:
         if index in self.batch.skipped:
             raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
         raise KeyError(f"no example with index {index}")
-
-
-def _map_iterator(maps: str):
-    """``iter_attention`` for weight maps, :func:`helpers.core.map_batches.iter_norm_maps` for norm maps."""
-    if maps not in MAPS:
-        raise ValueError(f"maps {maps!r}: choose one of {', '.join(MAPS)}")
-    if maps == "norms":
-        from helpers.core.map_batches import iter_norm_maps
-
-        return iter_norm_maps
-    return iter_attention
 
 
 # Rows of attention weights sum to 1 in exact arithmetic; stored float32 rows (softmax in float32, word rows

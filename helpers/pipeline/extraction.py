@@ -24,7 +24,6 @@ from helpers.data import cache as store_format
 from helpers.data.cache import (
     FORMAT_VERSION,
     AttentionStore,
-    _map_iterator,
     _read_shard,
     cache_key,
     write_cache_json,
@@ -101,7 +100,8 @@ def plan_extraction(
         sorted(group, key=lambda e: e.index)
         for group in bucket(batch.examples, batch_size=shard_size)
     ]
-    _map_iterator(maps)  # an unknown kind is refused here
+    if maps not in store_format.MAPS:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(store_format.MAPS)}")
     store = AttentionStore(batch, None, shards, lm.n_layers, lm.n_heads, level, word_mode,
                            stats={"batch_size": batch_size}, maps=maps, _lm=lm)
     if not cache:
