@@ -133,15 +133,12 @@ class ProbeData:
         return maps + (self.vectors.nbytes if isinstance(self.vectors, SpilledRows) else
                        sum(v.nbytes for v in self.vectors))
 
-    def batches(self, size: int, *, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
-        """Sentence indices grouped by length (little padding) within each of ``groups``, optionally in a
-        seeded random order."""
+    def batches(self, size: int) -> list[list[int]]:
+        """Sentence indices grouped by length (little padding) within each of ``groups``."""
         out = []
         for group in (self.groups if self.groups is not None else [range(len(self))]):
             order = sorted(group, key=lambda i: (len(self.heads[i]), i))
             out.extend(order[i : i + size] for i in range(0, len(order), size))
-        if shuffle:
-            np.random.default_rng(seed).shuffle(out)
         return out
 
 
