@@ -73,13 +73,6 @@ def refresh_requested() -> bool:
     return ctx is not None and ctx.refresh
 
 
-def keep_maps_requested() -> bool:
-    """Whether maps that only one pass reads are written to the cache and kept too: the ``keep_maps`` of the
-    context in force, else ``$BERT_ATTENTION_KEEP_MAPS`` (``--keep-maps``)."""
-    ctx = current()
-    return config.keep_maps() if ctx is None else ctx.keep_maps
-
-
 def _in_force(field: str):
     """The active context's ``field``, ``None`` when there is none or it leaves the field unset."""
     ctx = current()

@@ -126,13 +126,6 @@ def expanded(model: nn.Module, from_layer: int, repeats: torch.Tensor) -> Iterat
             h.remove()
 
 
-def staggered_rows(n: int, starts) -> list[int]:
-    """How many rows each layer of a :func:`staggered` pass runs (``[layer]``: ``n`` plus ``n`` for each copy started
-    at or before it); ``starts`` are the copies' first layers, not decreasing."""
-    starts = list(starts)
-    return [n * (1 + sum(1 for s in starts if s <= layer)) for layer in range(max([*starts, 0]) + 1)]
-
-
 @contextmanager
 def staggered(model: nn.Module, n: int, starts) -> Iterator[None]:
     """A pass whose batch grows: its ``n`` rows (the trunk) run every layer, and copy ``k`` of them joins at the input

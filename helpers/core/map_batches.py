@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
+import numpy as np
+
 from helpers.core.encoding import Encoded, EncodedBatch
-from helpers.core.extract import Level, MapBatch, bucket, forward_attentions, forward_parts, padded_word_maps
+from helpers.core.extract import LEVELS, Level, MapBatch, bucket, convert, forward_attentions, forward_parts, padded_word_maps
 from helpers.core.models import LoadedModel
 from helpers.core.norm_maps import forward_weights_and_norms
 from helpers.core.wordlevel import WordMode
@@ -49,3 +51,20 @@ def iter_map_batches(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *
                 raise ValueError(f"maps {maps!r}: batches hold 'weights' or 'weights+norms'")
             yield MapBatch(part, attn, norms)
             del attn, norms
+
+
+def iter_norm_maps(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, level: Level = "token",
+                   word_mode: WordMode = "mean", batch_size: int = 32, progress: bool = False,
+                   dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
+    """Stream ``(example, norms [layer, head, n, n])``, like :func:`helpers.core.extract.iter_attention`: the norm
+    maps of the passes of :func:`iter_map_batches` (word level as ``R N S``), one example at a time."""
+    from tqdm.auto import tqdm
+
+    if level not in LEVELS:
+        raise ValueError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
+    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
+    with tqdm(total=len(examples), desc=f"{level}-level norms", unit="ex", disable=not progress) as bar:
+        for part in iter_map_batches(lm, examples, batch_size=batch_size, maps="norms", level=level, word_mode=word_mode):
+            for ex, norms in part.items():
+                yield ex, convert(norms, dtype)
+            bar.update(len(part))

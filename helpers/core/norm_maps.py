@@ -7,13 +7,12 @@ except under grouped-query attention, where ``g = h // (heads // kv_heads)``:
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Sequence
 
-import numpy as np
 import torch
 
-from helpers.core.encoding import Encoded, EncodedBatch
-from helpers.core.extract import LEVELS, Level, at_least_float32, bucket, convert, forward_parts, model_inputs
+from helpers.core.encoding import Encoded
+from helpers.core.extract import at_least_float32, model_inputs
 from helpers.core.internals import (
     attention_parts,
     capture,
@@ -22,7 +21,6 @@ from helpers.core.internals import (
 )
 from helpers.core.errors import no_attention
 from helpers.core.models import LoadedModel
-from helpers.core.wordlevel import WordMode, batched_matrices, word_level_batch
 
 
 # ------------------------------------------------------------------------------ the maps
@@ -69,33 +67,3 @@ def forward_weights_and_norms(lm: LoadedModel, examples: Sequence[Encoded]) -> t
     attn = torch.stack(out.attentions, dim=1).float()  # [batch, layer, head, query, key]: the maps are float32
     fnorm = torch.stack([key_norms[l] for l in range(lm.n_layers)], dim=1).float()  # [batch, layer, head, key]
     return attn, attn * fnorm[:, :, :, None, :]
-
-
-def batch_norm_maps(lm: LoadedModel, examples: Sequence[Encoded], *, level: Level = "token",
-                    word_mode: WordMode = "mean") -> list[torch.Tensor]:
-    """Per-example norm maps ``[layer, head, n, n]`` (float32) for one batch; word level as ``R N S``."""
-    if level not in LEVELS:
-        raise ValueError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
-    _, norms = forward_weights_and_norms(lm, examples)
-    if level == "token":
-        return [norms[b, :, :, : len(ex), : len(ex)] for b, ex in enumerate(examples)]
-    if any(ex.word_of_token is None for ex in examples):
-        raise ValueError("word-level maps need pre-split words (encode with encode_words)")
-    R, S = batched_matrices([ex.word_of_token for ex in examples], norms.shape[-1], mode=word_mode, device=norms.device)
-    words = word_level_batch(norms, R, S)
-    return [words[b, :, :, : ex.n_positions, : ex.n_positions] for b, ex in enumerate(examples)]
-
-
-def iter_norm_maps(lm: LoadedModel, batch: EncodedBatch | Sequence[Encoded], *, level: Level = "token",
-                   word_mode: WordMode = "mean", batch_size: int = 32, progress: bool = False,
-                   dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
-    """Stream ``(example, norms [layer, head, n, n])``, like :func:`helpers.core.extract.iter_attention`."""
-    from tqdm.auto import tqdm
-
-    examples = batch.examples if isinstance(batch, EncodedBatch) else list(batch)
-    with tqdm(total=len(examples), desc=f"{level}-level norms", unit="ex", disable=not progress) as bar:
-        for group in bucket(examples, batch_size=batch_size):
-            for part in forward_parts(lm, group):
-                for ex, norms in zip(part, batch_norm_maps(lm, part, level=level, word_mode=word_mode)):
-                    yield ex, convert(norms, dtype)
-                bar.update(len(part))

@@ -30,9 +30,7 @@ WordMode = Literal["mean", "first"]
 WORD_MODES: tuple[str, ...] = ("mean", "first")
 
 
-def conversion_matrices(
-    word_of_token: np.ndarray, *, mode: WordMode = "mean", n_positions: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def conversion_matrices(word_of_token: np.ndarray, *, mode: WordMode = "mean") -> tuple[np.ndarray, np.ndarray]:
     """``(R [word, token], S [token, word])`` for one example.
 
     ``word_of_token[t]`` is token ``t``'s word position (see :mod:`helpers.core.encoding`).
@@ -41,7 +39,7 @@ def conversion_matrices(
         raise ValueError(f"word mode {mode!r}: choose one of {', '.join(WORD_MODES)}")
     word_of_token = np.asarray(word_of_token)
     n_tok = word_of_token.shape[0]
-    n_words = int(word_of_token.max()) + 1 if n_positions is None else n_positions
+    n_words = int(word_of_token.max()) + 1
     S = np.zeros((n_tok, n_words), dtype=np.float32)
     S[np.arange(n_tok), word_of_token] = 1.0
     if mode == "mean":

@@ -35,7 +35,8 @@ import numpy as np
 
 from helpers.context import cache_folder, refresh_requested
 from helpers.core.encoding import Encoded, EncodedBatch
-from helpers.core.extract import Level, convert, iter_attention
+from helpers.core.extract import Level, convert
+from helpers.core.map_batches import iter_map_batches, iter_norm_maps
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode
 from helpers.data.files import (
@@ -84,7 +85,6 @@ def cache_key(
         "shard_size": shard_size,
     }
     if maps != "weights":  # weight maps keep the keys they always had
-        from helpers.core.norm_maps import iter_norm_maps
         from helpers.digest import code_digest
 
         settings["maps"] = {"kind": maps, "code": code_digest(iter_norm_maps)}  # the norm maps' definition
@@ -143,30 +143,13 @@ class AttentionStore:
             return self._loaded[1]
         self._loaded = None  # one shard in memory at a time: the old one goes before the next is read
         if self.directory is None:
-            maps = {ex.index: a for ex, a in self._made(number)}
+            passes = iter_map_batches(self._lm, self.shards[number], batch_size=self.stats.get("batch_size", 32),
+                                      maps=self.maps, level=self.level, word_mode=self.word_mode)
+            maps = {ex.index: convert(a, np.float32) for part in passes for ex, a in part.items()}
         else:
             maps = _read_shard(self.directory / f"shard-{number:05d}.npz", self.n_layers, self.n_heads, maps=self.maps)
         self._loaded = (number, maps)
         return maps
-
-    def _made(self, number: int) -> Iterator[tuple[Encoded, np.ndarray]]:
-        """A streaming store's shard ``number``: ``(example, attn)`` as the model's passes make them (float32)."""
-        return _map_iterator(self.maps)(self._lm, self.shards[number], level=self.level, word_mode=self.word_mode,
-                                        batch_size=self.stats.get("batch_size", 32))
-
-    def shard_items(self, number: int, dtype=np.float32) -> Iterator[tuple[Encoded, np.ndarray]]:
-        """``(example, attn)`` of shard ``number`` with maps as ``dtype``, one at a time: a streaming store's
-        (``directory`` ``None``, nothing cached) as the model's pass makes them, so the shard is never in memory
-        at float32 (a 30 x 9 decoder's longest shard of GUM train is about a gigabyte); a cached one's from its
-        file (kept until another shard is read or :meth:`release`). Either way the maps are those of
-        :meth:`shard_maps`, in the order the shard's passes make them (by length), not the shard's order."""
-        if self.directory is None and (self._loaded is None or self._loaded[0] != number):
-            for ex, attn in self._made(number):
-                yield ex, convert(attn, dtype)
-            return
-        maps = self.shard_maps(number)
-        for ex in self.shards[number]:
-            yield ex, convert(maps[ex.index], dtype)
 
     def release(self) -> None:
         """Forget the shard kept by :meth:`shard_maps` or indexing (its memory goes once the caller's
@@ -203,17 +186,6 @@ class AttentionStore:
         if index in self.batch.skipped:
             raise KeyError(f"example {index} was skipped: longer than {self.batch.max_length} tokens")
         raise KeyError(f"no example with index {index}")
-
-
-def _map_iterator(maps: str):
-    """``iter_attention`` for weight maps, :func:`helpers.core.norm_maps.iter_norm_maps` for norm maps."""
-    if maps not in MAPS:
-        raise ValueError(f"maps {maps!r}: choose one of {', '.join(MAPS)}")
-    if maps == "norms":
-        from helpers.core.norm_maps import iter_norm_maps
-
-        return iter_norm_maps
-    return iter_attention
 
 
 # Rows of attention weights sum to 1 in exact arithmetic; stored float32 rows (softmax in float32, word rows

@@ -1,5 +1,6 @@
 """Extraction of a corpus into the cache: plan the shards, compute the missing ones (here or on the
-distributed engine), and stream the maps back (:class:`~helpers.data.cache.AttentionStore`).
+distributed engine: the one route's shard task, :func:`helpers.pipeline.shards.reduce_shard`), and stream the maps
+back (:class:`~helpers.data.cache.AttentionStore`).
 
 >>> store = extract(lm, batch, level="word")          # cached on disk, keyed by model, data and settings  # doctest: +SKIP
 >>> sentences, store = extract_treebank(lm, "gum:test")                                                # doctest: +SKIP
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.context import cache_folder
-from helpers.core.encoding import MAX_LENGTH, Encoded, EncodedBatch
+from helpers.core.encoding import MAX_LENGTH, EncodedBatch
 from helpers.core.extract import Level, bucket
 from helpers.core.models import LoadedModel
 from helpers.core.wordlevel import WordMode
@@ -23,9 +24,7 @@ from helpers.data import cache as store_format
 from helpers.data.cache import (
     FORMAT_VERSION,
     AttentionStore,
-    _map_iterator,
     _read_shard,
-    _write_shard,
     cache_key,
     write_cache_json,
 )
@@ -36,8 +35,8 @@ from helpers.data.files import remove_stale_tmp, require_writable
 class ExtractionPlan:
     """What :func:`extract` found before computing: the store, its key and folder, and the shards to do.
 
-    Shared by the local loop in :func:`extract` and the distributed engine (:mod:`helpers.pipeline.engine`),
-    which computes ``todo`` on its workers and then calls :func:`finish_extraction`.
+    Shared by :func:`extract` and the one route (:mod:`helpers.pipeline.route`), whose shard task makes and writes
+    ``todo`` (here, or on Dask workers) before :func:`finish_extraction`.
     """
 
     store: AttentionStore
@@ -101,7 +100,8 @@ def plan_extraction(
         sorted(group, key=lambda e: e.index)
         for group in bucket(batch.examples, batch_size=shard_size)
     ]
-    _map_iterator(maps)  # an unknown kind is refused here
+    if maps not in store_format.MAPS:
+        raise ValueError(f"maps {maps!r}: choose one of {', '.join(store_format.MAPS)}")
     store = AttentionStore(batch, None, shards, lm.n_layers, lm.n_heads, level, word_mode,
                            stats={"batch_size": batch_size}, maps=maps, _lm=lm)
     if not cache:
@@ -154,16 +154,6 @@ def is_extracted(key: str, cache_root: str | os.PathLike | None = None) -> bool:
     return isinstance(meta, dict) and meta.get("key") == key and bool(meta.get("complete"))
 
 
-def compute_shard(lm: LoadedModel, plan_key: str, path: Path, shard: list[Encoded], *, level: Level,
-                  word_mode: WordMode, batch_size: int, maps: str = "weights") -> list[tuple[Encoded, np.ndarray]]:
-    """Extract one shard's maps (:data:`SHARD_DTYPE`, by example index) and write them atomically to ``path``."""
-    pairs = list(_map_iterator(maps)(lm, shard, level=level, word_mode=word_mode,
-                                     batch_size=batch_size, progress=False, dtype=store_format.SHARD_DTYPE))
-    pairs.sort(key=lambda p: p[0].index)
-    _write_shard(path, plan_key, pairs)
-    return pairs
-
-
 def finish_extraction(plan: ExtractionPlan, computed: int) -> AttentionStore:
     """Check every shard is on disk, mark ``meta.json`` complete and fill the store's counts."""
     store, shards = plan.store, plan.store.shards
@@ -201,35 +191,26 @@ def extract(
     ``maps="norms"`` stores norm-based maps ``||alpha_ij f(x_j)||`` (:mod:`helpers.norms.stats`) instead of weights.
     With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
     """
-    from tqdm.auto import tqdm
+    from helpers.pipeline.engine import map_tasks
+    from helpers.pipeline.shards import ShardJob, reduce_shard
 
     plan = plan_extraction(lm, batch, level=level, word_mode=word_mode, cache=cache, cache_root=cache_root,
                            source_digest=source_digest, batch_size=batch_size, shard_size=shard_size, maps=maps)
     if isinstance(plan, AttentionStore):
         return plan
     shards = plan.store.shards
-
-    def compute(numbers: list[int]) -> None:
-        plan.mark_incomplete()
-        bar = tqdm(total=sum(len(shards[k]) for k in numbers), desc=f"{level}-level {'attention' if maps == 'weights' else maps}",
-                   unit="ex", disable=not progress)
-        try:
-            for number in numbers:
-                # the shard's maps are dropped as soon as it is written: held while the next shard was made,
-                # two shards of whole-document windows took the coreference chapter over 3 GB
-                made = compute_shard(lm, plan.key, plan.shard_path(number), shards[number], level=level,
-                                     word_mode=word_mode, batch_size=batch_size, maps=maps)
-                bar.update(len(made))
-                del made
-        finally:
-            bar.close()
-
+    job = ShardJob(level, word_mode, maps, batch_size, None, plan.key, str(plan.directory))  # made and written only
     computed = 0
     missing = plan.todo
     for _ in range(3):  # shards deleted while this run wrote others (the cache was cleared) are redone
         if not missing:
             break
-        compute(missing)
+        plan.mark_incomplete()
+        # the route's shard task, one shard at a time: its maps are dropped as soon as it is written (held while the
+        # next shard was made, two shards of whole-document windows took the coreference chapter over 3 GB)
+        map_tasks(lm, execution=None, task=reduce_shard, shared=job, payloads=[(k, shards[k], None) for k in missing],
+                  desc=f"{level}-level {'attention' if maps == 'weights' else maps}", progress=progress,
+                  sizes=[len(shards[k]) for k in missing], name="shard")
         computed += len(missing)
         missing = [k for k in range(len(shards)) if not plan.shard_path(k).is_file()]
     return finish_extraction(plan, computed)

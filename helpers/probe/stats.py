@@ -133,15 +133,12 @@ class ProbeData:
         return maps + (self.vectors.nbytes if isinstance(self.vectors, SpilledRows) else
                        sum(v.nbytes for v in self.vectors))
 
-    def batches(self, size: int, *, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
-        """Sentence indices grouped by length (little padding) within each of ``groups``, optionally in a
-        seeded random order."""
+    def batches(self, size: int) -> list[list[int]]:
+        """Sentence indices grouped by length (little padding) within each of ``groups``."""
         out = []
         for group in (self.groups if self.groups is not None else [range(len(self))]):
             order = sorted(group, key=lambda i: (len(self.heads[i]), i))
             out.extend(order[i : i + size] for i in range(0, len(order), size))
-        if shuffle:
-            np.random.default_rng(seed).shuffle(out)
         return out
 
 
@@ -488,13 +485,6 @@ class AttentionProbe(nn.Module):
         return logits.masked_fill(~batch.cand_mask, -1e9)
 
 
-def one_thread():
-    """Torch's intra-op threads set to one inside (restored after): the per-sentence tensors of
-    Distances + words are too small to split, and when another process holds a core, threads that wait
-    for each other at every operation made an epoch 15 times slower (measured on a 2-core machine)."""
-    return torch_threads(1)
-
-
 _DISTANCE_FEATURES: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
 
 
@@ -537,7 +527,9 @@ class PairTanhLoss(torch.autograd.Function):
         grads = [torch.zeros_like(x) for x in (dep, cand, dist_weight, w, bias)]
         total = torch.zeros((), dtype=dep.dtype, device=dep.device)
         n_sentences = len(heads)
-        with one_thread():
+        # one intra-op thread: the per-sentence tensors are too small to split, and when another process holds a
+        # core, threads that wait for each other at every operation made an epoch 15 times slower (2-core machine)
+        with torch_threads(1):
             PairTanhLoss._sentences(dep, cand, dist_weight, w, bias, heads, grads, total)
         ctx.grads = grads
         return total / n_sentences
@@ -628,7 +620,7 @@ class DistanceProbe(nn.Module):
         dep, cand, lengths = self._parts(batch, misaligned)
         n = batch.heads.shape[1]
         w = self.out.weight[0]
-        with one_thread():
+        with torch_threads(1):  # per-sentence tensors: one intra-op thread (see PairTanhLoss.forward)
             rows = [nn.functional.pad(_pair_hidden(dep[k, :m], cand[k, : m + 1], self.dist.weight) @ w, (0, n - m, 0, n - m))
                     for k, m in enumerate(lengths)]
         logits = torch.stack(rows) + self.out.bias

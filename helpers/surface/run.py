@@ -11,7 +11,6 @@ everything it imports).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import helpers.data.cache as cache_mod
+import helpers.pipeline.shards as shards
 from helpers.pipeline.extraction import extract
 from helpers.core.encoding import encode_words
 from helpers.core.extract import iter_attention
@@ -79,50 +80,29 @@ def test_reading_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch
     np.testing.assert_array_equal(last, store[store.shards[0][-1].index])  # the copy holds the same numbers
 
 
-class _Pairs(list):
-    """A list that can be weakly referenced (to see when a shard's maps are freed)."""
-
-
 def test_making_holds_one_shard_at_a_time(tiny_lm, batch, tmp_path, monkeypatch):
     """Extracting cold keeps one shard's maps at a time: the maps of a shard just written are freed before
     the next shard is made (holding them took the coreference chapter's whole-document windows over 3 GB)."""
     import gc
     import weakref
 
-    import helpers.pipeline.extraction as extraction
-
     made, alive_when_making = [], []
-    compute = extraction.compute_shard
+    make, write = shards.iter_map_batches, shards._write_shard
 
-    def tracked(*args, **kwargs):
+    def tracked_make(*args, **kwargs):  # a shard's passes start
         gc.collect()
         alive_when_making.append(sum(ref() is not None for ref in made))
-        pairs = _Pairs(compute(*args, **kwargs))
-        made.append(weakref.ref(pairs))
-        return pairs
+        return make(*args, **kwargs)
 
-    monkeypatch.setattr(extraction, "compute_shard", tracked)
+    def tracked_write(path, key, pairs, *args, **kwargs):  # a shard's maps, as written
+        made.extend(weakref.ref(attn) for _, attn in pairs)
+        return write(path, key, pairs, *args, **kwargs)
+
+    monkeypatch.setattr(shards, "iter_map_batches", tracked_make)
+    monkeypatch.setattr(shards, "_write_shard", tracked_write)
     extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
-    assert len(alive_when_making) == 3
+    assert len(alive_when_making) == 3 and len(made) == len(batch.examples)
     assert alive_when_making == [0, 0, 0], "a written shard's maps were still in memory while the next was made"
-
-
-def test_shard_items_are_the_shards_maps_one_at_a_time(tiny_lm, batch, tmp_path):
-    """``shard_items`` gives each shard's maps as ``shard_maps`` does (the same values, converted), from a cached
-    store and from a streaming one; the streaming one never keeps its shard (nothing is loaded after it)."""
-    from helpers.pipeline.extraction import plan_extraction
-
-    cached = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
-    streaming = plan_extraction(tiny_lm, batch, level="word", cache=False, shard_size=3)
-    for store in (cached, streaming):
-        for number, shard in enumerate(store.shards):
-            got = dict((ex.index, a) for ex, a in store.shard_items(number, np.float16))
-            assert streaming._loaded is None
-            want = cached.shard_maps(number)
-            assert sorted(got) == sorted(ex.index for ex in shard)
-            for index, attn in got.items():
-                assert attn.dtype == np.float16
-                np.testing.assert_array_equal(attn, want[index].astype(np.float16))  # exact: the same float32 maps
 
 
 def test_settings_change_the_key(tiny_lm, batch, tmp_path):
@@ -154,7 +134,7 @@ def test_damaged_shard_is_recomputed(tiny_lm, batch, tmp_path, damage):
 
 def test_interrupted_run_resumes(tiny_lm, batch, tmp_path, monkeypatch):
     calls = {"n": 0}
-    real = cache_mod.iter_attention
+    real = shards.iter_map_batches  # a shard's passes (the shard task, extract's and the route's)
 
     def failing(*args, **kwargs):
         calls["n"] += 1
@@ -162,10 +142,10 @@ def test_interrupted_run_resumes(tiny_lm, batch, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cache_mod, "iter_attention", failing)
+    monkeypatch.setattr(shards, "iter_map_batches", failing)
     with pytest.raises(KeyboardInterrupt):
         extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
-    monkeypatch.setattr(cache_mod, "iter_attention", real)
+    monkeypatch.setattr(shards, "iter_map_batches", real)
     resumed = extract(tiny_lm, batch, level="word", cache_root=tmp_path, shard_size=3, progress=False)
     assert resumed.stats["shards_reused"] == 1 and resumed.stats["shards_computed"] == 2
     assert not list(resumed.directory.glob("*.tmp"))

@@ -368,7 +368,9 @@ def test_cache_deleted_during_a_run_is_completed(tiny_lm, batch, tmp_path, monke
 
     reference = {ex.index: a for ex, a in extract(tiny_lm, batch, cache_root=tmp_path / "ref", shard_size=2,
                                                   progress=False)}
-    real, calls = cache_mod.iter_attention, {"n": 0}
+    import helpers.pipeline.shards as shards
+
+    real, calls = shards.iter_map_batches, {"n": 0}  # a shard's passes (the shard task, extract's and the route's)
 
     def clearing(*args, **kwargs):
         calls["n"] += 1
@@ -376,7 +378,7 @@ def test_cache_deleted_during_a_run_is_completed(tiny_lm, batch, tmp_path, monke
             shutil.rmtree(tmp_path / "c")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cache_mod, "iter_attention", clearing)
+    monkeypatch.setattr(shards, "iter_map_batches", clearing)
     store = extract(tiny_lm, batch, cache_root=tmp_path / "c", shard_size=2, progress=False)
     meta = json.loads((store.directory / "meta.json").read_text())
     assert meta["complete"] and all((store.directory / f"shard-{k:05d}.npz").is_file() for k in range(meta["shards"]))

@@ -213,7 +213,7 @@ def test_coreference_predictions_are_kept_and_the_maps_only_on_request(tiny_lm, 
     predictions without running the model, and equals a run over cached maps (keep_maps); an example the
     chapter draws runs the model again on its shard and is the one the cached maps give."""
     import helpers.coref.run as coref_run
-    import helpers.core.extract as extract_module
+    import helpers.pipeline.shards as shards_module
     from helpers.data.cache import cache_usage
 
     kw = dict(setting="windows", max_length=10)
@@ -229,7 +229,7 @@ def test_coreference_predictions_are_kept_and_the_maps_only_on_request(tiny_lm, 
         raise AssertionError("the model ran: the cached predictions were not read")
 
     with monkeypatch.context() as patch:
-        patch.setattr(extract_module, "batch_maps", no_model)
+        patch.setattr(shards_module, "iter_map_batches", no_model)  # the route's passes
         again = coref_run.run_coref(tiny_lm, "test", a, **kw)
     for run in (again, kept):
         for name in ("head_correct", "baseline_correct", "word_correct", "kinds", "documents"):

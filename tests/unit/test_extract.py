@@ -75,8 +75,9 @@ def test_cut_forward_passes_give_the_same_maps(tiny_lm, monkeypatch):
     """A bucket cut into one-example passes (what a 12 x 12 model at 512 tokens gets) gives every map,
     token and word level, weights and norms, as the uncut pass does."""
     import helpers.core.extract as extract
+    import helpers.core.map_batches as map_batches
     import helpers.core.norm_maps as norm_maps
-    from helpers.core.norm_maps import iter_norm_maps
+    from helpers.core.map_batches import iter_norm_maps
     from tests.references import iter_weights_and_norms
 
     lm = in_float64(tiny_lm)  # two float32 passes differ by what the layers make of their round-off: no bound
@@ -101,7 +102,8 @@ def test_cut_forward_passes_give_the_same_maps(tiny_lm, monkeypatch):
         monkeypatch.setattr(module, name, wrapper)
 
     counted(extract, "forward_attentions")
-    counted(norm_maps, "forward_weights_and_norms")
+    counted(norm_maps, "forward_weights_and_norms")  # the reference's passes
+    counted(map_batches, "forward_weights_and_norms")  # iter_norm_maps'
     whole = run()
     assert passes == [len(SENTS)] * 4  # one pass per level and kind
     passes.clear()

@@ -36,12 +36,18 @@ def same_scores(a, b) -> None:
     assert json.dumps(a.table()) == json.dumps(b.table())
 
 
+def shard_items(store, number):
+    """``(example, attn)`` of a cached store's shard ``number``, in the shard's order."""
+    maps = store.shard_maps(number)
+    return [(ex, maps[ex.index]) for ex in store.shards[number]]
+
+
 def shardwise(store, sentences, **kw):
     """The reference: a scorer per shard of ``store``, fed its maps in the store's order, merged in shard order."""
     parts = []
     for number in range(len(store.shards)):
         part = HeadScorer(**kw)
-        for batch in map_batches(store.shard_items(number), budget=1):  # one map a batch
+        for batch in map_batches(shard_items(store, number), budget=1):  # one map a batch
             part.update(batch, [(sentences[ex.index],) for ex in batch.examples])
         parts.append(part)
     return merge_all(parts, HeadScorer(**kw)).result()
@@ -97,7 +103,7 @@ def test_merged_in_another_order_the_relations_are_numbered_otherwise(tiny_lm, t
 
     def shard(number):
         part = HeadScorer()
-        for b in map_batches(store.shard_items(number)):
+        for b in map_batches(shard_items(store, number)):
             part.update(b, [(sentences[ex.index],) for ex in b.examples])
         return part
 
@@ -111,7 +117,7 @@ def test_norm_maps_scored_on_the_route_equal_the_streamed_stores(tiny_lm, toy_co
     on the model's device), the scores of the streaming store's norm maps read shard by shard; with ``keep_maps``
     the norm maps are written, and a warm run reads them, with the same scores."""
     from helpers.core.map_batches import iter_map_batches
-    from helpers.core.norm_maps import iter_norm_maps
+    from helpers.core.map_batches import iter_norm_maps
     from helpers.data.cache import cache_usage
     from helpers.norms.run import run_table1_norms
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from helpers.cli import build_parser
 from helpers.config import KEEP_MAPS_ENV
-from helpers.context import RunContext, keep_maps_requested
+from helpers.context import RunContext, in_force
 from helpers.pipeline.options import context
 
 
 def test_the_variable_is_read_into_the_context_and_an_argument_wins(monkeypatch):
     monkeypatch.delenv(KEEP_MAPS_ENV, raising=False)
-    assert RunContext.from_env().keep_maps is False and keep_maps_requested() is False
+    assert RunContext.from_env().keep_maps is False and in_force().keep_maps is False
     monkeypatch.setenv(KEEP_MAPS_ENV, "1")
     assert RunContext.from_env().keep_maps is True
-    assert keep_maps_requested() is True  # outside any context: the environment, as the other settings
+    assert in_force().keep_maps is True  # outside any context: the environment's (the route's reading)
     assert RunContext.from_env(keep_maps=False).keep_maps is False
     with RunContext(keep_maps=False).active():
-        assert keep_maps_requested() is False  # the context in force wins over the environment
+        assert in_force().keep_maps is False  # the context in force wins over the environment
     monkeypatch.setenv(KEEP_MAPS_ENV, "0")
     assert RunContext.from_env().keep_maps is False
 

@@ -12,7 +12,8 @@ import torch
 from helpers.core.encoding import encode_ids, encode_words
 from helpers.core.internals import attention_parts, capture, output_weight
 from helpers.norms.stats import KINDS, NormAccumulator, NormStats, batch_kind_shares, batch_spearman, kind_masks
-from helpers.core.norm_maps import forward_weights_and_norms, iter_norm_maps
+from helpers.core.map_batches import iter_norm_maps
+from helpers.core.norm_maps import forward_weights_and_norms
 from helpers.surface.stats import batch_statistics, token_masks
 
 from test_formula import tiny
