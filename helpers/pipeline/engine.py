@@ -405,13 +405,18 @@ def _dask_task(spec: ModelSpec, fingerprint: str, task: ModelTask, shared: Any, 
     return task(_worker_model(spec, fingerprint), shared, payload)
 
 
+def _held(shared: Any) -> Any:
+    """``shared`` itself: the task whose result every task of :func:`map_tasks` reads."""
+    return shared
+
+
 def map_tasks(lm, *, execution: Execution | None, task: ModelTask, shared: Any, payloads: Sequence[Any],
               desc: str = "tasks", progress: bool = False, sizes: Sequence[int] | None = None,
               name: str = "task") -> list:
     """``[task(lm, shared, payload) for payload in payloads]``, in order: in this process (``execution`` local or
     ``None``), or one Dask task each (keyed ``{name}-00000-...``) on a cluster whose workers load the driver's model
-    once (a worker with other weights refuses) and receive ``shared`` once. The same tasks run either way, so
-    results are identical. ``sizes``: each payload's examples, which the local progress bar counts (default 1)."""
+    once (a worker with other weights refuses) and receive ``shared`` once (remade when the workers holding it die).
+    The same tasks run either way, so results are identical. ``sizes``: each payload's examples, which the local progress bar counts (default 1)."""
     if execution is None or not execution.distributed:
         from tqdm.auto import tqdm
 
@@ -426,8 +431,11 @@ def map_tasks(lm, *, execution: Execution | None, task: ModelTask, shared: Any, 
     spec = ModelSpec.of(lm)
     fingerprint = lm.fingerprint()
     with _model_client(execution, spec) as client:
-        held = client.scatter(shared, broadcast=True)
         run = uuid.uuid4().hex[:8]  # tasks of two calls on one cluster never share a key
+        # ``shared`` as a task's result, not scattered data: the scheduler keeps the task, so when the workers that
+        # hold it die it is made again (scattered data has no task: its loss failed every task that read it). It
+        # reaches each worker once, copied from worker to worker.
+        held = client.submit(_held, shared, key=f"{name}-shared-{run}", pure=False)
         futures = [client.submit(_dask_task, spec, fingerprint, task, held, p, key=f"{name}-{k:05d}-{run}", pure=False)
                    for k, p in enumerate(payloads)]
         return _gather_in_order(futures, desc=f"{desc} on Dask", what=name, progress=progress)

@@ -300,6 +300,19 @@ def test_killed_worker_is_recomputed(tiny_model_dir, corpus, tmp_path, cluster):
     assert a == b and a["shards_computed"] == 2
 
 
+def test_shared_data_lost_with_its_only_worker_is_made_again(tiny_model_dir, corpus, tmp_path):
+    """What every task of a run reads (``map_tasks``' ``shared``, here the route's shard job) is held by the workers;
+    with one worker, killing it at the second shard loses the only copy. The scheduler makes it again on the worker
+    that replaces it (it is a task's result; scattered data, which it was, failed the run: "lost scattered data"),
+    and the JSON equals the local run's."""
+    flag = tmp_path / "killed"
+    local = _heads(tiny_model_dir, corpus, tmp_path, "local")
+    with _existing_cluster(1) as cluster, _killing_once(cluster, flag, "shard-00001-"):
+        dask = _heads(tiny_model_dir, corpus, tmp_path, "dask", "--address", cluster.scheduler_address)
+    assert flag.exists(), "no worker was killed: the test did not test recovery"
+    assert dask == local
+
+
 def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, toy_coref_data, tmp_path, cluster):
     """coref scores two splits on the cluster (predictions per shard on the workers) as locally, and the workers
     write no map (the windows' maps feed one pass: its predictions are what is cached), unless maps are kept."""
