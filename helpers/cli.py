@@ -110,15 +110,9 @@ def cmd_extract(args: argparse.Namespace) -> dict:
     batch, digest, forced_level = encode_corpus(args, lm)
     level = forced_level or args.level
     start = time.perf_counter()
-    if execution.distributed:
-        from helpers.pipeline.route import write_maps
-
-        store = write_maps(lm, batch, level=level, word_mode=args.word_mode, source_digest=digest,
-                           batch_size=args.batch_size, ctx=context(args))
-    else:
-        store = extract(lm, batch, level=level, word_mode=args.word_mode, cache=not args.no_cache,
-                        cache_root=args.cache_dir, source_digest=digest, batch_size=args.batch_size,
-                        progress=not args.quiet)
+    store = extract(lm, batch, level=level, word_mode=args.word_mode, cache=not args.no_cache,
+                    cache_root=args.cache_dir, source_digest=digest, batch_size=args.batch_size,
+                    progress=not args.quiet, execution=execution)
     if args.no_cache:
         for _ in store:
             pass

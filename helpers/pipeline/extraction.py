@@ -185,11 +185,14 @@ def extract(
     shard_size: int = SHARD_SIZE,
     progress: bool = True,
     maps: str = "weights",
+    execution=None,
 ) -> AttentionStore:
     """Extract (or reload) the maps of ``batch``; returns a streaming :class:`AttentionStore`.
 
     ``maps="norms"`` stores norm-based maps ``||alpha_ij f(x_j)||`` (:mod:`helpers.norms.stats`) instead of weights.
-    With ``cache=False`` nothing is written and iterating the store runs the model shard by shard.
+    With ``cache=False`` nothing is written and iterating the store runs the model shard by shard. The missing
+    shards are made in this process, or on the cluster of a distributed ``execution``
+    (:class:`~helpers.pipeline.engine.Execution`), whose workers write them into the cache.
     """
     from helpers.pipeline.engine import map_tasks
     from helpers.pipeline.shards import ShardJob, reduce_shard
@@ -208,7 +211,7 @@ def extract(
         plan.mark_incomplete()
         # the route's shard task, one shard at a time: its maps are dropped as soon as it is written (held while the
         # next shard was made, two shards of whole-document windows took the coreference chapter over 3 GB)
-        map_tasks(lm, execution=None, task=reduce_shard, shared=job, payloads=[(k, shards[k], None) for k in missing],
+        map_tasks(lm, execution=execution, task=reduce_shard, shared=job, payloads=[(k, shards[k], None) for k in missing],
                   desc=f"{level}-level {'attention' if maps == 'weights' else maps}", progress=progress,
                   sizes=[len(shards[k]) for k in missing], name="shard")
         computed += len(missing)

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from helpers.context import in_force
 from helpers.core.encoding import Encoded, EncodedBatch
 from helpers.core.extract import bucket
-from helpers.data.cache import AttentionStore, cache_key
+from helpers.data.cache import cache_key
 from helpers.pipeline.engine import map_tasks
 from helpers.pipeline.extraction import SHARD_SIZE, finish_extraction, is_extracted, plan_extraction
 from helpers.pipeline.shards import ShardJob, reduce_shard
@@ -62,21 +62,6 @@ def reduce_maps(lm, corpus: EncodedBatch, make_accumulator: Callable[[], Any], *
                       desc=desc or _describe(level, maps), progress=ctx.progress, sizes=[len(s) for s in shards])
     finish()
     return merge_all(parts, make_accumulator())
-
-
-def write_maps(lm, corpus: EncodedBatch, *, level: str = "word", word_mode: str = "mean", maps: str = "weights",
-               source_digest: str | None = None, batch_size: int = 32, ctx=None) -> AttentionStore:
-    """The shards of ``corpus`` the cache lacks, made and written (on the cluster of a distributed
-    ``ctx.execution``; nothing reduced): the finished :class:`~helpers.data.cache.AttentionStore` (the ``extract``
-    command's distributed run)."""
-    ctx = in_force(ctx)
-    job, shards, finish = _plan(lm, corpus, None, level=level, maps=maps, keep=True, cache_root=ctx.cache_dir,
-                                word_mode=word_mode, source_digest=source_digest, batch_size=batch_size)
-    todo = finish.plan.todo
-    map_tasks(lm, execution=ctx.execution, task=reduce_shard, shared=job,
-              payloads=[(number, shards[number], None) for number in todo], desc=_describe(level, maps),
-              progress=ctx.progress, sizes=[len(shards[number]) for number in todo], name="shard")
-    return finish()
 
 
 def _describe(level: str, maps: str) -> str:

@@ -1,9 +1,9 @@
 """The one route's shard task (:func:`reduce_shard`): one cache shard's maps as padded
 :class:`~helpers.core.extract.MapBatch` es on the model's device, read from the cache or made by the model's passes
 (and then written), each handed to a fresh accumulator. The same task in this process and on a Dask worker
-(:func:`helpers.pipeline.engine.map_tasks`), for :func:`helpers.pipeline.route.reduce_maps` and
-:func:`helpers.pipeline.route.write_maps`, and for :func:`helpers.pipeline.extraction.extract`, which writes the shards
-the cache lacks with it: one writer of cache shards.
+(:func:`helpers.pipeline.engine.map_tasks`), for :func:`helpers.pipeline.route.reduce_maps`, and for
+:func:`helpers.pipeline.extraction.extract`, which writes the shards the cache lacks with it (here or on a cluster):
+one writer of cache shards.
 """
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ from helpers.data.cache import _read_shard, _write_shard
 class ShardJob:
     """What every shard's task shares (sent once to each Dask worker): how to make the maps, where the cache's
     shards are (``directory`` ``None``: nothing is read or written) and the accumulator's maker (``None``: the
-    shards are only made and written: :func:`~helpers.pipeline.extraction.extract`,
-    :func:`~helpers.pipeline.route.write_maps`)."""
+    shards are only made and written: :func:`~helpers.pipeline.extraction.extract`)."""
 
     level: str
     word_mode: str

@@ -329,17 +329,15 @@ def test_coref_on_a_cluster_same_json_as_local(tiny_model_dir, toy_coref_data, t
 
 def test_worker_with_other_weights_refuses(tiny_lm, corpus, tmp_path, cluster, monkeypatch):
     """A worker whose model differs from the driver's (here: the driver's fingerprint is altered) refuses the
-    route's shard (here the extract command's, :func:`~helpers.pipeline.route.write_maps`) with a ValueError naming
-    the worker, instead of writing other maps."""
-    from helpers.context import RunContext
-    from helpers.pipeline.extraction import encode_treebank
-    from helpers.pipeline.route import write_maps
+    route's shard (here the extract command's, :func:`~helpers.pipeline.extraction.extract` on a cluster) with a
+    ValueError naming the worker, instead of writing other maps."""
+    from helpers.pipeline.extraction import encode_treebank, extract
 
     _, batch, digest = encode_treebank(tiny_lm, str(corpus), max_length=32, max_sentences=20)
     monkeypatch.setattr(tiny_lm, "fingerprint", lambda: "0" * 64)
-    ctx = RunContext(cache_dir=tmp_path, progress=False, execution=Execution("dask", address=cluster.scheduler_address))
     with pytest.raises(ValueError, match="loaded other weights"):
-        write_maps(tiny_lm, batch, level="token", ctx=ctx, source_digest=digest)
+        extract(tiny_lm, batch, level="token", cache_root=tmp_path, source_digest=digest, progress=False,
+                execution=Execution("dask", address=cluster.scheduler_address))
     assert not list(tmp_path.glob("*/shard-*.npz"))
 
 
