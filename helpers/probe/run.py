@@ -236,8 +236,14 @@ CONFIGS = (("Distances + words", "distances+words", "maps", False), ("Random-ini
            ("Attn + words (original misalignment)", "attn+words", "maps", True))
 # Relative cost of an epoch (measured by benchmarks/probes.py): the longest trainings are started first.
 _COST = {"distances+words": 3, "attn+words": 2, "attn": 1}
-WORKERS = 2  # trainings at a time (threads, torch on one thread each): the 2-core machine's cores; each holds
-#              one batch buffer, so memory grows with this number
+WORKERS = 2  # trainings at a time (torch on one thread each): the 2-core machine's cores; each holds one batch
+#              buffer, so memory grows with this number
+# Sentences times epochs of the training treebank from which the trainings run in spawned processes rather than in
+# threads of this process, which take turns to run Python between their many small operations. Measured
+# (benchmarks/probes.py --command, cold, on the 2-core machine): at GUM train's 10,224 x 3 the trainings took 151 s in
+# processes against 200 s in threads; at 1,000 x 3 both 43 s, the processes' start costing 8 processor s more; at
+# the tests' 300 x 2 threads 16 s against 20 s.
+SPAWN_FROM = 6000
 
 
 def training_jobs(seeds) -> list[tuple[str, str, str, bool, int]]:
@@ -283,31 +289,59 @@ def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epoc
     return out
 
 
+_WORKER_SETS: dict = {}  # a training process's data (train_all's initializer)
+
+
+def _worker_init(sets) -> None:
+    torch.set_num_threads(1)
+    _WORKER_SETS.update(sets)
+
+
+def _worker_train(job, tests, epochs) -> dict:
+    return train_one(job, _WORKER_SETS, tests, epochs)  # on the CPU (train_all spawns none for another device)
+
+
 def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, epochs: int, workers: int | None = None,
               progress: bool = False, device=None) -> dict[tuple[str, int], dict]:
     """:func:`train_one` for every job, ``{(label, seed): scores}``. With ``workers`` > 1 (default :data:`WORKERS`, at
-    most the cores available) the trainings run in that many threads of this process, on the same held maps (torch
-    releases the interpreter's lock in its operations); torch computes on one thread throughout (as many trainings at
-    once as cores), so a training's result does not depend on how many run beside it (tested). On a ``device`` other
-    than the CPU (the model's, e.g. ``cuda``) they run one at a time, there."""
+    most the cores available) that many trainings run at once: in spawned processes, the data sent once to each
+    (spilled maps and vectors are file names and offsets, read there), when the training treebank is large enough to
+    pay for starting them (:data:`SPAWN_FROM`), else in threads of this process. Torch computes on one thread in
+    each, so a training's result does not depend on where it runs or how many run beside it (tested). A script that
+    calls this needs the ``if __name__ == "__main__":`` guard of spawned processes. On a ``device`` other than the
+    CPU (the model's, e.g. ``cuda``) the trainings run one at a time in this process, there."""
     import os
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     from tqdm.auto import tqdm
 
     workers = min(WORKERS if workers is None else workers, len(os.sched_getaffinity(0)), len(jobs))
     if device is not None and torch.device(device).type != "cpu":
         workers = 1  # one accelerator: the trainings take turns on it
+    size = max((len(data["train"]) for data in sets.values() if data), default=0) * epochs
+    if workers > 1 and size >= SPAWN_FROM:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init, initargs=(sets,))
+        task = partial(_worker_train, tests=tests, epochs=epochs)
+    else:
+        pool = ThreadPoolExecutor(max_workers=max(workers, 1))
+        task = partial(train_one, sets=sets, tests=tests, epochs=epochs, device=device)
     bar = tqdm(total=len(jobs), desc="probe trainings", unit="probe", disable=not progress)
     out = {}
-
-    def one(job) -> None:
-        out[(job[0], job[4])] = train_one(job, sets, tests, epochs, device)
-        bar.update()
-
-    with torch_threads(1), ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
-        for done in [pool.submit(one, job) for job in jobs]:
-            done.result()
+    with torch_threads(1), pool:
+        futures = {pool.submit(task, job): job for job in jobs}
+        try:
+            for future in as_completed(futures):
+                job = futures[future]
+                out[(job[0], job[4])] = future.result()
+                bar.update()
+        except BrokenProcessPool as exc:
+            raise RuntimeError(f"a probe training process died ({exc}); out of memory? Run with fewer workers "
+                               "(run_probes(..., workers=1))") from exc
     bar.close()
     return out
 

@@ -111,6 +111,9 @@ class ProbeData:
     def __len__(self) -> int:
         return len(self.heads)
 
+    def __getstate__(self) -> dict:  # to a training process: the data, not the batches made from them (_held, _on)
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     @property
     def dim(self) -> int:
         return self.dim_
@@ -170,7 +173,7 @@ class SpilledRows(Sequence):
 
     def __init__(self, folder, *, single: bool = False):
         self.folder, self.single = Path(folder), single
-        self.rows: list[tuple[str, int, tuple, torch.dtype]] = []  # (file, offset, the parts' shapes, dtype)
+        self.rows: list[tuple[str, int, tuple, tuple, torch.dtype]] = []  # (file, offset, shapes, sizes, dtype)
         self._name, self._writer, self._readers = None, None, {}
         self.nbytes = 0
 
@@ -184,7 +187,8 @@ class SpilledRows(Sequence):
         offset = self._writer.tell()
         for part in parts:
             self._writer.write(part.detach().cpu().contiguous().numpy().tobytes())
-        self.rows.append((self._name, offset, tuple(tuple(p.shape) for p in parts), parts[0].dtype))
+        self.rows.append((self._name, offset, tuple(tuple(p.shape) for p in parts), tuple(p.numel() for p in parts),
+                          parts[0].dtype))
         self.nbytes += sum(p.nbytes for p in parts)
 
     def _flush(self) -> None:
@@ -197,18 +201,22 @@ class SpilledRows(Sequence):
 
     def __getitem__(self, i: int):
         self._flush()
-        name, offset, shapes, dtype = self.rows[i]
+        name, offset, shapes, sizes, dtype = self.rows[i]
         if name not in self._readers:
             with _OPENING:
                 if name not in self._readers:
                     self._readers[name] = os.open(self.folder / name, os.O_RDONLY)
-        sizes = [int(np.prod(shape)) for shape in shapes]
         out = torch.empty(sum(sizes), dtype=dtype)
         got = os.preadv(self._readers[name], [out.numpy()], offset)
         if got != out.nbytes:
             raise OSError(f"{self.folder / name}: {got} bytes at {offset}, expected {out.nbytes} (removed while read?)")
-        parts = tuple(part.view(shape) for part, shape in zip(out.split(sizes), shapes))
-        return parts[0] if self.single else parts
+        if self.single:
+            return out.view(shapes[0])
+        parts, at = [], 0  # slices of the one read (a row is read thousands of times: no split, no size products)
+        for shape, size in zip(shapes, sizes):
+            parts.append(out[at : at + size].view(shape))
+            at += size
+        return tuple(parts)
 
     def extend(self, other: "SpilledRows") -> "SpilledRows":
         other._flush()
@@ -893,9 +901,9 @@ def train_probe(kind: ProbeKind, train: ProbeData, dev: ProbeData, *, seed: int 
     sentence's words, averaged over the batch's sentences); keep the epoch with the best UAS on ``dev``.
     ``batch_size`` defaults to the data's own size, else 32. The probe and each batch are on ``device`` (default the
     CPU; on another device the packed maps are moved there once, for every training on the same data, when they are
-    not there already: :func:`batches_on`), the same code on every device. Trainings may run in several threads at
-    once (:func:`helpers.probe.run.train_all`): the probe's initial weights are drawn from torch's one generator
-    under a lock. Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
+    not there already: :func:`batches_on`), the same code on every device. The probe's initial weights are drawn
+    from torch's generator, which is the process's, under a lock (trainings in several threads of one process draw
+    in turn). Returns the model and ``{"dev_uas": [...], "best_epoch"}``."""
     lr = LEARNING_RATES[kind] if lr is None else lr
     device = torch.device("cpu" if device is None else device)
     with _SEEDING:

@@ -397,13 +397,41 @@ def test_the_models_and_the_controls_maps_are_never_held_together(tiny_model_dir
     assert tables[0]["trainings"] == len(run.training_jobs((0, 1)))
 
 
-def test_trainings_in_threads_equal_trainings_one_at_a_time():
-    """Table 3's trainings run two at a time in threads of this process (torch on one thread); every score is the
-    same as when they run one after another, for every probe kind, and the thread count is restored."""
+def spilled_copy(data, folder):
+    """``data`` with its packed maps and word vectors written to files in ``folder`` (as the probe command holds a
+    treebank's), read back from there."""
+    import dataclasses
+
+    from helpers.probe.stats import SpilledRows
+
+    folder.mkdir(exist_ok=True)
+    packed, vectors = SpilledRows(folder), SpilledRows(folder, single=True)
+    for row, vec in zip(data.packed, data.vectors):
+        packed.append(row)
+        vectors.append(vec)
+    return dataclasses.replace(data, maps=[], packed=packed, vectors=vectors)
+
+
+def test_trainings_two_at_a_time_equal_trainings_one_at_a_time(tmp_path, monkeypatch):
+    """Table 3's trainings run two at a time, in threads of this process (small data) or in spawned processes (from
+    SPAWN_FROM sentence-epochs; the data sent to each, spilled to files as the command's and in memory), torch on one
+    thread; every score is the same as when they run one after another, for every probe kind, and this process's
+    thread count is restored."""
+    import concurrent.futures
+
     import torch
 
+    from helpers.probe import run
     from helpers.probe.run import CONFIGS, train_all, training_jobs
 
+    spawned = []
+
+    class Recording(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            spawned.append(kwargs["max_workers"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
     rng = np.random.default_rng(3)
     maps = {"train": synthetic(rng, 80), "dev": synthetic(rng, 30), "test": synthetic(rng, 30), "ewt": synthetic(rng, 20)}
     random = {name: synthetic(rng, len(data)) for name, data in maps.items()}
@@ -415,9 +443,15 @@ def test_trainings_in_threads_equal_trainings_one_at_a_time():
     threads = torch.get_num_threads()
     one = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=1)
     assert torch.get_num_threads() == threads
-    two = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=2)
+    in_threads = train_all(jobs, {"maps": maps, "random": random}, ["test", "ewt"], epochs=2, workers=2)
+    assert spawned == [] and torch.get_num_threads() == threads
+    monkeypatch.setattr(run, "SPAWN_FROM", 2 * len(maps["train"]))
+    on_disk = {name: spilled_copy(data, tmp_path / "spill") for name, data in maps.items()}
+    assert all(len(data.maps) == 0 and data.device.type == "cpu" for data in on_disk.values())
+    in_processes = train_all(jobs, {"maps": on_disk, "random": random}, ["test", "ewt"], epochs=2, workers=2)
+    assert spawned == [2]
     assert set(one) == {(job[0], job[4]) for job in jobs}
-    assert two == one
+    assert in_threads == one and in_processes == one
     assert len({json.dumps(v, sort_keys=True) for v in one.values()}) > 1  # the trainings differ from each other
 
 
