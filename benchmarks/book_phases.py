@@ -85,7 +85,7 @@ def instrument(phases: Phases) -> None:
     phases.wrap(surface_run, "gradient_importance", "surface: gradient pass (forward + backward)")
     phases.wrap(probe_run, "encode_treebank", "probe: treebanks (read, encode)")
     phases.wrap(probe_run, "reduce_maps", "probe: the maps down the route (passes or cache, packed)")
-    phases.wrap(probe_run.Trainings, "results", "probe: waiting for the trainings")
+    phases.wrap(probe_run, "train_all", "probe: trainings")
     phases.wrap(coref_run, "_predictions_of", "coref: the heads' predictions (the windows' model pass)")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import shutil
 import tempfile
-import threading
 import time
 from dataclasses import replace
 from functools import partial
@@ -291,130 +290,63 @@ def train_one(job, sets: dict[str, dict[str, ProbeData]], tests: list[str], epoc
     return out
 
 
-_WORKER_SETS: dict = {}  # a training process's data, by the number Trainings.add gave them (sent with each job)
+_WORKER_SETS: dict = {}  # a training process's data (train_all's initializer)
 
 
-def _worker_init() -> None:
+def _worker_init(sets) -> None:
     torch.set_num_threads(1)
+    _WORKER_SETS.update(sets)
 
 
-def _worker_train(job, tests, epochs, key, sets) -> dict:
-    # the data of one Trainings.add: kept from this process's first job on them (the batches' labels made once)
-    scores = train_one(job, _WORKER_SETS.setdefault(key, sets), tests, epochs)  # the CPU (none spawned for a device)
-    release_freed()  # the training's batches and predictions: this process waits, or trains the next, beside others
+def _worker_train(job, tests, epochs) -> dict:
+    scores = train_one(job, _WORKER_SETS, tests, epochs)  # on the CPU (train_all spawns none for another device)
+    release_freed()  # the training's batches and predictions, freed: the next training here runs beside another
     return scores
-
-
-class Trainings:
-    """Table 3's trainings, ``workers`` at a time (default :data:`WORKERS`, at most the cores available), started as
-    they are handed over (:meth:`add`, with the data they train on), the most expensive waiting one first;
-    :meth:`results` waits for every one handed over. A training runs in a spawned process (the data sent with it:
-    spilled maps and vectors are file names and offsets, read there) when the training treebank, ``size`` sentences
-    times epochs, pays for starting them (:data:`SPAWN_FROM`), else in a thread of this process. Torch computes on one
-    thread in each, so a training's result does not depend on where it runs or how many run beside it (tested). While
-    they run in processes and a core is to spare (:attr:`beside`), this process can make the next data (the
-    control's maps) at its own thread count. A script that uses this needs the ``if __name__ == "__main__":`` guard
-    of spawned processes. On a ``device`` other than the CPU (the model's, e.g. ``cuda``) the trainings run one at a
-    time in this process, there."""
-
-    def __init__(self, tests: list[str], *, epochs: int, jobs: int, size: int, workers: int | None = None,
-                 progress: bool = False, device=None):
-        import os
-        from concurrent.futures import ThreadPoolExecutor
-
-        from tqdm.auto import tqdm
-
-        self.tests, self.epochs, self.device = tests, epochs, device
-        cores = len(os.sched_getaffinity(0))
-        self.workers = max(min(WORKERS if workers is None else workers, cores, jobs), 1)
-        if device is not None and torch.device(device).type != "cpu":
-            self.workers = 1  # one accelerator: the trainings take turns on it
-        self.processes = self.workers > 1 and size >= SPAWN_FROM
-        if self.processes:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_worker_init)
-            self.threads = None  # this process's threads are its own: it may compute beside the trainings
-        else:
-            self.pool = ThreadPoolExecutor(max_workers=self.workers)
-            self.threads = torch_threads(1)
-            self.threads.__enter__()
-        # a core to spare beside the training processes: one-thread torch (no OpenMP threads left spinning for a core)
-        # or threads and processes that fit in the cores
-        self.beside = self.processes and (torch.get_num_threads() == 1 or torch.get_num_threads() + self.workers <= cores)
-        self.bar = tqdm(total=0, desc="probe trainings", unit="probe", disable=not progress)
-        self.changed = threading.Condition(threading.RLock())
-        self.pending: list[tuple[tuple, int, dict]] = []  # (job, key of its data, the data), the most expensive first
-        self.running, self.added = 0, 0
-        self.futures: dict = {}
-
-    def add(self, jobs, sets: dict[str, dict[str, ProbeData]]) -> None:
-        """Start ``jobs`` (of :func:`training_jobs`) on ``sets`` (``{"maps": .., "random": ..}``, by a job's data) as
-        workers come free."""
-        with self.changed:
-            self.added += 1
-            self.pending = sorted(self.pending + [(job, self.added, sets) for job in jobs], key=lambda p: -_COST[p[0][1]])
-            self.bar.total += len(jobs)
-            self.bar.refresh()
-            self._start()
-
-    def _start(self) -> None:
-        with self.changed:
-            while self.pending and self.running < self.workers:
-                job, key, sets = self.pending.pop(0)
-                if self.processes:
-                    future = self.pool.submit(_worker_train, job, self.tests, self.epochs, key, sets)
-                else:
-                    future = self.pool.submit(train_one, job, sets, self.tests, self.epochs, self.device)
-                self.running += 1
-                self.futures[future] = job
-                future.add_done_callback(self._finished)
-
-    def _finished(self, future) -> None:
-        with self.changed:
-            self.running -= 1
-            self.bar.update()
-            if not future.cancelled() and future.exception() is None:
-                self._start()
-            else:
-                self.pending.clear()  # results() raises the error (cancelled: this is closing)
-            self.changed.notify_all()
-
-    def results(self) -> dict[tuple[str, int], dict]:
-        """``{(label, seed): scores}`` (:func:`train_one`) of every job handed over, when they have all run."""
-        from concurrent.futures.process import BrokenProcessPool
-
-        with self.changed:
-            self.changed.wait_for(lambda: not self.pending and not self.running)
-            futures = dict(self.futures)
-        try:
-            return {(job[0], job[4]): future.result() for future, job in futures.items()}
-        except BrokenProcessPool as exc:
-            raise RuntimeError(f"a probe training process died ({exc}); out of memory? Run with fewer workers "
-                               "(run_probes(..., workers=1))") from exc
-
-    def __enter__(self) -> "Trainings":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        with self.changed:
-            self.pending.clear()
-        self.pool.shutdown(wait=True, cancel_futures=True)
-        self.bar.close()
-        if self.threads is not None:
-            self.threads.__exit__(None, None, None)
 
 
 def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, epochs: int, workers: int | None = None,
               progress: bool = False, device=None) -> dict[tuple[str, int], dict]:
-    """:func:`train_one` for every job, ``{(label, seed): scores}``: :class:`Trainings` of ``jobs`` on ``sets``."""
+    """:func:`train_one` for every job, ``{(label, seed): scores}``. With ``workers`` > 1 (default :data:`WORKERS`, at
+    most the cores available) that many trainings run at once: in spawned processes, the data sent once to each
+    (spilled maps and vectors are file names and offsets, read there), when the training treebank is large enough to
+    pay for starting them (:data:`SPAWN_FROM`), else in threads of this process. Torch computes on one thread in
+    each, so a training's result does not depend on where it runs or how many run beside it (tested). A script that
+    calls this needs the ``if __name__ == "__main__":`` guard of spawned processes. On a ``device`` other than the
+    CPU (the model's, e.g. ``cuda``) the trainings run one at a time in this process, there."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tqdm.auto import tqdm
+
+    workers = min(WORKERS if workers is None else workers, len(os.sched_getaffinity(0)), len(jobs))
+    if device is not None and torch.device(device).type != "cpu":
+        workers = 1  # one accelerator: the trainings take turns on it
     size = max((len(data["train"]) for data in sets.values() if data), default=0) * epochs
-    with Trainings(tests, epochs=epochs, jobs=len(jobs), size=size, workers=workers, progress=progress,
-                   device=device) as trainings:
-        trainings.add(jobs, sets)
-        return trainings.results()
+    if workers > 1 and size >= SPAWN_FROM:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init, initargs=(sets,))
+        task = partial(_worker_train, tests=tests, epochs=epochs)
+    else:
+        pool = ThreadPoolExecutor(max_workers=max(workers, 1))
+        task = partial(train_one, sets=sets, tests=tests, epochs=epochs, device=device)
+    bar = tqdm(total=len(jobs), desc="probe trainings", unit="probe", disable=not progress)
+    out = {}
+    with torch_threads(1), pool:
+        futures = {pool.submit(task, job): job for job in jobs}
+        try:
+            for future in as_completed(futures):
+                job = futures[future]
+                out[(job[0], job[4])] = future.result()
+                bar.update()
+        except BrokenProcessPool as exc:
+            raise RuntimeError(f"a probe training process died ({exc}); out of memory? Run with fewer workers "
+                               "(run_probes(..., workers=1))") from exc
+    bar.close()
+    return out
 
 
 def _run_probes(lm: LoadedModel, ctx: RunContext, *, seeds, epochs, glove_path, max_sentences, max_length, corpora,
@@ -435,30 +367,26 @@ def _run_probes(lm: LoadedModel, ctx: RunContext, *, seeds, epochs, glove_path, 
     jobs = training_jobs(seeds)
     twins = twin_jobs(jobs) if control_is_model else {}
     jobs = [job for job in jobs if (job[0], job[4]) not in twins]
-    # The trainings on the model's maps start first. The control's maps (from its pass, with the model's word vectors)
-    # are made beside them when the trainings run in processes with a core to spare (Trainings.beside: the maps of
-    # both are then spilled to disk together); else once those trainings have finished and the model's maps are let
-    # go, so that the two are never held together in memory. The most expensive waiting training starts first; no
-    # score depends on the order.
-    t_data, scores = time.perf_counter() - start, {}
-    release_freed()  # what the model's passes freed (its trainings, and maybe the control's pass, come beside this)
-    with Trainings(tests, epochs=epochs, jobs=len(jobs), size=len(sets["train"]) * epochs, workers=workers,
-                   progress=ctx.progress, device=lm.device) as trainings:
-        trainings.add([job for job in jobs if job[2] == "maps" or control_is_model],
-                      {"maps": sets, "random": sets if control_is_model else None})
-        if not control_is_model:
-            if not trainings.beside:
-                scores.update(trainings.results())
-                sets = {name: replace(data, packed=None) for name, data in sets.items()}  # served those trainings only
-                gc.collect()  # their batches refer back to them: their spilled maps go now, before the control's come
-                release_freed()
+    # Two phases, so that the model's maps and its control's are never held together: the trainings on the model's
+    # maps; then, those maps let go, the control's (from its pass, with the model's word vectors) and the trainings on
+    # them. Each phase starts its most expensive trainings first; no score depends on the order.
+    random_sets = sets if control_is_model else None
+    phases = ([jobs] if control_is_model else
+              [[job for job in jobs if job[2] == "maps"], [job for job in jobs if job[2] == "random"]])
+    t_data, t_train, scores = time.perf_counter() - start, 0.0, {}
+    for phase in phases:
+        if random_sets is None and any(job[2] == "random" for job in phase):
             t = time.perf_counter()
+            sets = {name: replace(data, packed=None) for name, data in sets.items()}  # served the first phase only
+            gc.collect()  # their batches refer back to them: their spilled maps go now, before the control's come
             random_sets = {name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], vectors=sets[name],
                                             **kw) for name, spec in corpora.items()}
             t_data += time.perf_counter() - t
-            trainings.add([job for job in jobs if job[2] == "random"], {"random": random_sets})
-        scores.update(trainings.results())
-    t_train = time.perf_counter() - start - t_data  # the trainings' time less what ran beside the control's pass
+        release_freed()  # what this process's passes freed, before the training processes come beside it
+        t = time.perf_counter()
+        scores.update(train_all(phase, {"maps": sets, "random": random_sets}, tests, epochs=epochs, workers=workers,
+                                progress=ctx.progress, device=lm.device))
+        t_train += time.perf_counter() - t
     control = random_sets = None  # their maps go
     scores.update({job: scores[twin] for job, twin in twins.items()})
     # Per sentence, in each test set's order (the model's and its control's data hold the same sentences in the

@@ -106,10 +106,10 @@ def test_the_probes_run_hands_the_models_device_to_the_trainings(tiny_lm, tmp_pa
     class Handed(Exception):
         pass
 
-    def fake_trainings(*args, device=None, **kwargs):
+    def fake_train_all(*args, device=None, **kwargs):
         raise Handed(device)
 
-    monkeypatch.setattr(run, "Trainings", fake_trainings)
+    monkeypatch.setattr(run, "train_all", fake_train_all)
     files = {}
     for name, seed in (("train", 1), ("dev", 2), ("test", 3)):
         files[name] = str(tmp_path / f"{name}.conllu")

@@ -345,25 +345,21 @@ def test_probe_command(tiny_model_dir, fake_data, toy_conllu, tmp_path):
 
 def test_the_models_and_the_controls_maps_are_never_held_together(tiny_model_dir, fake_data, toy_conllu, tmp_path,
                                                                    monkeypatch):
-    """The trainings on the model's maps run first; in threads (or on an accelerator) its packed maps are let go
-    before the control's are made (one model's maps held, not two, spilled to disk: their folders are removed when let
-    go), and the control's data take the model's word vectors. With --keep-maps too (the maps are then in the cache,
-    not held twice in memory either). When the trainings run in processes with a core to spare, the control's maps
-    are made beside them, while the model's are still read (both spilled to disk). The table is the same each way."""
+    """The trainings on the model's maps run first; its packed maps are let go before the control's are made (one
+    model's maps held, not two, spilled to disk: their folders are removed when let go), and the control's data take
+    the model's word vectors. With --keep-maps too
+    (the maps are then in the cache, not held twice in memory either); the table is the same."""
     import gc
     import weakref
 
-    import torch
-
     import helpers.probe.run as run
     from helpers import load_model
-    from helpers.core.threads import torch_threads
 
     (fake_data / "ud-english-ewt").mkdir()
     shutil.copy(toy_conllu, fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
     lm = load_model(str(tiny_model_dir))
     made, phases, folders = [], [], []  # the model's four data are made first (train, dev, test, ewt), then the control's
-    real_probe_data, real_add = run.probe_data, run.Trainings.add
+    real_probe_data, real_train_all = run.probe_data, run.train_all
 
     def alive() -> int:
         gc.collect()
@@ -378,29 +374,26 @@ def test_the_models_and_the_controls_maps_are_never_held_together(tiny_model_dir
             assert data.vectors is kwargs["vectors"].vectors  # the same rows (spilled to disk: the CPU)
         return data
 
-    def recording_add(trainings, jobs, sets):
-        phases.append(({job[2] for job in jobs}, trainings.processes, trainings.beside))
-        return real_add(trainings, jobs, sets)
+    def recording_train(jobs, sets, *args, **kwargs):
+        phases.append({job[2] for job in jobs})
+        return real_train_all(jobs, sets, *args, **kwargs)
 
     monkeypatch.setattr(run, "probe_data", recording_data)
-    monkeypatch.setattr(run.Trainings, "add", recording_add)
+    monkeypatch.setattr(run, "train_all", recording_train)
     # (the tiny model was made as its seed-0 control is: another seed, so that the control differs from it)
     monkeypatch.setattr(run, "control_model", lambda model: load_model(model.spec, random_init=True, seed=1))
+    kw = dict(seeds=(0, 1), epochs=1, max_length=60, workers=1)
     tables = []
-    for keep, beside in ((False, False), (True, False), (False, True)):
-        made.clear(), phases.clear(), folders.clear()
-        ctx = RunContext(data_dir=fake_data, cache_dir=tmp_path / f"c{keep}{beside}", keep_maps=keep)
-        # beside: in two spawned processes (from any size), this process's torch on one thread (a core to spare)
-        monkeypatch.setattr(run, "SPAWN_FROM", 0 if beside else 10 ** 9)
-        with torch_threads(1 if beside else torch.get_num_threads()):
-            tables.append(run.run_probes(lm, ctx, seeds=(0, 1), epochs=1, max_length=60, workers=2 if beside else 1))
+    for keep in (False, True):
+        made.clear(), phases.clear()
+        ctx = RunContext(data_dir=fake_data, cache_dir=tmp_path / f"c{keep}", keep_maps=keep)
+        tables.append(run.run_probes(lm, ctx, **kw))
         assert not tables[-1]["control_is_model"] and len(made) == 8
-        # none of the model's maps left when the control's come; beside the trainings: all four, still read
-        assert [before for before, _ in made[4:]] == [4 if beside else 0] * 4
-        assert phases == [({"maps"}, beside, beside), ({"random"}, beside, beside)]
+        assert [before for before, _ in made[4:]] == [0] * 4  # none of the model's maps left when the control's come
+        assert phases == [{"maps"}, {"random"}]
         gc.collect()
-        assert len(folders) == 8 and not any(folder.exists() for folder in folders)  # the spills removed
-    assert tables[0]["rows"] == tables[1]["rows"] == tables[2]["rows"]
+        assert len(folders) == 8 * (1 + keep) and not any(folder.exists() for folder in folders)  # the spills removed
+    assert tables[0]["rows"] == tables[1]["rows"]
     assert tables[0]["trainings"] == len(run.training_jobs((0, 1)))
 
 
@@ -490,13 +483,13 @@ def test_a_random_init_model_trains_its_control_rows_once(tiny_model_dir, fake_d
     shutil.copy(toy_conllu, fake_data / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
     lm = load_model(str(tiny_model_dir), random_init=True, seed=0)
     trained = []
-    real_add = run.Trainings.add
+    real_train_all = run.train_all
 
-    def recording(trainings, jobs, sets):
+    def recording(jobs, *args, **kwargs):
         trained.append([(job[0], job[4]) for job in jobs])
-        return real_add(trainings, jobs, sets)
+        return real_train_all(jobs, *args, **kwargs)
 
-    monkeypatch.setattr(run.Trainings, "add", recording)
+    monkeypatch.setattr(run, "train_all", recording)
     kw = dict(seeds=(0, 1), epochs=1, max_length=60, workers=1)
     reused = run.run_probes(lm, RunContext(data_dir=fake_data, cache_dir=tmp_path / "a"), **kw)
     assert reused["control_is_model"] and reused["trainings"] == len(trained[0]) == len(run.training_jobs((0, 1))) - 2
