@@ -11,14 +11,13 @@ True
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 
 def release_freed() -> bool:
     """Hand the free memory of this process's heap back to the operating system (glibc's ``malloc_trim(0)``; no value
     changes). ``False``, doing nothing, where the C library has no such call (not glibc)."""
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim  # the symbols the process has loaded, the C library's among them
     except (OSError, AttributeError, TypeError):
         return False
     trim(0)
