@@ -327,6 +327,7 @@ def train_all(jobs, sets: dict[str, dict[str, ProbeData]], tests: list[str], *, 
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        release_freed()  # what this process's passes freed, before the training processes come beside it
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_worker_init, initargs=(sets,))
         task = partial(_worker_train, tests=tests, epochs=epochs)
@@ -382,7 +383,6 @@ def _run_probes(lm: LoadedModel, ctx: RunContext, *, seeds, epochs, glove_path, 
             random_sets = {name: probe_data(control, spec, vectors_from=lm, batch_size=size[name], vectors=sets[name],
                                             **kw) for name, spec in corpora.items()}
             t_data += time.perf_counter() - t
-        release_freed()  # what this process's passes freed, before the training processes come beside it
         t = time.perf_counter()
         scores.update(train_all(phase, {"maps": sets, "random": random_sets}, tests, epochs=epochs, workers=workers,
                                 progress=ctx.progress, device=lm.device))
