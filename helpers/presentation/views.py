@@ -18,7 +18,7 @@ VS Code and the book's static pages (bertviz and Altair already depend on that):
   d3 and jQuery from the pinned npm packages the book serves (``book/assets/package.json``,
   installed into ``.book_assets/`` by ``scripts/setup.sh``; ``$BOOK_ASSETS_DIR`` overrides), and
   vega, vega-lite and vega-embed bundled by ``vl-convert-python`` (a pinned Python dependency, so
-  charts work without npm). Later outputs carry only their data and wait for the bundle in a small
+  charts work without npm; the bundle is kept in the cache folder, :func:`vega_bundle`). Later outputs carry only their data and wait for the bundle in a small
   page-wide registry (``window.__helpersViews``); libraries never become page globals. The book's
   ``offline_assets`` extension moves each inlined bundle into one shared ``_static`` file.
 - bertviz's own ``head_view.js``/``model_view.js`` are read from the installed package and run with
@@ -185,11 +185,36 @@ def _vega_key() -> str:
 @lru_cache(maxsize=2)
 def _vega_library_js(key: str) -> str:
     """vega, vega-lite and vega-embed bundled by vl-convert (no npm needed), defined under ``key``."""
+    snippet = f"window.__helpersViews.define({_script_literal(key)}, {{vegaEmbed: vegaEmbed, vega: vega, vegaLite: vegaLite}});"
+    bundle = _safe_source(vega_bundle(snippet))
+    return f"(function () {{\n{REGISTRY_JS}\nif ({_script_literal(key)} in __hv.libs) return;\n(function () {{\n{bundle}\n}})();\n}})();"
+
+
+def vega_bundle(snippet: str) -> str:
+    """``vl_convert.javascript_bundle(snippet)`` for this Altair's Vega-Lite, kept in the cache folder
+    (``assets/vega-DIGEST.json``, named by the versions and ``snippet``; the context's cache, else
+    ``$BERT_ATTENTION_CACHE``): bundling takes about 3 s of processor time, once per kernel otherwise, in every
+    page and notebook that draws a chart. A kept bundle whose checksum does not match (a damaged file) is made
+    again; a cache that cannot be written leaves the bundle made each time."""
+    import hashlib
+
+    from helpers.context import cache_folder
+    from helpers.data.files import write_text
+
+    vl, _ = _vega_versions()
+    name = hashlib.sha256(f"{_vega_key()}\n{snippet}".encode()).hexdigest()[:20]
+    path = cache_folder() / "assets" / f"vega-{name}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if hashlib.sha256(kept["bundle"].encode()).hexdigest() == kept["sha256"]:
+            return kept["bundle"]
     import vl_convert as vlc
 
-    snippet = f"window.__helpersViews.define({_script_literal(key)}, {{vegaEmbed: vegaEmbed, vega: vega, vegaLite: vegaLite}});"
-    bundle = _safe_source(vlc.javascript_bundle(snippet, vl_version=_vega_versions()[0]))
-    return f"(function () {{\n{REGISTRY_JS}\nif ({_script_literal(key)} in __hv.libs) return;\n(function () {{\n{bundle}\n}})();\n}})();"
+    bundle = vlc.javascript_bundle(snippet, vl_version=vl)
+    with contextlib.suppress(OSError):
+        write_text(path, json.dumps({"key": _vega_key(), "sha256": hashlib.sha256(bundle.encode()).hexdigest(),
+                                     "bundle": bundle}))
+    return bundle
 
 
 def _library_tag(key: str, source: str) -> str:

@@ -139,3 +139,33 @@ def test_drawn_line_opacities_are_the_weights(tmp_path):
     assert others and all(float(line["stroke-opacity"]) == 0 for line in others)
     chart = soup.select_one("[id^=altair-viz-]")
     assert chart.find("canvas") or chart.find("svg")
+
+
+def test_the_vega_bundle_is_kept_in_the_cache_and_a_damaged_copy_made_again(tmp_path, monkeypatch):
+    """vl-convert bundles once per cache folder: the next kernel reads the kept file (no bundling), a file whose
+    checksum does not match is made again, and a cache that cannot be written still gives the bundle."""
+    import vl_convert
+
+    made = []
+
+    def bundle(snippet, vl_version):
+        made.append(snippet)
+        return f"/* vega {vl_version} */ {snippet}"
+
+    monkeypatch.setattr(vl_convert, "javascript_bundle", bundle)
+    monkeypatch.setenv("BERT_ATTENTION_CACHE", str(tmp_path / "cache"))
+    first = views.vega_bundle("define(1);")
+    assert first.endswith("define(1);") and len(made) == 1
+    kept = list((tmp_path / "cache" / "assets").glob("vega-*.json"))
+    assert len(kept) == 1
+    assert views.vega_bundle("define(1);") == first and len(made) == 1  # read back, not bundled again
+    assert views.vega_bundle("define(2);").endswith("define(2);") and len(made) == 2  # another snippet, another file
+    text = kept[0].read_text()
+    kept[0].write_text(text.replace("define(1);", "define(9);"))  # damaged: the checksum no longer matches
+    assert views.vega_bundle("define(1);") == first and len(made) == 3
+    kept[0].write_text(text[: len(text) // 2])  # cut short: not JSON
+    assert views.vega_bundle("define(1);") == first and len(made) == 4
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("BERT_ATTENTION_CACHE", str(blocked))  # a file where the folder should be: not writable
+    assert views.vega_bundle("define(1);") == first and len(made) == 5
