@@ -9,7 +9,10 @@ There is no list of modules and no version constant to keep by hand.
 
 The import graph is read from the source files (nothing is imported) and is the one
 ``tests/unit/test_layers.py`` checks the package's layers on. It is read once per process, and so is each
-module's digest: a key costs nothing per call.
+module's digest: a key costs nothing per call. Reading means parsing every module (about 4 s of processor time,
+in every process that makes a key: each page of the book, each command); what a file's parse gives (its imports
+and its code's digest) is kept by the file's content in the cache folder (:class:`ParseMemo`), so a process after
+the first parses only the files that changed.
 
 >>> from helpers.digest import code_digest, import_closure
 >>> from helpers.surface.run import surface_statistics
@@ -21,7 +24,12 @@ True
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
+import json
+import os
+import sys
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -48,31 +56,47 @@ def package_exports(package: Path = PACKAGE) -> dict[str, str]:
     return {}
 
 
-def imports_of(path: Path, package: Path, modules: set[str], exports: dict[str, str]) -> set[str]:
+def import_statements(tree: ast.AST) -> list[list]:
+    """Every import in ``tree``, at any depth of the code, as ``[level, module, names]``: ``level`` ``None`` for
+    ``import a.b, c`` (``module`` ``None``), else ``from`` with its level of dots (0: absolute)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.append([None, None, [a.name for a in node.names]])
+        elif isinstance(node, ast.ImportFrom):
+            out.append([node.level, node.module, [a.name for a in node.names]])
+    return out
+
+
+def imports_of(path: Path, package: Path, modules: set[str], exports: dict[str, str],
+               statements: list[list] | None = None) -> set[str]:
     """Every module of the package that the file ``path`` imports: absolute or relative, at any depth of the
     code (an import inside a function counts); ``from helpers import X`` counts as the module that defines
-    ``X`` (``exports``), ``from helpers.a import b`` as ``helpers.a.b`` when that is a module (``modules``)."""
+    ``X`` (``exports``), ``from helpers.a import b`` as ``helpers.a.b`` when that is a module (``modules``).
+    ``statements``: the file's :func:`import_statements`, when already read."""
     root = Path(package).name
     name = module_name(path, package)
     pkg = name if Path(path).name == "__init__.py" else name.rpartition(".")[0]
+    if statements is None:
+        statements = import_statements(ast.parse(Path(path).read_text(), str(path)))
     out = set()
-    for node in ast.walk(ast.parse(Path(path).read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.split(".")[0] == root)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
+    for level, module, names in statements:
+        if level is None:
+            out.update(a for a in names if a.split(".")[0] == root)
+        else:
+            if level:
+                base = pkg.split(".")[: len(pkg.split(".")) - level + 1]
+                target = ".".join(base + ([module] if module else []))
             else:
-                target = node.module or ""
+                target = module or ""
             if target.split(".")[0] != root:
                 continue
-            for alias in node.names:
-                candidate = f"{target}.{alias.name}"
+            for alias in names:
+                candidate = f"{target}.{alias}"
                 if candidate in modules:
                     out.add(candidate)
-                elif target == root and alias.name in exports:
-                    out.add(exports[alias.name])
+                elif target == root and alias in exports:
+                    out.add(exports[alias])
                 else:
                     out.add(target)
     return {m for m in out if m != name}
@@ -86,15 +110,19 @@ def import_graph(package: Path = PACKAGE, exports: dict[str, str] | None = None)
     return _build_graph(Path(package), exports)
 
 
-def _build_graph(package: Path, exports: dict[str, str]) -> dict[str, set[str]]:
+def _build_graph(package: Path, exports: dict[str, str], memo: ParseMemo | None = None) -> dict[str, set[str]]:
     files = sorted(package.rglob("*.py"))
     modules = {module_name(p, package) for p in files}
-    return {module_name(p, package): imports_of(p, package, modules, exports) for p in files}
+    read = (lambda p: None) if memo is None else (lambda p: memo.facts(p)["imports"])
+    return {module_name(p, package): imports_of(p, package, modules, exports, read(p)) for p in files}
 
 
 @lru_cache(maxsize=None)
 def _graph(package: Path) -> dict[str, frozenset[str]]:
-    return {m: frozenset(t) for m, t in _build_graph(package, package_exports(package)).items()}
+    memo = _memo()
+    graph = {m: frozenset(t) for m, t in _build_graph(package, package_exports(package), memo).items()}
+    memo.save()
+    return graph
 
 
 def _name(target: ModuleType | Callable | str) -> str:
@@ -140,17 +168,94 @@ class _Prose(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def code_text(path: Path) -> str:
+def code_text(path: Path, tree: ast.AST | None = None) -> str:
     """The code of the Python file ``path`` without its prose: the dump of its syntax tree with every
-    docstring removed (comments are not in the tree, line numbers are not dumped)."""
-    return ast.dump(_Prose().visit(ast.parse(Path(path).read_text(), str(path))))
+    docstring removed (comments are not in the tree, line numbers are not dumped). ``tree``: the file's
+    parsed tree, when already read (changed in place)."""
+    return ast.dump(_Prose().visit(ast.parse(Path(path).read_text(), str(path)) if tree is None else tree))
+
+
+class ParseMemo:
+    """What parsing each file of the package gives, kept by the file's content: its :func:`import_statements`
+    and the SHA-256 of its :func:`code_text` (``{"imports": ..., "code": hex}``), in one JSON file in the cache
+    folder ``folder`` (``code/digest-memo.TAG.json``, named for the interpreter: a syntax tree's dump differs
+    between Python versions). The file carries a checksum of its entries: a damaged or unreadable file counts as
+    empty, and a folder that cannot be written leaves each process parsing for itself, as without the memo. The
+    digests are the same with and without it."""
+
+    VERSION = 1
+    KEEP = 2000  # entries kept: every file of a few checkouts and their edits sharing one cache
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / "code" / f"digest-memo.{sys.implementation.cache_tag}.json"
+        self.entries = self._load()
+        self.used: set[str] = set()
+        self.changed = False
+
+    def _load(self) -> dict[str, dict]:
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError, AttributeError):
+            kept = json.loads(self.path.read_text(encoding="utf-8"))
+            entries = kept["entries"]
+            if kept["version"] == self.VERSION and kept["sha256"] == self._checksum(entries):
+                return entries
+        return {}
+
+    @staticmethod
+    def _checksum(entries: dict) -> str:
+        return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
+
+    def facts(self, path: Path) -> dict:
+        """``{"imports": import_statements, "code": SHA-256 of code_text}`` of the file ``path``, parsed only when its
+        content is not in the memo."""
+        key = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        entry = self.entries.get(key)
+        if entry is None:
+            tree = ast.parse(Path(path).read_text(), str(path))
+            imports = import_statements(tree)  # before code_text, which removes the docstrings from the tree
+            entry = {"imports": imports, "code": hashlib.sha256(code_text(path, tree).encode()).hexdigest()}
+            self.entries[key] = entry
+            self.changed = True
+        self.used.add(key)
+        return entry
+
+    def save(self) -> None:
+        """Write the memo when a file was parsed (the entries this process used, then the newest others, up to
+        :attr:`KEEP`), atomically; nothing when the folder cannot be written."""
+        if not self.changed:
+            return
+        others = [k for k in self.entries if k not in self.used]
+        keep = [k for k in self.entries if k in self.used] + others[max(0, len(others) - (self.KEEP - len(self.used))):]
+        entries = {k: self.entries[k] for k in keep}
+        text = json.dumps({"version": self.VERSION, "sha256": self._checksum(entries), "entries": entries})
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                os.replace(tmp, self.path)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+        self.changed = False
+
+
+@lru_cache(maxsize=None)
+def _memo() -> ParseMemo:
+    """The memo of this process, in the cache folder in force when the first key is made."""
+    from helpers.context import cache_folder
+
+    return ParseMemo(cache_folder())
 
 
 @lru_cache(maxsize=None)
 def _module_digest(name: str) -> bytes:
     folder = PACKAGE.joinpath(*name.split(".")[1:])
     path = folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
-    return hashlib.sha256(code_text(path).encode()).digest()
+    memo = _memo()
+    digest = bytes.fromhex(memo.facts(path)["code"])
+    memo.save()
+    return digest
 
 
 @lru_cache(maxsize=None)

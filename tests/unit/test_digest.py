@@ -28,15 +28,23 @@ def _copy(tmp_path: Path) -> Path:
     return tmp_path / "copy"
 
 
-def _digests(root: Path) -> dict[str, str]:
+def _digests(root: Path, cache: Path | None = None, parsed: list | None = None) -> dict[str, str]:
     """``{module: code_digest(module)}`` for every module of the package at ``root`` (a fresh interpreter that
-    imports only ``helpers.digest`` from there)."""
-    code = ("import json\nfrom helpers.digest import code_digest, import_graph\n"
-            "print(json.dumps({m: code_digest(m) for m in import_graph()}))\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(root)})
+    imports only ``helpers.digest`` from there; ``cache``: its cache folder, where the parse memo is kept, else
+    the test's). ``parsed``: extended with the files that interpreter parsed."""
+    code = ("import ast, json, sys\nparse = ast.parse\nfiles = []\n"
+            "ast.parse = lambda source, name='<unknown>', *a, **k: files.append(name) or parse(source, name, *a, **k)\n"
+            "from helpers.digest import code_digest, import_graph\n"
+            "print(json.dumps({m: code_digest(m) for m in import_graph()}))\nprint(json.dumps(files))\n")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    if cache is not None:
+        env["BERT_ATTENTION_CACHE"] = str(cache)
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    digests, files = (json.loads(line) for line in done.stdout.splitlines()[:2])
+    if parsed is not None:
+        parsed.extend(files)
+    return digests
 
 
 # ------------------------------------------------------------------------------------ the digest
@@ -77,7 +85,8 @@ def test_the_closure_follows_lazy_imports_and_public_names(tmp_path):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     code = "from helpers.digest import import_closure as c\nprint(sorted(c('helpers.core.a')))\n"
-    shutil.copy(PACKAGE / "digest.py", root / "digest.py")
+    for own in ("digest.py", "context.py", "config.py"):  # the digest and what it imports (where its memo goes)
+        shutil.copy(PACKAGE / own, root / own)
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert done.returncode == 0, done.stderr
@@ -163,6 +172,36 @@ def test_a_code_edit_changes_the_keys_that_import_it_and_prose_changes_none(tmp_
     assert changed == importers  # exactly the results whose code imports the encoding, directly or not
     assert {"helpers.surface.run", "helpers.probe.run", "helpers.norms.stats", "helpers.cluster.run"} <= changed
     assert "helpers.paper" not in changed and "helpers.cluster.stats" not in changed
+
+
+def test_the_parse_memo_gives_the_same_keys_and_spares_the_next_process_the_parsing(tmp_path):
+    """The first process parses every module and keeps what it read in the cache folder; the next parses only the
+    package's ``__init__`` for its public names (:func:`~helpers.digest.package_exports`) and finds the same keys; an edited file is parsed again (its key
+    moves), and a damaged memo is read as empty (the same keys, every file parsed again)."""
+    root, cache = _copy(tmp_path), tmp_path / "cache"
+    first, second, third = [], [], []
+    reference = _digests(root, cache, first)
+    assert len(first) > 100
+    (memo,) = (cache / "code").glob("digest-memo.*.json")
+    assert _digests(root, cache, second) == reference
+    assert second == ["<unknown>"]  # the package's __init__ (package_exports), read for its public names
+    encoding = root / "helpers" / "core" / "encoding.py"
+    encoding.write_text(encoding.read_text() + ENCODING_FUNCTION)
+    edited = _digests(root, cache, third)
+    assert [Path(f).relative_to(root).as_posix() for f in third if f != "<unknown>"] == ["helpers/core/encoding.py"]
+    assert edited["helpers.core.encoding"] != reference["helpers.core.encoding"]
+    assert edited["helpers.paper"] == reference["helpers.paper"]
+    kept = json.loads(memo.read_text())
+    for entry in kept["entries"].values():  # every digest falsified, the checksum left as it was
+        entry["code"] = "0" * 64
+    memo.write_text(json.dumps(kept))
+    again = []
+    assert _digests(root, cache, again) == edited and len(again) == len(first)
+    memo.write_text(memo.read_text()[:100])  # cut short
+    assert _digests(root, cache) == edited
+    blocked = tmp_path / "blocked"
+    blocked.write_text("")  # a file where the cache folder should be: nothing can be kept, the keys are the same
+    assert _digests(root, blocked) == edited
 
 
 def _surface(root: Path, model: Path, data: Path, cache: Path, out: Path) -> dict:
