@@ -340,21 +340,22 @@ def preflight(args: argparse.Namespace) -> None:
     if hasattr(args, "engine"):
         Execution.from_args(args)  # --engine, --workers and --address agree; Dask installed if asked for
     check_cache(args)
-    check_dtype_option(args)
-    limit = check_model_option(args)
-    spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
-    if spec == "segments":
-        load_gum("train", data_dir=args.data_dir, cache_root=args.cache_dir)
-    elif spec:
-        load_treebank(spec, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),
-                      cache_root=args.cache_dir)
-    glove = getattr(args, "glove", None)
-    if glove:
-        check_glove(glove)
-    check_inputs = getattr(args, "check_inputs", None)
-    if check_inputs is not None:
-        check_inputs(args)
-    check_max_length(args, limit)
+    with context(args).active():  # what the checks keep (parsed corpora, the code keys' memo) goes to --cache-dir
+        check_dtype_option(args)
+        limit = check_model_option(args)
+        spec = getattr(args, "conllu", None) or getattr(args, "corpus", None)
+        if spec == "segments":
+            load_gum("train", data_dir=args.data_dir, cache_root=args.cache_dir)
+        elif spec:
+            load_treebank(spec, data_dir=args.data_dir, max_sentences=getattr(args, "max_sentences", None),
+                          cache_root=args.cache_dir)
+        glove = getattr(args, "glove", None)
+        if glove:
+            check_glove(glove)
+        check_inputs = getattr(args, "check_inputs", None)
+        if check_inputs is not None:
+            check_inputs(args)
+        check_max_length(args, limit)
 
 
 def _save_in_cache(args: argparse.Namespace, text: str) -> Path:

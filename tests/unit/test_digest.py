@@ -204,9 +204,12 @@ def test_the_parse_memo_gives_the_same_keys_and_spares_the_next_process_the_pars
     assert _digests(root, blocked) == edited
 
 
-def _surface(root: Path, model: Path, data: Path, cache: Path, out: Path) -> dict:
-    """``python -m helpers surface --segments 3 --no-gradients`` with the package found at ``root``."""
+def _surface(root: Path, model: Path, data: Path, cache: Path, out: Path, home: Path | None = None) -> dict:
+    """``python -m helpers surface --segments 3 --no-gradients`` with the package found at ``root`` (``home``: its
+    ``$HOME``, with no ``$BERT_ATTENTION_CACHE``)."""
     env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
+    if home is not None:
+        env = {**{k: v for k, v in env.items() if k != "BERT_ATTENTION_CACHE"}, "HOME": str(home)}
     done = subprocess.run([sys.executable, "-m", "helpers", "surface", "--segments", "3", "--no-gradients",
                            "--model", str(model), "--data-dir", str(data), "--cache-dir", str(cache),
                            "--json", str(out), "--quiet"], cwd=root, env=env, capture_output=True, text=True)
@@ -219,10 +222,13 @@ def test_an_encoding_edit_recomputes_the_surface_statistics(tiny_model_dir, fake
     served the cached statistics (the key listed surface/stats.py and reduce.py only). Now it recomputes them;
     a docstring and comment edit after that reads them back."""
     root = _copy(tmp_path)
-    cache = tmp_path / "cache"
-    first = _surface(root, tiny_model_dir, fake_data, cache, tmp_path / "a.json")
+    cache, home = tmp_path / "cache", tmp_path / "home"
+    home.mkdir()
+    first = _surface(root, tiny_model_dir, fake_data, cache, tmp_path / "a.json", home=home)
     stored = lambda: {f: f.stat().st_mtime_ns for f in cache.glob("artifacts/surface-stats-*.json")}  # noqa: E731
     assert len(stored()) == 1
+    # the code keys' parse memo is kept in the command's --cache-dir, which its checks read under: nothing elsewhere
+    assert len(list(cache.glob("code/digest-memo.*.json"))) == 1 and not list(home.rglob("*"))
     encoding = root / "helpers" / "core" / "encoding.py"
     encoding.write_text(encoding.read_text() + ENCODING_FUNCTION)
     second = _surface(root, tiny_model_dir, fake_data, cache, tmp_path / "b.json")
