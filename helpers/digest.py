@@ -26,10 +26,10 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -178,12 +178,13 @@ def code_text(path: Path, tree: ast.AST | None = None) -> str:
 class ParseMemo:
     """What parsing each file of the package gives, kept by the file's content: its :func:`import_statements`
     and the SHA-256 of its :func:`code_text` (``{"imports": ..., "code": hex}``), in one JSON file in the cache
-    folder ``folder`` (``code/digest-memo.TAG.json``, named for the interpreter: a syntax tree's dump differs
-    between Python versions). The file carries a checksum of its entries: a damaged or unreadable file counts as
-    empty, and a folder that cannot be written leaves each process parsing for itself, as without the memo. The
-    digests are the same with and without it."""
+    folder ``folder`` (``code/digest-memo.TAG.json``, named for the interpreter, whose bytecode magic number it
+    records: a syntax tree's dump differs between Python versions). The file carries a checksum of its entries: a
+    damaged or unreadable file counts as empty, and a folder that cannot be written leaves each process parsing for
+    itself, as without the memo. The digests are the same with and without it."""
 
     VERSION = 1
+    PYTHON = importlib.util.MAGIC_NUMBER.hex()  # the interpreter's bytecode magic: its syntax trees may differ
     KEEP = 2000  # entries kept: every file of a few checkouts and their edits sharing one cache
 
     def __init__(self, folder: Path):
@@ -196,7 +197,7 @@ class ParseMemo:
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError, AttributeError):
             kept = json.loads(self.path.read_text(encoding="utf-8"))
             entries = kept["entries"]
-            if kept["version"] == self.VERSION and kept["sha256"] == self._checksum(entries):
+            if (kept["version"], kept["python"]) == (self.VERSION, self.PYTHON) and kept["sha256"] == self._checksum(entries):
                 return entries
         return {}
 
@@ -220,23 +221,25 @@ class ParseMemo:
 
     def save(self) -> None:
         """Write the memo when a file was parsed (the entries this process used, then the newest others, up to
-        :attr:`KEEP`), atomically; nothing when the folder cannot be written."""
+        :attr:`KEEP`), atomically (a temporary file renamed into place) with the permissions of the umask, as every
+        file of the cache; nothing when the folder cannot be written."""
         if not self.changed:
             return
         others = [k for k in self.entries if k not in self.used]
         keep = [k for k in self.entries if k in self.used] + others[max(0, len(others) - (self.KEEP - len(self.used))):]
         entries = {k: self.entries[k] for k in keep}
-        text = json.dumps({"version": self.VERSION, "sha256": self._checksum(entries), "entries": entries})
+        text = json.dumps({"version": self.VERSION, "python": self.PYTHON, "sha256": self._checksum(entries),
+                           "entries": entries})
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w", encoding="utf-8") as out:
+                    out.write(text)
                 os.replace(tmp, self.path)
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            except OSError:
+                tmp.unlink(missing_ok=True)
+                raise
         self.changed = False
 
 

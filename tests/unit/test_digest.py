@@ -183,6 +183,9 @@ def test_the_parse_memo_gives_the_same_keys_and_spares_the_next_process_the_pars
     reference = _digests(root, cache, first)
     assert len(first) > 100
     (memo,) = (cache / "code").glob("digest-memo.*.json")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert memo.stat().st_mode & 0o777 == 0o666 & ~umask  # as every file of the cache: shareable as the umask says
     assert _digests(root, cache, second) == reference
     assert second == ["<unknown>"]  # the package's __init__ (package_exports), read for its public names
     encoding = root / "helpers" / "core" / "encoding.py"
