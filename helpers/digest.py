@@ -9,7 +9,7 @@ There is no list of modules and no version constant to keep by hand.
 
 The import graph is read from the source files (nothing is imported) and is the one
 ``tests/unit/test_layers.py`` checks the package's layers on. It is read once per process, and so is each
-module's digest: a key costs nothing per call. Reading means parsing every module (about 4 s of processor time,
+module's digest: a key costs nothing per call. Reading means parsing every module (about 1.5 s of processor time,
 in every process that makes a key: each page of the book, each command); what a file's parse gives (its imports
 and its code's digest) is kept by the file's content in the cache folder (:class:`ParseMemo`), so a process after
 the first parses only the files that changed.
