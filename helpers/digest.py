@@ -220,13 +220,13 @@ class ParseMemo:
         return entry
 
     def save(self) -> None:
-        """Write the memo when a file was parsed (the entries this process used, then the newest others, up to
-        :attr:`KEEP`), atomically (a temporary file renamed into place) with the permissions of the umask, as every
+        """Write the memo when a file was parsed (the entries this process used, then the others from the most
+        recently used, as the file lists them, up to :attr:`KEEP`), atomically (a temporary file renamed into place) with the permissions of the umask, as every
         file of the cache; nothing when the folder cannot be written."""
         if not self.changed:
             return
         others = [k for k in self.entries if k not in self.used]
-        keep = [k for k in self.entries if k in self.used] + others[max(0, len(others) - (self.KEEP - len(self.used))):]
+        keep = [k for k in self.entries if k in self.used] + others[: max(0, self.KEEP - len(self.used))]
         entries = {k: self.entries[k] for k in keep}
         text = json.dumps({"version": self.VERSION, "python": self.PYTHON, "sha256": self._checksum(entries),
                            "entries": entries})

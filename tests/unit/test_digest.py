@@ -207,6 +207,34 @@ def test_the_parse_memo_gives_the_same_keys_and_spares_the_next_process_the_pars
     assert _digests(root, blocked) == edited
 
 
+def test_a_full_memo_keeps_the_most_recently_used_entries(tmp_path, monkeypatch):
+    """Past :attr:`~helpers.digest.ParseMemo.KEEP` entries, the memo drops those least recently used: four processes,
+    each using one file of its own, with room for three, keep the last three files' entries."""
+    from helpers.digest import ParseMemo
+
+    monkeypatch.setattr(ParseMemo, "KEEP", 3)
+    files = [tmp_path / f"m{i}.py" for i in range(4)]
+    for i, f in enumerate(files):
+        f.write_text(f"X = {i}\n")
+
+    def process(*used: int) -> set[int]:
+        """One process's memo using ``used``; returns the files it had to parse."""
+        memo, parsed = ParseMemo(tmp_path / "cache"), set()
+        for i in used:
+            memo.changed = False
+            memo.facts(files[i])
+            if memo.changed:
+                parsed.add(i)
+        memo.changed = bool(parsed)
+        memo.save()
+        return parsed
+
+    for i in range(4):
+        assert process(i) == {i}
+    assert process(1, 2, 3) == set()  # kept: the three most recently used
+    assert process(0) == {0}  # the least recently used was dropped
+
+
 def _surface(root: Path, model: Path, data: Path, cache: Path, out: Path, home: Path | None = None) -> dict:
     """``python -m helpers surface --segments 3 --no-gradients`` with the package found at ``root`` (``home``: its
     ``$HOME``, with no ``$BERT_ATTENTION_CACHE``)."""
