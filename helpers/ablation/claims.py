@@ -27,18 +27,8 @@ import numpy as np
 
 from helpers.ablation import stats
 from helpers.ablation.run import SINK_NAMES
-from helpers.claims import (
-    Claim,
-    Judged,
-    Undefined,
-    claim,
-    combined,
-    effect,
-    judged_or_undefined,
-    not_applicable,
-    share,
-    within,
-)
+from helpers.claims import (Claim, Judged, Undefined, claim, combined, effect, judged_or_undefined, not_applicable,
+                            share, within)
 from helpers.core import bootstrap
 from helpers.surface.stats import SINK_SHARE
 

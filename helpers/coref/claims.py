@@ -6,17 +6,8 @@ system on the same mentions, the documents resampled (:meth:`~helpers.coref.run.
 from __future__ import annotations
 
 from helpers import paper
-from helpers.claims import (
-    Claim,
-    Judged,
-    claim,
-    combined,
-    effect,
-    interval_text,
-    judged_or_undefined,
-    not_applicable,
-    within,
-)
+from helpers.claims import (Claim, Judged, claim, combined, effect, interval_text, judged_or_undefined, not_applicable,
+                            within)
 from helpers.core.labels import head_label
 from helpers.coref.run import CorefRun, Setting
 

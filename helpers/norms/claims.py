@@ -36,17 +36,8 @@ import math
 
 import numpy as np
 
-from helpers.claims import (
-    Claim,
-    Judged,
-    claim,
-    combined,
-    effect,
-    interval_text,
-    judged_or_undefined,
-    not_applicable,
-    within,
-)
+from helpers.claims import (Claim, Judged, claim, combined, effect, interval_text, judged_or_undefined, not_applicable,
+                            within)
 from helpers.norms.stats import CAUSAL_ABSENT, KIND_NAMES, NormStats, shrink_ratio, sink, top_layers
 from helpers.surface.stats import gradient_ratio, gradient_ratio_interval, sink_premise
 

@@ -9,16 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from helpers import paper
-from helpers.claims import (
-    Claim,
-    Judged,
-    claim,
-    combined,
-    effect,
-    interval_text,
-    judged_or_undefined,
-    not_applicable,
-)
+from helpers.claims import Claim, Judged, claim, combined, effect, interval_text, judged_or_undefined, not_applicable
 from helpers.core.bootstrap import BOOTSTRAP, percentile_interval
 from helpers.probe.stats import pooled_uas_gain, pooled_uas_replicates
 

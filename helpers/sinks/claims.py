@@ -30,16 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.claims import (
-    Claim,
-    Judged,
-    claim,
-    effect,
-    interval_text,
-    judged_or_undefined,
-    not_applicable,
-    share,
-)
+from helpers.claims import Claim, Judged, claim, effect, interval_text, judged_or_undefined, not_applicable, share
 from helpers.core import bootstrap
 from helpers.sinks.stats import EPSILON, SegmentShares, kept_replicates, sink_rate
 from helpers.surface.stats import SINK_SHARE, gradient_ratio, gradient_ratio_interval, sink_layers

@@ -21,40 +21,16 @@ from __future__ import annotations
 import numpy as np
 
 from helpers import paper
-from helpers.claims import (
-    NOT_APPLICABLE,
-    Claim,
-    Judged,
-    claim,
-    effect,
-    interval_text,
-    judged_or_undefined,
-    not_applicable,
-    share,
-    within,
-)
+from helpers.claims import (NOT_APPLICABLE, Claim, Judged, claim, effect, interval_text, judged_or_undefined,
+                            not_applicable, share, within)
 from helpers.core import bootstrap
 from helpers.core.labels import heads_phrase
 from helpers.surface.run import SurfaceReport
-from helpers.surface.stats import (
-    BROAD_ENTROPY_FRACTION,
-    SINK_NAMES,
-    SPECIALIST_THRESHOLD,
-    SegmentReplicates,
-    SurfaceStats,
-    cls_entropy_fraction,
-    cls_entropy_fraction_replicates,
-    gradient_ratio,
-    gradient_ratio_interval,
-    measured_sink,
-    self_attention,
-    self_attention_replicates,
-    share_broadest_layer,
-    share_some_head_above,
-    share_some_layer_above,
-    sink_layers,
-    sink_premise,
-)
+from helpers.surface.stats import (BROAD_ENTROPY_FRACTION, SINK_NAMES, SPECIALIST_THRESHOLD, SegmentReplicates,
+                                   SurfaceStats, cls_entropy_fraction, cls_entropy_fraction_replicates, gradient_ratio,
+                                   gradient_ratio_interval, measured_sink, self_attention, self_attention_replicates,
+                                   share_broadest_layer, share_some_head_above, share_some_layer_above, sink_layers,
+                                   sink_premise)
 
 # Named thresholds of the rules below (see :func:`claims`).
 PAPER_SECTION = "§3"  # the paper section of these claims (the record's ``paper``), and its subsections:

@@ -11,26 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from helpers import paper
-from helpers.claims import (
-    Claim,
-    Judged,
-    claim,
-    combined,
-    effect,
-    interval_text,
-    judged_or_undefined,
-    not_applicable,
-    share,
-    within,
-)
-from helpers.syntax.run import (
-    BOOTSTRAP,
-    HeadsRun,
-    direction_replicates,
-    held_out_gain_replicates,
-    held_out_rows,
-    table1_relations,
-)
+from helpers.claims import (Claim, Judged, claim, combined, effect, interval_text, judged_or_undefined, not_applicable,
+                            share, within)
+from helpers.syntax.run import (BOOTSTRAP, HeadsRun, direction_replicates, held_out_gain_replicates, held_out_rows,
+                                table1_relations)
 from helpers.syntax.stats import ALL, DIRECTIONS, HeadScores
 
 PAPER_SECTION = "§4.2"  # the paper section of these claims (the record's ``paper``)
@@ -157,32 +141,30 @@ def claims(relations: list[str], held: list[dict], statements: dict) -> list[Cla
     listed = statements["relations"]
     table_rows = [rows[r] for r in listed]
     paper_rows = [v for k, v in paper.TABLE1.items() if k != ALL]
-    text = f"particular heads specialise in particular relations (≥{SPECIALISED_MARGIN} points over the baseline)"
+
+    def statement(cid: str, text: str, p_text: str, n_holding: int, holds: str, key: str, dataset: str,
+                  name: str) -> Claim:
+        """One statement over Table 1's relations, judged by the share of resamples in which it holds."""
+        if not listed:
+            return not_applicable(cid, PAPER_SECTION, text, p_text,
+                                  "no relation of Table 1 evaluated on both GUM dev and GUM test")
+        fraction = statements[key]
+        return claim(cid, PAPER_SECTION, text, p_text,
+                     f"{n_holding} of {len(table_rows)} relations; {holds} in {fraction:.0%} of resamples{dataset}",
+                     float(n_holding), judged_or_undefined(share, fraction, estimate=float(n_holding), name=name),
+                     resampled=RESAMPLED, n=statements[f"{key}_sentences"])
+
     paper_spec = sum(p.accuracy - p.baseline >= SPECIALISED_MARGIN for p in paper_rows)
-    p_text = f"{paper_spec} of {len(paper_rows)} relations"
-    if not listed:
-        out.append(not_applicable("specialised-heads", PAPER_SECTION, text, p_text,
-                                  "no relation of Table 1 evaluated on both GUM dev and GUM test"))
-    else:
-        n_spec = sum(r["held_out_accuracy"] - r["baseline_accuracy"] >= SPECIALISED_MARGIN for r in table_rows)
-        fraction = statements["specialised"]
-        out.append(claim("specialised-heads", PAPER_SECTION, text, p_text,
-                         f"{n_spec} of {len(table_rows)} relations; at least {SPECIALISED_SHARE:.0%} of them in "
-                         f"{fraction:.0%} of resamples", float(n_spec),
-                         judged_or_undefined(share, fraction, estimate=float(n_spec), name="specialised relations"),
-                         resampled=RESAMPLED, n=statements["specialised_sentences"]))
-    text = "for most relations the dependent attends to its head"
+    out.append(statement(
+        "specialised-heads",
+        f"particular heads specialise in particular relations (≥{SPECIALISED_MARGIN} points over the baseline)",
+        f"{paper_spec} of {len(paper_rows)} relations",
+        sum(r["held_out_accuracy"] - r["baseline_accuracy"] >= SPECIALISED_MARGIN for r in table_rows),
+        f"at least {SPECIALISED_SHARE:.0%} of them", "specialised", "", "specialised relations"))
     exceptions = paper.HEAD_TO_DEPENDENT.value
-    p_text = f"{len(paper_rows) - len(exceptions)} of {len(paper_rows)} relations (all but {', '.join(exceptions)})"
-    if not listed:
-        out.append(not_applicable("dependent-attends-to-head", PAPER_SECTION, text, p_text,
-                                  "no relation of Table 1 evaluated on both GUM dev and GUM test"))
-    else:
-        n_dep = sum(r["dev_direction"] == DIRECTIONS[0] for r in table_rows)
-        fraction = statements["direction"]
-        out.append(claim("dependent-attends-to-head", PAPER_SECTION, text, p_text,
-                         f"{n_dep} of {len(table_rows)} relations; all but at most {DIRECTION_EXCEPTIONS} in "
-                         f"{fraction:.0%} of resamples of GUM dev", float(n_dep),
-                         judged_or_undefined(share, fraction, estimate=float(n_dep), name="dependent-to-head relations"),
-                         resampled=RESAMPLED, n=statements["direction_sentences"]))
+    out.append(statement(
+        "dependent-attends-to-head", "for most relations the dependent attends to its head",
+        f"{len(paper_rows) - len(exceptions)} of {len(paper_rows)} relations (all but {', '.join(exceptions)})",
+        sum(r["dev_direction"] == DIRECTIONS[0] for r in table_rows),
+        f"all but at most {DIRECTION_EXCEPTIONS}", "direction", " of GUM dev", "dependent-to-head relations"))
     return out
