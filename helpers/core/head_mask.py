@@ -25,7 +25,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from helpers.core.internals import attention_parts, model_type
+from helpers.core.internals import attention_parts, layer_blocks
 
 
 class NotMaskable(NotImplementedError):
@@ -73,19 +73,12 @@ def head_mask(model: nn.Module, xi: torch.Tensor, from_layer: int = 0,
 
 
 def layer_modules(model: nn.Module) -> nn.ModuleList:
-    """The model's list of transformer layers (blocks), in order."""
-    from helpers.core.internals import BERT_LIKE, LLAMA_LIKE, _base
-
-    kind = model_type(model)
-    if kind in (*BERT_LIKE, "mpnet"):
-        return model.encoder.layer
-    if kind == "distilbert":
-        return model.transformer.layer
-    if kind == "gpt2":
-        return _base(model, "h")
-    if kind in LLAMA_LIKE:
-        return _base(model, "layers")
-    raise NotMaskable(f"model type {kind!r}: its list of layers is not known (helpers.core.head_mask.layer_modules)")
+    """The model's list of transformer layers (blocks), in order (:func:`~helpers.core.internals.layer_blocks`); an
+    architecture whose layers are unknown raises :class:`NotMaskable`."""
+    try:
+        return layer_blocks(model)
+    except NotImplementedError as err:
+        raise NotMaskable(str(err)) from None
 
 
 def first_layer(xi: torch.Tensor | None, sink_heads: torch.Tensor | None) -> int:

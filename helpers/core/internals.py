@@ -92,32 +92,42 @@ def model_type(model: nn.Module) -> str:
     return str(getattr(model.config, "model_type", type(model).__name__))
 
 
+def layer_blocks(model: nn.Module) -> nn.ModuleList:
+    """The model's transformer layers (blocks), in order: where every architecture the package knows keeps them."""
+    kind = model_type(model)
+    if kind in (*BERT_LIKE, "mpnet"):
+        return model.encoder.layer
+    if kind == "distilbert":
+        return model.transformer.layer
+    if kind in ("gpt2", *LLAMA_LIKE):
+        return _base(model, "h" if kind == "gpt2" else "layers")
+    raise NotImplementedError(
+        f"model type {kind!r}: attention internals (queries, keys, values, output projection) are known for "
+        f"{', '.join((*BERT_LIKE, 'mpnet', 'distilbert', 'gpt2', *LLAMA_LIKE))}; add its modules to "
+        "helpers.core.internals.layer_blocks and attention_parts"
+    )
+
+
 def attention_parts(model: nn.Module, layer: int) -> AttentionParts:
     """:class:`AttentionParts` of ``layer`` (0-based) of a loaded encoder (``LoadedModel.model``)."""
     kind = model_type(model)
     n_layers = int(model.config.num_hidden_layers)
     if not 0 <= layer < n_layers:
         raise ValueError(f"layer {layer}: the model has layers 0..{n_layers - 1} (0-based)")
+    block = layer_blocks(model)[layer]
     if kind in BERT_LIKE:
-        attn = model.encoder.layer[layer].attention
+        attn = block.attention
         return AttentionParts(attn.self.query, attn.self.key, attn.self.value, attn.output.dense)
     if kind == "mpnet":
-        attn = model.encoder.layer[layer].attention.attn
+        attn = block.attention.attn
         return AttentionParts(attn.q, attn.k, attn.v, attn.o, model.encoder.relative_attention_bias)
     if kind == "distilbert":
-        attn = model.transformer.layer[layer].attention
+        attn = block.attention
         return AttentionParts(attn.q_lin, attn.k_lin, attn.v_lin, attn.out_lin)
     if kind == "gpt2":
-        attn = _base(model, "h")[layer].attn
-        return AttentionParts(attn.c_attn, attn.c_attn, attn.c_attn, attn.c_proj, fused=True)
-    if kind in LLAMA_LIKE:
-        attn = _base(model, "layers")[layer].self_attn
-        return AttentionParts(attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj)
-    raise NotImplementedError(
-        f"model type {kind!r}: attention internals (queries, keys, values, output projection) are known for "
-        f"{', '.join((*BERT_LIKE, 'mpnet', 'distilbert', 'gpt2', *LLAMA_LIKE))}; add its modules to "
-        "helpers.core.internals.attention_parts"
-    )
+        return AttentionParts(block.attn.c_attn, block.attn.c_attn, block.attn.c_attn, block.attn.c_proj, fused=True)
+    attn = block.self_attn  # LLAMA_LIKE: layer_blocks refused every other kind
+    return AttentionParts(attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj)
 
 
 def _base(model: nn.Module, blocks: str) -> nn.ModuleList:
