@@ -65,7 +65,6 @@ GROUPS: tuple[str, ...] = ("det", "sva", "coref")
 GROUP_RELATIONS = {"det": ("det",), "sva": ("nsubj", "aux", "cop"), "coref": ()}  # coref: §4.3's head
 GROUP_TARGETS = {"det": ("determiner_noun_agreement",), "sva": ("subject_verb_agreement",),
                  "coref": ("anaphor_agreement", "binding")}
-GROUP_NAMES = {"det": "the det head", "sva": "the nsubj, aux and cop heads", "coref": "the coreference head"}
 COREF = "coref"          # how the §4.3 head is named among the relations
 TOP = 10                 # heads of largest importance removed exactly, per group
 DRAWS = 8                # control sets per group (same-layer; other paper heads)

@@ -169,19 +169,10 @@ def _bos(lm: LoadedModel) -> int:
     return int(bos)
 
 
-def _pieces(tok, text: str) -> list[int]:
-    return list(tok(text, add_special_tokens=False)["input_ids"])
-
-
-def decoder_row(lm: LoadedModel, context: str, continuation: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(ids, positions, targets)`` of one text: ``[BOS] + tokens(" " + context)``, every token after the BOS scored;
-    with a ``continuation``, ``+ tokens(" " + continuation)``, only those scored."""
-    return _decoder_rows(lm, [(context, continuation)])[0]
-
-
 def _decoder_rows(lm: LoadedModel, texts: Sequence[tuple[str, str | None]]) -> list[tuple]:
-    """:func:`decoder_row` of every text, the tokenizer called once for all (a fast tokenizer's batch: the whole of
-    BLiMP in about a second)."""
+    """``(ids, positions, targets)`` of every ``(context, continuation)``: ``[BOS] + tokens(" " + context)``, every
+    token after the BOS scored; with a ``continuation``, ``+ tokens(" " + continuation)``, only those scored. The
+    tokenizer is called once for all (a fast tokenizer's batch: the whole of BLiMP in about a second)."""
     tok = lm.tokenizer
     bos = _bos(lm)
     heads = tok([" " + c for c, _ in texts], add_special_tokens=False)["input_ids"]
