@@ -99,8 +99,10 @@ def layer_blocks(model: nn.Module) -> nn.ModuleList:
         return model.encoder.layer
     if kind == "distilbert":
         return model.transformer.layer
-    if kind in ("gpt2", *LLAMA_LIKE):
-        return _base(model, "h" if kind == "gpt2" else "layers")
+    if kind == "gpt2":
+        return _base(model, "h")
+    if kind in LLAMA_LIKE:
+        return _base(model, "layers")
     raise NotImplementedError(
         f"model type {kind!r}: attention internals (queries, keys, values, output projection) are known for "
         f"{', '.join((*BERT_LIKE, 'mpnet', 'distilbert', 'gpt2', *LLAMA_LIKE))}; add its modules to "

@@ -142,9 +142,11 @@ def claims(relations: list[str], held: list[dict], statements: dict) -> list[Cla
     table_rows = [rows[r] for r in listed]
     paper_rows = [v for k, v in paper.TABLE1.items() if k != ALL]
 
-    def statement(cid: str, text: str, p_text: str, n_holding: int, holds: str, key: str, dataset: str,
-                  name: str) -> Claim:
-        """One statement over Table 1's relations, judged by the share of resamples in which it holds."""
+    def statement(cid: str, text: str, p_text: str, n_holding: int, *, holds: str, key: str, name: str,
+                  dataset: str = "") -> Claim:
+        """One statement over Table 1's relations (``n_holding`` of them hold it), judged by the share of resamples
+        in which it ``holds`` (``statements[key]``, over ``statements[key + "_sentences"]`` sentences; ``dataset``
+        follows "of resamples" in the row's text); ``name`` names the rule's statistic."""
         if not listed:
             return not_applicable(cid, PAPER_SECTION, text, p_text,
                                   "no relation of Table 1 evaluated on both GUM dev and GUM test")
@@ -160,11 +162,12 @@ def claims(relations: list[str], held: list[dict], statements: dict) -> list[Cla
         f"particular heads specialise in particular relations (≥{SPECIALISED_MARGIN} points over the baseline)",
         f"{paper_spec} of {len(paper_rows)} relations",
         sum(r["held_out_accuracy"] - r["baseline_accuracy"] >= SPECIALISED_MARGIN for r in table_rows),
-        f"at least {SPECIALISED_SHARE:.0%} of them", "specialised", "", "specialised relations"))
+        holds=f"at least {SPECIALISED_SHARE:.0%} of them", key="specialised", name="specialised relations"))
     exceptions = paper.HEAD_TO_DEPENDENT.value
     out.append(statement(
         "dependent-attends-to-head", "for most relations the dependent attends to its head",
         f"{len(paper_rows) - len(exceptions)} of {len(paper_rows)} relations (all but {', '.join(exceptions)})",
         sum(r["dev_direction"] == DIRECTIONS[0] for r in table_rows),
-        f"all but at most {DIRECTION_EXCEPTIONS}", "direction", " of GUM dev", "dependent-to-head relations"))
+        holds=f"all but at most {DIRECTION_EXCEPTIONS}", key="direction", name="dependent-to-head relations",
+        dataset=" of GUM dev"))
     return out
