@@ -221,8 +221,8 @@ class ParseMemo:
 
     def save(self) -> None:
         """Write the memo when a file was parsed (the entries this process used, then the others from the most
-        recently used, as the file lists them, up to :attr:`KEEP`), atomically (a temporary file renamed into place) with the permissions of the umask, as every
-        file of the cache; nothing when the folder cannot be written."""
+        recently used, as the file lists them, up to :attr:`KEEP`), atomically (a temporary file renamed into place)
+        with the permissions of the umask, as every file of the cache; nothing when the folder cannot be written."""
         if not self.changed:
             return
         others = [k for k in self.entries if k not in self.used]
