@@ -101,22 +101,13 @@ def expanded(model: nn.Module, from_layer: int, repeats: torch.Tensor) -> Iterat
     share the layers no intervention touches. Later layers get the model-level arguments expanded the same way."""
     n, total = len(repeats), int(repeats.sum())
 
-    def expand(value):
-        if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[0] == n and n != total:
+    def grow(value: torch.Tensor) -> torch.Tensor:
+        if value.dim() >= 2 and value.shape[0] == n and n != total:
             return value.repeat_interleave(repeats.to(value.device), dim=0)
-        if isinstance(value, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
-            return tuple(expand(v) for v in value)
         return value
 
-    def hook(_module, args, kwargs):
-        return tuple(expand(a) for a in args), {k: expand(v) for k, v in kwargs.items()}
-
-    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in list(layer_modules(model))[from_layer:]]
-    try:
+    with _inputs_edited([(layer, grow) for layer in list(layer_modules(model))[from_layer:]]):
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 @contextmanager
@@ -153,29 +144,39 @@ def staggered(model: nn.Module, n: int, starts) -> Iterator[None]:
             rows += joining * n
         origin_at[layer] = origin
 
-    def hook_for(layer: int):
+    def edit_for(layer: int):
         before, index = rows_before[layer], origin_at[layer]
         grow = len(index) - before
 
-        def edit(value):
-            if isinstance(value, torch.Tensor) and value.dim() >= 1:
+        def edit(value: torch.Tensor) -> torch.Tensor:
+            if value.dim() >= 1:
                 if value.shape[0] == before and before > n:          # the hidden state, already grown
                     if not grow:
                         return value
                     return torch.cat([value, value[:n].repeat(grow // n, *([1] * (value.dim() - 1)))])
                 if value.shape[0] == n and len(index) > n:           # a model-level argument, or the trunk's state
                     return value.index_select(0, index.to(value.device))
-                return value
+            return value
+        return edit
+
+    with _inputs_edited([(layers[layer], edit_for(layer)) for layer in range(starts[0], len(layers))]):
+        yield
+
+
+@contextmanager
+def _inputs_edited(edits) -> Iterator[None]:
+    """For the duration, each ``(layer, edit)`` of ``edits``: the layer's tensor arguments, positional and keyword, and
+    each tensor of an argument that is a tuple of tensors, replaced by ``edit`` of it (a forward pre-hook)."""
+    def hook_for(edit):
+        def each(value):
+            if isinstance(value, torch.Tensor):
+                return edit(value)
             if isinstance(value, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
                 return tuple(edit(v) for v in value)
             return value
+        return lambda _module, args, kwargs: (tuple(each(a) for a in args), {k: each(v) for k, v in kwargs.items()})
 
-        def hook(_module, args, kwargs):
-            return tuple(edit(a) for a in args), {k: edit(v) for k, v in kwargs.items()}
-        return hook
-
-    handles = [layers[layer].register_forward_pre_hook(hook_for(layer), with_kwargs=True)
-               for layer in range(starts[0], len(layers))]
+    handles = [layer.register_forward_pre_hook(hook_for(edit), with_kwargs=True) for layer, edit in edits]
     try:
         yield
     finally:
